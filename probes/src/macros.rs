@@ -1,0 +1,210 @@
+//! The probe macros emulators call. Each takes a closure returning the
+//! probe's arguments; the closure runs only while a tracer is attached.
+
+/// An instruction word `insn` was fetched at `pc`.
+///
+/// ```
+/// # let (pc, insn) = (0x0600u16, 0xa9u8);
+/// styx_probe::insn_fetch!(|| (pc, insn));
+/// ```
+#[macro_export]
+macro_rules! insn_fetch {
+    ($args:expr) => {
+        $crate::__fire::insn_fetch($args)
+    };
+}
+
+/// The instruction `insn` at `pc` was executed.
+///
+/// ```
+/// # let (pc, insn) = (0x0600u16, 0xa9u8);
+/// styx_probe::insn_exec!(|| (pc, insn));
+/// ```
+#[macro_export]
+macro_rules! insn_exec {
+    ($args:expr) => {
+        $crate::__fire::insn_exec($args)
+    };
+}
+
+/// A basic block of `size` bytes at `pc` was entered (or translated).
+///
+/// ```
+/// # let (pc, size) = (0x0600u16, 12u8);
+/// styx_probe::block!(|| (pc, size));
+/// ```
+#[macro_export]
+macro_rules! block {
+    ($args:expr) => {
+        $crate::__fire::block($args)
+    };
+}
+
+/// Guest memory at `addr` was read by the instruction at `pc`, giving `val`.
+///
+/// The access size is the width of `val`'s type ([`MemValue`](crate::MemValue)):
+/// a `u8` is a 1-byte read, a `u32` a 4-byte read.
+///
+/// ```
+/// # let (pc, addr) = (0x0600u16, 0x0010u16);
+/// let val: u8 = 0x2a;
+/// styx_probe::mem_read!(|| (pc, addr, val)); // size 1
+/// let word: u32 = 0xdead_beef;
+/// styx_probe::mem_read!(|| (pc, addr, word)); // size 4
+/// ```
+#[macro_export]
+macro_rules! mem_read {
+    ($args:expr) => {
+        $crate::__fire::mem_read($args)
+    };
+}
+
+/// Guest memory at `addr` was written with `val` by the instruction at `pc`.
+/// The access size is the width of `val`'s type, as for [`mem_read!`](crate::mem_read!).
+///
+/// ```
+/// # let (pc, addr) = (0x0600u16, 0x0200u16);
+/// styx_probe::mem_write!(|| (pc, addr, 0x41u8));
+/// ```
+#[macro_export]
+macro_rules! mem_write {
+    ($args:expr) => {
+        $crate::__fire::mem_write($args)
+    };
+}
+
+/// Register number `reg` was read at `pc`, giving `val`. Register numbers are
+/// the emulator's own.
+///
+/// ```
+/// # let (pc, a) = (0x0600u16, 7u8);
+/// const REG_A: u8 = 0;
+/// styx_probe::reg_read!(|| (pc, REG_A, a));
+/// ```
+#[macro_export]
+macro_rules! reg_read {
+    ($args:expr) => {
+        $crate::__fire::reg_read($args)
+    };
+}
+
+/// Register number `reg` was written at `pc` with `val`; `old` is what it held.
+///
+/// ```
+/// # let (pc, old, new) = (0x0600u16, 7u8, 8u8);
+/// const REG_X: u8 = 1;
+/// styx_probe::reg_write!(|| (pc, REG_X, new, old));
+/// ```
+#[macro_export]
+macro_rules! reg_write {
+    ($args:expr) => {
+        $crate::__fire::reg_write($args)
+    };
+}
+
+/// Control left `pc` for `target`. `kind` is a [`BranchKind`](crate::BranchKind)
+/// (unconditional) or a [`Branch`](crate::Branch), which says whether it was conditional.
+///
+/// ```
+/// use styx_probe::{Branch, BranchKind};
+/// # let (pc, target) = (0x0600u16, 0x0700u16);
+/// styx_probe::branch!(|| (pc, target, BranchKind::Call));
+/// styx_probe::branch!(|| (pc, target, Branch::conditional(BranchKind::Jump)));
+/// ```
+#[macro_export]
+macro_rules! branch {
+    ($args:expr) => {
+        $crate::__fire::branch($args)
+    };
+}
+
+/// An interrupt service routine was entered or left: `kind` is an
+/// [`InterruptKind`](crate::InterruptKind), `num` the vector or line number, and
+/// control moved from `old_pc` to `new_pc`.
+///
+/// ```
+/// use styx_probe::InterruptKind;
+/// styx_probe::interrupt!(|| (InterruptKind::Entry, 2u8, 0x0612u16, 0xfe00u16));
+/// ```
+#[macro_export]
+macro_rules! interrupt {
+    ($args:expr) => {
+        $crate::__fire::interrupt($args)
+    };
+}
+
+/// An emulator control event; `code`, `a` and `b` mean what the emulator says
+/// (reset, pause, breakpoint hit, …).
+///
+/// ```
+/// const CONTROL_RESET: u64 = 1;
+/// styx_probe::control!(|| (CONTROL_RESET, 0xfffcu16, 0u8));
+/// ```
+#[macro_export]
+macro_rules! control {
+    ($args:expr) => {
+        $crate::__fire::control($args)
+    };
+}
+
+/// A span of work began: `(category, name, id)`. Pair it with a
+/// [`span_end!`](crate::span_end!) carrying the same id, or use [`span!`](crate::span!),
+/// which does both. Ids come from [`next_span_id`](crate::next_span_id).
+///
+/// ```
+/// let id = styx_probe::next_span_id();
+/// styx_probe::span_begin!(|| ("cpu", "frame", id));
+/// // ... the work ...
+/// styx_probe::span_end!(|| ("cpu", "frame", id));
+/// ```
+#[macro_export]
+macro_rules! span_begin {
+    ($args:expr) => {
+        $crate::__fire::span_begin($args)
+    };
+}
+
+/// A span of work ended: `(category, name, id)`, as given to [`span_begin!`](crate::span_begin!).
+///
+/// ```
+/// let id = styx_probe::next_span_id();
+/// styx_probe::span_begin!(|| ("io", "dma", id));
+/// styx_probe::span_end!(|| ("io", "dma", id));
+/// ```
+#[macro_export]
+macro_rules! span_end {
+    ($args:expr) => {
+        $crate::__fire::span_end($args)
+    };
+}
+
+/// Begins a span and returns a guard that ends it when dropped.
+///
+/// ```
+/// fn run_frame() {
+///     let _span = styx_probe::span!("cpu", "frame");
+///     // ... the work; the span ends when `_span` goes out of scope ...
+/// }
+/// # run_frame();
+/// ```
+#[macro_export]
+macro_rules! span {
+    ($category:expr, $name:expr) => {
+        $crate::Span::enter($category, $name)
+    };
+}
+
+/// A one-off text message. The closure may return a `&str` or a `String`;
+/// `format!` in it costs nothing while no tracer is attached.
+///
+/// ```
+/// styx_probe::marker!(|| "reset");
+/// # let pc = 0x0600u16;
+/// styx_probe::marker!(|| format!("breakpoint at {pc:#06x}"));
+/// ```
+#[macro_export]
+macro_rules! marker {
+    ($args:expr) => {
+        $crate::__fire::marker($args)
+    };
+}

@@ -1,0 +1,23 @@
+//! The one record layout styx's eBPF programs write and its loader reads, plus the
+//! event catalogue (probe names, argument names) both sides and the probes share.
+//!
+//! Every record in the ring buffer starts with a [`RecordHeader`] (24 bytes). What
+//! follows depends on the event's [`Shape`]:
+//! - [`Shape::Args`]`(n)`: `n` little-endian `u64` arguments ([`ArgsRecord`]);
+//! - [`Shape::Span`]: a [`SpanRecord`] (id, category and name, truncated to fit);
+//! - [`Shape::Marker`]: a [`MarkerRecord`] (the text, truncated to fit).
+//!
+//! The kernel's ring buffer adds an 8-byte header to every record and rounds its
+//! size up to 8, so a `mem_read` (24 + 3 × 8 = 48 bytes) costs 56 bytes of ring.
+#![no_std]
+
+mod branch;
+mod event;
+mod record;
+
+pub use branch::{Branch, BranchKind, InterruptKind};
+pub use event::{EventKind, Shape, EVENT_KIND_SLOTS, PROVIDER};
+pub use record::{
+    ArgsRecord, MarkerRecord, RecordHeader, SpanRecord, MARKER_TEXT_MAX, SPAN_CATEGORY_MAX,
+    SPAN_NAME_MAX,
+};

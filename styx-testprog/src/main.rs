@@ -1,1 +1,200 @@
-fn main() {}
+//! Fires every styx probe in a known sequence, on command, and records what it
+//! passed so tests can compare it with what a tracer saw.
+//!
+//! Reads commands from stdin, one per line, and answers each on stdout:
+//! - `fire ROUNDS THREADS`: each of THREADS threads fires ROUNDS rounds of
+//!   every event type. Answers `done calls=C evaluated=E`: probe calls made,
+//!   and argument closures that ran (0 while no tracer is attached).
+//! - `quit`: exits.
+//!
+//! With `--expect FILE`, every event whose closure ran is also written to FILE
+//! as a JSON line in styx-loader's jsonl format (without `ts_ns`).
+
+use serde_json::{json, Value};
+use std::cell::Cell;
+use std::fs::File;
+use std::io::{BufRead, BufWriter, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use styx_probe::{Branch, BranchKind, InterruptKind};
+
+static EVALUATED: AtomicU64 = AtomicU64::new(0);
+static CALLS: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    static EVALUATED_HERE: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Counts a closure run; returns the probe's arguments unchanged.
+fn eval<T>(args: T) -> T {
+    EVALUATED.fetch_add(1, Ordering::Relaxed);
+    EVALUATED_HERE.with(|n| n.set(n.get() + 1));
+    args
+}
+
+fn evaluated_here() -> u64 {
+    EVALUATED_HERE.with(Cell::get)
+}
+
+/// A marker longer than a record holds (120 bytes), to see truncation reported.
+const LONG_MARKER: &str = "this marker text is deliberately longer than the one hundred and twenty bytes a marker record keeps, so it is cut and flagged";
+/// A span name longer than a record holds (64 bytes).
+const LONG_SPAN_NAME: &str = "a span name that is longer than the sixty-four bytes a span record keeps";
+
+/// Writes the events whose closures ran, as the tracer should report them.
+struct Recorder {
+    out: Option<Mutex<BufWriter<File>>>,
+}
+
+impl Recorder {
+    fn record(&self, event: &str, fields: Value) {
+        let Some(out) = &self.out else { return };
+        let mut line = json!({
+            "pid": std::process::id(),
+            "tid": gettid(),
+            "event": event,
+        });
+        let line_fields = line.as_object_mut().expect("object");
+        for (key, value) in fields.as_object().expect("fields are an object") {
+            line_fields.insert(key.clone(), value.clone());
+        }
+        let mut out = out.lock().expect("recorder lock");
+        serde_json::to_writer(&mut *out, &line).expect("writing the expect file");
+        out.write_all(b"\n").expect("writing the expect file");
+    }
+}
+
+fn gettid() -> u32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() as u32 }
+}
+
+/// Calls a probe with a counted closure and records the event if it ran.
+macro_rules! fire {
+    ($rec:expr, $probe:ident, ($($arg:expr),*), $fields:tt) => {{
+        CALLS.fetch_add(1, Ordering::Relaxed);
+        let before = evaluated_here();
+        styx_probe::$probe!(|| eval(($($arg),*)));
+        if evaluated_here() > before {
+            $rec.record(stringify!($probe), json!($fields));
+        }
+    }};
+}
+
+/// One round: every probe once; the memory access size cycles through 1, 2, 4, 8
+/// and the branch kind through every kind, conditional and not.
+fn fire_round(rec: &Recorder, thread: u64, i: u64) {
+    let pc = 0x1000 + i + (thread << 24);
+    let insn = 0xa900_0000 + i;
+    fire!(rec, insn_fetch, (pc, insn), {"pc": pc, "insn": insn});
+    fire!(rec, insn_exec, (pc, insn), {"pc": pc, "insn": insn});
+    let size = i % 16 + 1;
+    fire!(rec, block, (pc, size), {"pc": pc, "size": size});
+
+    let addr = 0x4000_0000 + i;
+    let raw = i.wrapping_mul(0x0101_0101_0101_0101) ^ 0x8000_0000_0000_0000;
+    match i % 4 {
+        0 => {
+            let v = raw as u8;
+            fire!(rec, mem_read, (pc, addr, v), {"pc": pc, "addr": addr, "val": v, "size": 1});
+            fire!(rec, mem_write, (pc, addr + 1, v), {"pc": pc, "addr": addr + 1, "val": v, "size": 1});
+        }
+        1 => {
+            let v = raw as u16;
+            fire!(rec, mem_read, (pc, addr, v), {"pc": pc, "addr": addr, "val": v, "size": 2});
+            fire!(rec, mem_write, (pc, addr + 1, v), {"pc": pc, "addr": addr + 1, "val": v, "size": 2});
+        }
+        2 => {
+            let v = raw as u32;
+            fire!(rec, mem_read, (pc, addr, v), {"pc": pc, "addr": addr, "val": v, "size": 4});
+            fire!(rec, mem_write, (pc, addr + 1, v), {"pc": pc, "addr": addr + 1, "val": v, "size": 4});
+        }
+        _ => {
+            fire!(rec, mem_read, (pc, addr, raw), {"pc": pc, "addr": addr, "val": raw, "size": 8});
+            fire!(rec, mem_write, (pc, addr + 1, raw), {"pc": pc, "addr": addr + 1, "val": raw, "size": 8});
+        }
+    }
+
+    let reg = i % 8;
+    fire!(rec, reg_read, (pc, reg, raw), {"pc": pc, "reg": reg, "val": raw});
+    fire!(rec, reg_write, (pc, reg, raw, i), {"pc": pc, "reg": reg, "val": raw, "old": i});
+
+    let kind = BranchKind::ALL[(i % 8) as usize];
+    let conditional = (i / 8) % 2 == 1;
+    let branch = Branch { kind, conditional };
+    let target = pc + 0x100;
+    fire!(rec, branch, (pc, target, branch),
+        {"pc": pc, "target": target, "kind": kind.name(), "conditional": conditional});
+
+    let irq = if i % 2 == 0 { InterruptKind::Entry } else { InterruptKind::Exit };
+    let vector = i % 3;
+    fire!(rec, interrupt, (irq, vector, pc, target),
+        {"kind": irq.name(), "num": vector, "old_pc": pc, "new_pc": target});
+    fire!(rec, control, (i, raw, 7u8), {"code": i, "a": raw, "b": 7});
+
+    let id = styx_probe::next_span_id();
+    fire!(rec, span_begin, ("round", "fire", id), {"category": "round", "name": "fire", "id": id});
+    fire!(rec, span_end, ("round", "fire", id), {"category": "round", "name": "fire", "id": id});
+    if i % 16 == 0 {
+        let name = LONG_SPAN_NAME;
+        fire!(rec, span_begin, ("round", name, id), {"category": "round", "name": &name[..64], "id": id, "truncated": true});
+        let text = LONG_MARKER;
+        fire!(rec, marker, (text), {"text": &text[..120], "truncated": true});
+    }
+    let text = format!("round {i}");
+    fire!(rec, marker, (text.as_str()), {"text": text});
+}
+
+fn run_threads(rec: &Recorder, rounds: u64, threads: u64) {
+    std::thread::scope(|scope| {
+        for thread in 0..threads {
+            scope.spawn(move || {
+                for i in 0..rounds {
+                    fire_round(rec, thread, i);
+                }
+            });
+        }
+    });
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let out = match args.iter().position(|a| a == "--expect") {
+        Some(i) => {
+            let path = args.get(i + 1).expect("--expect needs a file");
+            Some(Mutex::new(BufWriter::new(
+                File::create(path).expect("creating the expect file"),
+            )))
+        }
+        None => None,
+    };
+    let rec = Recorder { out };
+    let stdout = std::io::stdout();
+    for line in std::io::stdin().lock().lines() {
+        let line = line.expect("reading stdin");
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["fire", rounds, threads] => {
+                let rounds = rounds.parse().expect("rounds");
+                let threads = threads.parse().expect("threads");
+                CALLS.store(0, Ordering::Relaxed);
+                EVALUATED.store(0, Ordering::Relaxed);
+                run_threads(&rec, rounds, threads);
+                if let Some(out) = &rec.out {
+                    out.lock().expect("recorder lock").flush().expect("flush");
+                }
+                let mut stdout = stdout.lock();
+                writeln!(
+                    stdout,
+                    "done calls={} evaluated={}",
+                    CALLS.load(Ordering::Relaxed),
+                    EVALUATED.load(Ordering::Relaxed)
+                )
+                .and_then(|()| stdout.flush())
+                .expect("writing stdout");
+            }
+            ["quit"] => return,
+            _ => panic!("unknown command {line:?}"),
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! Command-line options.
+
+use crate::format::Format;
+use clap::Parser;
+use std::path::PathBuf;
+use std::time::Duration;
+use styx_common::EventKind;
+
+const EXAMPLES: &str = "\
+Examples:
+  sudo styx-loader --pid 1234                       every event, as text, until Ctrl-C
+  sudo styx-loader --pid 1234 -o jsonl -e mem_write | jq .addr
+  sudo styx-loader --pid 1234 -e branch,interrupt --duration 5 --output trace.jsonl -o jsonl
+
+Events (-e): insn_fetch insn_exec block mem_read mem_write reg_read reg_write
+             branch interrupt control span_begin span_end marker
+Unselected probes stay detached and cost the emulator nothing.
+
+A summary (events per type, drops) goes to stderr at the end. Events the
+kernel could not queue because the ring buffer was full are counted as drops,
+never lost silently: raise --ring-size if you see any.";
+
+/// Trace a CPU emulator's styx USDT probes with eBPF.
+///
+/// Finds the styx probes in the process's executable, attaches eBPF programs
+/// to them (raising their semaphores, so the emulator starts evaluating probe
+/// arguments), and writes every event until Ctrl-C, SIGTERM, --duration, or
+/// the process exits. Needs root.
+#[derive(Debug, Parser)]
+#[command(name = "styx-loader", version, after_help = EXAMPLES)]
+pub struct Cli {
+    /// Process to trace (all its threads).
+    #[arg(short, long)]
+    pub pid: u32,
+
+    /// Output format.
+    #[arg(short = 'o', long = "format", value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+
+    /// Event types to trace, comma-separated (default: all).
+    #[arg(short, long = "events", value_delimiter = ',', value_parser = parse_event_kind)]
+    pub events: Vec<EventKind>,
+
+    /// Write events to this file instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Stop after this many seconds (fractions allowed).
+    #[arg(short, long, value_name = "SECS", value_parser = parse_seconds)]
+    pub duration: Option<Duration>,
+
+    /// Ring buffer size in bytes: a power of two, at least 4096; K and M suffixes accepted.
+    #[arg(long, value_name = "BYTES", default_value = "16M", value_parser = parse_ring_size)]
+    pub ring_size: u32,
+
+    /// Forward the eBPF programs' own log messages (aya-log) to stderr.
+    #[arg(long)]
+    pub ebpf_log: bool,
+}
+
+impl Cli {
+    /// The selected event kinds, all of them when none were named.
+    pub fn kinds(&self) -> Vec<EventKind> {
+        if self.events.is_empty() {
+            EventKind::ALL.to_vec()
+        } else {
+            self.events.clone()
+        }
+    }
+}
+
+fn parse_event_kind(name: &str) -> Result<EventKind, String> {
+    EventKind::from_probe_name(name.trim()).ok_or_else(|| {
+        let known: Vec<&str> = EventKind::ALL.iter().map(|k| k.probe_name()).collect();
+        format!("unknown event type '{name}' (known: {})", known.join(", "))
+    })
+}
+
+fn parse_seconds(text: &str) -> Result<Duration, String> {
+    let secs: f64 = text
+        .parse()
+        .map_err(|_| format!("'{text}' is not a number of seconds"))?;
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("'{text}' is not a usable duration"))
+}
+
+fn parse_ring_size(text: &str) -> Result<u32, String> {
+    let (digits, scale) = match text.as_bytes().last() {
+        Some(b'K' | b'k') => (&text[..text.len() - 1], 1u64 << 10),
+        Some(b'M' | b'm') => (&text[..text.len() - 1], 1 << 20),
+        _ => (text, 1),
+    };
+    let bytes = digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| format!("'{text}' is not a size"))?;
+    if bytes < 4096 || !bytes.is_power_of_two() || bytes > 1 << 30 {
+        return Err(format!(
+            "ring size must be a power of two from 4K to 1024M, not {bytes} bytes"
+        ));
+    }
+    Ok(bytes as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_sizes() {
+        assert_eq!(parse_ring_size("16M"), Ok(16 << 20));
+        assert_eq!(parse_ring_size("4096"), Ok(4096));
+        assert!(parse_ring_size("3000").is_err());
+        assert!(parse_ring_size("big").is_err());
+    }
+
+    #[test]
+    fn unknown_event_names_list_the_known_ones() {
+        let err = parse_event_kind("mem_reed").unwrap_err();
+        assert!(err.contains("mem_read"), "{err}");
+    }
+}

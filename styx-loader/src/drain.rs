@@ -1,0 +1,58 @@
+//! Moves records from the ring buffer to the output, counting as it goes.
+
+use crate::format::{write_event, Format};
+use crate::record::{decode, DecodeError};
+use aya::maps::{MapData, RingBuf};
+use std::io::{self, Write};
+use styx_common::EVENT_KIND_SLOTS;
+
+/// What has gone through, per event kind (index = kind id).
+pub struct Counts {
+    pub events: [u64; EVENT_KIND_SLOTS as usize],
+    pub undecodable: u64,
+    pub first_undecodable: Option<DecodeError>,
+}
+
+impl Counts {
+    pub fn new() -> Counts {
+        Counts {
+            events: [0; EVENT_KIND_SLOTS as usize],
+            undecodable: 0,
+            first_undecodable: None,
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.events.iter().sum()
+    }
+}
+
+/// Reads everything now in the ring and writes it out. A write error stops
+/// the drain: the caller decides whether that is the end (closed pipe) or a
+/// failure (full disk).
+pub fn drain(
+    ring: &mut RingBuf<MapData>,
+    out: &mut impl Write,
+    format: Format,
+    counts: &mut Counts,
+) -> io::Result<()> {
+    let mut wrote = false;
+    while let Some(item) = ring.next() {
+        match decode(&item) {
+            Ok(event) => {
+                counts.events[event.kind as usize] += 1;
+                write_event(out, format, &event)?;
+                wrote = true;
+            }
+            Err(error) => {
+                counts.undecodable += 1;
+                counts.first_undecodable.get_or_insert(error);
+            }
+        }
+    }
+    // Flush per drain so a reader sees events within a tick, not per buffer.
+    if wrote {
+        out.flush()?;
+    }
+    Ok(())
+}

@@ -1,0 +1,12 @@
+//! styx-loader's parts, as a library so tests and tools can reuse them.
+
+pub mod cli;
+pub mod drain;
+pub mod ebpf;
+pub mod format;
+pub mod record;
+pub mod sites;
+pub mod stapsdt;
+pub mod target;
+pub mod trace;
+pub mod uprobe_link;

@@ -1,0 +1,292 @@
+//! Shared pieces of the end-to-end tests: the probe-firing program, the
+//! loader, and reading a live process's semaphores.
+//!
+//! These tests load real eBPF programs and attach real uprobes, so they must
+//! run as root; they fail (never skip) when that is not possible.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+pub fn require_root() {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "these tests load eBPF programs and must run as root: sudo cargo xtask test"
+    );
+}
+
+pub fn testprog_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_styx-testprog"))
+}
+
+/// styx-loader is built beside styx-testprog by `cargo test --workspace`.
+pub fn loader_path() -> PathBuf {
+    let path = testprog_path().with_file_name("styx-loader");
+    assert!(
+        path.exists(),
+        "{} is missing: run the tests with `cargo test --workspace`",
+        path.display()
+    );
+    path
+}
+
+/// A scratch directory for one test, removed and recreated.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("creating scratch dir");
+    dir
+}
+
+/// The probe-firing program, driven over stdin/stdout.
+pub struct TestProg {
+    pub child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+pub struct Fired {
+    pub calls: u64,
+    pub evaluated: u64,
+}
+
+impl TestProg {
+    pub fn spawn(expect_file: Option<&Path>) -> TestProg {
+        Self::spawn_binary(&testprog_path(), expect_file)
+    }
+
+    pub fn spawn_binary(binary: &Path, expect_file: Option<&Path>) -> TestProg {
+        let mut command = Command::new(binary);
+        if let Some(file) = expect_file {
+            command.arg("--expect").arg(file);
+        }
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("starting styx-testprog");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        TestProg {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn fire(&mut self, rounds: u64, threads: u64) -> Fired {
+        writeln!(self.stdin, "fire {rounds} {threads}").expect("sending fire");
+        self.stdin.flush().expect("flush");
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("reading answer");
+        let field = |name: &str| -> u64 {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(&format!("{name}=")))
+                .unwrap_or_else(|| panic!("no {name} in answer {line:?}"))
+                .parse()
+                .expect("number")
+        };
+        Fired {
+            calls: field("calls"),
+            evaluated: field("evaluated"),
+        }
+    }
+
+    pub fn quit(mut self) {
+        writeln!(self.stdin, "quit").expect("sending quit");
+        let status = self.child.wait().expect("waiting for styx-testprog");
+        assert!(status.success(), "styx-testprog failed: {status}");
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().expect("try_wait").is_none()
+    }
+}
+
+/// A running styx-loader whose stderr is collected line by line.
+pub struct Loader {
+    pub child: Child,
+    stderr_lines: Receiver<String>,
+    pub stderr: Vec<String>,
+}
+
+impl Loader {
+    /// Starts the loader and waits until it says it has attached; panics with
+    /// everything it printed if it exits or stalls first.
+    pub fn attach(args: &[&str]) -> Loader {
+        let mut loader = Self::spawn(args, Stdio::null());
+        loader.wait_for_line("attached");
+        loader
+    }
+
+    pub fn spawn(args: &[&str], stdout: Stdio) -> Loader {
+        let mut child = Command::new(loader_path())
+            .args(args)
+            .stdout(stdout)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting styx-loader");
+        let stderr = child.stderr.take().expect("stderr");
+        let (send, stderr_lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Loader {
+            child,
+            stderr_lines,
+            stderr: Vec::new(),
+        }
+    }
+
+    pub fn wait_for_line(&mut self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.stderr_lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.stderr.push(line.clone());
+                    if line.contains(needle) {
+                        return line;
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => panic!(
+                    "styx-loader ended before printing {needle:?}; it said:\n{}",
+                    self.stderr.join("\n")
+                ),
+                Err(RecvTimeoutError::Timeout) => panic!(
+                    "styx-loader printed no {needle:?} within 60 s; it said:\n{}",
+                    self.stderr.join("\n")
+                ),
+            }
+        }
+    }
+
+    pub fn signal(&self, signal: i32) {
+        // SAFETY: kill with a pid we own and a valid signal number.
+        let rc = unsafe { libc::kill(self.child.id() as i32, signal) };
+        assert_eq!(rc, 0, "kill failed");
+    }
+
+    /// Keeps calling `poke` (which should make the traced process fire) until
+    /// the loader exits by itself, then finishes it.
+    pub fn finish_after(mut self, mut poke: impl FnMut() -> Fired) -> (ExitStatus, Vec<String>) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.child.try_wait().expect("try_wait").is_none() {
+            assert!(Instant::now() < deadline, "styx-loader did not exit by itself");
+            poke();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.finish()
+    }
+
+    /// Waits for the loader to exit and collects the rest of its stderr.
+    pub fn finish(mut self) -> (ExitStatus, Vec<String>) {
+        let status = self.child.wait().expect("waiting for styx-loader");
+        while let Ok(line) = self.stderr_lines.recv_timeout(Duration::from_secs(10)) {
+            self.stderr.push(line);
+        }
+        (status, self.stderr)
+    }
+}
+
+/// Runs the loader to completion and returns (status, stdout, stderr).
+pub fn run_loader(args: &[&str]) -> (ExitStatus, String, String) {
+    let output = Command::new(loader_path())
+        .args(args)
+        .output()
+        .expect("running styx-loader");
+    (
+        output.status,
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// Reads JSON lines, dropping `ts_ns` (only the tracer knows it).
+pub fn read_jsonl(path: &Path) -> Vec<Value> {
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_to_string(&mut text))
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    text.lines()
+        .map(|line| {
+            let mut value: Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("bad JSON line {line:?}: {e}"));
+            value.as_object_mut().expect("object").remove("ts_ns");
+            value
+        })
+        .collect()
+}
+
+/// Groups events by thread id, keeping their order.
+pub fn by_tid(events: Vec<Value>) -> BTreeMap<u64, Vec<Value>> {
+    let mut map: BTreeMap<u64, Vec<Value>> = BTreeMap::new();
+    for event in events {
+        let tid = event["tid"].as_u64().expect("tid");
+        map.entry(tid).or_default().push(event);
+    }
+    map
+}
+
+/// The current value of every styx semaphore in a live process, by probe
+/// name, read from its memory through /proc.
+pub fn semaphores(pid: u32) -> BTreeMap<String, u16> {
+    let exe = PathBuf::from(format!("/proc/{pid}/exe"));
+    let table = styx_loader::stapsdt::read_probe_table(&exe).expect("reading probe notes");
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("reading maps");
+    let exe_path = std::fs::read_link(&exe).expect("readlink exe");
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).expect("opening /proc/PID/mem");
+    let mut values = BTreeMap::new();
+    for site in table.sites.iter().filter(|s| s.semaphore != 0) {
+        let address = runtime_address(&maps, &exe_path, site.semaphore_offset)
+            .unwrap_or_else(|| panic!("semaphore of {} not mapped", site.name));
+        let mut bytes = [0u8; 2];
+        std::os::unix::fs::FileExt::read_exact_at(&mem, &mut bytes, address)
+            .expect("reading semaphore");
+        values.insert(site.name.clone(), u16::from_ne_bytes(bytes));
+    }
+    values
+}
+
+/// Where a file offset of `exe` is mapped in a process, from its maps.
+fn runtime_address(maps: &str, exe: &Path, file_offset: u64) -> Option<u64> {
+    let exe = exe.to_str()?;
+    maps.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.len() < 6 || fields[5] != exe {
+            return None;
+        }
+        let (start, end) = fields[0].split_once('-')?;
+        let start = u64::from_str_radix(start, 16).ok()?;
+        let end = u64::from_str_radix(end, 16).ok()?;
+        let offset = u64::from_str_radix(fields[2], 16).ok()?;
+        (file_offset >= offset && file_offset < offset + (end - start))
+            .then(|| start + (file_offset - offset))
+    })
+}
+
+/// Polls until `check` holds or 10 s pass; the kernel releases a killed
+/// process's links asynchronously.
+pub fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

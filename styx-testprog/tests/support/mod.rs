@@ -264,6 +264,17 @@ pub fn semaphores(pid: u32) -> BTreeMap<String, u16> {
     values
 }
 
+/// How many probe sites each styx probe has in a live process's executable.
+pub fn sites_per_probe(pid: u32) -> BTreeMap<String, u16> {
+    let exe = PathBuf::from(format!("/proc/{pid}/exe"));
+    let table = styx_loader::stapsdt::read_probe_table(&exe).expect("reading probe notes");
+    let mut counts = BTreeMap::new();
+    for site in &table.sites {
+        *counts.entry(site.name.clone()).or_default() += 1;
+    }
+    counts
+}
+
 /// Where a file offset of `exe` is mapped in a process, from its maps.
 fn runtime_address(maps: &str, exe: &Path, file_offset: u64) -> Option<u64> {
     let exe = exe.to_str()?;

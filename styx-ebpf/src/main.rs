@@ -1,0 +1,106 @@
+//! styx's eBPF programs. Each is attached to many USDT probe sites; the attach
+//! cookie says which event type a site reports. A program reads the probe's
+//! arguments from registers (styx-probe passes every argument as a u64 in the
+//! next SysV argument register) and copies them into the `EVENTS` ring buffer.
+#![no_std]
+#![no_main]
+
+mod record;
+
+use aya_ebpf::helpers::bpf_get_attach_cookie;
+use aya_ebpf::macros::{map, uprobe};
+use aya_ebpf::maps::{PerCpuArray, RingBuf};
+use aya_ebpf::programs::ProbeContext;
+use aya_ebpf::EbpfContext;
+use aya_log_ebpf::{error, warn};
+use styx_common::{EventKind, Shape, EVENT_KIND_SLOTS};
+
+/// Default size; the loader sets the real one (`--ring-size`).
+const DEFAULT_RING_BYTES: u32 = 8 << 20;
+
+#[map]
+static EVENTS: RingBuf = RingBuf::with_byte_size(DEFAULT_RING_BYTES, 0);
+
+/// Events lost because `EVENTS` was full, per event kind, per CPU.
+#[map]
+static DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(EVENT_KIND_SLOTS, 0);
+
+/// Only events from this process are kept (0: any). Several processes can map
+/// one binary, and every program attached to a site runs for all of them.
+#[no_mangle]
+static TARGET_TGID: u32 = 0;
+
+#[uprobe]
+pub fn styx_args2(ctx: ProbeContext) -> u32 {
+    record::args::<2>(&ctx, Shape::Args(2));
+    0
+}
+
+#[uprobe]
+pub fn styx_args3(ctx: ProbeContext) -> u32 {
+    record::args::<3>(&ctx, Shape::Args(3));
+    0
+}
+
+#[uprobe]
+pub fn styx_args4(ctx: ProbeContext) -> u32 {
+    record::args::<4>(&ctx, Shape::Args(4));
+    0
+}
+
+#[uprobe]
+pub fn styx_mem(ctx: ProbeContext) -> u32 {
+    record::args::<3>(&ctx, Shape::MemAccess);
+    0
+}
+
+#[uprobe]
+pub fn styx_span(ctx: ProbeContext) -> u32 {
+    record::span(&ctx);
+    0
+}
+
+#[uprobe]
+pub fn styx_marker(ctx: ProbeContext) -> u32 {
+    record::marker(&ctx);
+    0
+}
+
+/// The event kind this site reports, if the cookie names one of `shape`.
+#[inline(always)]
+fn site_kind(ctx: &ProbeContext, shape: Shape) -> Option<u8> {
+    // SAFETY: the helper only reads the cookie of the running program.
+    let cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
+    let id = cookie as u8;
+    match EventKind::from_id(id) {
+        Some(kind) if kind.shape() == shape => Some(id),
+        _ => {
+            error!(ctx, "styx: site cookie {} does not fit this program", cookie);
+            None
+        }
+    }
+}
+
+/// Whether events of the current process are wanted.
+#[inline(always)]
+fn wanted(tgid: u32) -> bool {
+    // SAFETY: a plain read of a global the loader sets before loading.
+    let target = unsafe { core::ptr::read_volatile(&TARGET_TGID) };
+    target == 0 || target == tgid
+}
+
+/// Counts an event the ring had no room for.
+#[inline(always)]
+fn dropped(ctx: &ProbeContext, kind: u8) {
+    if let Some(count) = DROPS.get_ptr_mut(kind as u32) {
+        // SAFETY: per-CPU slot, so no other writer runs concurrently.
+        unsafe { *count += 1 };
+    }
+    warn!(ctx, "styx: ring buffer full, dropped an event of kind {}", kind);
+}
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}

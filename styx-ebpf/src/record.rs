@@ -1,0 +1,139 @@
+//! Fills ring-buffer records from a probe's arguments.
+
+use crate::{dropped, site_kind, wanted, EVENTS};
+use aya_ebpf::bindings::BPF_RB_NO_WAKEUP;
+use aya_ebpf::helpers::generated::bpf_probe_read_user;
+use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns};
+use aya_ebpf::programs::ProbeContext;
+use core::ffi::c_void;
+use styx_common::{ArgsRecord, MarkerRecord, RecordHeader, Shape, SpanRecord};
+
+// No wake-up per event (~0.9 µs each): the loader drains on a short timer.
+const SUBMIT_FLAGS: u64 = BPF_RB_NO_WAKEUP as u64;
+
+/// The header for an event of `kind` from the current thread, or None if the
+/// process is not the one being traced.
+#[inline(always)]
+fn header(kind: u8, aux: u8) -> Option<RecordHeader> {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tgid = (pid_tgid >> 32) as u32;
+    if !wanted(tgid) {
+        return None;
+    }
+    Some(RecordHeader {
+        // SAFETY: reads the monotonic clock; no arguments.
+        ts_ns: unsafe { bpf_ktime_get_ns() },
+        pid: tgid,
+        tid: pid_tgid as u32,
+        kind,
+        aux,
+        _reserved: [0; 6],
+    })
+}
+
+#[inline(always)]
+fn arg(ctx: &ProbeContext, n: usize) -> u64 {
+    ctx.arg::<u64>(n).unwrap_or(0)
+}
+
+/// N plain u64 arguments; for memory accesses, argument 3 (the size) goes
+/// into the header's `aux` byte.
+#[inline(always)]
+pub fn args<const N: usize>(ctx: &ProbeContext, shape: Shape) {
+    let Some(kind) = site_kind(ctx, shape) else {
+        return;
+    };
+    let aux = if shape == Shape::MemAccess { arg(ctx, 3) as u8 } else { 0 };
+    let Some(header) = header(kind, aux) else {
+        return;
+    };
+    let Some(mut entry) = EVENTS.reserve::<ArgsRecord<N>>(0) else {
+        dropped(ctx, kind);
+        return;
+    };
+    let mut args = [0u64; N];
+    let mut i = 0;
+    while i < N {
+        args[i] = arg(ctx, i);
+        i += 1;
+    }
+    entry.write(ArgsRecord { header, args });
+    entry.submit(SUBMIT_FLAGS);
+}
+
+/// Probe arguments (category, category_len, name, name_len, id).
+#[inline(always)]
+pub fn span(ctx: &ProbeContext) {
+    let Some(kind) = site_kind(ctx, Shape::Span) else {
+        return;
+    };
+    let Some(header) = header(kind, 0) else {
+        return;
+    };
+    let Some(mut entry) = EVENTS.reserve::<SpanRecord>(0) else {
+        dropped(ctx, kind);
+        return;
+    };
+    let (category_len, name_len) = (arg(ctx, 1), arg(ctx, 3));
+    let record = entry.as_mut_ptr();
+    // SAFETY: `record` points at reserved ring memory of SpanRecord's size;
+    // every byte is written before submit (the kernel does not zero it).
+    unsafe {
+        core::ptr::write_bytes(record, 0, 1);
+        (*record).header = header;
+        (*record).id = arg(ctx, 4);
+        (*record).category_len = saturate(category_len);
+        (*record).name_len = saturate(name_len);
+        copy_user(&mut (*record).category, arg(ctx, 0), category_len);
+        copy_user(&mut (*record).name, arg(ctx, 2), name_len);
+    }
+    entry.submit(SUBMIT_FLAGS);
+}
+
+/// Probe arguments (text, text_len).
+#[inline(always)]
+pub fn marker(ctx: &ProbeContext) {
+    let Some(kind) = site_kind(ctx, Shape::Marker) else {
+        return;
+    };
+    let Some(header) = header(kind, 0) else {
+        return;
+    };
+    let Some(mut entry) = EVENTS.reserve::<MarkerRecord>(0) else {
+        dropped(ctx, kind);
+        return;
+    };
+    let len = arg(ctx, 1);
+    let record = entry.as_mut_ptr();
+    // SAFETY: as in `span`.
+    unsafe {
+        core::ptr::write_bytes(record, 0, 1);
+        (*record).header = header;
+        (*record).len = saturate(len);
+        copy_user(&mut (*record).text, arg(ctx, 0), len);
+    }
+    entry.submit(SUBMIT_FLAGS);
+}
+
+#[inline(always)]
+fn saturate(len: u64) -> u32 {
+    if len > u32::MAX as u64 {
+        u32::MAX
+    } else {
+        len as u32
+    }
+}
+
+/// Copies up to `M` bytes of a user string; on a fault the bytes stay zero.
+#[inline(always)]
+fn copy_user<const M: usize>(dst: &mut [u8; M], src: u64, len: u64) {
+    let n = if len > M as u64 { M as u32 } else { len as u32 };
+    if n == 0 {
+        return;
+    }
+    // SAFETY: dst has room for n <= M bytes; a bad src only makes the helper fail.
+    let rc = unsafe { bpf_probe_read_user(dst.as_mut_ptr() as *mut c_void, n, src as *const c_void) };
+    if rc < 0 {
+        dst.fill(0);
+    }
+}

@@ -1,1 +1,77 @@
-fn main() {}
+//! `cargo xtask <command>`: the project's chores.
+
+mod build_ebpf;
+mod demo;
+mod setup;
+mod test;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "styx's chores")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build the eBPF programs (nightly + bpf-linker) into styx-loader/ebpf/styx.bpf.o.
+    BuildEbpf {
+        /// Do not write: fail if the committed object differs from what the source builds.
+        #[arg(long)]
+        check: bool,
+    },
+    /// Install what this machine lacks for building eBPF and running the tests.
+    Setup,
+    /// Set up, build, and run the 6502 demo emulator traced by styx-loader.
+    Demo,
+    /// Set up, check the committed eBPF object, and run every test.
+    Test {
+        /// Extra arguments for `cargo test`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    let root = workspace_root();
+    match cli.command {
+        Command::BuildEbpf { check } => {
+            setup::ensure_ebpf_toolchain(&root)?;
+            build_ebpf::run(&root, check)
+        }
+        Command::Setup => setup::run(&root),
+        Command::Demo => demo::run(&root),
+        Command::Test { args } => test::run(&root, &args),
+    }
+}
+
+fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_path_buf()
+}
+
+/// Runs a command, failing with its command line if it does not succeed.
+fn run_checked(command: &mut std::process::Command) -> Result<()> {
+    let status = command
+        .status()
+        .map_err(|e| anyhow::anyhow!("cannot run {:?}: {e}", command.get_program()))?;
+    anyhow::ensure!(status.success(), "{command:?} failed: {status}");
+    Ok(())
+}

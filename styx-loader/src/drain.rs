@@ -27,17 +27,31 @@ impl Counts {
     }
 }
 
-/// Reads everything now in the ring and writes it out. A write error stops
-/// the drain: the caller decides whether that is the end (closed pipe) or a
-/// failure (full disk).
+/// Records taken per drain at most, so a producer faster than the output
+/// cannot keep the loop from noticing signals and deadlines.
+const BUDGET: usize = 1 << 16;
+
+pub enum Drained {
+    /// The ring was empty when the drain ended.
+    All,
+    /// The budget ran out first: more may be waiting.
+    Budget,
+}
+
+/// Reads what is in the ring (up to a budget) and writes it out. A write
+/// error stops the drain: the caller decides whether that is the end (closed
+/// pipe) or a failure (full disk).
 pub fn drain(
     ring: &mut RingBuf<MapData>,
     out: &mut impl Write,
     format: Format,
     counts: &mut Counts,
-) -> io::Result<()> {
+) -> io::Result<Drained> {
     let mut wrote = false;
-    while let Some(item) = ring.next() {
+    let mut taken = 0;
+    while taken < BUDGET {
+        let Some(item) = ring.next() else { break };
+        taken += 1;
         match decode(&item) {
             Ok(event) => {
                 counts.events[event.kind as usize] += 1;
@@ -54,5 +68,9 @@ pub fn drain(
     if wrote {
         out.flush()?;
     }
-    Ok(())
+    Ok(if taken == BUDGET {
+        Drained::Budget
+    } else {
+        Drained::All
+    })
 }

@@ -12,10 +12,8 @@ use styx_common::{EventKind, Shape, EVENT_KIND_SLOTS};
 
 /// Built from styx-ebpf by `cargo xtask build-ebpf`; committed, so the loader
 /// builds with stable Rust alone. CI checks it matches its source.
-static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/ebpf/styx.bpf.o"
-));
+static OBJECT: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("CARGO_MANIFEST_DIR"), "/ebpf/styx.bpf.o"));
 
 pub struct LoadOptions {
     /// Only events from this process (0: any process).
@@ -38,8 +36,14 @@ pub fn load(options: &LoadOptions) -> Result<Loaded> {
         .map_max_entries("EVENTS", options.ring_bytes)
         .load(OBJECT)
         .context("loading styx's eBPF object into the kernel")?;
-    let ring = RingBuf::try_from(ebpf.take_map("EVENTS").ok_or_else(|| anyhow!("no EVENTS map"))?)?;
-    let drops = PerCpuArray::try_from(ebpf.take_map("DROPS").ok_or_else(|| anyhow!("no DROPS map"))?)?;
+    let ring = RingBuf::try_from(
+        ebpf.take_map("EVENTS")
+            .ok_or_else(|| anyhow!("no EVENTS map"))?,
+    )?;
+    let drops = PerCpuArray::try_from(
+        ebpf.take_map("DROPS")
+            .ok_or_else(|| anyhow!("no DROPS map"))?,
+    )?;
     Ok(Loaded { ebpf, ring, drops })
 }
 

@@ -1,8 +1,8 @@
 //! styx-loader: traces a CPU emulator's styx USDT probes with eBPF.
 
 use clap::Parser;
-use styx_loader::{cli, trace};
 use std::process::ExitCode;
+use styx_loader::{cli, trace};
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();

@@ -81,7 +81,8 @@ impl ParseError {
 
 /// Reads every USDT probe site from an ELF image in memory.
 pub fn parse_probe_table(data: &[u8]) -> Result<ProbeTable, ParseError> {
-    let elf = ElfFile64::<Endianness>::parse(data).map_err(|e| ParseError::NotElf(e.to_string()))?;
+    let elf =
+        ElfFile64::<Endianness>::parse(data).map_err(|e| ParseError::NotElf(e.to_string()))?;
     let endian = elf.endian();
     let mut table = ProbeTable::default();
 
@@ -129,13 +130,7 @@ fn loadable_segments(elf: &ElfFile64<Endianness>) -> Vec<(u64, u64, u64)> {
     elf.elf_program_headers()
         .iter()
         .filter(|ph| ph.p_type(endian) == PT_LOAD)
-        .map(|ph| {
-            (
-                ph.p_vaddr(endian),
-                ph.p_filesz(endian),
-                ph.p_offset(endian),
-            )
-        })
+        .map(|ph| (ph.p_vaddr(endian), ph.p_filesz(endian), ph.p_offset(endian)))
         .collect()
 }
 

@@ -21,7 +21,9 @@ impl Target {
         }
         let exe_link = proc_dir.join("exe");
         let exe = std::fs::read_link(&exe_link).with_context(|| {
-            format!("cannot find the executable of pid {pid} (is it a kernel thread, or did it exit?)")
+            format!(
+                "cannot find the executable of pid {pid} (is it a kernel thread, or did it exit?)"
+            )
         })?;
         Ok(Target {
             pid,

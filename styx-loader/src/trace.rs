@@ -1,7 +1,7 @@
 //! A tracing session: attach, stream events until told to stop, report.
 
 use crate::cli::Cli;
-use crate::drain::{drain, Counts};
+use crate::drain::{drain, Counts, Drained};
 use crate::ebpf::{self, LoadOptions};
 use crate::sites;
 use crate::stapsdt::read_probe_table;
@@ -39,7 +39,11 @@ pub async fn run(cli: Cli) -> Result<()> {
         eprintln!("styx-loader: warning: {rejected}");
     }
     if selection.sites.is_empty() {
-        if !table.sites.iter().any(|s| s.provider == styx_common::PROVIDER) {
+        if !table
+            .sites
+            .iter()
+            .any(|s| s.provider == styx_common::PROVIDER)
+        {
             bail!(
                 "pid {} ({}) has no styx probes: {}",
                 target.pid,
@@ -94,12 +98,15 @@ pub async fn run(cli: Cli) -> Result<()> {
     let stop = loop {
         tokio::select! {
             _ = tick.tick() => {
-                if let Err(e) = drain(&mut loaded.ring, &mut out, cli.format, &mut counts) {
-                    if e.kind() == io::ErrorKind::BrokenPipe {
+                match drain(&mut loaded.ring, &mut out, cli.format, &mut counts) {
+                    Ok(Drained::All) => {}
+                    // More is waiting: come straight back, after a look at
+                    // signals and the clock.
+                    Ok(Drained::Budget) => tick.reset_immediately(),
+                    Err(e) => {
+                        write_error = real_failure(e);
                         break Stop::OutputClosed;
                     }
-                    write_error = Some(e);
-                    break Stop::OutputClosed;
                 }
                 if let Some(logger) = logger.as_mut() {
                     logger.flush();
@@ -113,13 +120,37 @@ pub async fn run(cli: Cli) -> Result<()> {
             }
         }
     };
+    let elapsed = started.elapsed();
 
-    // Detach first so nothing more arrives, then take what is already queued.
-    drop(links);
-    if write_error.is_none() && !matches!(stop, Stop::OutputClosed) {
-        if let Err(e) = drain(&mut loaded.ring, &mut out, cli.format, &mut counts) {
-            if e.kind() != io::ErrorKind::BrokenPipe {
-                write_error = Some(e);
+    // The kernel takes ~0.1 s per site to detach, one site at a time (each
+    // waits for an RCU grace period under a global lock). Keep draining
+    // meanwhile so the events still arriving are kept, then take what is left.
+    if links.len() > 10 {
+        eprintln!(
+            "styx-loader: detaching {} probe sites (the kernel needs ~0.1 s each)",
+            links.len()
+        );
+    }
+    let mut detaching = tokio::task::spawn_blocking(move || drop(links));
+    let mut draining = !matches!(stop, Stop::OutputClosed);
+    loop {
+        tokio::select! {
+            _ = &mut detaching => break,
+            _ = tick.tick(), if draining => {
+                if let Err(e) = drain(&mut loaded.ring, &mut out, cli.format, &mut counts) {
+                    write_error = real_failure(e);
+                    draining = false;
+                }
+            }
+        }
+    }
+    while draining {
+        match drain(&mut loaded.ring, &mut out, cli.format, &mut counts) {
+            Ok(Drained::All) => draining = false,
+            Ok(Drained::Budget) => {}
+            Err(e) => {
+                write_error = real_failure(e);
+                draining = false;
             }
         }
     }
@@ -127,7 +158,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         logger.flush();
     }
     let drops = ebpf::read_drops(&loaded.drops)?;
-    report(&cli, &target, &stop, started.elapsed(), &counts, &drops);
+    report(&cli, &target, &stop, elapsed, &counts, &drops);
     if let Some(e) = write_error {
         let to = cli
             .output
@@ -141,19 +172,31 @@ pub async fn run(cli: Cli) -> Result<()> {
     Ok(())
 }
 
+/// A closed pipe is how a reader says it has seen enough: not a failure.
+fn real_failure(error: io::Error) -> Option<io::Error> {
+    (error.kind() != io::ErrorKind::BrokenPipe).then_some(error)
+}
+
 fn open_output(cli: &Cli) -> Result<Box<dyn Write>> {
     const BUFFER: usize = 256 << 10;
     Ok(match &cli.output {
         Some(path) => {
-            let file = File::create(path)
-                .with_context(|| format!("cannot write {}", path.display()))?;
+            let file =
+                File::create(path).with_context(|| format!("cannot write {}", path.display()))?;
             Box::new(BufWriter::with_capacity(BUFFER, file))
         }
         None => Box::new(BufWriter::with_capacity(BUFFER, io::stdout())),
     })
 }
 
-fn report(cli: &Cli, target: &Target, stop: &Stop, elapsed: Duration, counts: &Counts, drops: &[u64]) {
+fn report(
+    cli: &Cli,
+    target: &Target,
+    stop: &Stop,
+    elapsed: Duration,
+    counts: &Counts,
+    drops: &[u64],
+) {
     let why = match stop {
         Stop::Interrupted => "interrupted",
         Stop::Terminated => "terminated",

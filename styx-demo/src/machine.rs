@@ -115,7 +115,7 @@ impl Machine {
         }
 
         self.instructions += 1;
-        if self.instructions % TIMER_PERIOD == 0 {
+        if self.instructions.is_multiple_of(TIMER_PERIOD) {
             self.cpu.memory.irq_line = true;
         }
         let before = snapshot(&self.cpu.registers);

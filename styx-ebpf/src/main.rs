@@ -75,7 +75,10 @@ fn site_kind(ctx: &ProbeContext, shape: Shape) -> Option<u8> {
     match EventKind::from_id(id) {
         Some(kind) if kind.shape() == shape => Some(id),
         _ => {
-            error!(ctx, "styx: site cookie {} does not fit this program", cookie);
+            error!(
+                ctx,
+                "styx: site cookie {} does not fit this program", cookie
+            );
             None
         }
     }
@@ -96,7 +99,10 @@ fn dropped(ctx: &ProbeContext, kind: u8) {
         // SAFETY: per-CPU slot, so no other writer runs concurrently.
         unsafe { *count += 1 };
     }
-    warn!(ctx, "styx: ring buffer full, dropped an event of kind {}", kind);
+    warn!(
+        ctx,
+        "styx: ring buffer full, dropped an event of kind {}", kind
+    );
 }
 
 #[cfg(not(test))]

@@ -43,7 +43,11 @@ pub fn args<const N: usize>(ctx: &ProbeContext, shape: Shape) {
     let Some(kind) = site_kind(ctx, shape) else {
         return;
     };
-    let aux = if shape == Shape::MemAccess { arg(ctx, 3) as u8 } else { 0 };
+    let aux = if shape == Shape::MemAccess {
+        arg(ctx, 3) as u8
+    } else {
+        0
+    };
     let Some(header) = header(kind, aux) else {
         return;
     };
@@ -132,7 +136,8 @@ fn copy_user<const M: usize>(dst: &mut [u8; M], src: u64, len: u64) {
         return;
     }
     // SAFETY: dst has room for n <= M bytes; a bad src only makes the helper fail.
-    let rc = unsafe { bpf_probe_read_user(dst.as_mut_ptr() as *mut c_void, n, src as *const c_void) };
+    let rc =
+        unsafe { bpf_probe_read_user(dst.as_mut_ptr() as *mut c_void, n, src as *const c_void) };
     if rc < 0 {
         dst.fill(0);
     }

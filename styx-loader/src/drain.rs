@@ -7,6 +7,7 @@ use std::io::{self, Write};
 use styx_common::EVENT_KIND_SLOTS;
 
 /// What has gone through, per event kind (index = kind id).
+#[derive(Default)]
 pub struct Counts {
     pub events: [u64; EVENT_KIND_SLOTS as usize],
     pub undecodable: u64,
@@ -14,14 +15,6 @@ pub struct Counts {
 }
 
 impl Counts {
-    pub fn new() -> Counts {
-        Counts {
-            events: [0; EVENT_KIND_SLOTS as usize],
-            undecodable: 0,
-            first_undecodable: None,
-        }
-    }
-
     pub fn total(&self) -> u64 {
         self.events.iter().sum()
     }

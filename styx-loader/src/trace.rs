@@ -25,6 +25,7 @@ enum Stop {
     TargetExited,
     DurationReached,
     OutputClosed,
+    OutputFailed,
 }
 
 pub async fn run(cli: Cli) -> Result<()> {
@@ -92,7 +93,7 @@ pub async fn run(cli: Cli) -> Result<()> {
     let mut sigterm = signal(SignalKind::terminate())?;
     let mut tick = interval(DRAIN_EVERY);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let mut counts = Counts::new();
+    let mut counts = Counts::default();
     let mut write_error = None;
 
     let stop = loop {
@@ -105,7 +106,7 @@ pub async fn run(cli: Cli) -> Result<()> {
                     Ok(Drained::Budget) => tick.reset_immediately(),
                     Err(e) => {
                         write_error = real_failure(e);
-                        break Stop::OutputClosed;
+                        break if write_error.is_some() { Stop::OutputFailed } else { Stop::OutputClosed };
                     }
                 }
                 if let Some(logger) = logger.as_mut() {
@@ -132,25 +133,34 @@ pub async fn run(cli: Cli) -> Result<()> {
         );
     }
     let mut detaching = tokio::task::spawn_blocking(move || drop(links));
-    let mut draining = !matches!(stop, Stop::OutputClosed);
+    // Once the output has closed or failed, events are still taken from the
+    // ring, so they are counted as unwritten rather than as ring-full drops.
+    let mut output_open = !matches!(stop, Stop::OutputClosed | Stop::OutputFailed);
+    let mut unwritten = Counts::default();
+    let mut detached = false;
     loop {
-        tokio::select! {
-            _ = &mut detaching => break,
-            _ = tick.tick(), if draining => {
-                if let Err(e) = drain(&mut loaded.ring, &mut out, cli.format, &mut counts) {
-                    write_error = real_failure(e);
-                    draining = false;
-                }
+        if !detached {
+            tokio::select! {
+                _ = &mut detaching => detached = true,
+                _ = tick.tick() => {}
             }
         }
-    }
-    while draining {
-        match drain(&mut loaded.ring, &mut out, cli.format, &mut counts) {
-            Ok(Drained::All) => draining = false,
-            Ok(Drained::Budget) => {}
+        let drained = if output_open {
+            drain(&mut loaded.ring, &mut out, cli.format, &mut counts)
+        } else {
+            drain(
+                &mut loaded.ring,
+                &mut io::sink(),
+                cli.format,
+                &mut unwritten,
+            )
+        };
+        match drained {
+            Ok(Drained::All) if detached => break,
+            Ok(_) => {}
             Err(e) => {
                 write_error = real_failure(e);
-                draining = false;
+                output_open = false;
             }
         }
     }
@@ -159,14 +169,21 @@ pub async fn run(cli: Cli) -> Result<()> {
     }
     let drops = ebpf::read_drops(&loaded.drops)?;
     report(&cli, &target, &stop, elapsed, &counts, &drops);
+    if unwritten.total() > 0 && write_error.is_none() {
+        eprintln!(
+            "styx-loader: {} events that arrived after the output closed were not written",
+            unwritten.total()
+        );
+    }
     if let Some(e) = write_error {
         let to = cli
             .output
             .as_ref()
             .map_or("stdout".to_string(), |p| p.display().to_string());
         bail!(
-            "writing events to {to}: {e}; the events after the {} written were lost",
-            counts.total()
+            "writing events to {to}: {e} (after {} events; {} more were not written)",
+            counts.total(),
+            unwritten.total()
         );
     }
     Ok(())
@@ -203,6 +220,7 @@ fn report(
         Stop::TargetExited => "process exited",
         Stop::DurationReached => "duration reached",
         Stop::OutputClosed => "output closed",
+        Stop::OutputFailed => "output failed",
     };
     let dropped: u64 = drops.iter().sum();
     eprintln!(

@@ -39,7 +39,8 @@ fn evaluated_here() -> u64 {
 /// A marker longer than a record holds (120 bytes), to see truncation reported.
 const LONG_MARKER: &str = "this marker text is deliberately longer than the one hundred and twenty bytes a marker record keeps, so it is cut and flagged";
 /// A span name longer than a record holds (64 bytes).
-const LONG_SPAN_NAME: &str = "a span name that is longer than the sixty-four bytes a span record keeps";
+const LONG_SPAN_NAME: &str =
+    "a span name that is longer than the sixty-four bytes a span record keeps";
 
 /// Writes the events whose closures ran, as the tracer should report them.
 struct Recorder {
@@ -126,7 +127,11 @@ fn fire_round(rec: &Recorder, thread: u64, i: u64) {
     fire!(rec, branch, (pc, target, branch),
         {"pc": pc, "target": target, "kind": kind.name(), "conditional": conditional});
 
-    let irq = if i % 2 == 0 { InterruptKind::Entry } else { InterruptKind::Exit };
+    let irq = if i.is_multiple_of(2) {
+        InterruptKind::Entry
+    } else {
+        InterruptKind::Exit
+    };
     let vector = i % 3;
     fire!(rec, interrupt, (irq, vector, pc, target),
         {"kind": irq.name(), "num": vector, "old_pc": pc, "new_pc": target});
@@ -135,7 +140,7 @@ fn fire_round(rec: &Recorder, thread: u64, i: u64) {
     let id = styx_probe::next_span_id();
     fire!(rec, span_begin, ("round", "fire", id), {"category": "round", "name": "fire", "id": id});
     fire!(rec, span_end, ("round", "fire", id), {"category": "round", "name": "fire", "id": id});
-    if i % 16 == 0 {
+    if i.is_multiple_of(16) {
         let name = LONG_SPAN_NAME;
         fire!(rec, span_begin, ("round", name, id), {"category": "round", "name": &name[..64], "id": id, "truncated": true});
         let text = LONG_MARKER;

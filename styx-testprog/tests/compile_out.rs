@@ -12,7 +12,14 @@ fn compiled_out_probes_leave_no_notes_and_never_evaluate() {
     let target_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("probes-off");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
-        .args(["build", "--quiet", "-p", "styx-testprog", "--features", "probes-off"])
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "styx-testprog",
+            "--features",
+            "probes-off",
+        ])
         .arg("--target-dir")
         .arg(&target_dir)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -23,10 +30,17 @@ fn compiled_out_probes_leave_no_notes_and_never_evaluate() {
 
     let data = std::fs::read(&binary).unwrap();
     let table = styx_loader::stapsdt::parse_probe_table(&data).expect("an ELF file");
-    assert!(table.sites.is_empty(), "probe notes left: {:?}", table.sites);
+    assert!(
+        table.sites.is_empty(),
+        "probe notes left: {:?}",
+        table.sites
+    );
     let elf = object::File::parse(&*data).unwrap();
     for section in [".note.stapsdt", ".probes", ".stapsdt.base"] {
-        assert!(elf.section_by_name(section).is_none(), "{section} is still there");
+        assert!(
+            elf.section_by_name(section).is_none(),
+            "{section} is still there"
+        );
     }
     // The same binary with probes compiled in does have them, so the check above can fail.
     let with_probes = std::fs::read(testprog_path()).unwrap();

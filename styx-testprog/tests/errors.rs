@@ -60,7 +60,10 @@ fn unwritable_output_fails_before_attaching() {
     ]);
     assert!(!status.success());
     let line = error_line(&stderr);
-    assert!(line.contains("cannot write /nonexistent-dir/trace.jsonl"), "{line}");
+    assert!(
+        line.contains("cannot write /nonexistent-dir/trace.jsonl"),
+        "{line}"
+    );
     assert!(!stderr.contains("attached"), "{stderr}");
     assert_eq!(prog.fire(5, 1).evaluated, 0);
     prog.quit();
@@ -128,9 +131,15 @@ fn ring_full_drops_are_counted_and_reported() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no drop count in {summary:?}"));
     assert!(dropped > 0, "a 4 KiB ring must overflow: {summary}");
-    assert_eq!(received + dropped, fired.calls, "every event is received or counted as dropped");
+    assert_eq!(
+        received + dropped,
+        fired.calls,
+        "every event is received or counted as dropped"
+    );
     assert!(
-        stderr.iter().any(|l| l.contains("try a larger --ring-size")),
+        stderr
+            .iter()
+            .any(|l| l.contains("try a larger --ring-size")),
         "{stderr:?}"
     );
 }

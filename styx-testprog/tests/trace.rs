@@ -63,7 +63,10 @@ fn every_event_type_arrives_exactly_as_fired() {
         .iter()
         .find(|l| l.contains("events from pid"))
         .expect("summary line");
-    assert!(summary.contains(&format!("{} events", fired.calls)), "{summary}");
+    assert!(
+        summary.contains(&format!("{} events", fired.calls)),
+        "{summary}"
+    );
     assert!(summary.contains("; 0 dropped"), "{summary}");
     assert!(summary.contains("process exited"), "{summary}");
 }
@@ -85,7 +88,11 @@ fn closures_run_only_for_attached_event_types() {
     loader.signal(libc::SIGINT);
     let (status, stderr) = loader.finish();
     assert!(status.success(), "{}", stderr.join("\n"));
-    assert_eq!(prog.fire(100, 1).evaluated, 0, "closures stop once detached");
+    assert_eq!(
+        prog.fire(100, 1).evaluated,
+        0,
+        "closures stop once detached"
+    );
     prog.quit();
 }
 
@@ -128,14 +135,25 @@ fn duration_stops_tracing_and_text_output_is_readable() {
     std::io::Read::read_to_string(&mut loader.child.stdout.take().unwrap(), &mut stdout).unwrap();
     let (status, stderr) = loader.finish();
     assert!(status.success(), "{}", stderr.join("\n"));
-    assert!(stderr.iter().any(|l| l.contains("duration reached")), "{stderr:?}");
+    assert!(
+        stderr.iter().any(|l| l.contains("duration reached")),
+        "{stderr:?}"
+    );
     assert!(prog.is_running());
     prog.quit();
 
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 40, "{stdout}");
-    assert!(lines[0].contains("mem_write") && lines[0].contains("addr=0x40000001"), "{}", lines[0]);
-    assert!(lines[1].contains("branch") && lines[1].contains(" jump"), "{}", lines[1]);
+    assert!(
+        lines[0].contains("mem_write") && lines[0].contains("addr=0x40000001"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].contains("branch") && lines[1].contains(" jump"),
+        "{}",
+        lines[1]
+    );
     assert!(lines.iter().any(|l| l.contains("return_from_interrupt")));
 }
 
@@ -144,7 +162,10 @@ fn closed_stdout_pipe_ends_quietly() {
     require_root();
     let mut prog = TestProg::spawn(None);
     let pid = prog.pid().to_string();
-    let mut loader = Loader::spawn(&["--pid", &pid, "-o", "jsonl"], std::process::Stdio::piped());
+    let mut loader = Loader::spawn(
+        &["--pid", &pid, "-o", "jsonl"],
+        std::process::Stdio::piped(),
+    );
     loader.wait_for_line("attached");
     prog.fire(10, 1);
     // Read one line, then close the pipe like `| head -n 1`.

@@ -188,7 +188,10 @@ impl Loader {
     pub fn finish_after(mut self, mut poke: impl FnMut() -> Fired) -> (ExitStatus, Vec<String>) {
         let deadline = Instant::now() + Duration::from_secs(30);
         while self.child.try_wait().expect("try_wait").is_none() {
-            assert!(Instant::now() < deadline, "styx-loader did not exit by itself");
+            assert!(
+                Instant::now() < deadline,
+                "styx-loader did not exit by itself"
+            );
             poke();
             std::thread::sleep(Duration::from_millis(10));
         }

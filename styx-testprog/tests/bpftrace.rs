@@ -2,8 +2,9 @@
 
 mod support;
 
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use support::*;
 
 /// The lines of the README's ```sh bpftrace block.
@@ -22,12 +23,16 @@ fn readme_one_liners() -> Vec<String> {
 fn probe_of(line: &str) -> &str {
     let start = line.find("usdt::styx:").expect("a usdt::styx: probe") + "usdt::styx:".len();
     let rest = &line[start..];
-    &rest[..rest.find(|c: char| !c.is_ascii_alphanumeric() && c != '_').unwrap_or(rest.len())]
+    &rest[..rest
+        .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+        .unwrap_or(rest.len())]
 }
 
 /// Runs one one-liner against a fresh styx-testprog firing 16 rounds and
-/// returns what bpftrace printed.
-fn run_one_liner(line: &str) -> String {
+/// returns what bpftrace printed. `streamed` is output the one-liner prints
+/// as events arrive (maps print only at exit): it is awaited before SIGINT,
+/// since bpftrace does not flush pending events when interrupted.
+fn run_one_liner(line: &str, streamed: &[&str]) -> String {
     let mut prog = TestProg::spawn(None);
     let pid = prog.pid();
     let mut bpftrace = Command::new("sh")
@@ -39,18 +44,35 @@ fn run_one_liner(line: &str) -> String {
         .spawn()
         .expect("starting bpftrace");
     let probe = probe_of(line).to_owned();
-    eventually(&format!("bpftrace raised the {probe} semaphore"), || {
-        assert!(bpftrace.try_wait().unwrap().is_none(), "bpftrace exited early");
-        semaphores(pid).get(&probe).copied().unwrap_or(0) > 0
+    let sites = sites_per_probe(pid)[&probe];
+    // Ready once every site is attached (the kernel counts one semaphore
+    // reference per site) and bpftrace catches SIGINT (its main loop runs).
+    eventually(&format!("bpftrace attached to every {probe} site"), || {
+        assert!(
+            bpftrace.try_wait().unwrap().is_none(),
+            "bpftrace exited early"
+        );
+        semaphores(pid).get(&probe) == Some(&sites) && catches_sigint(bpftrace.id())
     });
     prog.fire(16, 1);
-    let mut stdout = bpftrace.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut out = String::new();
-        stdout.read_to_string(&mut out).map(|_| out)
+    let stdout = bpftrace.stdout.take().unwrap();
+    let printed = Arc::new(Mutex::new(String::new()));
+    let reader = {
+        let printed = Arc::clone(&printed);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let line = line.expect("reading bpftrace output");
+                let mut printed = printed.lock().unwrap();
+                printed.push_str(&line);
+                printed.push('\n');
+            }
+        })
+    };
+    eventually("bpftrace printed the streamed events", || {
+        let printed = printed.lock().unwrap();
+        streamed.iter().all(|s| printed.contains(s))
     });
-    // bpftrace may miss a SIGINT that lands while it is still setting up
-    // after attaching, so ask again until it prints its maps and exits.
+    // Ask until it prints its maps and exits.
     let mut status = None;
     for _ in 0..40 {
         // SAFETY: signalling a child we started.
@@ -62,12 +84,28 @@ fn run_one_liner(line: &str) -> String {
         }
     }
     let status = status.unwrap_or_else(|| panic!("bpftrace ignored SIGINT: {line}"));
-    let out = reader.join().unwrap().expect("reading bpftrace output");
+    reader.join().unwrap();
+    let out = printed.lock().unwrap().clone();
     let mut err = String::new();
-    bpftrace.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    bpftrace
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
     assert!(status.success(), "{line}\n{status}\n{err}");
     prog.quit();
     out
+}
+
+/// Whether a process has a SIGINT handler installed.
+fn catches_sigint(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (libc::SIGINT - 1)) != 0)
 }
 
 #[test]
@@ -82,9 +120,18 @@ fn readme_bpftrace_one_liners_give_the_expected_results() {
         &["@calls[4353]: 1", "@calls[4361]: 1"],
         &["round 0", "round 15"],
     ];
-    assert_eq!(lines.len(), expected.len(), "README one-liners changed: {lines:?}");
+    assert_eq!(
+        lines.len(),
+        expected.len(),
+        "README one-liners changed: {lines:?}"
+    );
     for (line, wanted) in lines.iter().zip(expected) {
-        let out = run_one_liner(line);
+        let streamed: Vec<&str> = wanted
+            .iter()
+            .copied()
+            .filter(|w| !w.starts_with('@'))
+            .collect();
+        let out = run_one_liner(line, &streamed);
         for w in wanted {
             assert!(out.contains(w), "{line}\nprinted:\n{out}\nexpected {w:?}");
         }

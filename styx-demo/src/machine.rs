@@ -9,8 +9,9 @@
 //! bytes). A timer raises an IRQ every [`TIMER_PERIOD`] instructions:
 //! `interrupt` entry when the CPU takes it, exit at its `RTI`. Each program
 //! run is a span and so is each frame of [`FRAME`] instructions; `control`
-//! reports reset (code 1: a = start address) and halt (code 2: a = exit
-//! code, b = instructions run); `marker` says what ran and what it gave.
+//! reports reset (code 1: a = start address), halt (code 2: a = exit
+//! code, b = instructions run) and a tracer seen by [`tracer_attached`]
+//! (code 3); `marker` says what ran and what it gave.
 
 use crate::bus::DemoBus;
 use crate::programs::Program;
@@ -27,6 +28,7 @@ pub const FRAME: u64 = 1024;
 pub const IRQ_NUMBER: u8 = 0;
 pub const CONTROL_RESET: u8 = 1;
 pub const CONTROL_HALT: u8 = 2;
+pub const CONTROL_TRACER_SEEN: u8 = 3;
 /// A program that has not halted after this many instructions is broken.
 const STEP_LIMIT: u64 = 50_000_000;
 
@@ -165,6 +167,17 @@ impl Machine {
         let hi = self.cpu.memory.peek(0x0100 + sp.wrapping_add(3) as u16);
         u16::from_le_bytes([lo, hi])
     }
+}
+
+/// Whether a tracer has enabled the `control` probe. The probe's closure
+/// runs only then, so this fires one `control` event (code 3) when it does.
+pub fn tracer_attached() -> bool {
+    let mut attached = false;
+    styx_probe::control!(|| {
+        attached = true;
+        (CONTROL_TRACER_SEEN, 0u8, 0u8)
+    });
+    attached
 }
 
 impl Default for Machine {

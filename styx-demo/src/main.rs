@@ -22,6 +22,10 @@ struct Cli {
     /// Print only the final speed line.
     #[arg(long)]
     quiet: bool,
+    /// Start only once a tracer has enabled the `control` probe (e.g. an
+    /// attached styx-loader), so a short run is traced from its first instruction.
+    #[arg(long)]
+    wait_for_tracer: bool,
 }
 
 fn main() -> Result<()> {
@@ -33,6 +37,11 @@ fn main() -> Result<()> {
             .ok_or_else(|| anyhow!("no program {:?} (sieve, sort, fib, all)", cli.program))?]
     };
     eprintln!("styx-demo: pid {}", std::process::id());
+    if cli.wait_for_tracer {
+        while !styx_demo::machine::tracer_attached() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
     let mut machine = Machine::new();
     let started = Instant::now();
     let mut round = 0;

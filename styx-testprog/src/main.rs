@@ -5,6 +5,8 @@
 //! - `fire ROUNDS THREADS`: each of THREADS threads fires ROUNDS rounds of
 //!   every event type. Answers `done calls=C evaluated=E`: probe calls made,
 //!   and argument closures that ran (0 while no tracer is attached).
+//! - `bench CALLS`: times CALLS mem_read probes in a tight loop. Answers
+//!   `bench calls=C ns_per_call=N evaluated=E`.
 //! - `quit`: exits.
 //!
 //! With `--expect FILE`, every event whose closure ran is also written to FILE
@@ -162,6 +164,17 @@ fn run_threads(rec: &Recorder, rounds: u64, threads: u64) {
     });
 }
 
+/// Times `calls` mem_read probes in a tight loop; returns ns per call.
+fn bench_mem_read(calls: u64) -> f64 {
+    use std::hint::black_box;
+    let started = std::time::Instant::now();
+    for i in 0..calls {
+        let (pc, addr, val) = (black_box(i), black_box(i ^ 0x55), black_box(i as u8));
+        styx_probe::mem_read!(|| eval((pc, addr, val)));
+    }
+    started.elapsed().as_nanos() as f64 / calls as f64
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let out = match args.iter().position(|a| a == "--expect") {
@@ -193,6 +206,19 @@ fn main() {
                     stdout,
                     "done calls={} evaluated={}",
                     CALLS.load(Ordering::Relaxed),
+                    EVALUATED.load(Ordering::Relaxed)
+                )
+                .and_then(|()| stdout.flush())
+                .expect("writing stdout");
+            }
+            ["bench", calls] => {
+                let calls: u64 = calls.parse().expect("calls");
+                EVALUATED.store(0, Ordering::Relaxed);
+                let ns = bench_mem_read(calls);
+                let mut stdout = stdout.lock();
+                writeln!(
+                    stdout,
+                    "bench calls={calls} ns_per_call={ns:.3} evaluated={}",
                     EVALUATED.load(Ordering::Relaxed)
                 )
                 .and_then(|()| stdout.flush())

@@ -2,6 +2,7 @@
 
 mod build_ebpf;
 mod demo;
+mod probe_cost;
 mod setup;
 mod test;
 
@@ -29,6 +30,8 @@ enum Command {
     Setup,
     /// Set up, build, and run the 6502 demo emulator traced by styx-loader.
     Demo,
+    /// Measure what probes cost: compiled out, detached, attached (needs root).
+    ProbeCost,
     /// Set up, check the committed eBPF object, and run every test.
     Test {
         /// Extra arguments for `cargo test`.
@@ -56,6 +59,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Setup => setup::run(&root),
         Command::Demo => demo::run(&root),
+        Command::ProbeCost => probe_cost::run(&root),
         Command::Test { args } => test::run(&root, &args),
     }
 }

@@ -26,12 +26,13 @@ pub fn testprog_path() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_styx-testprog"))
 }
 
-/// styx-loader is built beside styx-testprog by `cargo test --workspace`.
+/// styx-loader, built beside styx-testprog by `cargo xtask test` (plain
+/// `cargo test` does not build other packages' binaries).
 pub fn loader_path() -> PathBuf {
     let path = testprog_path().with_file_name("styx-loader");
     assert!(
         path.exists(),
-        "{} is missing: run the tests with `cargo test --workspace`",
+        "{} is missing: run the tests with `cargo xtask test`, or `cargo build -p styx-loader` first",
         path.display()
     );
     path

@@ -92,17 +92,24 @@ fn wanted(tgid: u32) -> bool {
     target == 0 || target == tgid
 }
 
-/// Counts an event the ring had no room for.
+/// Counts an event the ring had no room for; logs at the 1st, 2nd, 4th, 8th…
+/// drop per CPU, so a full ring cannot flood the log too.
 #[inline(always)]
 fn dropped(ctx: &ProbeContext, kind: u8) {
-    if let Some(count) = DROPS.get_ptr_mut(kind as u32) {
-        // SAFETY: per-CPU slot, so no other writer runs concurrently.
-        unsafe { *count += 1 };
+    let Some(count) = DROPS.get_ptr_mut(kind as u32) else {
+        return;
+    };
+    // SAFETY: per-CPU slot, so no other writer runs concurrently.
+    let n = unsafe {
+        *count += 1;
+        *count
+    };
+    if n & (n - 1) == 0 {
+        warn!(
+            ctx,
+            "styx: ring buffer full: {} events of kind {} dropped on this CPU", n, kind
+        );
     }
-    warn!(
-        ctx,
-        "styx: ring buffer full, dropped an event of kind {}", kind
-    );
 }
 
 #[cfg(not(test))]

@@ -7,8 +7,11 @@ use styx_loader::{cli, trace};
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     if cli.ebpf_log {
+        // The eBPF programs log under their crate name; aya's own chatter is
+        // only worth seeing when something goes wrong.
         env_logger::Builder::new()
-            .filter_level(log::LevelFilter::Debug)
+            .filter_level(log::LevelFilter::Warn)
+            .filter_module("styx", log::LevelFilter::Trace)
             .init();
     }
     // SAFETY: geteuid has no preconditions.

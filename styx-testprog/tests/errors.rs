@@ -112,6 +112,7 @@ fn ring_full_drops_are_counted_and_reported() {
         "jsonl",
         "--ring-size",
         "4K",
+        "--ebpf-log",
         "--output",
         out.to_str().unwrap(),
     ]);

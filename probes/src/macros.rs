@@ -27,7 +27,8 @@ macro_rules! insn_exec {
     };
 }
 
-/// A basic block of `size` bytes at `pc` was entered (or translated).
+/// A basic block of `size` bytes at `pc`: on entry (translating emulators)
+/// or on completion (interpreters).
 ///
 /// ```
 /// # let (pc, size) = (0x0600u16, 12u8);

@@ -61,7 +61,8 @@ event_kinds! {
     InsnFetch = 1, "insn_fetch", Shape::Args(2), ["pc", "insn"];
     /// The instruction at `pc` was executed.
     InsnExec = 2, "insn_exec", Shape::Args(2), ["pc", "insn"];
-    /// A basic block of `size` bytes starting at `pc` was entered.
+    /// A basic block of `size` bytes at `pc`: reported on entry by translating
+    /// emulators, on completion by interpreters.
     Block = 3, "block", Shape::Args(2), ["pc", "size"];
     /// Guest memory was read: `size` bytes at `addr`, value `val`.
     MemRead = 4, "mem_read", Shape::MemAccess, ["pc", "addr", "val", "size"];

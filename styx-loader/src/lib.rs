@@ -3,6 +3,7 @@
 pub mod cli;
 pub mod drain;
 pub mod ebpf;
+pub mod fields;
 pub mod format;
 pub mod record;
 pub mod sites;

@@ -122,10 +122,7 @@ fn ring_full_drops_are_counted_and_reported() {
     let (status, stderr) = loader.finish();
     assert!(status.success(), "{}", stderr.join("\n"));
     let received = read_jsonl(&out).len() as u64;
-    let summary = stderr
-        .iter()
-        .find(|l| l.contains("events from pid"))
-        .expect("summary");
+    let summary = summary_line(&stderr);
     let dropped: u64 = summary
         .rsplit_once("; ")
         .and_then(|(_, tail)| tail.strip_suffix(" dropped"))

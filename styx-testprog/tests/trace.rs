@@ -59,10 +59,7 @@ fn every_event_type_arrives_exactly_as_fired() {
         .collect();
     assert_eq!(kinds.len(), 13, "every event type seen: {kinds:?}");
 
-    let summary = stderr
-        .iter()
-        .find(|l| l.contains("events from pid"))
-        .expect("summary line");
+    let summary = summary_line(&stderr);
     assert!(
         summary.contains(&format!("{} events", fired.calls)),
         "{summary}"

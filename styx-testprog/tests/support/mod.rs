@@ -222,6 +222,14 @@ pub fn run_loader(args: &[&str]) -> (ExitStatus, String, String) {
     )
 }
 
+/// The loader's end-of-run summary line.
+pub fn summary_line(stderr: &[String]) -> &str {
+    stderr
+        .iter()
+        .find(|l| l.contains("events from pid"))
+        .unwrap_or_else(|| panic!("no summary line in {stderr:?}"))
+}
+
 /// Reads JSON lines, dropping `ts_ns` (only the tracer knows it).
 pub fn read_jsonl(path: &Path) -> Vec<Value> {
     let mut text = String::new();

@@ -1,0 +1,109 @@
+//! An event's fields in order, named as in the JSON output: the one place
+//! that knows how each event type's arguments read, whatever the format.
+
+use crate::record::{Body, Event, Text};
+use styx_common::{Branch, EventKind, InterruptKind};
+
+/// One field of an event, with how people like to read it.
+pub enum Field<'a> {
+    /// An address or value: hex for people.
+    Hex(&'static str, u64),
+    /// A count, size, number or id: decimal for people.
+    Dec(&'static str, u64),
+    /// A decoded kind (`call`, `entry`, …).
+    Name(&'static str, &'static str),
+    /// A flag such as `conditional`.
+    Flag(&'static str, bool),
+    Text(&'static str, &'a Text<'a>),
+}
+
+/// Calls `each` with every field of `event` after the common ones
+/// (`ts_ns`, `pid`, `tid`, `event`).
+pub fn for_each_field<'a, E>(
+    event: &'a Event<'a>,
+    mut each: impl FnMut(Field<'a>) -> Result<(), E>,
+) -> Result<(), E> {
+    use Field::{Dec, Flag, Hex, Name};
+    match &event.body {
+        Body::Args(a) => match event.kind {
+            EventKind::MemRead | EventKind::MemWrite => {
+                each(Hex("pc", a[0]))?;
+                each(Hex("addr", a[1]))?;
+                each(Hex("val", a[2]))?;
+                each(Dec("size", event.header.aux.into()))
+            }
+            EventKind::RegRead | EventKind::RegWrite => {
+                each(Hex("pc", a[0]))?;
+                each(Dec("reg", a[1]))?;
+                each(Hex("val", a[2]))?;
+                if event.kind == EventKind::RegWrite {
+                    each(Hex("old", a[3]))?;
+                }
+                Ok(())
+            }
+            EventKind::Branch => {
+                each(Hex("pc", a[0]))?;
+                each(Hex("target", a[1]))?;
+                match Branch::decode(a[2]) {
+                    Some(b) => {
+                        each(Name("kind", b.kind.name()))?;
+                        each(Flag("conditional", b.conditional))
+                    }
+                    None => unknown_kind(&mut each, a[2]),
+                }
+            }
+            EventKind::Interrupt => {
+                match InterruptKind::from_id(a[0]) {
+                    Some(kind) => each(Name("kind", kind.name()))?,
+                    None => unknown_kind(&mut each, a[0])?,
+                }
+                each(Dec("num", a[1]))?;
+                each(Hex("old_pc", a[2]))?;
+                each(Hex("new_pc", a[3]))
+            }
+            EventKind::Block => {
+                each(Hex("pc", a[0]))?;
+                each(Dec("size", a[1]))
+            }
+            EventKind::Control => {
+                each(Dec("code", a[0]))?;
+                each(Hex("a", a[1]))?;
+                each(Hex("b", a[2]))
+            }
+            // insn_fetch, insn_exec: (pc, insn)
+            kind => {
+                for (name, value) in kind.probe_args().iter().zip(a) {
+                    each(Hex(name, *value))?;
+                }
+                Ok(())
+            }
+        },
+        Body::Span { id, category, name } => {
+            each(Field::Text("category", category))?;
+            each(Field::Text("name", name))?;
+            each(Dec("id", *id))?;
+            truncated(&mut each, category.truncated || name.truncated)
+        }
+        Body::Marker(text) => {
+            each(Field::Text("text", text))?;
+            truncated(&mut each, text.truncated)
+        }
+    }
+}
+
+/// A kind value no styx probe writes: said plainly, with the raw value.
+fn unknown_kind<'a, E>(
+    each: &mut impl FnMut(Field<'a>) -> Result<(), E>,
+    raw: u64,
+) -> Result<(), E> {
+    each(Field::Name("kind", "unknown"))?;
+    each(Field::Dec("kind_raw", raw))
+}
+
+/// `truncated: true` only when a string was cut, so the usual line stays short.
+fn truncated<'a, E>(each: &mut impl FnMut(Field<'a>) -> Result<(), E>, cut: bool) -> Result<(), E> {
+    if cut {
+        each(Field::Flag("truncated", true))?;
+    }
+    Ok(())
+}

@@ -6,6 +6,10 @@ use aya::maps::{MapData, RingBuf};
 use std::io::{self, Write};
 use styx_common::EVENT_KIND_SLOTS;
 
+/// Records taken per drain at most, so a producer faster than the output
+/// cannot keep the loop from noticing signals and deadlines.
+const BUDGET: usize = 1 << 16;
+
 /// What has gone through, per event kind (index = kind id).
 #[derive(Default)]
 pub struct Counts {
@@ -20,10 +24,6 @@ impl Counts {
     }
 }
 
-/// Records taken per drain at most, so a producer faster than the output
-/// cannot keep the loop from noticing signals and deadlines.
-const BUDGET: usize = 1 << 16;
-
 pub enum Drained {
     /// The ring was empty when the drain ended.
     All,
@@ -31,16 +31,62 @@ pub enum Drained {
     Budget,
 }
 
-/// Reads what is in the ring (up to a budget) and writes it out. A write
-/// error stops the drain: the caller decides whether that is the end (closed
-/// pipe) or a failure (full disk).
-pub fn drain(
+/// Where events go, and what became of them.
+pub struct Sink {
+    out: Box<dyn Write>,
+    format: Format,
+    /// Events written (or handed to the output before it failed).
+    pub written: Counts,
+    /// Events taken from the ring after the output closed or failed: counted
+    /// here rather than left in the ring to pass for ring-full drops.
+    pub unwritten: Counts,
+    /// Why the output stopped taking events; None for a closed pipe, which
+    /// is how a reader says it has seen enough.
+    pub error: Option<io::Error>,
+    open: bool,
+}
+
+impl Sink {
+    pub fn new(out: Box<dyn Write>, format: Format) -> Sink {
+        Sink {
+            out,
+            format,
+            written: Counts::default(),
+            unwritten: Counts::default(),
+            error: None,
+            open: true,
+        }
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.open
+    }
+
+    /// Takes what is in the ring, up to a budget.
+    pub fn drain(&mut self, ring: &mut RingBuf<MapData>) -> Drained {
+        if !self.open {
+            return drain(ring, &mut io::sink(), self.format, &mut self.unwritten)
+                .expect("io::sink never fails");
+        }
+        match drain(ring, &mut self.out, self.format, &mut self.written) {
+            Ok(drained) => drained,
+            Err(e) => {
+                self.open = false;
+                self.error = (e.kind() != io::ErrorKind::BrokenPipe).then_some(e);
+                Drained::Budget
+            }
+        }
+    }
+}
+
+/// Reads what is in the ring (up to a budget) and writes it out, stopping at
+/// the first write error.
+fn drain(
     ring: &mut RingBuf<MapData>,
     out: &mut impl Write,
     format: Format,
     counts: &mut Counts,
 ) -> io::Result<Drained> {
-    let mut wrote = false;
     let mut taken = 0;
     while taken < BUDGET {
         let Some(item) = ring.next() else { break };
@@ -49,7 +95,6 @@ pub fn drain(
             Ok(event) => {
                 counts.events[event.kind as usize] += 1;
                 write_event(out, format, &event)?;
-                wrote = true;
             }
             Err(error) => {
                 counts.undecodable += 1;
@@ -58,7 +103,7 @@ pub fn drain(
         }
     }
     // Flush per drain so a reader sees events within a tick, not per buffer.
-    if wrote {
+    if taken > 0 {
         out.flush()?;
     }
     Ok(if taken == BUDGET {

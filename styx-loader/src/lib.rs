@@ -6,6 +6,7 @@ pub mod ebpf;
 pub mod fields;
 pub mod format;
 pub mod record;
+pub mod report;
 pub mod sites;
 pub mod stapsdt;
 pub mod target;

@@ -1,9 +1,11 @@
-//! A tracing session: attach, stream events until told to stop, report.
+//! A tracing session: attach, stream events until told to stop, detach,
+//! report.
 
 use crate::cli::Cli;
-use crate::drain::{drain, Counts, Drained};
+use crate::drain::{Drained, Sink};
 use crate::ebpf::{self, LoadOptions};
-use crate::sites;
+use crate::report::{self, Stop, Summary};
+use crate::sites::{self, Selected};
 use crate::stapsdt::read_probe_table;
 use crate::target::Target;
 use anyhow::{bail, Context, Result};
@@ -18,48 +20,10 @@ use tokio::time::{interval, sleep_until, MissedTickBehavior};
 /// (a wake-up per event costs ~0.9 µs), so this tick is the only reader.
 const DRAIN_EVERY: Duration = Duration::from_millis(1);
 
-/// Why tracing ended.
-enum Stop {
-    Interrupted,
-    Terminated,
-    TargetExited,
-    DurationReached,
-    OutputClosed,
-    OutputFailed,
-}
-
 pub async fn run(cli: Cli) -> Result<()> {
     let target = Target::from_pid(cli.pid)?;
-    let table = read_probe_table(&target.exe_link)
-        .with_context(|| format!("reading probes of pid {} ({})", target.pid, target.exe_name))?;
-    for problem in &table.problems {
-        eprintln!("styx-loader: warning: {}: {problem}", target.exe_name);
-    }
-    let selection = sites::select(&table, &cli.kinds());
-    for rejected in &selection.rejected {
-        eprintln!("styx-loader: warning: {rejected}");
-    }
-    if selection.sites.is_empty() {
-        if !table
-            .sites
-            .iter()
-            .any(|s| s.provider == styx_common::PROVIDER)
-        {
-            bail!(
-                "pid {} ({}) has no styx probes: {}",
-                target.pid,
-                target.exe_name,
-                sites::describe_providers(&table)
-            );
-        }
-        bail!(
-            "pid {} ({}) has no usable probe sites for the selected events",
-            target.pid,
-            target.exe_name
-        );
-    }
-
-    let mut out = open_output(&cli)?;
+    let sites = find_sites(&cli, &target)?;
+    let mut sink = Sink::new(open_output(&cli)?, cli.format);
     let mut loaded = ebpf::load(&LoadOptions {
         pid: target.pid,
         ring_bytes: cli.ring_size,
@@ -74,12 +38,7 @@ pub async fn run(cli: Cli) -> Result<()> {
     // for as long as it is registered.
     let exit_fd = unsafe { AsyncFd::register(target.exit_fd()?) }
         .map_err(|e| anyhow::anyhow!("watching pid {} for exit: {e}", target.pid))?;
-    let links = ebpf::attach_sites(
-        &mut loaded.ebpf,
-        &target.exe_link,
-        target.pid,
-        &selection.sites,
-    )?;
+    let links = ebpf::attach_sites(&mut loaded.ebpf, &target.exe_link, target.pid, &sites)?;
     eprintln!(
         "styx-loader: attached {} probe sites in pid {} ({}); Ctrl-C to stop",
         links.len(),
@@ -93,24 +52,20 @@ pub async fn run(cli: Cli) -> Result<()> {
     let mut sigterm = signal(SignalKind::terminate())?;
     let mut tick = interval(DRAIN_EVERY);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let mut counts = Counts::default();
-    let mut write_error = None;
 
     let stop = loop {
         tokio::select! {
             _ = tick.tick() => {
-                match drain(&mut loaded.ring, &mut out, cli.format, &mut counts) {
-                    Ok(Drained::All) => {}
+                if let Drained::Budget = sink.drain(&mut loaded.ring) {
                     // More is waiting: come straight back, after a look at
                     // signals and the clock.
-                    Ok(Drained::Budget) => tick.reset_immediately(),
-                    Err(e) => {
-                        write_error = real_failure(e);
-                        break if write_error.is_some() { Stop::OutputFailed } else { Stop::OutputClosed };
-                    }
+                    tick.reset_immediately();
                 }
                 if let Some(logger) = logger.as_mut() {
                     logger.flush();
+                }
+                if !sink.is_open() {
+                    break if sink.error.is_some() { Stop::OutputFailed } else { Stop::OutputClosed };
                 }
             }
             _ = sigint.recv() => break Stop::Interrupted,
@@ -133,10 +88,6 @@ pub async fn run(cli: Cli) -> Result<()> {
         );
     }
     let mut detaching = tokio::task::spawn_blocking(move || drop(links));
-    // Once the output has closed or failed, events are still taken from the
-    // ring, so they are counted as unwritten rather than as ring-full drops.
-    let mut output_open = !matches!(stop, Stop::OutputClosed | Stop::OutputFailed);
-    let mut unwritten = Counts::default();
     let mut detached = false;
     loop {
         if !detached {
@@ -145,53 +96,69 @@ pub async fn run(cli: Cli) -> Result<()> {
                 _ = tick.tick() => {}
             }
         }
-        let drained = if output_open {
-            drain(&mut loaded.ring, &mut out, cli.format, &mut counts)
-        } else {
-            drain(
-                &mut loaded.ring,
-                &mut io::sink(),
-                cli.format,
-                &mut unwritten,
-            )
-        };
-        match drained {
-            Ok(Drained::All) if detached => break,
-            Ok(_) => {}
-            Err(e) => {
-                write_error = real_failure(e);
-                output_open = false;
-            }
+        if let (Drained::All, true) = (sink.drain(&mut loaded.ring), detached) {
+            break;
         }
     }
     if let Some(logger) = logger.as_mut() {
         logger.flush();
     }
+
     let drops = ebpf::read_drops(&loaded.drops)?;
-    report(&cli, &target, &stop, elapsed, &counts, &drops);
-    if unwritten.total() > 0 && write_error.is_none() {
-        eprintln!(
-            "styx-loader: {} events that arrived after the output closed were not written",
-            unwritten.total()
-        );
-    }
-    if let Some(e) = write_error {
+    report::print(&Summary {
+        pid: target.pid,
+        stop,
+        elapsed,
+        kinds: &cli.kinds(),
+        sink: &sink,
+        drops: &drops,
+        ring_size: cli.ring_size,
+    });
+    if let Some(e) = &sink.error {
         let to = cli
             .output
             .as_ref()
             .map_or("stdout".to_string(), |p| p.display().to_string());
         bail!(
             "writing events to {to}: {e} (after {} events; {} more were not written)",
-            counts.total(),
-            unwritten.total()
+            sink.written.total(),
+            sink.unwritten.total()
         );
     }
     Ok(())
 }
 
-/// A closed pipe is how a reader says it has seen enough: not a failure.
-fn real_failure(error: io::Error) -> Option<io::Error> {
-    (error.kind() != io::ErrorKind::BrokenPipe).then_some(error)
+/// The probe sites to attach in the target, or why there are none.
+fn find_sites(cli: &Cli, target: &Target) -> Result<Vec<Selected>> {
+    let table = read_probe_table(&target.exe_link)
+        .with_context(|| format!("reading probes of pid {} ({})", target.pid, target.exe_name))?;
+    for problem in &table.problems {
+        eprintln!("styx-loader: warning: {}: {problem}", target.exe_name);
+    }
+    let selection = sites::select(&table, &cli.kinds());
+    for rejected in &selection.rejected {
+        eprintln!("styx-loader: warning: {rejected}");
+    }
+    if selection.sites.is_empty() {
+        let has_styx = table
+            .sites
+            .iter()
+            .any(|s| s.provider == styx_common::PROVIDER);
+        if !has_styx {
+            bail!(
+                "pid {} ({}) has no styx probes: {}",
+                target.pid,
+                target.exe_name,
+                sites::describe_providers(&table)
+            );
+        }
+        bail!(
+            "pid {} ({}) has no usable probe sites for the selected events",
+            target.pid,
+            target.exe_name
+        );
+    }
+    Ok(selection.sites)
 }
 
 fn open_output(cli: &Cli) -> Result<Box<dyn Write>> {
@@ -204,56 +171,4 @@ fn open_output(cli: &Cli) -> Result<Box<dyn Write>> {
         }
         None => Box::new(BufWriter::with_capacity(BUFFER, io::stdout())),
     })
-}
-
-fn report(
-    cli: &Cli,
-    target: &Target,
-    stop: &Stop,
-    elapsed: Duration,
-    counts: &Counts,
-    drops: &[u64],
-) {
-    let why = match stop {
-        Stop::Interrupted => "interrupted",
-        Stop::Terminated => "terminated",
-        Stop::TargetExited => "process exited",
-        Stop::DurationReached => "duration reached",
-        Stop::OutputClosed => "output closed",
-        Stop::OutputFailed => "output failed",
-    };
-    let dropped: u64 = drops.iter().sum();
-    eprintln!(
-        "styx-loader: {} events from pid {} in {:.2} s ({why}); {dropped} dropped",
-        counts.total(),
-        target.pid,
-        elapsed.as_secs_f64(),
-    );
-    for kind in cli.kinds() {
-        let (n, lost) = (counts.events[kind as usize], drops[kind as usize]);
-        if n > 0 || lost > 0 {
-            let lost = if lost > 0 {
-                format!("  ({lost} dropped: ring buffer full)")
-            } else {
-                String::new()
-            };
-            eprintln!("  {:<11} {n:>12}{lost}", kind.probe_name());
-        }
-    }
-    if dropped > 0 {
-        eprintln!(
-            "styx-loader: warning: {dropped} events were dropped because the ring buffer was full; try a larger --ring-size (now {} bytes)",
-            cli.ring_size
-        );
-    }
-    if counts.undecodable > 0 {
-        eprintln!(
-            "styx-loader: warning: {} records could not be decoded (first: {})",
-            counts.undecodable,
-            counts
-                .first_undecodable
-                .as_ref()
-                .map_or(String::new(), |e| e.to_string())
-        );
-    }
 }

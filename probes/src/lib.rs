@@ -20,6 +20,7 @@
 //! Every call site becomes its own probe site (an ELF note in your binary); all
 //! sites of one event type share one semaphore.
 
+// Reached only through the macros; not part of the API.
 #[doc(hidden)]
 pub mod fire;
 mod macros;
@@ -27,9 +28,6 @@ mod span;
 
 pub use span::{next_span_id, Span};
 pub use styx_common::{Branch, BranchKind, EventKind, InterruptKind};
-
-#[doc(hidden)]
-pub use fire as __fire;
 
 /// A value a guest memory access moved. Its width is the access size the
 /// tracer reports (`u8` → 1 byte, `u16` → 2, `u32` → 4, `u64` → 8).

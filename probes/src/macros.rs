@@ -10,7 +10,7 @@
 #[macro_export]
 macro_rules! insn_fetch {
     ($args:expr) => {
-        $crate::__fire::insn_fetch($args)
+        $crate::fire::insn_fetch($args)
     };
 }
 
@@ -23,7 +23,7 @@ macro_rules! insn_fetch {
 #[macro_export]
 macro_rules! insn_exec {
     ($args:expr) => {
-        $crate::__fire::insn_exec($args)
+        $crate::fire::insn_exec($args)
     };
 }
 
@@ -37,7 +37,7 @@ macro_rules! insn_exec {
 #[macro_export]
 macro_rules! block {
     ($args:expr) => {
-        $crate::__fire::block($args)
+        $crate::fire::block($args)
     };
 }
 
@@ -56,7 +56,7 @@ macro_rules! block {
 #[macro_export]
 macro_rules! mem_read {
     ($args:expr) => {
-        $crate::__fire::mem_read($args)
+        $crate::fire::mem_read($args)
     };
 }
 
@@ -70,7 +70,7 @@ macro_rules! mem_read {
 #[macro_export]
 macro_rules! mem_write {
     ($args:expr) => {
-        $crate::__fire::mem_write($args)
+        $crate::fire::mem_write($args)
     };
 }
 
@@ -85,7 +85,7 @@ macro_rules! mem_write {
 #[macro_export]
 macro_rules! reg_read {
     ($args:expr) => {
-        $crate::__fire::reg_read($args)
+        $crate::fire::reg_read($args)
     };
 }
 
@@ -99,7 +99,7 @@ macro_rules! reg_read {
 #[macro_export]
 macro_rules! reg_write {
     ($args:expr) => {
-        $crate::__fire::reg_write($args)
+        $crate::fire::reg_write($args)
     };
 }
 
@@ -115,7 +115,7 @@ macro_rules! reg_write {
 #[macro_export]
 macro_rules! branch {
     ($args:expr) => {
-        $crate::__fire::branch($args)
+        $crate::fire::branch($args)
     };
 }
 
@@ -130,7 +130,7 @@ macro_rules! branch {
 #[macro_export]
 macro_rules! interrupt {
     ($args:expr) => {
-        $crate::__fire::interrupt($args)
+        $crate::fire::interrupt($args)
     };
 }
 
@@ -144,7 +144,7 @@ macro_rules! interrupt {
 #[macro_export]
 macro_rules! control {
     ($args:expr) => {
-        $crate::__fire::control($args)
+        $crate::fire::control($args)
     };
 }
 
@@ -161,7 +161,7 @@ macro_rules! control {
 #[macro_export]
 macro_rules! span_begin {
     ($args:expr) => {
-        $crate::__fire::span_begin($args)
+        $crate::fire::span_begin($args)
     };
 }
 
@@ -175,7 +175,7 @@ macro_rules! span_begin {
 #[macro_export]
 macro_rules! span_end {
     ($args:expr) => {
-        $crate::__fire::span_end($args)
+        $crate::fire::span_end($args)
     };
 }
 
@@ -206,6 +206,6 @@ macro_rules! span {
 #[macro_export]
 macro_rules! marker {
     ($args:expr) => {
-        $crate::__fire::marker($args)
+        $crate::fire::marker($args)
     };
 }

@@ -134,7 +134,7 @@ fn loadable_segments(elf: &ElfFile64<Endianness>) -> Vec<(u64, u64, u64)> {
         .collect()
 }
 
-fn file_offset(segments: &[(u64, u64, u64)], address: u64) -> Option<u64> {
+fn to_file_offset(segments: &[(u64, u64, u64)], address: u64) -> Option<u64> {
     segments
         .iter()
         .find(|(vaddr, filesz, _)| address >= *vaddr && address - vaddr < *filesz)
@@ -186,12 +186,14 @@ fn parse_note(
     if let (Some(actual), true) = (base, note_base != 0) {
         address = address.wrapping_add(actual.wrapping_sub(note_base));
     }
-    let file_offset = file_offset(segments, address).ok_or_else(|| {
+    let file_offset = to_file_offset(segments, address).ok_or_else(|| {
         format!("{provider}:{name}: probe address {address:#x} is in no loadable segment")
     })?;
+    // The kernel counts the semaphore through the file mapping, so it must lie
+    // in the file-backed part of a segment, as `.probes` does.
     let semaphore_offset = match semaphore {
         0 => 0,
-        sema => file_offset_of_semaphore(segments, sema).ok_or_else(|| {
+        sema => to_file_offset(segments, sema).ok_or_else(|| {
             format!("{provider}:{name}: semaphore address {sema:#x} is in no loadable segment")
         })?,
     };
@@ -204,12 +206,6 @@ fn parse_note(
         semaphore_offset,
         args,
     })
-}
-
-fn file_offset_of_semaphore(segments: &[(u64, u64, u64)], address: u64) -> Option<u64> {
-    // The kernel counts the semaphore through the file mapping, so it must
-    // lie in the file-backed part of a segment, as `.probes` does.
-    file_offset(segments, address)
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@ use crate::{dropped, site_kind, wanted, EVENTS};
 use aya_ebpf::bindings::BPF_RB_NO_WAKEUP;
 use aya_ebpf::helpers::generated::bpf_probe_read_user;
 use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns};
+use aya_ebpf::maps::ring_buf::RingBufEntry;
 use aya_ebpf::programs::ProbeContext;
 use core::ffi::c_void;
 use styx_common::{ArgsRecord, MarkerRecord, RecordHeader, Shape, SpanRecord};
@@ -31,28 +32,36 @@ fn header(kind: u8, aux: u8) -> Option<RecordHeader> {
     })
 }
 
+/// The header and room for a `T` in the ring, for a site of `shape`; None
+/// when the event is not wanted here or the ring is full (counted).
 #[inline(always)]
-fn arg(ctx: &ProbeContext, n: usize) -> u64 {
-    ctx.arg::<u64>(n).unwrap_or(0)
-}
-
-/// N plain u64 arguments; for memory accesses, argument 3 (the size) goes
-/// into the header's `aux` byte.
-#[inline(always)]
-pub fn args<const N: usize>(ctx: &ProbeContext, shape: Shape) {
-    let Some(kind) = site_kind(ctx, shape) else {
-        return;
-    };
+fn begin<T: 'static>(ctx: &ProbeContext, shape: Shape) -> Option<(RecordHeader, RingBufEntry<T>)> {
+    let kind = site_kind(ctx, shape)?;
+    // Memory accesses carry their size (probe argument 3) in the header.
     let aux = if shape == Shape::MemAccess {
         arg(ctx, 3) as u8
     } else {
         0
     };
-    let Some(header) = header(kind, aux) else {
-        return;
-    };
-    let Some(mut entry) = EVENTS.reserve::<ArgsRecord<N>>(0) else {
-        dropped(ctx, kind);
+    let header = header(kind, aux)?;
+    match EVENTS.reserve::<T>(0) {
+        Some(entry) => Some((header, entry)),
+        None => {
+            dropped(ctx, kind);
+            None
+        }
+    }
+}
+
+#[inline(always)]
+fn arg(ctx: &ProbeContext, n: usize) -> u64 {
+    ctx.arg::<u64>(n).unwrap_or(0)
+}
+
+/// N plain u64 arguments.
+#[inline(always)]
+pub fn args<const N: usize>(ctx: &ProbeContext, shape: Shape) {
+    let Some((header, mut entry)) = begin::<ArgsRecord<N>>(ctx, shape) else {
         return;
     };
     let mut args = [0u64; N];
@@ -68,14 +77,7 @@ pub fn args<const N: usize>(ctx: &ProbeContext, shape: Shape) {
 /// Probe arguments (category, category_len, name, name_len, id).
 #[inline(always)]
 pub fn span(ctx: &ProbeContext) {
-    let Some(kind) = site_kind(ctx, Shape::Span) else {
-        return;
-    };
-    let Some(header) = header(kind, 0) else {
-        return;
-    };
-    let Some(mut entry) = EVENTS.reserve::<SpanRecord>(0) else {
-        dropped(ctx, kind);
+    let Some((header, mut entry)) = begin::<SpanRecord>(ctx, Shape::Span) else {
         return;
     };
     let (category_len, name_len) = (arg(ctx, 1), arg(ctx, 3));
@@ -97,14 +99,7 @@ pub fn span(ctx: &ProbeContext) {
 /// Probe arguments (text, text_len).
 #[inline(always)]
 pub fn marker(ctx: &ProbeContext) {
-    let Some(kind) = site_kind(ctx, Shape::Marker) else {
-        return;
-    };
-    let Some(header) = header(kind, 0) else {
-        return;
-    };
-    let Some(mut entry) = EVENTS.reserve::<MarkerRecord>(0) else {
-        dropped(ctx, kind);
+    let Some((header, mut entry)) = begin::<MarkerRecord>(ctx, Shape::Marker) else {
         return;
     };
     let len = arg(ctx, 1);

@@ -21,6 +21,10 @@ use tokio::time::{interval, sleep_until, MissedTickBehavior};
 const DRAIN_EVERY: Duration = Duration::from_millis(1);
 
 pub async fn run(cli: Cli) -> Result<()> {
+    // Before attaching: a Ctrl-C right after "attached" must stop tracing
+    // cleanly, not kill the loader.
+    let mut sigint = signal(SignalKind::interrupt())?;
+    let mut sigterm = signal(SignalKind::terminate())?;
     let target = Target::from_pid(cli.pid)?;
     let sites = find_sites(&cli, &target)?;
     let mut sink = Sink::new(open_output(&cli)?, cli.format);
@@ -48,8 +52,6 @@ pub async fn run(cli: Cli) -> Result<()> {
 
     let started = Instant::now();
     let deadline = cli.duration.map(|d| tokio::time::Instant::now() + d);
-    let mut sigint = signal(SignalKind::interrupt())?;
-    let mut sigterm = signal(SignalKind::terminate())?;
     let mut tick = interval(DRAIN_EVERY);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
 

@@ -1,7 +1,7 @@
 //! Command-line options.
 
 use crate::format::Format;
-use clap::Parser;
+use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
 use styx_common::EventKind;
@@ -27,11 +27,53 @@ never lost silently: raise --ring-size if you see any.";
 /// arguments), and writes every event until Ctrl-C, SIGTERM, --duration, or
 /// the process exits. Needs root.
 #[derive(Debug, Parser)]
-#[command(name = "styx-loader", version, after_help = EXAMPLES)]
+#[command(
+    name = "styx-loader",
+    version,
+    after_help = EXAMPLES,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
 pub struct Cli {
-    /// Process to trace (all its threads).
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    #[command(flatten)]
+    pub trace: TraceArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List the USDT probes of an ELF file, or of a process's executable and
+    /// mapped libraries: providers, probes, sites, argument specs, semaphores.
+    #[command(after_help = LIST_EXAMPLES)]
+    List(ListArgs),
+}
+
+const LIST_EXAMPLES: &str = "\
+Examples:
+  styx-loader list ./my-emulator
+  styx-loader list ./my-emulator 'styx:mem_*'
+  sudo styx-loader list --pid 1234 '*:*'";
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// List the probes of this process's executable and mapped libraries.
     #[arg(short, long)]
-    pub pid: u32,
+    pub pid: Option<u32>,
+
+    /// The ELF file (unless --pid is given), then an optional
+    /// PROVIDER:PROBE glob such as 'styx:mem_*' (default: every probe).
+    #[arg(value_name = "PATH] [PATTERN")]
+    pub args: Vec<String>,
+}
+
+/// Options for tracing (the default command).
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    /// Process to trace (all its threads).
+    #[arg(short, long, required = true)]
+    pub pid: Option<u32>,
 
     /// Output format.
     #[arg(short = 'o', long = "format", value_enum, default_value_t = Format::Text)]
@@ -58,7 +100,7 @@ pub struct Cli {
     pub ebpf_log: bool,
 }
 
-impl Cli {
+impl TraceArgs {
     /// The selected event kinds, all of them when none were named.
     pub fn kinds(&self) -> Vec<EventKind> {
         if self.events.is_empty() {

@@ -1,10 +1,12 @@
 //! styx-loader's parts, as a library so tests and tools can reuse them.
 
+pub mod argspec;
 pub mod cli;
 pub mod drain;
 pub mod ebpf;
 pub mod fields;
 pub mod format;
+pub mod list;
 pub mod record;
 pub mod report;
 pub mod sites;

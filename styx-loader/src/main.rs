@@ -2,11 +2,26 @@
 
 use clap::Parser;
 use std::process::ExitCode;
-use styx_loader::{cli, trace};
+use styx_loader::cli::{Cli, Command, TraceArgs};
+use styx_loader::{list, trace};
 
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
-    if cli.ebpf_log {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Some(Command::List(args)) => list::run(args),
+        None => run_trace(cli.trace),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("styx-loader: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_trace(args: TraceArgs) -> anyhow::Result<()> {
+    if args.ebpf_log {
         // The eBPF programs log under their crate name; aya's own chatter is
         // only worth seeing when something goes wrong.
         env_logger::Builder::new()
@@ -16,26 +31,13 @@ fn main() -> ExitCode {
     }
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!(
-            "styx-loader: error: loading eBPF programs needs root (CAP_BPF and CAP_PERFMON): run it with sudo"
+        anyhow::bail!(
+            "loading eBPF programs needs root (CAP_BPF and CAP_PERFMON): run it with sudo"
         );
-        return ExitCode::FAILURE;
     }
-    let runtime = match tokio::runtime::Builder::new_current_thread()
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("styx-loader: error: starting the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(trace::run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("styx-loader: error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+        .map_err(|e| anyhow::anyhow!("starting the async runtime: {e}"))?
+        .block_on(trace::run(args))
 }

@@ -1,7 +1,7 @@
 //! A tracing session: attach, stream events until told to stop, detach,
 //! report.
 
-use crate::cli::Cli;
+use crate::cli::TraceArgs as Cli;
 use crate::drain::{Drained, Sink};
 use crate::ebpf::{self, LoadOptions};
 use crate::report::{self, Stop, Summary};
@@ -25,7 +25,7 @@ pub async fn run(cli: Cli) -> Result<()> {
     // cleanly, not kill the loader.
     let mut sigint = signal(SignalKind::interrupt())?;
     let mut sigterm = signal(SignalKind::terminate())?;
-    let target = Target::from_pid(cli.pid)?;
+    let target = Target::from_pid(cli.pid.expect("clap requires --pid for tracing"))?;
     let sites = find_sites(&cli, &target)?;
     let mut sink = Sink::new(open_output(&cli)?, cli.format);
     let mut loaded = ebpf::load(&LoadOptions {

@@ -20,10 +20,12 @@ pub fn run(root: &Path) -> Result<()> {
     let mut off = Vec::new();
     let mut detached = Vec::new();
     let mut attached = Vec::new();
+    let mut bpftrace = Vec::new();
     let (mut fired, mut received) = (0, 0);
     for _ in 0..ROUNDS {
         off.push(bench_detached(&bins.testprog_off)?);
         detached.push(bench_detached(&bins.testprog)?);
+        bpftrace.push(bench_bpftrace_count(&bins.testprog)?);
         let run = bench_attached(&bins)?;
         attached.push(run.ns_per_call);
         fired += run.fired;
@@ -35,6 +37,10 @@ pub fn run(root: &Path) -> Result<()> {
     println!(
         "  attached       {:>8.1}   (styx-loader streaming jsonl to /dev/null)",
         median(&mut attached)
+    );
+    println!(
+        "  bpftrace       {:>8.1}   (count() only: the uprobe trap and a map update)",
+        median(&mut bpftrace)
     );
     println!("  events received {received} of {fired} fired");
 
@@ -145,6 +151,36 @@ impl TestProg {
 fn bench_detached(binary: &Path) -> Result<f64> {
     let mut prog = TestProg::spawn(binary)?;
     let ns = prog.ask(&format!("bench {DETACHED_CALLS}"), "ns_per_call")?;
+    prog.quit()?;
+    Ok(ns)
+}
+
+/// ns per call with bpftrace counting the same probe: the floor any
+/// uprobe-based tracer pays.
+fn bench_bpftrace_count(binary: &Path) -> Result<f64> {
+    let mut prog = TestProg::spawn(binary)?;
+    let mut bpftrace = Command::new("bpftrace")
+        .args(["-p", &prog.child.id().to_string(), "-e"])
+        .arg("usdt::styx:mem_read { @events = count(); }")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting bpftrace")?;
+    // Enabled once the probe's closure runs; then give bpftrace a moment to
+    // reach the remaining sites.
+    let mut tries = 0;
+    while prog.ask("bench 1000", "evaluated")? == 0.0 {
+        tries += 1;
+        if tries > 300 {
+            bail!("bpftrace did not attach within 30 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let ns = prog.ask(&format!("bench {ATTACHED_CALLS}"), "ns_per_call")?;
+    // SAFETY: signalling a child we started.
+    unsafe { libc::kill(bpftrace.id() as i32, libc::SIGINT) };
+    bpftrace.wait()?;
     prog.quit()?;
     Ok(ns)
 }

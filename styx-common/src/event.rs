@@ -18,6 +18,8 @@ pub enum Shape {
     Span,
     /// A text message.
     Marker,
+    /// Any USDT probe's arguments, read as the site's spec says.
+    Usdt,
 }
 
 macro_rules! event_kinds {
@@ -84,6 +86,8 @@ event_kinds! {
     SpanEnd = 12, "span_end", Shape::Span, ["category", "category_len", "name", "name_len", "id"];
     /// A one-off text message.
     Marker = 13, "marker", Shape::Marker, ["text", "text_len"];
+    /// A probe of any other provider, traced by its argument spec.
+    Usdt = 15, "usdt", Shape::Usdt, [];
 }
 
 impl EventKind {

@@ -5,7 +5,8 @@
 //! follows depends on the event's [`Shape`]:
 //! - [`Shape::Args`]`(n)`: `n` little-endian `u64` arguments ([`ArgsRecord`]);
 //! - [`Shape::Span`]: a [`SpanRecord`] (id, category and name, truncated to fit);
-//! - [`Shape::Marker`]: a [`MarkerRecord`] (the text, truncated to fit).
+//! - [`Shape::Marker`]: a [`MarkerRecord`] (the text, truncated to fit);
+//! - [`Shape::Usdt`]: a [`UsdtRecord`] (any USDT probe's arguments).
 //!
 //! The kernel's ring buffer adds an 8-byte header to every record and rounds its
 //! size up to 8, so a `mem_read` (24 + 3 × 8 = 48 bytes) costs 56 bytes of ring.
@@ -14,10 +15,15 @@
 mod branch;
 mod event;
 mod record;
+mod usdt;
 
 pub use branch::{Branch, BranchKind, InterruptKind};
 pub use event::{EventKind, Shape, EVENT_KIND_SLOTS, PROVIDER};
 pub use record::{
     ArgsRecord, MarkerRecord, RecordHeader, SpanRecord, MARKER_TEXT_MAX, SPAN_CATEGORY_MAX,
     SPAN_NAME_MAX,
+};
+pub use usdt::{
+    UsdtArg, UsdtRecord, UsdtSpec, ARG_CONST, ARG_HAS_BASE, ARG_HAS_INDEX, ARG_MEM, ARG_REG,
+    MAX_USDT_ARGS,
 };

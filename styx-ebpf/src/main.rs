@@ -6,14 +6,15 @@
 #![no_main]
 
 mod record;
+mod usdt;
 
 use aya_ebpf::helpers::bpf_get_attach_cookie;
 use aya_ebpf::macros::{map, uprobe};
-use aya_ebpf::maps::{PerCpuArray, RingBuf};
+use aya_ebpf::maps::{Array, PerCpuArray, RingBuf};
 use aya_ebpf::programs::ProbeContext;
 use aya_ebpf::EbpfContext;
 use aya_log_ebpf::{error, warn};
-use styx_common::{EventKind, Shape, EVENT_KIND_SLOTS};
+use styx_common::{EventKind, Shape, UsdtSpec, EVENT_KIND_SLOTS};
 
 /// Default size; the loader sets the real one (`--ring-size`).
 const DEFAULT_RING_BYTES: u32 = 8 << 20;
@@ -24,6 +25,11 @@ static EVENTS: RingBuf = RingBuf::with_byte_size(DEFAULT_RING_BYTES, 0);
 /// Events lost because `EVENTS` was full, per event kind, per CPU.
 #[map]
 static DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(EVENT_KIND_SLOTS, 0);
+
+/// Argument specs of the generic USDT sites, indexed by their attach cookie.
+/// The loader sizes and fills it before attaching.
+#[map]
+static SPECS: Array<UsdtSpec> = Array::with_max_entries(1, 0);
 
 /// Only events from this process are kept (0: any). Several processes can map
 /// one binary, and every program attached to a site runs for all of them.
@@ -63,6 +69,13 @@ pub fn styx_span(ctx: ProbeContext) -> u32 {
 #[uprobe]
 pub fn styx_marker(ctx: ProbeContext) -> u32 {
     record::marker(&ctx);
+    0
+}
+
+/// Any USDT probe: the cookie indexes its argument spec in `SPECS`.
+#[uprobe]
+pub fn styx_usdt(ctx: ProbeContext) -> u32 {
+    usdt::record(&ctx);
     0
 }
 

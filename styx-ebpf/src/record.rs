@@ -15,7 +15,7 @@ const SUBMIT_FLAGS: u64 = BPF_RB_NO_WAKEUP as u64;
 /// The header for an event of `kind` from the current thread, or None if the
 /// process is not the one being traced.
 #[inline(always)]
-fn header(kind: u8, aux: u8) -> Option<RecordHeader> {
+pub(crate) fn header(kind: u8, aux: u8) -> Option<RecordHeader> {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     if !wanted(tgid) {

@@ -11,6 +11,8 @@ Examples:
   sudo styx-loader --pid 1234                       every event, as text, until Ctrl-C
   sudo styx-loader --pid 1234 -o jsonl -e mem_write | jq .addr
   sudo styx-loader --pid 1234 -e branch,interrupt --duration 5 --output trace.jsonl -o jsonl
+  sudo styx-loader --pid 1234 --probes 'myprov:*'     also another provider's USDT probes
+  styx-loader list ./my-emulator                    what probes a binary has
 
 Events (-e): insn_fetch insn_exec block mem_read mem_write reg_read reg_write
              branch interrupt control span_begin span_end marker
@@ -83,6 +85,12 @@ pub struct TraceArgs {
     #[arg(short, long = "events", value_delimiter = ',', value_parser = parse_event_kind)]
     pub events: Vec<EventKind>,
 
+    /// Also trace other providers' USDT probes matching this
+    /// PROVIDER:PROBE glob (repeatable), e.g. 'myprov:*'. Their arguments
+    /// are read as each site's argument spec says.
+    #[arg(long = "probes", value_name = "GLOB", value_parser = parse_glob)]
+    pub probes: Vec<glob::Pattern>,
+
     /// Write events to this file instead of stdout.
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -116,6 +124,10 @@ fn parse_event_kind(name: &str) -> Result<EventKind, String> {
         let known: Vec<&str> = EventKind::ALL.iter().map(|k| k.probe_name()).collect();
         format!("unknown event type '{name}' (known: {})", known.join(", "))
     })
+}
+
+fn parse_glob(text: &str) -> Result<glob::Pattern, String> {
+    glob::Pattern::new(text).map_err(|e| format!("'{text}' is not a glob pattern: {e}"))
 }
 
 fn parse_seconds(text: &str) -> Result<Duration, String> {

@@ -2,6 +2,7 @@
 
 use crate::format::{write_event, Format};
 use crate::record::{decode, DecodeError};
+use crate::sites::UsdtSite;
 use aya::maps::{MapData, RingBuf};
 use std::io::{self, Write};
 use styx_common::EVENT_KIND_SLOTS;
@@ -35,6 +36,8 @@ pub enum Drained {
 pub struct Sink {
     out: Box<dyn Write>,
     format: Format,
+    /// Names and signedness for other providers' events, by spec id.
+    usdt: Vec<UsdtSite>,
     /// Events written (or handed to the output before it failed).
     pub written: Counts,
     /// Events taken from the ring after the output closed or failed: counted
@@ -47,10 +50,11 @@ pub struct Sink {
 }
 
 impl Sink {
-    pub fn new(out: Box<dyn Write>, format: Format) -> Sink {
+    pub fn new(out: Box<dyn Write>, format: Format, usdt: Vec<UsdtSite>) -> Sink {
         Sink {
             out,
             format,
+            usdt,
             written: Counts::default(),
             unwritten: Counts::default(),
             error: None,
@@ -65,10 +69,22 @@ impl Sink {
     /// Takes what is in the ring, up to a budget.
     pub fn drain(&mut self, ring: &mut RingBuf<MapData>) -> Drained {
         if !self.open {
-            return drain(ring, &mut io::sink(), self.format, &mut self.unwritten)
-                .expect("io::sink never fails");
+            return drain(
+                ring,
+                &mut io::sink(),
+                self.format,
+                &self.usdt,
+                &mut self.unwritten,
+            )
+            .expect("io::sink never fails");
         }
-        match drain(ring, &mut self.out, self.format, &mut self.written) {
+        match drain(
+            ring,
+            &mut self.out,
+            self.format,
+            &self.usdt,
+            &mut self.written,
+        ) {
             Ok(drained) => drained,
             Err(e) => {
                 self.open = false;
@@ -85,6 +101,7 @@ fn drain(
     ring: &mut RingBuf<MapData>,
     out: &mut impl Write,
     format: Format,
+    usdt: &[UsdtSite],
     counts: &mut Counts,
 ) -> io::Result<Drained> {
     let mut taken = 0;
@@ -94,7 +111,7 @@ fn drain(
         match decode(&item) {
             Ok(event) => {
                 counts.events[event.kind as usize] += 1;
-                write_event(out, format, &event)?;
+                write_event(out, format, &event, usdt)?;
             }
             Err(error) => {
                 counts.undecodable += 1;

@@ -1,26 +1,35 @@
 //! Loads styx's eBPF object and attaches its programs to probe sites.
 
-use crate::sites::Selected;
+use crate::sites::{Selected, UsdtSite};
 use crate::uprobe_link::{self, UprobeLink, UprobeTarget};
 use anyhow::{anyhow, Context, Result};
-use aya::maps::{MapData, PerCpuArray, RingBuf};
+use aya::maps::{Array, MapData, PerCpuArray, RingBuf};
 use aya::programs::UProbe;
 use aya::{Ebpf, EbpfLoader};
 use std::os::fd::AsFd;
 use std::path::Path;
-use styx_common::{EventKind, Shape, EVENT_KIND_SLOTS};
+use styx_common::{EventKind, Shape, UsdtSpec, EVENT_KIND_SLOTS};
 
 /// Built from styx-ebpf by `cargo xtask build-ebpf`; committed, so the loader
 /// builds with stable Rust alone. CI checks it matches its source.
 static OBJECT: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("CARGO_MANIFEST_DIR"), "/ebpf/styx.bpf.o"));
 
-pub struct LoadOptions {
+pub struct LoadOptions<'a> {
     /// Only events from this process (0: any process).
     pub pid: u32,
     pub ring_bytes: u32,
     pub ebpf_log: bool,
+    /// Argument specs of the other providers' sites, by cookie.
+    pub usdt: &'a [UsdtSite],
 }
+
+/// A spec as a map value (aya's Pod is a foreign trait).
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+struct SpecValue(UsdtSpec);
+// SAFETY: UsdtSpec is repr(C) plain data without padding (bytemuck::Pod).
+unsafe impl aya::Pod for SpecValue {}
 
 pub struct Loaded {
     pub ebpf: Ebpf,
@@ -28,14 +37,25 @@ pub struct Loaded {
     pub drops: PerCpuArray<MapData, u64>,
 }
 
-pub fn load(options: &LoadOptions) -> Result<Loaded> {
+pub fn load(options: &LoadOptions<'_>) -> Result<Loaded> {
     let log_level: u8 = if options.ebpf_log { 0xff } else { 0 };
+    let specs = options.usdt.len().max(1) as u32;
     let mut ebpf = EbpfLoader::new()
         .override_global("TARGET_TGID", &options.pid, true)
         .override_global("AYA_LOG_LEVEL", &log_level, false)
         .map_max_entries("EVENTS", options.ring_bytes)
+        .map_max_entries("SPECS", specs)
         .load(OBJECT)
         .context("loading styx's eBPF object into the kernel")?;
+    let mut spec_map: Array<_, SpecValue> = Array::try_from(
+        ebpf.map_mut("SPECS")
+            .ok_or_else(|| anyhow!("no SPECS map"))?,
+    )?;
+    for (i, site) in options.usdt.iter().enumerate() {
+        spec_map
+            .set(i as u32, SpecValue(site.spec), 0)
+            .context("filling the SPECS map")?;
+    }
     let ring = RingBuf::try_from(
         ebpf.take_map("EVENTS")
             .ok_or_else(|| anyhow!("no EVENTS map"))?,
@@ -57,6 +77,7 @@ pub fn program_name(kind: EventKind) -> &'static str {
         Shape::MemAccess => "styx_mem",
         Shape::Span => "styx_span",
         Shape::Marker => "styx_marker",
+        Shape::Usdt => "styx_usdt",
     }
 }
 
@@ -89,13 +110,8 @@ pub fn attach_sites(
             ref_ctr_offset: site.semaphore_offset,
             pid: Some(pid),
         };
-        let link = uprobe_link::attach(
-            pmu_type,
-            program.fd()?.as_fd(),
-            &target,
-            selected.kind as u64,
-        )
-        .with_context(|| {
+        let link = uprobe_link::attach(pmu_type, program.fd()?.as_fd(), &target, selected.cookie)
+            .with_context(|| {
             format!(
                 "attaching to {}:{} at {:#x} in {}",
                 site.provider,

@@ -2,6 +2,7 @@
 //! that knows how each event type's arguments read, whatever the format.
 
 use crate::record::{Body, Event, Text};
+use crate::sites::UsdtSite;
 use styx_common::{Branch, EventKind, InterruptKind};
 
 /// One field of an event, with how people like to read it.
@@ -15,12 +16,46 @@ pub enum Field<'a> {
     /// A flag such as `conditional`.
     Flag(&'static str, bool),
     Text(&'static str, &'a Text<'a>),
+    /// A name from the probe's note (provider, probe).
+    Str(&'static str, &'a str),
+    /// Another provider's probe arguments, in order.
+    Args(UsdtArgs<'a>),
+}
+
+/// One argument of another provider's probe, as its spec types it.
+pub enum Arg {
+    Signed(i64),
+    Unsigned(u64),
+}
+
+/// The arguments of a USDT event, typed by the site's spec.
+pub struct UsdtArgs<'a> {
+    values: &'a [u64],
+    signed: &'a [bool],
+}
+
+impl Iterator for UsdtArgs<'_> {
+    type Item = Arg;
+
+    fn next(&mut self) -> Option<Arg> {
+        let (&value, rest) = self.values.split_first()?;
+        self.values = rest;
+        let signed = self.signed.first().copied().unwrap_or(false);
+        self.signed = self.signed.get(1..).unwrap_or(&[]);
+        // The eBPF program sign-extended signed values to 64 bits.
+        Some(if signed {
+            Arg::Signed(value as i64)
+        } else {
+            Arg::Unsigned(value)
+        })
+    }
 }
 
 /// Calls `each` with every field of `event` after the common ones
 /// (`ts_ns`, `pid`, `tid`, `event`).
 pub fn for_each_field<'a, E>(
     event: &'a Event<'a>,
+    usdt: &'a [UsdtSite],
     mut each: impl FnMut(Field<'a>) -> Result<(), E>,
 ) -> Result<(), E> {
     use Field::{Dec, Flag, Hex, Name};
@@ -87,6 +122,22 @@ pub fn for_each_field<'a, E>(
         Body::Marker(text) => {
             each(Field::Text("text", text))?;
             truncated(&mut each, text.truncated)
+        }
+        Body::Usdt { spec_id, args } => {
+            let (provider, probe, signed) = match usdt.get(*spec_id as usize) {
+                Some(site) => (
+                    site.provider.as_str(),
+                    site.probe.as_str(),
+                    &site.signed[..],
+                ),
+                None => ("?", "?", &[][..]),
+            };
+            each(Field::Str("provider", provider))?;
+            each(Field::Str("probe", probe))?;
+            each(Field::Args(UsdtArgs {
+                values: args,
+                signed,
+            }))
         }
     }
 }

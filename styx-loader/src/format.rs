@@ -3,8 +3,9 @@
 //! JSON field names are stable (see README "Output"): `ts_ns`, `pid`, `tid`,
 //! `event`, then the event's own fields from [`crate::fields`].
 
-use crate::fields::{for_each_field, Field};
+use crate::fields::{for_each_field, Arg, Field};
 use crate::record::{Event, Text};
+use crate::sites::UsdtSite;
 use clap::ValueEnum;
 use std::io::{self, Write};
 
@@ -16,14 +17,19 @@ pub enum Format {
     Text,
 }
 
-pub fn write_event(out: &mut impl Write, format: Format, event: &Event<'_>) -> io::Result<()> {
+pub fn write_event(
+    out: &mut impl Write,
+    format: Format,
+    event: &Event<'_>,
+    usdt: &[UsdtSite],
+) -> io::Result<()> {
     match format {
-        Format::Jsonl => write_jsonl(out, event),
-        Format::Text => write_text(out, event),
+        Format::Jsonl => write_jsonl(out, event, usdt),
+        Format::Text => write_text(out, event, usdt),
     }
 }
 
-fn write_jsonl(out: &mut impl Write, event: &Event<'_>) -> io::Result<()> {
+fn write_jsonl(out: &mut impl Write, event: &Event<'_>, usdt: &[UsdtSite]) -> io::Result<()> {
     let h = &event.header;
     write!(
         out,
@@ -33,8 +39,23 @@ fn write_jsonl(out: &mut impl Write, event: &Event<'_>) -> io::Result<()> {
         h.tid,
         event.kind.probe_name()
     )?;
-    for_each_field(event, |field| match field {
+    for_each_field(event, usdt, |field| match field {
         Field::Hex(name, v) | Field::Dec(name, v) => write!(out, ",\"{name}\":{v}"),
+        Field::Str(name, v) => {
+            write!(out, ",\"{name}\":")?;
+            serde_json::to_writer(&mut *out, v).map_err(io::Error::from)
+        }
+        Field::Args(args) => {
+            out.write_all(b",\"args\":[")?;
+            for (i, arg) in args.enumerate() {
+                let comma = if i > 0 { "," } else { "" };
+                match arg {
+                    Arg::Signed(v) => write!(out, "{comma}{v}")?,
+                    Arg::Unsigned(v) => write!(out, "{comma}{v}")?,
+                }
+            }
+            out.write_all(b"]")
+        }
         Field::Name(name, v) => write!(out, ",\"{name}\":\"{v}\""),
         Field::Flag(name, v) => write!(out, ",\"{name}\":{v}"),
         Field::Text(name, text) => {
@@ -45,7 +66,7 @@ fn write_jsonl(out: &mut impl Write, event: &Event<'_>) -> io::Result<()> {
     out.write_all(b"}\n")
 }
 
-fn write_text(out: &mut impl Write, event: &Event<'_>) -> io::Result<()> {
+fn write_text(out: &mut impl Write, event: &Event<'_>, usdt: &[UsdtSite]) -> io::Result<()> {
     let h = &event.header;
     write!(
         out,
@@ -56,8 +77,18 @@ fn write_text(out: &mut impl Write, event: &Event<'_>) -> io::Result<()> {
         h.tid,
         event.kind.probe_name()
     )?;
-    for_each_field(event, |field| match field {
+    for_each_field(event, usdt, |field| match field {
         Field::Hex(name, v) => write!(out, " {name}={v:#x}"),
+        Field::Str(_, v) => write!(out, " {v}"),
+        Field::Args(args) => {
+            for (i, arg) in args.enumerate() {
+                match arg {
+                    Arg::Signed(v) => write!(out, " arg{i}={v}")?,
+                    Arg::Unsigned(v) => write!(out, " arg{i}={v:#x}")?,
+                }
+            }
+            Ok(())
+        }
         Field::Dec(name, v) => write!(out, " {name}={v}"),
         Field::Name(_, v) => write!(out, " {v}"),
         Field::Flag(name, true) => write!(out, " ({name})"),

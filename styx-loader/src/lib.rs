@@ -14,3 +14,4 @@ pub mod stapsdt;
 pub mod target;
 pub mod trace;
 pub mod uprobe_link;
+pub mod usdt_spec;

@@ -3,8 +3,8 @@
 use bytemuck::pod_read_unaligned;
 use std::mem::size_of;
 use styx_common::{
-    EventKind, MarkerRecord, RecordHeader, Shape, SpanRecord, MARKER_TEXT_MAX, SPAN_CATEGORY_MAX,
-    SPAN_NAME_MAX,
+    EventKind, MarkerRecord, RecordHeader, Shape, SpanRecord, UsdtRecord, MARKER_TEXT_MAX,
+    MAX_USDT_ARGS, SPAN_CATEGORY_MAX, SPAN_NAME_MAX,
 };
 use thiserror::Error;
 
@@ -27,6 +27,11 @@ pub enum Body<'a> {
         name: Text<'a>,
     },
     Marker(Text<'a>),
+    /// Another provider's probe: its site's spec id and arguments.
+    Usdt {
+        spec_id: u32,
+        args: &'a [u64],
+    },
 }
 
 /// A string as the probe passed it: the bytes kept, and whether it was cut.
@@ -85,6 +90,14 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
             let record: &MarkerRecord = from_ring(bytes)?;
             Body::Marker(text(&record.text, record.len, MARKER_TEXT_MAX))
         }
+        Shape::Usdt => {
+            let record: &UsdtRecord = from_ring(bytes)?;
+            let nargs = (header.aux as usize).min(MAX_USDT_ARGS);
+            Body::Usdt {
+                spec_id: record.spec_id,
+                args: &record.args[..nargs],
+            }
+        }
     };
     Ok(Event { header, kind, body })
 }
@@ -96,6 +109,7 @@ pub fn record_size(kind: EventKind) -> usize {
         Shape::MemAccess => HEADER + 8 * 3,
         Shape::Span => size_of::<SpanRecord>(),
         Shape::Marker => size_of::<MarkerRecord>(),
+        Shape::Usdt => size_of::<UsdtRecord>(),
     }
 }
 

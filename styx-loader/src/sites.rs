@@ -1,20 +1,37 @@
 //! Picks the probe sites to attach: styx's own probes, of the selected event
 //! types, whose argument specs are the ones the eBPF programs read.
 
+use crate::argspec::parse_spec;
 use crate::stapsdt::{ProbeSite, ProbeTable};
+use crate::usdt_spec;
 use std::collections::BTreeMap;
-use styx_common::{EventKind, PROVIDER};
+use styx_common::{EventKind, Shape, UsdtSpec, PROVIDER};
 
-/// A site to attach and the event it reports.
+/// A site to attach, the event it reports, and its attach cookie.
 pub struct Selected {
     pub kind: EventKind,
     pub site: ProbeSite,
+    /// The event kind for styx's own probes; the index into the spec table
+    /// for other USDT probes.
+    pub cookie: u64,
 }
 
+/// A USDT site of another provider: how to read its arguments, and how to
+/// name them in output.
+pub struct UsdtSite {
+    pub provider: String,
+    pub probe: String,
+    pub spec: UsdtSpec,
+    /// Per argument: whether it is signed.
+    pub signed: Vec<bool>,
+}
+
+#[derive(Default)]
 pub struct Selection {
     pub sites: Vec<Selected>,
-    /// Sites left out because their argument spec is not what styx-probe
-    /// emits: one line each.
+    /// The spec table for the USDT sites, indexed by their cookie.
+    pub usdt: Vec<UsdtSite>,
+    /// Sites left out, one line each saying why.
     pub rejected: Vec<String>,
 }
 
@@ -29,13 +46,19 @@ pub fn expected_spec(kind: EventKind) -> String {
         .join(" ")
 }
 
-pub fn select(table: &ProbeTable, kinds: &[EventKind]) -> Selection {
-    let mut selection = Selection {
-        sites: Vec::new(),
-        rejected: Vec::new(),
-    };
+/// Picks styx's own sites of the `kinds` selected, and the sites of other
+/// providers whose `provider:probe` matches one of `usdt_globs`.
+pub fn select(table: &ProbeTable, kinds: &[EventKind], usdt_globs: &[glob::Pattern]) -> Selection {
+    let mut selection = Selection::default();
+    for site in table.sites.iter().filter(|s| s.provider != PROVIDER) {
+        let name = format!("{}:{}", site.provider, site.name);
+        if usdt_globs.iter().any(|g| g.matches(&name)) {
+            select_usdt(site, &mut selection);
+        }
+    }
     for site in table.sites.iter().filter(|s| s.provider == PROVIDER) {
-        let Some(kind) = EventKind::from_probe_name(&site.name) else {
+        let kind = EventKind::from_probe_name(&site.name).filter(|k| k.shape() != Shape::Usdt);
+        let Some(kind) = kind else {
             selection.rejected.push(format!(
                 "{}:{} at {:#x} is not a styx event this loader knows (newer styx-probe?)",
                 site.provider, site.name, site.address
@@ -56,9 +79,35 @@ pub fn select(table: &ProbeTable, kinds: &[EventKind]) -> Selection {
         selection.sites.push(Selected {
             kind,
             site: site.clone(),
+            cookie: kind as u64,
         });
     }
     selection
+}
+
+fn select_usdt(site: &ProbeSite, selection: &mut Selection) {
+    let compiled = parse_spec(&site.args)
+        .map_err(|e| e.to_string())
+        .and_then(|args| Ok((usdt_spec::compile(&args)?, args)));
+    match compiled {
+        Ok((spec, args)) => {
+            selection.sites.push(Selected {
+                kind: EventKind::Usdt,
+                site: site.clone(),
+                cookie: selection.usdt.len() as u64,
+            });
+            selection.usdt.push(UsdtSite {
+                provider: site.provider.clone(),
+                probe: site.name.clone(),
+                spec,
+                signed: args.iter().map(|a| a.signed).collect(),
+            });
+        }
+        Err(reason) => selection.rejected.push(format!(
+            "{}:{} at {:#x} has argument spec {:?} that styx cannot read ({reason}): not attached",
+            site.provider, site.name, site.address, site.args
+        )),
+    }
 }
 
 /// "3 probes from providers a, b" or "no USDT probes at all", to say what a

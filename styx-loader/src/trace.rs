@@ -5,7 +5,7 @@ use crate::cli::TraceArgs as Cli;
 use crate::drain::{Drained, Sink};
 use crate::ebpf::{self, LoadOptions};
 use crate::report::{self, Stop, Summary};
-use crate::sites::{self, Selected};
+use crate::sites::{self, Selection};
 use crate::stapsdt::read_probe_table;
 use crate::target::Target;
 use anyhow::{bail, Context, Result};
@@ -26,13 +26,16 @@ pub async fn run(cli: Cli) -> Result<()> {
     let mut sigint = signal(SignalKind::interrupt())?;
     let mut sigterm = signal(SignalKind::terminate())?;
     let target = Target::from_pid(cli.pid.expect("clap requires --pid for tracing"))?;
-    let sites = find_sites(&cli, &target)?;
-    let mut sink = Sink::new(open_output(&cli)?, cli.format);
+    let selection = find_sites(&cli, &target)?;
+    let out = open_output(&cli)?;
     let mut loaded = ebpf::load(&LoadOptions {
         pid: target.pid,
         ring_bytes: cli.ring_size,
         ebpf_log: cli.ebpf_log,
+        usdt: &selection.usdt,
     })?;
+    let sites = selection.sites;
+    let mut sink = Sink::new(out, cli.format, selection.usdt);
     let mut logger = if cli.ebpf_log {
         Some(aya_log::EbpfLogger::init(&mut loaded.ebpf).context("starting the eBPF logger")?)
     } else {
@@ -131,13 +134,13 @@ pub async fn run(cli: Cli) -> Result<()> {
 }
 
 /// The probe sites to attach in the target, or why there are none.
-fn find_sites(cli: &Cli, target: &Target) -> Result<Vec<Selected>> {
+fn find_sites(cli: &Cli, target: &Target) -> Result<Selection> {
     let table = read_probe_table(&target.exe_link)
         .with_context(|| format!("reading probes of pid {} ({})", target.pid, target.exe_name))?;
     for problem in &table.problems {
         eprintln!("styx-loader: warning: {}: {problem}", target.exe_name);
     }
-    let selection = sites::select(&table, &cli.kinds());
+    let selection = sites::select(&table, &cli.kinds(), &cli.probes);
     for rejected in &selection.rejected {
         eprintln!("styx-loader: warning: {rejected}");
     }
@@ -146,21 +149,23 @@ fn find_sites(cli: &Cli, target: &Target) -> Result<Vec<Selected>> {
             .sites
             .iter()
             .any(|s| s.provider == styx_common::PROVIDER);
-        if !has_styx {
-            bail!(
-                "pid {} ({}) has no styx probes: {}",
-                target.pid,
-                target.exe_name,
-                sites::describe_providers(&table)
-            );
-        }
+        let globs: Vec<&str> = cli.probes.iter().map(glob::Pattern::as_str).collect();
+        let what = match (has_styx, globs.is_empty()) {
+            (true, _) => "no usable probe sites for the selected events".to_string(),
+            (false, true) => "no styx probes".to_string(),
+            (false, false) => format!(
+                "no styx probes and none matching --probes {}",
+                globs.join(", ")
+            ),
+        };
         bail!(
-            "pid {} ({}) has no usable probe sites for the selected events",
+            "pid {} ({}) has {what}: {}",
             target.pid,
-            target.exe_name
+            target.exe_name,
+            sites::describe_providers(&table)
         );
     }
-    Ok(selection.sites)
+    Ok(selection)
 }
 
 fn open_output(cli: &Cli) -> Result<Box<dyn Write>> {

@@ -19,7 +19,6 @@ pub struct Summary<'a> {
     pub pid: u32,
     pub stop: Stop,
     pub elapsed: Duration,
-    pub kinds: &'a [EventKind],
     pub sink: &'a Sink,
     /// Ring-full drops per event kind (index = kind id).
     pub drops: &'a [u64],
@@ -43,7 +42,7 @@ pub fn print(s: &Summary<'_>) {
         s.pid,
         s.elapsed.as_secs_f64(),
     );
-    for &kind in s.kinds {
+    for &kind in EventKind::ALL {
         let (n, lost) = (written.events[kind as usize], s.drops[kind as usize]);
         if n > 0 || lost > 0 {
             let lost = if lost > 0 {

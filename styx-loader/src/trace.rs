@@ -114,7 +114,6 @@ pub async fn run(cli: Cli) -> Result<()> {
         pid: target.pid,
         stop,
         elapsed,
-        kinds: &cli.kinds(),
         sink: &sink,
         drops: &drops,
         ring_size: cli.ring_size,

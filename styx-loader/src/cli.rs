@@ -12,6 +12,7 @@ Examples:
   sudo styx-loader --pid 1234 -o jsonl -e mem_write | jq .addr
   sudo styx-loader --pid 1234 -e branch,interrupt --duration 5 --output trace.jsonl -o jsonl
   sudo styx-loader --pid 1234 --probes 'myprov:*'     also another provider's USDT probes
+  sudo styx-loader -o jsonl --output t.jsonl -- ./my-emulator rom.bin   run and trace from the start
   styx-loader list ./my-emulator                    what probes a binary has
 
 Events (-e): insn_fetch insn_exec block mem_read mem_write reg_read reg_write
@@ -74,8 +75,18 @@ pub struct ListArgs {
 #[derive(Debug, Args)]
 pub struct TraceArgs {
     /// Process to trace (all its threads).
-    #[arg(short, long, required = true)]
+    #[arg(
+        short,
+        long,
+        required_unless_present = "command",
+        conflicts_with = "command"
+    )]
     pub pid: Option<u32>,
+
+    /// Run this command and trace it from its first instruction; styx-loader
+    /// then exits with the command's status. Give it after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
 
     /// Output format.
     #[arg(short = 'o', long = "format", value_enum, default_value_t = Format::Text)]

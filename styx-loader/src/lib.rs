@@ -10,6 +10,7 @@ pub mod list;
 pub mod record;
 pub mod report;
 pub mod sites;
+pub mod spawn;
 pub mod stapsdt;
 pub mod target;
 pub mod trace;

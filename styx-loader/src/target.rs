@@ -32,6 +32,16 @@ impl Target {
         })
     }
 
+    /// A child styx-loader started, held before `exec`: its `/proc/PID/exe`
+    /// is still styx-loader, so name the program it will run.
+    pub fn spawned(pid: u32, program: &std::path::Path) -> Target {
+        Target {
+            pid,
+            exe_link: program.to_path_buf(),
+            exe_name: program.display().to_string(),
+        }
+    }
+
     /// A descriptor that becomes readable when the process exits.
     pub fn exit_fd(&self) -> Result<OwnedFd> {
         // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.

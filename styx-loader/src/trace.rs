@@ -6,6 +6,7 @@ use crate::drain::{Drained, Sink};
 use crate::ebpf::{self, LoadOptions};
 use crate::report::{self, Stop, Summary};
 use crate::sites::{self, Selection};
+use crate::spawn::{self, Held};
 use crate::stapsdt::read_probe_table;
 use crate::target::Target;
 use anyhow::{bail, Context, Result};
@@ -20,12 +21,17 @@ use tokio::time::{interval, sleep_until, MissedTickBehavior};
 /// (a wake-up per event costs ~0.9 µs), so this tick is the only reader.
 const DRAIN_EVERY: Duration = Duration::from_millis(1);
 
-pub async fn run(cli: Cli) -> Result<()> {
+/// Traces until told to stop; returns the exit code styx-loader should end
+/// with: 0, or the spawned command's own.
+pub async fn run(cli: Cli, held: Option<Held>) -> Result<i32> {
     // Before attaching: a Ctrl-C right after "attached" must stop tracing
     // cleanly, not kill the loader.
     let mut sigint = signal(SignalKind::interrupt())?;
     let mut sigterm = signal(SignalKind::terminate())?;
-    let target = Target::from_pid(cli.pid.expect("clap requires --pid for tracing"))?;
+    let target = match &held {
+        Some(held) => Target::spawned(held.pid, &held.program),
+        None => Target::from_pid(cli.pid.expect("clap requires --pid or a command"))?,
+    };
     let selection = find_sites(&cli, &target)?;
     let out = open_output(&cli)?;
     let mut loaded = ebpf::load(&LoadOptions {
@@ -52,6 +58,10 @@ pub async fn run(cli: Cli) -> Result<()> {
         target.pid,
         target.exe_name
     );
+    let spawned = held.is_some();
+    if let Some(held) = held {
+        held.release()?;
+    }
 
     let started = Instant::now();
     let deadline = cli.duration.map(|d| tokio::time::Instant::now() + d);
@@ -129,7 +139,10 @@ pub async fn run(cli: Cli) -> Result<()> {
             sink.unwritten.total()
         );
     }
-    Ok(())
+    if spawned {
+        return spawn::wait_exit_code(target.pid);
+    }
+    Ok(0)
 }
 
 /// The probe sites to attach in the target, or why there are none.

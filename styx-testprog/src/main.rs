@@ -7,7 +7,11 @@
 //!   and argument closures that ran (0 while no tracer is attached).
 //! - `bench CALLS`: times CALLS mem_read probes in a tight loop. Answers
 //!   `bench calls=C ns_per_call=N evaluated=E`.
+//! - `exit CODE`: exits with CODE.
 //! - `quit`: exits.
+//!
+//! Its first act is a `marker` "testprog start", which only a tracer that
+//! attached before the program started can see.
 //!
 //! With `--expect FILE`, every event whose closure ran is also written to FILE
 //! as a JSON line in styx-loader's jsonl format (without `ts_ns`).
@@ -176,6 +180,8 @@ fn bench_mem_read(calls: u64) -> f64 {
 }
 
 fn main() {
+    // First thing: only a tracer attached before the program started sees it.
+    styx_probe::marker!(|| "testprog start");
     let args: Vec<String> = std::env::args().collect();
     let out = match args.iter().position(|a| a == "--expect") {
         Some(i) => {
@@ -224,6 +230,7 @@ fn main() {
                 .and_then(|()| stdout.flush())
                 .expect("writing stdout");
             }
+            ["exit", code] => std::process::exit(code.parse().expect("exit code")),
             ["quit"] => return,
             _ => panic!("unknown command {line:?}"),
         }

@@ -98,16 +98,6 @@ fn run_one_liner(line: &str, streamed: &[&str]) -> String {
     out
 }
 
-/// Whether a process has a SIGINT handler installed.
-fn catches_sigint(pid: u32) -> bool {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("SigCgt:"))
-        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
-        .is_some_and(|mask| mask & (1 << (libc::SIGINT - 1)) != 0)
-}
-
 #[test]
 fn readme_bpftrace_one_liners_give_the_expected_results() {
     require_root();

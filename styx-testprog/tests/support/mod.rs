@@ -304,6 +304,17 @@ fn runtime_address(maps: &str, exe: &Path, file_offset: u64) -> Option<u64> {
     })
 }
 
+/// Whether a process has a SIGINT handler installed: bpftrace installs it
+/// once its probes are attached.
+pub fn catches_sigint(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (libc::SIGINT - 1)) != 0)
+}
+
 /// Polls until `check` holds or 10 s pass; the kernel releases a killed
 /// process's links asynchronously.
 pub fn eventually(what: &str, mut check: impl FnMut() -> bool) {

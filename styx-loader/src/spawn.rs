@@ -103,7 +103,10 @@ fn find_program(name: &str) -> Result<PathBuf> {
                 .with_context(|| format!("resolving {}", candidate.display()));
         }
     }
-    bail!("no executable {name:?} (looked on PATH)")
+    if name.contains('/') {
+        bail!("no executable {name:?}");
+    }
+    bail!("no executable {name:?} on PATH")
 }
 
 fn is_executable(path: &Path) -> bool {

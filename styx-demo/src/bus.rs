@@ -1,51 +1,108 @@
-//! Memory and devices, firing `mem_read` / `mem_write` for every access.
+//! The 6502's memory and devices, firing `mem_read` / `mem_write` for every
+//! access the CPU makes (instruction fetches, operands, stack, vectors).
 //!
 //! | address | device |
 //! |---|---|
 //! | `$F000` | halt port: a write stops the machine; the value is its exit code |
 //! | `$F001` | output port: each byte written is appended to the output |
-//! | `$F002` | timer: a write acknowledges the tick and lowers the IRQ line |
+//! | `$F002` | timer: a write acknowledges the tick and lowers the IRQ line; a read gives the line (1 high, 0 low) |
 //! | else | RAM |
+//!
+//! The timer raises the (level-triggered) IRQ line every [`TIMER_PERIOD`]
+//! instructions and holds it until the program acknowledges.
 
-use mos6502::memory::Bus;
+use crate::events::fire;
+use mos6502::memory::{Bus, IRQ_INTERRUPT_VECTOR_LO};
 
+/// A write here halts the machine with the value as exit code.
 pub const HALT_PORT: u16 = 0xf000;
+/// Each byte written here is appended to the program's output.
 pub const OUTPUT_PORT: u16 = 0xf001;
-pub const TIMER_ACK: u16 = 0xf002;
+/// A write here acknowledges a timer tick (lowers the IRQ line).
+pub const TIMER_PORT: u16 = 0xf002;
+/// Instructions between timer ticks.
+pub const TIMER_PERIOD: u32 = 500;
 
+/// 64 KiB of RAM with the devices above mapped over it.
 pub struct DemoBus {
     ram: Box<[u8; 0x10000]>,
     /// The pc of the instruction being executed, reported with each access.
-    pub pc: u16,
-    pub output: Vec<u8>,
-    pub halted: Option<u8>,
+    pub(crate) pc: u16,
+    output: Vec<u8>,
+    halted: Option<u8>,
+    /// Instructions until the next timer tick.
+    timer_left: u32,
     /// Level-triggered: high from a timer tick until the program acknowledges it.
-    pub irq_line: bool,
-    /// Set when the CPU fetches the IRQ vector, i.e. services the interrupt.
-    pub irq_taken: bool,
+    irq_line: bool,
+    /// Set when the CPU fetches the IRQ vector, i.e. takes the interrupt; the
+    /// step loop clears it before each instruction.
+    pub(crate) irq_taken: bool,
 }
 
 impl DemoBus {
+    /// Zeroed RAM, no output, the timer a full period from its next tick.
     pub fn new() -> DemoBus {
         DemoBus {
             ram: Box::new([0; 0x10000]),
             pc: 0,
             output: Vec::new(),
             halted: None,
+            timer_left: TIMER_PERIOD,
             irq_line: false,
             irq_taken: false,
         }
     }
 
-    /// Reads without firing a probe: for the host, not the guest.
+    /// Reads RAM without firing a probe: for the host, not the guest.
     pub fn peek(&self, address: u16) -> u8 {
         self.ram[address as usize]
     }
 
-    /// Writes without firing a probe: for loading programs.
+    /// Writes RAM without firing a probe: for loading programs.
     pub fn poke(&mut self, address: u16, bytes: &[u8]) {
         let start = address as usize;
         self.ram[start..start + bytes.len()].copy_from_slice(bytes);
+    }
+
+    /// The bytes written to the output port since the last [`power_on`](Self::power_on).
+    pub fn output(&self) -> &[u8] {
+        &self.output
+    }
+
+    /// Takes the output, leaving it empty.
+    pub fn take_output(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.output)
+    }
+
+    /// The exit code written to the halt port, once one has been.
+    #[inline(always)]
+    pub fn halted(&self) -> Option<u8> {
+        self.halted
+    }
+
+    /// Whether the timer's IRQ line is high.
+    pub fn irq_line(&self) -> bool {
+        self.irq_line
+    }
+
+    /// Returns the devices to their power-on state (RAM is kept), so each
+    /// program run starts alike whatever ran before it.
+    pub fn power_on(&mut self) {
+        self.output.clear();
+        self.halted = None;
+        self.timer_left = TIMER_PERIOD;
+        self.irq_line = false;
+        self.irq_taken = false;
+    }
+
+    /// Advances the timer by one instruction.
+    #[inline(always)]
+    pub fn tick(&mut self) {
+        self.timer_left -= 1;
+        if self.timer_left == 0 {
+            self.timer_left = TIMER_PERIOD;
+            self.irq_line = true;
+        }
     }
 }
 
@@ -56,20 +113,26 @@ impl Default for DemoBus {
 }
 
 impl Bus for DemoBus {
+    #[inline(always)]
     fn get_byte(&mut self, address: u16) -> u8 {
-        let val = self.ram[address as usize];
+        let val = if address == TIMER_PORT {
+            u8::from(self.irq_line)
+        } else {
+            self.ram[address as usize]
+        };
         let pc = self.pc;
-        styx_probe::mem_read!(|| (pc, address, val));
+        fire!(mem_read, pc, address, val);
         val
     }
 
+    #[inline(always)]
     fn set_byte(&mut self, address: u16, value: u8) {
         let pc = self.pc;
-        styx_probe::mem_write!(|| (pc, address, value));
+        fire!(mem_write, pc, address, value);
         match address {
             HALT_PORT => self.halted = Some(value),
             OUTPUT_PORT => self.output.push(value),
-            TIMER_ACK => self.irq_line = false,
+            TIMER_PORT => self.irq_line = false,
             _ => self.ram[address as usize] = value,
         }
     }
@@ -79,7 +142,58 @@ impl Bus for DemoBus {
     }
 
     fn irq_vector(&mut self) -> u16 {
+        // The CPU asks only when it takes the IRQ: the one place to notice that.
         self.irq_taken = true;
-        mos6502::memory::IRQ_INTERRUPT_VECTOR_LO
+        IRQ_INTERRUPT_VECTOR_LO
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_halt_print_and_acknowledge() {
+        let mut bus = DemoBus::new();
+        bus.set_byte(OUTPUT_PORT, b'h');
+        bus.set_byte(OUTPUT_PORT, b'i');
+        assert_eq!(bus.output(), b"hi");
+        assert_eq!(bus.halted(), None);
+        bus.set_byte(HALT_PORT, 7);
+        assert_eq!(bus.halted(), Some(7));
+        // Port writes do not land in RAM.
+        assert_eq!(bus.peek(OUTPUT_PORT), 0);
+    }
+
+    #[test]
+    fn the_timer_raises_irq_each_period_until_acknowledged() {
+        let mut bus = DemoBus::new();
+        for _ in 0..TIMER_PERIOD - 1 {
+            bus.tick();
+        }
+        assert!(!bus.irq_pending());
+        bus.tick();
+        assert!(bus.irq_pending());
+        assert_eq!(bus.get_byte(TIMER_PORT), 1);
+        bus.set_byte(TIMER_PORT, 0);
+        assert!(!bus.irq_pending());
+        assert_eq!(bus.get_byte(TIMER_PORT), 0);
+    }
+
+    #[test]
+    fn power_on_resets_the_devices_but_not_ram() {
+        let mut bus = DemoBus::new();
+        bus.set_byte(0x0200, 42);
+        bus.set_byte(OUTPUT_PORT, 1);
+        bus.set_byte(HALT_PORT, 0);
+        for _ in 0..TIMER_PERIOD {
+            bus.tick();
+        }
+        bus.power_on();
+        assert_eq!(
+            (bus.output(), bus.halted(), bus.irq_line()),
+            (&[][..], None, false)
+        );
+        assert_eq!(bus.peek(0x0200), 42);
     }
 }

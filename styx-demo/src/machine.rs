@@ -1,91 +1,93 @@
-//! The step loop: runs one instruction at a time and fires the probes for
-//! what it did.
+//! Runs whole programs: load, reset, step until halted, collect the result.
 //!
-//! Events per instruction: `insn_fetch` and `insn_exec` (pc, opcode),
-//! `reg_read` for each register the instruction reads and `reg_write` for each
-//! one it changed (numbers in [`crate::registers`]), `mem_read`/`mem_write`
-//! from the bus, and on a control transfer `branch` (only when taken) and
-//! `block` (the straight-line run that just ended: its start pc and size in
-//! bytes). A timer raises an IRQ every [`TIMER_PERIOD`] instructions:
-//! `interrupt` entry when the CPU takes it, exit at its `RTI`. Each program
-//! run is a span and so is each frame of [`FRAME`] instructions; `control`
-//! reports reset (code 1: a = start address), halt (code 2: a = exit
-//! code, b = instructions run) and a tracer seen by [`tracer_attached`]
-//! (code 3); `marker` says what ran and what it gave.
+//! Events around the per-instruction ones of [`crate::cpu`]:
+//! - a span `("program", name)` around each run and `("cpu", "frame")` around
+//!   each frame of [`FRAME`] instructions (the last one of a run is shorter);
+//! - `control` (code, a, b): [`CONTROL_RESET`], [`CONTROL_HALT`],
+//!   [`CONTROL_JAM`], [`CONTROL_TRACER_SEEN`];
+//! - `marker`: `"<program>: start"` and
+//!   `"<program>: halted with <exit code> after <n> instructions, <n> output bytes"`.
 
 use crate::bus::DemoBus;
+use crate::cpu::Cpu;
+use crate::events::fire;
 use crate::programs::Program;
-use crate::registers::{reads, snapshot};
 use anyhow::{bail, Result};
-use mos6502::cpu::CPU;
-use mos6502::instruction::{Instruction as I, Nmos6502};
-use mos6502::Variant;
-use styx_probe::{Branch, BranchKind, InterruptKind};
 
-pub const TIMER_PERIOD: u64 = 500;
+/// Instructions per `("cpu", "frame")` span.
 pub const FRAME: u64 = 1024;
-/// The 6502's IRQ line, as reported in `interrupt` events.
-pub const IRQ_NUMBER: u8 = 0;
+/// `control` code for a reset: a = the pc it starts at, b = 0.
 pub const CONTROL_RESET: u8 = 1;
+/// `control` code for a halt: a = exit code, b = instructions the run executed.
 pub const CONTROL_HALT: u8 = 2;
+/// `control` code fired by [`tracer_attached`] once a tracer sees it: a = b = 0.
 pub const CONTROL_TRACER_SEEN: u8 = 3;
+/// `control` code for a `JAM` opcode, which ends the run with an error: a = pc, b = opcode.
+pub const CONTROL_JAM: u8 = 4;
 /// A program that has not halted after this many instructions is broken.
 const STEP_LIMIT: u64 = 50_000_000;
 
+/// The emulated computer: a [`Cpu`] and the programs' lifecycle.
+#[derive(Default)]
 pub struct Machine {
-    pub cpu: CPU<DemoBus, Nmos6502>,
-    /// Instructions executed since power-on.
-    pub instructions: u64,
-    block_start: u16,
+    cpu: Cpu,
 }
 
+/// What a program run gave.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunResult {
+    /// The value it wrote to the halt port.
     pub exit_code: u8,
+    /// The bytes it wrote to the output port.
     pub output: Vec<u8>,
+    /// Instructions it executed (interrupt handlers included).
     pub instructions: u64,
+    /// Timer IRQs it took.
+    pub irqs: u64,
 }
 
 impl Machine {
+    /// A machine with zeroed memory.
     pub fn new() -> Machine {
-        Machine {
-            cpu: CPU::new(DemoBus::new(), Nmos6502),
-            instructions: 0,
-            block_start: 0,
-        }
+        Machine::default()
     }
 
     /// Loads `program`, resets into it and runs it until it halts.
     pub fn run(&mut self, program: &Program) -> Result<RunResult> {
         let _span = styx_probe::span!("program", program.name);
         styx_probe::marker!(|| format!("{}: start", program.name));
-        program.load(&mut self.cpu.memory);
-        self.cpu.memory.output.clear();
-        self.cpu.memory.halted = None;
-        self.cpu.reset();
-        let start = self.cpu.registers.program_counter;
-        self.block_start = start;
-        styx_probe::control!(|| (CONTROL_RESET, start, 0u8));
+        let bus = self.cpu.bus_mut();
+        bus.power_on();
+        program.load(bus);
+        let start = self.cpu.reset();
+        fire!(control, CONTROL_RESET, start, 0u8);
 
-        let first = self.instructions;
-        while self.cpu.memory.halted.is_none() {
+        let (first, first_irqs) = (self.cpu.instructions(), self.cpu.irqs());
+        'run: loop {
             let _frame = styx_probe::span!("cpu", "frame");
             for _ in 0..FRAME {
-                self.step();
-                if self.cpu.memory.halted.is_some() {
-                    break;
+                if let Err(jam) = self.cpu.step() {
+                    fire!(control, CONTROL_JAM, jam.pc, jam.opcode);
+                    bail!("{}: {jam}", program.name);
+                }
+                if self.cpu.bus().halted().is_some() {
+                    // Inside the frame: the last block is part of it.
+                    self.cpu.finish_block();
+                    break 'run;
                 }
             }
-            if self.instructions - first > STEP_LIMIT {
+            if self.cpu.instructions() - first > STEP_LIMIT {
                 bail!(
                     "{} did not halt within {STEP_LIMIT} instructions",
                     program.name
                 );
             }
         }
-        let exit_code = self.cpu.memory.halted.unwrap_or(0);
-        let instructions = self.instructions - first;
-        styx_probe::control!(|| (CONTROL_HALT, exit_code, instructions));
-        let output = std::mem::take(&mut self.cpu.memory.output);
+
+        let exit_code = self.cpu.bus().halted().unwrap_or_default();
+        let instructions = self.cpu.instructions() - first;
+        fire!(control, CONTROL_HALT, exit_code, instructions);
+        let output = self.cpu.bus_mut().take_output();
         styx_probe::marker!(|| format!(
             "{}: halted with {exit_code} after {instructions} instructions, {} output bytes",
             program.name,
@@ -95,82 +97,28 @@ impl Machine {
             exit_code,
             output,
             instructions,
+            irqs: self.cpu.irqs() - first_irqs,
         })
     }
 
-    /// Executes one instruction (and the interrupt it may let in).
-    fn step(&mut self) {
-        let pc = self.cpu.registers.program_counter;
-        let opcode = self.cpu.memory.peek(pc);
-        self.cpu.memory.pc = pc;
-        styx_probe::insn_fetch!(|| (pc, opcode));
-
-        let decoded = Nmos6502::decode(opcode);
-        if let Some((instruction, mode)) = decoded {
-            let read = reads(instruction, mode);
-            let regs = snapshot(&self.cpu.registers);
-            for (reg, val) in regs.iter().enumerate() {
-                if read & (1 << reg) != 0 {
-                    styx_probe::reg_read!(|| (pc, reg as u8, *val));
-                }
-            }
-        }
-
-        self.instructions += 1;
-        if self.instructions.is_multiple_of(TIMER_PERIOD) {
-            self.cpu.memory.irq_line = true;
-        }
-        let before = snapshot(&self.cpu.registers);
-        self.cpu.memory.irq_taken = false;
-        self.cpu.single_step();
-        styx_probe::insn_exec!(|| (pc, opcode));
-        let after = snapshot(&self.cpu.registers);
-        for (reg, (old, new)) in before.iter().zip(&after).enumerate() {
-            if old != new {
-                styx_probe::reg_write!(|| (pc, reg as u8, *new, *old));
-            }
-        }
-
-        let next = self.cpu.registers.program_counter;
-        if self.cpu.memory.irq_taken {
-            // The instruction ran, then the CPU took the IRQ: `next` is the handler.
-            let resume = self.return_address();
-            self.transfer(pc, resume, next, Branch::from(BranchKind::Interrupt));
-            styx_probe::interrupt!(|| (InterruptKind::Entry, IRQ_NUMBER, resume, next));
-        } else if let Some((instruction, mode)) = decoded {
-            let size = 1 + operand_bytes(mode);
-            if let Some(kind) = transfer_kind(instruction) {
-                let sequential = pc.wrapping_add(size);
-                if next != sequential || !kind.conditional {
-                    self.transfer(pc, pc, next, kind);
-                    if instruction == I::RTI {
-                        styx_probe::interrupt!(|| (InterruptKind::Exit, IRQ_NUMBER, pc, next));
-                    }
-                }
-            }
-        }
+    /// Instructions executed since [`new`](Self::new).
+    pub fn instructions(&self) -> u64 {
+        self.cpu.instructions()
     }
 
-    /// Ends the current block at the instruction at `last` and reports the branch.
-    fn transfer(&mut self, last: u16, from: u16, to: u16, kind: Branch) {
-        let start = self.block_start;
-        let size = last.wrapping_sub(start) as u64 + 1;
-        styx_probe::block!(|| (start, size));
-        styx_probe::branch!(|| (from, to, kind));
-        self.block_start = to;
+    /// The memory and devices, e.g. to read what a program left in RAM.
+    pub fn bus(&self) -> &DemoBus {
+        self.cpu.bus()
     }
 
-    /// Where an interrupt will return to: the pc it pushed on the stack.
-    fn return_address(&self) -> u16 {
-        let sp = self.cpu.registers.stack_pointer.0;
-        let lo = self.cpu.memory.peek(0x0100 + sp.wrapping_add(2) as u16);
-        let hi = self.cpu.memory.peek(0x0100 + sp.wrapping_add(3) as u16);
-        u16::from_le_bytes([lo, hi])
+    /// The CPU.
+    pub fn cpu(&self) -> &Cpu {
+        &self.cpu
     }
 }
 
-/// Whether a tracer has enabled the `control` probe. The probe's closure
-/// runs only then, so this fires one `control` event (code 3) when it does.
+/// Whether a tracer has enabled the `control` probe. The probe's closure runs
+/// only then, so this fires one `control` event ([`CONTROL_TRACER_SEEN`]) when it does.
 pub fn tracer_attached() -> bool {
     let mut attached = false;
     styx_probe::control!(|| {
@@ -180,33 +128,61 @@ pub fn tracer_attached() -> bool {
     attached
 }
 
-impl Default for Machine {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::recorder::capture;
+    use crate::programs::FIB;
 
-fn operand_bytes(mode: mos6502::instruction::AddressingMode) -> u16 {
-    use mos6502::instruction::AddressingMode as M;
-    match mode {
-        M::Accumulator | M::Implied => 0,
-        M::Absolute | M::AbsoluteX | M::AbsoluteY | M::Indirect | M::BuggyIndirect => 2,
-        M::AbsoluteIndexedIndirect => 2,
-        _ => 1,
-    }
-}
+    #[rustfmt::skip]
+    const JAM: Program = Program {
+        name: "jam",
+        origin: 0x0600,
+        code: &[
+            0xEA, // 0600  NOP
+            0x02, // 0601  JAM
+        ],
+        data: Vec::new,
+    };
 
-/// How an instruction transfers control, if it does.
-fn transfer_kind(instruction: I) -> Option<Branch> {
-    Some(match instruction {
-        I::JMP => Branch::unconditional(BranchKind::Jump),
-        I::JSR => Branch::unconditional(BranchKind::Call),
-        I::RTS => Branch::unconditional(BranchKind::Ret),
-        I::RTI => Branch::unconditional(BranchKind::ReturnFromInterrupt),
-        I::BRK | I::BRKcld => Branch::unconditional(BranchKind::Interrupt),
-        I::BCC | I::BCS | I::BEQ | I::BMI | I::BNE | I::BPL | I::BVC | I::BVS => {
-            Branch::conditional(BranchKind::Jump)
-        }
-        _ => return None,
-    })
+    fn controls(events: &[crate::events::recorder::Event]) -> Vec<Vec<u64>> {
+        events
+            .iter()
+            .filter(|(probe, _)| *probe == "control")
+            .map(|(_, args)| args.clone())
+            .collect()
+    }
+
+    #[test]
+    fn a_run_is_framed_by_reset_and_halt() {
+        let mut machine = Machine::new();
+        let mut result = None;
+        let events = capture(|| result = Some(machine.run(&FIB).unwrap()));
+        let result = result.unwrap();
+        assert_eq!(
+            controls(&events),
+            [
+                vec![CONTROL_RESET.into(), FIB.origin.into(), 0],
+                vec![CONTROL_HALT.into(), 24, result.instructions],
+            ]
+        );
+    }
+
+    #[test]
+    fn a_jam_ends_the_run_with_an_error_and_a_control_event() {
+        let mut machine = Machine::new();
+        let mut result = None;
+        let events = capture(|| result = Some(machine.run(&JAM)));
+        let error = result.unwrap().unwrap_err();
+        assert_eq!(error.to_string(), "jam: JAM opcode 0x02 at 0x0601");
+        assert_eq!(
+            controls(&events),
+            [
+                vec![CONTROL_RESET.into(), 0x0600, 0],
+                vec![CONTROL_JAM.into(), 0x0601, 0x02],
+            ]
+        );
+        // The machine stays usable.
+        assert_eq!(machine.run(&FIB).unwrap().exit_code, 24);
+    }
 }

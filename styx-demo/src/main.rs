@@ -1,17 +1,21 @@
 //! styx-demo: runs real 6502 programs on an emulator instrumented with every
 //! styx probe. Trace it with `sudo styx-loader --pid PID`.
 
-use anyhow::{anyhow, Result};
+use anyhow::Result;
+use clap::builder::PossibleValuesParser;
 use clap::Parser;
-use std::time::Instant;
-use styx_demo::{programs, Machine, Program};
+use std::time::{Duration, Instant};
+use styx_demo::{machine, programs, Machine, Program, RunResult};
+
+/// How often `--forever` prints its speed (unless `--quiet`).
+const REPORT_EVERY: Duration = Duration::from_secs(5);
 
 /// A 6502 emulator instrumented with styx probes.
 #[derive(Parser)]
 #[command(version)]
 struct Cli {
-    /// Program to run: sieve, sort, fib or all.
-    #[arg(long, default_value = "all")]
+    /// Program to run.
+    #[arg(long, default_value = "all", value_parser = program_names())]
     program: String,
     /// Run the programs this many times.
     #[arg(long, default_value_t = 1)]
@@ -28,51 +32,92 @@ struct Cli {
     wait_for_tracer: bool,
 }
 
+fn program_names() -> PossibleValuesParser {
+    PossibleValuesParser::new(programs::ALL.iter().map(|p| p.name).chain(["all"]))
+}
+
 fn main() -> Result<()> {
     let cli = Cli::parse();
-    let selected: Vec<&Program> = if cli.program == "all" {
-        programs::ALL.iter().collect()
-    } else {
-        vec![Program::by_name(&cli.program)
-            .ok_or_else(|| anyhow!("no program {:?} (sieve, sort, fib, all)", cli.program))?]
+    let selected: Vec<&Program> = match Program::by_name(&cli.program) {
+        Some(program) => vec![program],
+        None => programs::ALL.iter().collect(),
     };
     eprintln!("styx-demo: pid {}", std::process::id());
     if cli.wait_for_tracer {
-        while !styx_demo::machine::tracer_attached() {
-            std::thread::sleep(std::time::Duration::from_millis(1));
+        while !machine::tracer_attached() {
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
+
     let mut machine = Machine::new();
     let started = Instant::now();
+    let mut report = Speed::from(&machine);
     let mut round = 0;
     while cli.forever || round < cli.repeat {
         for program in &selected {
+            let run_started = Instant::now();
             let result = machine.run(program)?;
             if !cli.quiet && round == 0 {
-                println!(
-                    "{:<6} exit {:>3}, {:>7} instructions, output {:?}",
-                    program.name,
-                    result.exit_code,
-                    result.instructions,
-                    summary(&result.output)
-                );
+                print_result(program, &result, run_started.elapsed());
             }
         }
         round += 1;
+        if cli.forever && !cli.quiet && report.since.elapsed() >= REPORT_EVERY {
+            println!("{}", report.line(&machine));
+            report = Speed::from(&machine);
+        }
     }
-    let secs = started.elapsed().as_secs_f64();
-    println!(
-        "{} instructions in {secs:.3} s: {:.2} M instructions/s",
-        machine.instructions,
-        machine.instructions as f64 / secs / 1e6
-    );
+    let total = Speed {
+        since: started,
+        instructions: 0,
+    };
+    println!("{}", total.line(&machine));
     Ok(())
 }
 
+/// Instructions per second since a starting point.
+struct Speed {
+    since: Instant,
+    instructions: u64,
+}
+
+impl Speed {
+    fn from(machine: &Machine) -> Speed {
+        Speed {
+            since: Instant::now(),
+            instructions: machine.instructions(),
+        }
+    }
+
+    /// The line scripts parse: the speed follows the first `": "`.
+    fn line(&self, machine: &Machine) -> String {
+        let secs = self.since.elapsed().as_secs_f64();
+        let instructions = machine.instructions() - self.instructions;
+        format!(
+            "{instructions} instructions in {secs:.3} s: {:.2} M instructions/s",
+            instructions as f64 / secs / 1e6
+        )
+    }
+}
+
+fn print_result(program: &Program, result: &RunResult, took: Duration) {
+    println!(
+        "{:<7} exit {:>3}, {:>6} instructions, {:>3} IRQs, {:>6.2} M instructions/s, output {}",
+        program.name,
+        result.exit_code,
+        result.instructions,
+        result.irqs,
+        result.instructions as f64 / took.as_secs_f64() / 1e6,
+        summary(&result.output)
+    );
+}
+
 fn summary(output: &[u8]) -> String {
-    if output.len() <= 12 {
+    const SHOWN: usize = 12;
+    if output.len() <= SHOWN {
         format!("{output:?}")
     } else {
-        format!("{:?}… ({} bytes)", &output[..12], output.len())
+        let head: Vec<String> = output[..SHOWN].iter().map(u8::to_string).collect();
+        format!("[{}, …] ({} bytes)", head.join(", "), output.len())
     }
 }

@@ -1,7 +1,26 @@
-//! The demo programs really compute what they claim, on the emulator.
+//! The demo programs really compute what they claim, on the emulator, with
+//! the timer interrupting them throughout.
 
-use styx_demo::programs::{self, FIB_TABLE, SORT_ARRAY, TICKS};
-use styx_demo::Machine;
+use styx_demo::bus::TIMER_PERIOD;
+use styx_demo::programs::{self, FIB_TABLE, SORT_ARRAY, SQUARES_TABLE, TICKS};
+use styx_demo::{Machine, RunResult};
+
+fn word(machine: &Machine, address: u16) -> u16 {
+    let bus = machine.bus();
+    u16::from_le_bytes([bus.peek(address), bus.peek(address + 1)])
+}
+
+/// Every timer tick was taken as an IRQ and counted by the handler.
+fn assert_interrupted(machine: &Machine, result: &RunResult) {
+    let ticks = result.instructions / u64::from(TIMER_PERIOD);
+    assert!(result.irqs > 0, "no IRQ taken");
+    assert!(
+        result.irqs.abs_diff(ticks) <= 1,
+        "{} IRQs for {ticks} ticks",
+        result.irqs
+    );
+    assert_eq!(u64::from(machine.bus().peek(TICKS)), result.irqs % 256);
+}
 
 #[test]
 fn sieve_prints_the_primes_below_256() {
@@ -13,46 +32,70 @@ fn sieve_prints_the_primes_below_256() {
         .collect();
     assert_eq!(result.output, primes);
     assert_eq!(result.exit_code, 0);
+    assert_interrupted(&machine, &result);
 }
 
 #[test]
-fn sort_sorts_its_input() {
+fn sort_sorts_its_input_and_prints_it() {
     let mut machine = Machine::new();
     let result = machine.run(&programs::SORT).unwrap();
     assert_eq!(result.exit_code, 0);
-    let sorted: Vec<u8> = (0..64)
-        .map(|i| machine.cpu.memory.peek(SORT_ARRAY + i))
-        .collect();
     let mut expected = programs::sort_input()[0].1.clone();
     assert!(!expected.is_sorted(), "the input must need sorting");
     expected.sort_unstable();
-    assert_eq!(sorted, expected);
-    // 36k instructions: the timer interrupted it many times and it survived.
-    assert!(machine.cpu.memory.peek(TICKS) > 50);
+    let in_ram: Vec<u8> = (0..64)
+        .map(|i| machine.bus().peek(SORT_ARRAY + i))
+        .collect();
+    assert_eq!(in_ram, expected);
+    assert_eq!(result.output, expected);
+    assert_interrupted(&machine, &result);
 }
 
 #[test]
 fn fib_fills_the_table_until_16_bits_overflow() {
     let mut machine = Machine::new();
     let result = machine.run(&programs::FIB).unwrap();
-    let (mut a, mut b) = (0u16, 1u16);
-    for n in 0..=24u16 {
-        let lo = machine.cpu.memory.peek(FIB_TABLE + 2 * n);
-        let hi = machine.cpu.memory.peek(FIB_TABLE + 2 * n + 1);
-        assert_eq!(u16::from_le_bytes([lo, hi]), a, "F({n})");
-        (a, b) = (b, a.wrapping_add(b));
+    let fib: Vec<u16> = (0..=24)
+        .scan((0u16, 1u16), |(a, b), _| {
+            let f = *a;
+            (*a, *b) = (*b, a.wrapping_add(*b));
+            Some(f)
+        })
+        .collect();
+    for (n, &f) in fib.iter().enumerate() {
+        assert_eq!(word(&machine, FIB_TABLE + 2 * n as u16), f, "F({n})");
     }
-    assert_eq!(result.output, (1..=23).collect::<Vec<u8>>());
-    assert_eq!(result.exit_code, 23);
+    // F(25) = 75025 does not fit: 24 is the last index stored.
+    assert_eq!(result.exit_code, 24);
+    let low_bytes: Vec<u8> = fib[2..].iter().map(|f| *f as u8).collect();
+    assert_eq!(result.output, low_bytes);
 }
 
 #[test]
-fn programs_run_again_after_each_other() {
+fn squares_multiplies_every_byte_by_itself() {
     let mut machine = Machine::new();
+    let result = machine.run(&programs::SQUARES).unwrap();
+    assert_eq!(result.exit_code, 0);
+    for n in 0..256u16 {
+        assert_eq!(word(&machine, SQUARES_TABLE + 2 * n), n * n, "{n}²");
+    }
+    let low_bytes: Vec<u8> = (0..256u16).map(|n| (n * n) as u8).collect();
+    assert_eq!(result.output, low_bytes);
+    assert_interrupted(&machine, &result);
+}
+
+#[test]
+fn runs_repeat_identically_whatever_ran_before() {
+    let mut machine = Machine::new();
+    let first: Vec<RunResult> = programs::ALL
+        .iter()
+        .map(|p| machine.run(p).unwrap())
+        .collect();
     for _ in 0..2 {
-        for program in programs::ALL {
-            machine.run(program).unwrap();
+        for (program, expected) in programs::ALL.iter().zip(&first) {
+            assert_eq!(&machine.run(program).unwrap(), expected, "{}", program.name);
         }
     }
-    assert_eq!(machine.run(&programs::SIEVE).unwrap().output.len(), 54);
+    let fresh = Machine::new().run(&programs::SORT).unwrap();
+    assert_eq!(fresh, first[1]);
 }

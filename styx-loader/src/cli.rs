@@ -1,5 +1,6 @@
 //! Command-line options.
 
+use crate::ebpf::AttachMode;
 use crate::format::Format;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -13,6 +14,7 @@ Examples:
   sudo styx-loader --pid 1234 -e branch,interrupt --duration 5 --output trace.jsonl -o jsonl
   sudo styx-loader --pid 1234 --probes 'myprov:*'     also another provider's USDT probes
   sudo styx-loader -o jsonl --output t.jsonl -- ./my-emulator rom.bin   run and trace from the start
+  sudo styx-loader --binary ./my-emulator -e marker   every process running it, also later ones
   styx-loader list ./my-emulator                    what probes a binary has
 
 Events (-e): insn_fetch insn_exec block mem_read mem_write reg_read reg_write
@@ -25,10 +27,10 @@ never lost silently: raise --ring-size if you see any.";
 
 /// Trace a CPU emulator's styx USDT probes with eBPF.
 ///
-/// Finds the styx probes in the process's executable, attaches eBPF programs
-/// to them (raising their semaphores, so the emulator starts evaluating probe
-/// arguments), and writes every event until Ctrl-C, SIGTERM, --duration, or
-/// the process exits. Needs root.
+/// Finds the styx probes in the process's executable and the libraries it
+/// has mapped, attaches eBPF programs to them (raising their semaphores, so
+/// the emulator starts evaluating probe arguments), and writes every event
+/// until Ctrl-C, SIGTERM, --duration, or the process exits. Needs root.
 #[derive(Debug, Parser)]
 #[command(
     name = "styx-loader",
@@ -78,10 +80,15 @@ pub struct TraceArgs {
     #[arg(
         short,
         long,
-        required_unless_present = "command",
-        conflicts_with = "command"
+        required_unless_present_any = ["command", "binary"],
+        conflicts_with_all = ["command", "binary"]
     )]
     pub pid: Option<u32>,
+
+    /// Trace every process that runs this binary (or maps this library),
+    /// including processes started later, until Ctrl-C or --duration.
+    #[arg(short, long, value_name = "PATH", conflicts_with = "command")]
+    pub binary: Option<PathBuf>,
 
     /// Run this command and trace it from its first instruction; styx-loader
     /// then exits with the command's status. Give it after `--`.
@@ -113,6 +120,12 @@ pub struct TraceArgs {
     /// Ring buffer size in bytes: a power of two, at least 4096; K and M suffixes accepted.
     #[arg(long, value_name = "BYTES", default_value = "16M", value_parser = parse_ring_size)]
     pub ring_size: u32,
+
+    /// How to attach: `multi` links every site of a file at once and lets go
+    /// at once (Linux 6.6+); `per-site` uses one link per site as bpftrace
+    /// does, and detaching then takes the kernel ~0.1 s per site.
+    #[arg(long, value_enum, default_value_t = AttachMode::Multi)]
+    pub attach: AttachMode,
 
     /// Forward the eBPF programs' own log messages (aya-log) to stderr.
     #[arg(long)]

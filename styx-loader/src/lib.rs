@@ -1,12 +1,14 @@
 //! styx-loader's parts, as a library so tests and tools can reuse them.
 
 pub mod argspec;
+pub mod bpf_syscall;
 pub mod cli;
 pub mod drain;
 pub mod ebpf;
 pub mod fields;
 pub mod format;
 pub mod list;
+pub mod multi_programs;
 pub mod record;
 pub mod report;
 pub mod sites;
@@ -15,4 +17,5 @@ pub mod stapsdt;
 pub mod target;
 pub mod trace;
 pub mod uprobe_link;
+pub mod uprobe_multi;
 pub mod usdt_spec;

@@ -16,7 +16,8 @@ pub enum Stop {
 }
 
 pub struct Summary<'a> {
-    pub pid: u32,
+    /// "pid 123 (/usr/bin/emu)" or "every process running …".
+    pub target: &'a str,
     pub stop: Stop,
     pub elapsed: Duration,
     pub sink: &'a Sink,
@@ -37,9 +38,9 @@ pub fn print(s: &Summary<'_>) {
     let written = &s.sink.written;
     let dropped: u64 = s.drops.iter().sum();
     eprintln!(
-        "styx-loader: {} events from pid {} in {:.2} s ({why}); {dropped} dropped",
+        "styx-loader: {} events from {} in {:.2} s ({why}); {dropped} dropped",
         written.total(),
-        s.pid,
+        s.target,
         s.elapsed.as_secs_f64(),
     );
     for &kind in EventKind::ALL {

@@ -10,6 +10,8 @@ use styx_common::{EventKind, Shape, UsdtSpec, PROVIDER};
 /// A site to attach, the event it reports, and its attach cookie.
 pub struct Selected {
     pub kind: EventKind,
+    /// Which of the target's files the site is in.
+    pub file: usize,
     pub site: ProbeSite,
     /// The event kind for styx's own probes; the index into the spec table
     /// for other USDT probes.
@@ -46,46 +48,58 @@ pub fn expected_spec(kind: EventKind) -> String {
         .join(" ")
 }
 
-/// Picks styx's own sites of the `kinds` selected, and the sites of other
-/// providers whose `provider:probe` matches one of `usdt_globs`.
-pub fn select(table: &ProbeTable, kinds: &[EventKind], usdt_globs: &[glob::Pattern]) -> Selection {
-    let mut selection = Selection::default();
-    for site in table.sites.iter().filter(|s| s.provider != PROVIDER) {
-        let name = format!("{}:{}", site.provider, site.name);
-        if usdt_globs.iter().any(|g| g.matches(&name)) {
-            select_usdt(site, &mut selection);
-        }
-    }
-    for site in table.sites.iter().filter(|s| s.provider == PROVIDER) {
-        let kind = EventKind::from_probe_name(&site.name).filter(|k| k.shape() != Shape::Usdt);
-        let Some(kind) = kind else {
-            selection.rejected.push(format!(
-                "{}:{} at {:#x} is not a styx event this loader knows (newer styx-probe?)",
-                site.provider, site.name, site.address
-            ));
-            continue;
-        };
-        if !kinds.contains(&kind) {
-            continue;
-        }
-        let expected = expected_spec(kind);
-        if site.args != expected {
-            selection.rejected.push(format!(
-                "{}:{} at {:#x} has argument spec {:?}, expected {:?}: not attached",
-                site.provider, site.name, site.address, site.args, expected
-            ));
-            continue;
-        }
-        selection.sites.push(Selected {
-            kind,
-            site: site.clone(),
-            cookie: kind as u64,
-        });
-    }
-    selection
+/// What to pick: styx's own sites of the `kinds` selected, and the sites of
+/// other providers whose `provider:probe` matches one of `usdt_globs`.
+pub struct Selector<'a> {
+    pub kinds: &'a [EventKind],
+    pub usdt_globs: &'a [glob::Pattern],
 }
 
-fn select_usdt(site: &ProbeSite, selection: &mut Selection) {
+impl Selector<'_> {
+    /// Adds the sites to pick from `table`, the probes of file number
+    /// `file`, to `selection`.
+    pub fn select(&self, file: usize, table: &ProbeTable, selection: &mut Selection) {
+        for site in table.sites.iter().filter(|s| s.provider != PROVIDER) {
+            let name = format!("{}:{}", site.provider, site.name);
+            if self.usdt_globs.iter().any(|g| g.matches(&name)) {
+                select_usdt(file, site, selection);
+            }
+        }
+        for site in table.sites.iter().filter(|s| s.provider == PROVIDER) {
+            select_styx(file, site, self.kinds, selection);
+        }
+    }
+}
+
+fn select_styx(file: usize, site: &ProbeSite, kinds: &[EventKind], selection: &mut Selection) {
+    let kind = EventKind::from_probe_name(&site.name).filter(|k| k.shape() != Shape::Usdt);
+    let Some(kind) = kind else {
+        selection.rejected.push(format!(
+            "{}:{} at {:#x} is not a styx event this loader knows (newer styx-probe?)",
+            site.provider, site.name, site.address
+        ));
+        return;
+    };
+    if !kinds.contains(&kind) {
+        return;
+    }
+    let expected = expected_spec(kind);
+    if site.args != expected {
+        selection.rejected.push(format!(
+            "{}:{} at {:#x} has argument spec {:?}, expected {:?}: not attached",
+            site.provider, site.name, site.address, site.args, expected
+        ));
+        return;
+    }
+    selection.sites.push(Selected {
+        kind,
+        file,
+        site: site.clone(),
+        cookie: kind as u64,
+    });
+}
+
+fn select_usdt(file: usize, site: &ProbeSite, selection: &mut Selection) {
     let compiled = parse_spec(&site.args)
         .map_err(|e| e.to_string())
         .and_then(|args| Ok((usdt_spec::compile(&args)?, args)));
@@ -93,6 +107,7 @@ fn select_usdt(site: &ProbeSite, selection: &mut Selection) {
         Ok((spec, args)) => {
             selection.sites.push(Selected {
                 kind: EventKind::Usdt,
+                file,
                 site: site.clone(),
                 cookie: selection.usdt.len() as u64,
             });
@@ -110,11 +125,11 @@ fn select_usdt(site: &ProbeSite, selection: &mut Selection) {
     }
 }
 
-/// "3 probes from providers a, b" or "no USDT probes at all", to say what a
-/// binary without styx probes does have.
-pub fn describe_providers(table: &ProbeTable) -> String {
+/// "its USDT providers are: a (3 sites), b (1 sites)" or "it has no USDT
+/// probes at all", to say what a target without styx probes does have.
+pub fn describe_providers<'a>(sites: impl Iterator<Item = &'a ProbeSite>) -> String {
     let mut providers: BTreeMap<&str, usize> = BTreeMap::new();
-    for site in &table.sites {
+    for site in sites {
         *providers.entry(&site.provider).or_default() += 1;
     }
     if providers.is_empty() {

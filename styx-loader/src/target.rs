@@ -1,19 +1,45 @@
-//! The traced process: that it exists, its executable, and knowing when it exits.
+//! What to trace: one process (its executable and the libraries it has
+//! mapped), a child styx-loader spawned, or every process running a binary.
 
+use crate::stapsdt::{read_probe_table, NotesError, ProbeTable};
 use anyhow::{bail, Context, Result};
+use std::collections::BTreeSet;
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+/// An ELF file to find probes in and attach to.
+#[derive(Clone, Debug)]
+pub struct ElfFile {
+    /// How to reach the file: for a process, through `/proc/PID/exe` or
+    /// `/proc/PID/root`, which name the mapped inode even if the file was
+    /// replaced since, and work across mount namespaces.
+    pub read_at: PathBuf,
+    /// Where the file lives, for messages.
+    pub name: String,
+}
+
+impl ElfFile {
+    pub fn at(path: &Path) -> ElfFile {
+        ElfFile {
+            read_at: path.to_path_buf(),
+            name: path.display().to_string(),
+        }
+    }
+}
 
 pub struct Target {
-    pub pid: u32,
-    /// `/proc/PID/exe`: names the running executable's inode even if the file
-    /// was replaced or deleted since, and works across mount namespaces.
-    pub exe_link: PathBuf,
-    /// Where the executable lives, for messages.
-    pub exe_name: String,
+    /// The process to trace; None: every process that runs the files, also
+    /// ones started later.
+    pub pid: Option<u32>,
+    /// Where to look for probes; the first is the executable, which must be
+    /// readable; the others are the libraries the process has mapped.
+    pub files: Vec<ElfFile>,
+    /// "pid 123 (/usr/bin/emu)" or "every process running /usr/bin/emu".
+    pub name: String,
 }
 
 impl Target {
+    /// A running process: its executable, then every other file it maps.
     pub fn from_pid(pid: u32) -> Result<Target> {
         let proc_dir = PathBuf::from(format!("/proc/{pid}"));
         if pid == 0 || !proc_dir.exists() {
@@ -25,32 +51,114 @@ impl Target {
                 "cannot find the executable of pid {pid} (is it a kernel thread, or did it exit?)"
             )
         })?;
+        let exe_name = exe.display().to_string();
+        let mut files = vec![ElfFile {
+            read_at: exe_link,
+            name: exe_name.clone(),
+        }];
+        files.extend(mapped_files(pid, &exe_name)?);
         Ok(Target {
-            pid,
-            exe_link,
-            exe_name: exe.display().to_string(),
+            pid: Some(pid),
+            files,
+            name: format!("pid {pid} ({exe_name})"),
         })
     }
 
     /// A child styx-loader started, held before `exec`: its `/proc/PID/exe`
-    /// is still styx-loader, so name the program it will run.
-    pub fn spawned(pid: u32, program: &std::path::Path) -> Target {
+    /// is still styx-loader and no library is mapped yet, so only the
+    /// program it will run is known.
+    pub fn spawned(pid: u32, program: &Path) -> Target {
         Target {
-            pid,
-            exe_link: program.to_path_buf(),
-            exe_name: program.display().to_string(),
+            pid: Some(pid),
+            files: vec![ElfFile::at(program)],
+            name: format!("pid {pid} ({})", program.display()),
         }
     }
 
-    /// A descriptor that becomes readable when the process exits.
-    pub fn exit_fd(&self) -> Result<OwnedFd> {
+    /// One file, to list its probes.
+    pub fn file(path: &Path) -> Target {
+        Target {
+            pid: None,
+            files: vec![ElfFile::at(path)],
+            name: path.display().to_string(),
+        }
+    }
+
+    /// Every process that runs (or maps) the binary at `path`.
+    pub fn binary(path: &Path) -> Result<Target> {
+        let path = std::fs::canonicalize(path)
+            .with_context(|| format!("cannot trace {}", path.display()))?;
+        if !path.is_file() {
+            bail!("cannot trace {}: not a regular file", path.display());
+        }
+        Ok(Target {
+            pid: None,
+            name: format!("every process running {}", path.display()),
+            files: vec![ElfFile::at(&path)],
+        })
+    }
+
+    /// The probe table of each file that has one, with the file's index.
+    /// The executable must be readable ELF; a mapped file that is not ELF
+    /// (a font, a locale archive) has no probes; a library that cannot be
+    /// read, or whose notes are malformed, gets a warning. So does every
+    /// note that had to be skipped.
+    pub fn probe_tables(&self) -> Result<Vec<(usize, ProbeTable)>> {
+        let mut tables = Vec::new();
+        for (i, file) in self.files.iter().enumerate() {
+            let table = match read_probe_table(&file.read_at) {
+                Ok(table) => table,
+                Err(e) if i == 0 => {
+                    return Err(e).with_context(|| format!("reading the probes of {}", self.name))
+                }
+                Err(NotesError::NotElf { .. }) => continue,
+                Err(e) => {
+                    eprintln!("styx-loader: warning: skipping a library: {e}");
+                    continue;
+                }
+            };
+            for problem in &table.problems {
+                eprintln!("styx-loader: warning: {}: {problem}", file.name);
+            }
+            tables.push((i, table));
+        }
+        Ok(tables)
+    }
+
+    /// A descriptor that becomes readable when the process exits; None when
+    /// tracing a binary system-wide.
+    pub fn exit_fd(&self) -> Result<Option<OwnedFd>> {
+        let Some(pid) = self.pid else { return Ok(None) };
         // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, self.pid as libc::pid_t, 0) };
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
         if fd < 0 {
             return Err(std::io::Error::last_os_error())
-                .with_context(|| format!("watching pid {} for exit", self.pid));
+                .with_context(|| format!("watching pid {pid} for exit"));
         }
         // SAFETY: a fresh fd owned by nobody else.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+        Ok(Some(unsafe { OwnedFd::from_raw_fd(fd as i32) }))
     }
+}
+
+/// The files in `/proc/PID/maps` other than the executable, each once.
+fn mapped_files(pid: u32, exe_name: &str) -> Result<Vec<ElfFile>> {
+    let maps_path = format!("/proc/{pid}/maps");
+    let maps = std::fs::read_to_string(&maps_path).with_context(|| {
+        format!("reading {maps_path} (tracing another user's process needs sudo)")
+    })?;
+    let mut seen = BTreeSet::from([exe_name.to_owned()]);
+    let mut files = Vec::new();
+    for line in maps.lines() {
+        // The path is the sixth field; it may contain spaces.
+        let Some(path) = line.splitn(6, ' ').nth(5).map(str::trim_start) else {
+            continue;
+        };
+        if path.starts_with('/') && !path.ends_with(" (deleted)") && seen.insert(path.to_owned()) {
+            files.push(ElfFile {
+                read_at: PathBuf::from(format!("/proc/{pid}/root{path}")),
+                name: path.to_owned(),
+            });
+        }
+    }
+    Ok(files)
 }

@@ -5,9 +5,8 @@ use crate::cli::TraceArgs as Cli;
 use crate::drain::{Drained, Sink};
 use crate::ebpf::{self, LoadOptions};
 use crate::report::{self, Stop, Summary};
-use crate::sites::{self, Selection};
+use crate::sites::{self, Selection, Selector};
 use crate::spawn::{self, Held};
-use crate::stapsdt::read_probe_table;
 use crate::target::Target;
 use anyhow::{bail, Context, Result};
 use std::fs::File;
@@ -28,14 +27,24 @@ pub async fn run(cli: Cli, held: Option<Held>) -> Result<i32> {
     // cleanly, not kill the loader.
     let mut sigint = signal(SignalKind::interrupt())?;
     let mut sigterm = signal(SignalKind::terminate())?;
-    let target = match &held {
-        Some(held) => Target::spawned(held.pid, &held.program),
-        None => Target::from_pid(cli.pid.expect("clap requires --pid or a command"))?,
+    let target = match (&held, &cli.binary) {
+        (Some(held), _) => Target::spawned(held.pid, &held.program),
+        (None, Some(path)) => Target::binary(path)?,
+        (None, None) => Target::from_pid(cli.pid.expect("clap requires a target"))?,
     };
     let selection = find_sites(&cli, &target)?;
     let out = open_output(&cli)?;
+    let mut programs: Vec<&'static str> = selection
+        .sites
+        .iter()
+        .map(|s| ebpf::program_name(s.kind))
+        .collect();
+    programs.sort_unstable();
+    programs.dedup();
     let mut loaded = ebpf::load(&LoadOptions {
-        pid: target.pid,
+        pid: target.pid.unwrap_or(0),
+        programs: &programs,
+        mode: cli.attach,
         ring_bytes: cli.ring_size,
         ebpf_log: cli.ebpf_log,
         usdt: &selection.usdt,
@@ -47,16 +56,22 @@ pub async fn run(cli: Cli, held: Option<Held>) -> Result<i32> {
     } else {
         None
     };
-    // SAFETY: the AsyncFd owns the OwnedFd, so the fd stays open and the same
-    // for as long as it is registered.
-    let exit_fd = unsafe { AsyncFd::register(target.exit_fd()?) }
-        .map_err(|e| anyhow::anyhow!("watching pid {} for exit: {e}", target.pid))?;
-    let links = ebpf::attach_sites(&mut loaded.ebpf, &target.exe_link, target.pid, &sites)?;
+    let exit_fd = match target.exit_fd()? {
+        // SAFETY: the AsyncFd owns the OwnedFd, so the fd stays open and the
+        // same for as long as it is registered.
+        Some(fd) => Some(
+            unsafe { AsyncFd::register(fd) }
+                .map_err(|e| anyhow::anyhow!("watching {} for exit: {e}", target.name))?,
+        ),
+        None => None,
+    };
+    let attach_started = Instant::now();
+    let links = ebpf::attach_sites(&mut loaded, &target, &sites)?;
     eprintln!(
-        "styx-loader: attached {} probe sites in pid {} ({}); Ctrl-C to stop",
-        links.len(),
-        target.pid,
-        target.exe_name
+        "styx-loader: attached {} probe sites in {} in {:.0} ms; Ctrl-C to stop",
+        sites.len(),
+        target.name,
+        attach_started.elapsed().as_secs_f64() * 1e3
     );
     let spawned = held.is_some();
     if let Some(held) = held {
@@ -85,7 +100,9 @@ pub async fn run(cli: Cli, held: Option<Held>) -> Result<i32> {
             }
             _ = sigint.recv() => break Stop::Interrupted,
             _ = sigterm.recv() => break Stop::Terminated,
-            _ = exit_fd.readable() => break Stop::TargetExited,
+            _ = async { exit_fd.as_ref().expect("guarded").readable().await }, if exit_fd.is_some() => {
+                break Stop::TargetExited
+            }
             _ = async { sleep_until(deadline.expect("guarded")).await }, if deadline.is_some() => {
                 break Stop::DurationReached
             }
@@ -93,13 +110,14 @@ pub async fn run(cli: Cli, held: Option<Held>) -> Result<i32> {
     };
     let elapsed = started.elapsed();
 
-    // The kernel takes ~0.1 s per site to detach, one site at a time (each
-    // waits for an RCU grace period under a global lock). Keep draining
-    // meanwhile so the events still arriving are kept, then take what is left.
-    if links.len() > 10 {
+    // The kernel takes ~0.1 s per site to detach per-site links, one site at
+    // a time (each waits for an RCU grace period under a global lock), and
+    // about that for a whole multi link. Keep draining meanwhile so the
+    // events still arriving are kept, then take what is left.
+    if links.per_site() > 10 {
         eprintln!(
-            "styx-loader: detaching {} probe sites (the kernel needs ~0.1 s each)",
-            links.len()
+            "styx-loader: detaching {} probe sites one by one (the kernel needs ~0.1 s each)",
+            links.per_site()
         );
     }
     let mut detaching = tokio::task::spawn_blocking(move || drop(links));
@@ -121,7 +139,7 @@ pub async fn run(cli: Cli, held: Option<Held>) -> Result<i32> {
 
     let drops = ebpf::read_drops(&loaded.drops)?;
     report::print(&Summary {
-        pid: target.pid,
+        target: &target.name,
         stop,
         elapsed,
         sink: &sink,
@@ -139,28 +157,30 @@ pub async fn run(cli: Cli, held: Option<Held>) -> Result<i32> {
             sink.unwritten.total()
         );
     }
-    if spawned {
-        return spawn::wait_exit_code(target.pid);
+    if let (true, Some(pid)) = (spawned, target.pid) {
+        return spawn::wait_exit_code(pid);
     }
     Ok(0)
 }
 
 /// The probe sites to attach in the target, or why there are none.
 fn find_sites(cli: &Cli, target: &Target) -> Result<Selection> {
-    let table = read_probe_table(&target.exe_link)
-        .with_context(|| format!("reading probes of pid {} ({})", target.pid, target.exe_name))?;
-    for problem in &table.problems {
-        eprintln!("styx-loader: warning: {}: {problem}", target.exe_name);
+    let tables = target.probe_tables()?;
+    let kinds = cli.kinds();
+    let selector = Selector {
+        kinds: &kinds,
+        usdt_globs: &cli.probes,
+    };
+    let mut selection = Selection::default();
+    for (file, table) in &tables {
+        selector.select(*file, table, &mut selection);
     }
-    let selection = sites::select(&table, &cli.kinds(), &cli.probes);
     for rejected in &selection.rejected {
         eprintln!("styx-loader: warning: {rejected}");
     }
     if selection.sites.is_empty() {
-        let has_styx = table
-            .sites
-            .iter()
-            .any(|s| s.provider == styx_common::PROVIDER);
+        let all_sites = || tables.iter().flat_map(|(_, table)| &table.sites);
+        let has_styx = all_sites().any(|s| s.provider == styx_common::PROVIDER);
         let globs: Vec<&str> = cli.probes.iter().map(glob::Pattern::as_str).collect();
         let what = match (has_styx, globs.is_empty()) {
             (true, _) => "no usable probe sites for the selected events".to_string(),
@@ -171,10 +191,9 @@ fn find_sites(cli: &Cli, target: &Target) -> Result<Selection> {
             ),
         };
         bail!(
-            "pid {} ({}) has {what}: {}",
-            target.pid,
-            target.exe_name,
-            sites::describe_providers(&table)
+            "{} has {what}: {}",
+            target.name,
+            sites::describe_providers(all_sites())
         );
     }
     Ok(selection)

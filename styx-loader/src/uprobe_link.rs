@@ -8,6 +8,7 @@
 //! also when this process is killed). `BPF_LINK_CREATE` connects the program
 //! to that event together with an attach cookie.
 
+use crate::bpf_syscall::{bpf_new_fd, BPF_LINK_CREATE};
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
@@ -79,7 +80,6 @@ struct BpfLinkCreateAttr {
     flags: u32,
     bpf_cookie: u64,
 }
-const BPF_LINK_CREATE: libc::c_long = 28;
 const BPF_PERF_EVENT: u32 = 41;
 
 /// Attaches `program` at `target`; `cookie` is what `bpf_get_attach_cookie`
@@ -98,25 +98,8 @@ pub fn attach(
         flags: 0,
         bpf_cookie: cookie,
     };
-    // SAFETY: attr is a valid, fully initialised prefix of union bpf_attr and
-    // its size is passed along; the kernel zero-extends the rest.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            BPF_LINK_CREATE,
-            &attr as *const BpfLinkCreateAttr,
-            std::mem::size_of::<BpfLinkCreateAttr>() as u32,
-        )
-    };
-    if fd < 0 {
-        let err = io::Error::last_os_error();
-        return Err(io::Error::new(
-            err.kind(),
-            format!("BPF_LINK_CREATE: {err}"),
-        ));
-    }
-    // SAFETY: the syscall returned a new fd that nothing else owns.
-    let link = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    // SAFETY: attr is the BPF_LINK_CREATE prefix of union bpf_attr.
+    let link = unsafe { bpf_new_fd(BPF_LINK_CREATE, &attr, "BPF_LINK_CREATE") }?;
     Ok(UprobeLink {
         _link: link,
         _perf_event: perf_event,

@@ -324,3 +324,98 @@ pub fn eventually(what: &str, mut check: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Runs the C compiler (Debian's systemtap-sdt-dev provides <sys/sdt.h>).
+pub fn cc(args: &[&str]) {
+    let status = Command::new("cc").args(args).status().expect("running cc");
+    assert!(
+        status.success(),
+        "cc {args:?} failed (is systemtap-sdt-dev installed?)"
+    );
+}
+
+/// A C program driven line by line over stdin/stdout.
+pub struct CProg {
+    pub child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl CProg {
+    pub fn spawn(binary: &Path, args: &[&str]) -> CProg {
+        let mut child = Command::new(binary)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", binary.display()));
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        CProg {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends `command` and returns the lines printed up to `end` (excluded).
+    pub fn run(&mut self, command: &str, end: &str) -> Vec<String> {
+        if !command.is_empty() {
+            writeln!(self.stdin, "{command}").unwrap();
+            self.stdin.flush().unwrap();
+        }
+        let mut lines = Vec::new();
+        loop {
+            let mut line = String::new();
+            assert!(
+                self.stdout.read_line(&mut line).unwrap() > 0,
+                "the program ended before printing {end:?}"
+            );
+            let line = line.trim_end();
+            if line == end {
+                return lines;
+            }
+            lines.push(line.to_string());
+        }
+    }
+
+    /// Closes stdin and waits for a clean exit.
+    pub fn finish(self) {
+        let CProg {
+            mut child, stdin, ..
+        } = self;
+        drop(stdin);
+        assert!(child.wait().unwrap().success());
+    }
+}
+
+/// Events of a jsonl trace without the fields a C program cannot predict
+/// (event, pid, tid), after checking they name `pid`'s usdt events.
+pub fn usdt_events(path: &Path, pid: u32) -> Vec<Value> {
+    read_jsonl(path)
+        .into_iter()
+        .map(|mut event| {
+            let object = event.as_object_mut().unwrap();
+            assert_eq!(object.remove("event").unwrap(), "usdt");
+            assert_eq!(object.remove("pid").unwrap().as_u64(), Some(pid as u64));
+            object.remove("tid");
+            event
+        })
+        .collect()
+}
+
+/// How many perf events process `pid` holds open: bpftrace opens one per
+/// uprobe site it attaches, so this tells when it is ready.
+pub fn perf_events_open(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|fds| {
+            fds.filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+                .filter(|target| target.to_string_lossy().contains("perf_event"))
+                .count()
+        })
+        .unwrap_or(0)
+}

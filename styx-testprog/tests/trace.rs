@@ -8,9 +8,18 @@ use std::collections::BTreeSet;
 use support::*;
 
 #[test]
-fn every_event_type_arrives_exactly_as_fired() {
+fn every_event_type_arrives_exactly_as_fired_through_multi_links() {
+    every_event_type_arrives_exactly_as_fired("multi");
+}
+
+#[test]
+fn every_event_type_arrives_exactly_as_fired_through_per_site_links() {
+    every_event_type_arrives_exactly_as_fired("per-site");
+}
+
+fn every_event_type_arrives_exactly_as_fired(attach: &str) {
     require_root();
-    let dir = scratch("exact");
+    let dir = scratch(&format!("exact-{attach}"));
     let (expect, out) = (dir.join("expected.jsonl"), dir.join("traced.jsonl"));
     let mut prog = TestProg::spawn(Some(&expect));
     let pid = prog.pid().to_string();
@@ -21,6 +30,8 @@ fn every_event_type_arrives_exactly_as_fired() {
         "jsonl",
         "--output",
         out.to_str().unwrap(),
+        "--attach",
+        attach,
     ]);
 
     // Moderate rate: 2 threads × 2,000 rounds × 15+ events.
@@ -94,7 +105,16 @@ fn closures_run_only_for_attached_event_types() {
 }
 
 #[test]
-fn semaphores_drop_to_zero_after_exit_and_after_sigkill() {
+fn semaphores_drop_to_zero_after_exit_and_after_sigkill_multi_links() {
+    semaphores_drop_to_zero_after_exit_and_after_sigkill("multi");
+}
+
+#[test]
+fn semaphores_drop_to_zero_after_exit_and_after_sigkill_per_site_links() {
+    semaphores_drop_to_zero_after_exit_and_after_sigkill("per-site");
+}
+
+fn semaphores_drop_to_zero_after_exit_and_after_sigkill(attach: &str) {
     require_root();
     let mut prog = TestProg::spawn(None);
     let pid = prog.pid();
@@ -104,7 +124,9 @@ fn semaphores_drop_to_zero_after_exit_and_after_sigkill() {
     assert!(all_zero(), "{before:?}");
 
     for (signal, how) in [(libc::SIGINT, "Ctrl-C"), (libc::SIGKILL, "SIGKILL")] {
-        let loader = Loader::attach(&["--pid", &pid.to_string(), "-o", "jsonl"]);
+        let pid = pid.to_string();
+        let loader = Loader::attach(&["--pid", &pid, "-o", "jsonl", "--attach", attach]);
+        let pid = pid.parse().unwrap();
         // The kernel counts one reference per attached site.
         let raised = semaphores(pid);
         assert_eq!(raised, sites_per_probe(pid), "attached");

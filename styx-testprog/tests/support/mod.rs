@@ -226,7 +226,7 @@ pub fn run_loader(args: &[&str]) -> (ExitStatus, String, String) {
 pub fn summary_line(stderr: &[String]) -> &str {
     stderr
         .iter()
-        .find(|l| l.contains("events from pid"))
+        .find(|l| l.starts_with("styx-loader: ") && l.contains(" events from "))
         .unwrap_or_else(|| panic!("no summary line in {stderr:?}"))
 }
 

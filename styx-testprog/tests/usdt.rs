@@ -27,8 +27,9 @@ fn build(opt: &str) -> PathBuf {
     out
 }
 
-/// Traces one run of `binary` and returns (what it said it fired, what was traced).
-fn trace(binary: &Path, dir: &Path) -> (Vec<Value>, Vec<Value>) {
+/// Traces one run of `binary` and returns what it said it fired, what was
+/// traced, and what the loader said.
+fn trace(binary: &Path, dir: &Path) -> (Vec<Value>, Vec<Value>, Vec<String>) {
     let mut prog = Command::new(binary)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -58,20 +59,8 @@ fn trace(binary: &Path, dir: &Path) -> (Vec<Value>, Vec<Value>) {
     assert!(prog.wait().unwrap().success());
     let (status, stderr) = loader.finish();
     assert!(status.success(), "{}", stderr.join("\n"));
-    let traced = read_jsonl(&out)
-        .into_iter()
-        .map(|mut event| {
-            let object = event.as_object_mut().unwrap();
-            assert_eq!(object.remove("event").unwrap(), "usdt");
-            assert_eq!(
-                object.remove("pid").unwrap().as_u64().unwrap().to_string(),
-                pid
-            );
-            object.remove("tid");
-            event
-        })
-        .collect();
-    (fired, traced)
+    let traced = usdt_events(&out, pid.parse().unwrap());
+    (fired, traced, stderr)
 }
 
 #[test]
@@ -82,7 +71,7 @@ fn sdt_probes_at_o0_and_o2_report_the_values_passed() {
         let table = styx_loader::stapsdt::read_probe_table(&binary).unwrap();
         let specs: Vec<&str> = table.sites.iter().map(|s| s.args.as_str()).collect();
         let dir = scratch(&format!("usdt{opt}"));
-        let (fired, traced) = trace(&binary, &dir);
+        let (fired, traced, _) = trace(&binary, &dir);
         // 100 rounds of mixed, consts, and gated (whose semaphore we raised).
         assert_eq!(fired.len(), 300, "{opt}");
         assert_eq!(traced, fired, "{opt}, specs {specs:?}");
@@ -101,6 +90,59 @@ fn no_matching_probes_says_what_there_is() {
     assert!(stderr.contains("none matching --probes nope:*"), "{stderr}");
     assert!(
         stderr.contains("its USDT providers are: forms (3 sites)"),
+        "{stderr}"
+    );
+}
+
+/// A copy of `binary` whose `forms:consts` note points its probe outside
+/// every loadable segment.
+fn with_broken_consts_note(binary: &Path, dir: &Path) -> PathBuf {
+    let mut bytes = std::fs::read(binary).unwrap();
+    let strings = b"forms\0consts\0";
+    let at = bytes
+        .windows(strings.len())
+        .position(|w| w == strings)
+        .expect("the consts note");
+    // The note's three addresses come right before its strings; the first
+    // is the probe's pc.
+    let pc = at - 24;
+    bytes[pc..pc + 8].copy_from_slice(&0xdead_0000_0000u64.to_le_bytes());
+    let broken = dir.join("broken");
+    std::fs::write(&broken, bytes).unwrap();
+    std::fs::set_permissions(&broken, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .unwrap();
+    broken
+}
+
+#[test]
+fn a_malformed_note_is_named_and_the_other_probes_still_attach() {
+    require_root();
+    let dir = scratch("usdt-malformed");
+    let broken = with_broken_consts_note(&build("-O2"), &dir);
+    let complaint = "forms:consts: probe address 0xdead00000000 is in no loadable segment";
+
+    let (status, listed, stderr) = run_loader(&["list", broken.to_str().unwrap()]);
+    assert!(status.success(), "{stderr}");
+    assert!(stderr.contains(complaint), "{stderr}");
+    assert!(listed.contains(":forms:mixed") && listed.contains(":forms:gated"));
+    assert!(!listed.contains(":forms:consts"), "{listed}");
+
+    let (fired, traced, stderr) = trace(&broken, &dir);
+    assert!(stderr.iter().any(|l| l.contains(complaint)), "{stderr:?}");
+    let reachable: Vec<Value> = fired
+        .into_iter()
+        .filter(|e| e["probe"] != "consts")
+        .collect();
+    assert_eq!(reachable.len(), 200);
+    assert_eq!(traced, reachable);
+}
+
+#[test]
+fn a_file_that_is_not_elf_is_a_clear_error() {
+    let (status, _, stderr) = run_loader(&["list", "/etc/passwd"]);
+    assert!(!status.success());
+    assert!(
+        stderr.contains("/etc/passwd is not a 64-bit ELF file"),
         "{stderr}"
     );
 }

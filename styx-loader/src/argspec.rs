@@ -154,8 +154,24 @@ fn parse_operand(operand: &str) -> Result<Location, String> {
     Ok(Location::Mem { base, index, disp })
 }
 
-/// `sym`, `sym+16`, `sym-8` or a plain number, before `(%rip)`.
+/// `sym`, `sym+16`, `sym-8`, `16+sym` (as GCC writes array elements) or a
+/// plain number, before `(%rip)`.
 fn parse_rip_relative(prefix: &str) -> Result<Location, String> {
+    if let Some((number, symbol)) = prefix.split_once('+') {
+        if let (
+            Ok(offset),
+            Ok(Location::RipRelative {
+                symbol: Some(s),
+                offset: 0,
+            }),
+        ) = (parse_int(number), parse_rip_relative(symbol))
+        {
+            return Ok(Location::RipRelative {
+                symbol: Some(s),
+                offset,
+            });
+        }
+    }
     if prefix.is_empty() || parse_int(prefix).is_ok() {
         let offset = if prefix.is_empty() {
             0
@@ -351,6 +367,13 @@ mod tests {
             Location::RipRelative {
                 symbol: Some("_ZN3foo3bar17h0123456789abcdefE".into()),
                 offset: -8
+            }
+        );
+        assert_eq!(
+            one("-4@8+forms_pair(%rip)").location,
+            Location::RipRelative {
+                symbol: Some("forms_pair".into()),
+                offset: 8
             }
         );
         assert_eq!(

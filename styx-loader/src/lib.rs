@@ -14,6 +14,7 @@ pub mod report;
 pub mod sites;
 pub mod spawn;
 pub mod stapsdt;
+pub mod symbols;
 pub mod target;
 pub mod trace;
 pub mod uprobe_link;

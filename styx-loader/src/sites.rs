@@ -3,6 +3,7 @@
 
 use crate::argspec::parse_spec;
 use crate::stapsdt::{ProbeSite, ProbeTable};
+use crate::symbols::Symbols;
 use crate::usdt_spec;
 use std::collections::BTreeMap;
 use styx_common::{EventKind, Shape, UsdtSpec, PROVIDER};
@@ -57,12 +58,18 @@ pub struct Selector<'a> {
 
 impl Selector<'_> {
     /// Adds the sites to pick from `table`, the probes of file number
-    /// `file`, to `selection`.
-    pub fn select(&self, file: usize, table: &ProbeTable, selection: &mut Selection) {
+    /// `file`, to `selection`; `symbols` places that file's symbols.
+    pub fn select(
+        &self,
+        file: usize,
+        table: &ProbeTable,
+        symbols: &mut Symbols<'_>,
+        selection: &mut Selection,
+    ) {
         for site in table.sites.iter().filter(|s| s.provider != PROVIDER) {
             let name = format!("{}:{}", site.provider, site.name);
             if self.usdt_globs.iter().any(|g| g.matches(&name)) {
-                select_usdt(file, site, selection);
+                select_usdt(file, site, symbols, selection);
             }
         }
         for site in table.sites.iter().filter(|s| s.provider == PROVIDER) {
@@ -99,10 +106,18 @@ fn select_styx(file: usize, site: &ProbeSite, kinds: &[EventKind], selection: &m
     });
 }
 
-fn select_usdt(file: usize, site: &ProbeSite, selection: &mut Selection) {
+fn select_usdt(
+    file: usize,
+    site: &ProbeSite,
+    symbols: &mut Symbols<'_>,
+    selection: &mut Selection,
+) {
     let compiled = parse_spec(&site.args)
         .map_err(|e| e.to_string())
-        .and_then(|args| Ok((usdt_spec::compile(&args)?, args)));
+        .and_then(|args| {
+            let spec = usdt_spec::compile(&args, &mut |name| symbols.address(name))?;
+            Ok((spec, args))
+        });
     match compiled {
         Ok((spec, args)) => {
             selection.sites.push(Selected {

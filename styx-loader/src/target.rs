@@ -16,6 +16,9 @@ pub struct ElfFile {
     pub read_at: PathBuf,
     /// Where the file lives, for messages.
     pub name: String,
+    /// For a file a process has mapped: the start address and file offset
+    /// of its first mapping, which give its load bias.
+    pub mapped_at: Option<(u64, u64)>,
 }
 
 impl ElfFile {
@@ -23,6 +26,7 @@ impl ElfFile {
         ElfFile {
             read_at: path.to_path_buf(),
             name: path.display().to_string(),
+            mapped_at: None,
         }
     }
 }
@@ -52,11 +56,18 @@ impl Target {
             )
         })?;
         let exe_name = exe.display().to_string();
-        let mut files = vec![ElfFile {
-            read_at: exe_link,
-            name: exe_name.clone(),
-        }];
-        files.extend(mapped_files(pid, &exe_name)?);
+        let mut files = mapped_files(pid)?;
+        // The executable first, reached through /proc/PID/exe.
+        let exe_at = files.iter().position(|f| f.name == exe_name);
+        let mapped_at = exe_at.and_then(|i| files.remove(i).mapped_at);
+        files.insert(
+            0,
+            ElfFile {
+                read_at: exe_link,
+                name: exe_name.clone(),
+                mapped_at,
+            },
+        );
         Ok(Target {
             pid: Some(pid),
             files,
@@ -140,25 +151,34 @@ impl Target {
     }
 }
 
-/// The files in `/proc/PID/maps` other than the executable, each once.
-fn mapped_files(pid: u32, exe_name: &str) -> Result<Vec<ElfFile>> {
+/// The files in `/proc/PID/maps`, each once, with their first mapping.
+fn mapped_files(pid: u32) -> Result<Vec<ElfFile>> {
     let maps_path = format!("/proc/{pid}/maps");
     let maps = std::fs::read_to_string(&maps_path).with_context(|| {
         format!("reading {maps_path} (tracing another user's process needs sudo)")
     })?;
-    let mut seen = BTreeSet::from([exe_name.to_owned()]);
+    let mut seen = BTreeSet::new();
     let mut files = Vec::new();
     for line in maps.lines() {
-        // The path is the sixth field; it may contain spaces.
-        let Some(path) = line.splitn(6, ' ').nth(5).map(str::trim_start) else {
+        // start-end perms offset dev inode path; the path may contain spaces.
+        let fields: Vec<&str> = line.splitn(6, ' ').collect();
+        let [range, _, offset, _, _, path] = fields[..] else {
             continue;
         };
-        if path.starts_with('/') && !path.ends_with(" (deleted)") && seen.insert(path.to_owned()) {
-            files.push(ElfFile {
-                read_at: PathBuf::from(format!("/proc/{pid}/root{path}")),
-                name: path.to_owned(),
-            });
+        let path = path.trim_start();
+        if !path.starts_with('/') || path.ends_with(" (deleted)") || !seen.insert(path) {
+            continue;
         }
+        let start = range
+            .split('-')
+            .next()
+            .and_then(|a| u64::from_str_radix(a, 16).ok());
+        let offset = u64::from_str_radix(offset, 16).ok();
+        files.push(ElfFile {
+            read_at: PathBuf::from(format!("/proc/{pid}/root{path}")),
+            name: path.to_owned(),
+            mapped_at: start.zip(offset),
+        });
     }
     Ok(files)
 }

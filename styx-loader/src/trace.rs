@@ -7,6 +7,7 @@ use crate::ebpf::{self, LoadOptions};
 use crate::report::{self, Stop, Summary};
 use crate::sites::{self, Selection, Selector};
 use crate::spawn::{self, Held};
+use crate::symbols::Symbols;
 use crate::target::Target;
 use anyhow::{bail, Context, Result};
 use std::fs::File;
@@ -173,7 +174,8 @@ fn find_sites(cli: &Cli, target: &Target) -> Result<Selection> {
     };
     let mut selection = Selection::default();
     for (file, table) in &tables {
-        selector.select(*file, table, &mut selection);
+        let mut symbols = Symbols::of(&target.files[*file]);
+        selector.select(*file, table, &mut symbols, &mut selection);
     }
     for rejected in &selection.rejected {
         eprintln!("styx-loader: warning: {rejected}");

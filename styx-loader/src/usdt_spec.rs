@@ -27,18 +27,26 @@ fn pt_regs_offset(reg: &Reg) -> Option<u16> {
     })
 }
 
-pub fn compile(args: &[ArgSpec]) -> Result<UsdtSpec, String> {
+/// Compiles `args`; `symbol` gives a symbol's address in the traced process,
+/// for `%rip`-relative operands.
+pub fn compile(
+    args: &[ArgSpec],
+    symbol: &mut dyn FnMut(&str) -> Result<u64, String>,
+) -> Result<UsdtSpec, String> {
     let mut spec = UsdtSpec {
         nargs: args.len() as u32,
         ..UsdtSpec::default()
     };
     for (slot, arg) in spec.args.iter_mut().zip(args) {
-        *slot = compile_arg(arg)?;
+        *slot = compile_arg(arg, symbol)?;
     }
     Ok(spec)
 }
 
-fn compile_arg(arg: &ArgSpec) -> Result<UsdtArg, String> {
+fn compile_arg(
+    arg: &ArgSpec,
+    symbol: &mut dyn FnMut(&str) -> Result<u64, String>,
+) -> Result<UsdtArg, String> {
     let offset = |reg: &Reg| {
         pt_regs_offset(reg).ok_or_else(|| format!("register %{} is not in pt_regs", reg.full))
     };
@@ -70,8 +78,18 @@ fn compile_arg(arg: &ArgSpec) -> Result<UsdtArg, String> {
                 out.flags |= ARG_HAS_INDEX;
             }
         }
-        Location::RipRelative { .. } => {
-            return Err("%rip-relative operands are not traced yet".into());
+        // An absolute address once the symbol is placed.
+        Location::RipRelative {
+            symbol: Some(name),
+            offset,
+        } => {
+            out.kind = ARG_MEM;
+            out.value = symbol(name)?.wrapping_add(*offset as u64);
+        }
+        Location::RipRelative { symbol: None, .. } => {
+            return Err(
+                "a %rip-relative operand without a symbol needs the probe's own address".into(),
+            );
         }
     }
     Ok(out)

@@ -33,7 +33,10 @@ fn binary_mode_traces_every_process_started_later() {
     for prog in &mut progs {
         let pid = prog.pid();
         let raised = semaphores(pid);
-        assert!(raised["marker"] > 0, "marker raised in pid {pid}: {raised:?}");
+        assert!(
+            raised["marker"] > 0,
+            "marker raised in pid {pid}: {raised:?}"
+        );
         assert_eq!(raised["mem_read"], 0, "unselected stays 0 in pid {pid}");
         // One marker per round plus a long one every 16, after "testprog start".
         let fired = prog.fire(100, 1);
@@ -70,7 +73,10 @@ fn binary_mode_refuses_what_it_cannot_trace() {
     require_root();
     let (status, _, stderr) = run_loader(&["--binary", "/nonexistent/emulator"]);
     assert!(!status.success());
-    assert!(stderr.contains("cannot trace /nonexistent/emulator"), "{stderr}");
+    assert!(
+        stderr.contains("cannot trace /nonexistent/emulator"),
+        "{stderr}"
+    );
     let (status, _, stderr) = run_loader(&["--binary", "/etc/passwd"]);
     assert!(!status.success());
     assert!(stderr.contains("is not a 64-bit ELF file"), "{stderr}");

@@ -5,9 +5,9 @@
 mod support;
 
 use serde_json::Value;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::Duration;
 use support::*;
 
 const SOURCES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/c");
@@ -79,35 +79,44 @@ fn library_probes_are_traced_and_a_dlclosed_library_loses_nothing_else() {
         "--output",
         out.to_str().unwrap(),
     ]);
-    let lib_probe = format!("usdt:{}:sdtlib:fire {{ @fires = count(); }}", lib.display());
+    // bpftrace prints each library event's round number; it is ready once
+    // it has printed one (warm-up rounds are fired until then).
+    let lib_probe = format!(
+        "usdt:{}:sdtlib:fire {{ printf(\"%d\\n\", arg0); }}",
+        lib.display()
+    );
     let mut bpftrace = Command::new("bpftrace")
-        .args(["-p", &pid.to_string(), "-e", &lib_probe])
+        .args(["-B", "line", "-p", &pid.to_string(), "-e", &lib_probe])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("starting bpftrace");
-    eventually("bpftrace attached", || {
-        catches_sigint(bpftrace.id()) && perf_events_open(bpftrace.id()) >= 1
+    let printed = lines_of(bpftrace.stdout.take().unwrap());
+    let mut fired = Vec::new();
+    let ready = (0..200).any(|_| {
+        fired.extend(parse(prog.run("fire 1", "done")));
+        let line = printed.recv_timeout(Duration::from_millis(100));
+        line.is_ok_and(|l| l.parse::<usize>().is_ok())
     });
+    assert!(ready, "bpftrace never saw a library event");
+    let first_measured = fired.len() / 3;
 
-    let mut fired = parse(prog.run("fire 50", "done"));
+    let measured = parse(prog.run("fire 50", "done"));
     assert_eq!(
-        fired.len(),
+        measured.len(),
         150,
         "main, lib and dl probes fire while traced"
     );
+    fired.extend(measured);
     prog.run("close", "closed");
     fired.extend(parse(prog.run("main 50", "done")));
-    // SAFETY: signalling a child we started.
-    unsafe { libc::kill(bpftrace.id() as i32, libc::SIGINT) };
-    let mut counted = String::new();
-    bpftrace
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut counted)
-        .unwrap();
-    bpftrace.wait().unwrap();
+    stop_bpftrace_poking(bpftrace, || fired.extend(parse(prog.run("fire 1", "done"))));
+    let measured_rounds = first_measured..first_measured + 50;
+    let seen_by_bpftrace = printed
+        .iter()
+        .filter_map(|l| l.parse::<usize>().ok()) // not "Attaching 1 probe..."
+        .filter(|round| measured_rounds.contains(round))
+        .count();
     prog.finish();
 
     let (status, stderr) = loader.finish();
@@ -119,8 +128,8 @@ fn library_probes_are_traced_and_a_dlclosed_library_loses_nothing_else() {
         "{stderr:?}"
     );
     assert_eq!(usdt_events(&out, pid), fired);
-    assert!(
-        counted.contains("@fires: 50"),
-        "bpftrace and styx-loader both see the 50 library events: {counted}"
+    assert_eq!(
+        seen_by_bpftrace, 50,
+        "bpftrace sees the 50 library events styx-loader saw"
     );
 }

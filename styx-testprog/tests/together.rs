@@ -3,7 +3,6 @@
 
 mod support;
 
-use std::io::Read;
 use std::process::{Command, Stdio};
 use support::*;
 
@@ -24,7 +23,7 @@ fn two_loaders_and_bpftrace_on_one_process_each_see_every_event() {
     let args = ["--pid", &pid.to_string(), "-e", "mem_read", "-o", "jsonl"];
     let first = Loader::attach(&args);
     let second = Loader::attach(&args);
-    let mut bpftrace = Command::new("bpftrace")
+    let bpftrace = Command::new("bpftrace")
         .args([
             "-p",
             &pid.to_string(),
@@ -37,22 +36,15 @@ fn two_loaders_and_bpftrace_on_one_process_each_see_every_event() {
         .expect("starting bpftrace");
     // The kernel counts one semaphore reference per attached site, however
     // many tracers share it; bpftrace is ready once it catches SIGINT.
-    eventually("bpftrace attached too", || catches_sigint(bpftrace.id()));
+    eventually("bpftrace attached too", || {
+        catches_sigint(bpftrace.id()) && perf_events_open(bpftrace.id()) >= sites as usize
+    });
     assert_eq!(semaphores(pid)["mem_read"], sites);
     let fired = prog.fire(500, 1);
     let expected_reads = 500;
     assert!(fired.evaluated > 0);
 
-    // SAFETY: signalling a child we started.
-    unsafe { libc::kill(bpftrace.id() as i32, libc::SIGINT) };
-    let mut printed = String::new();
-    bpftrace
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut printed)
-        .unwrap();
-    bpftrace.wait().unwrap();
+    let printed = stop_bpftrace(bpftrace);
     assert!(
         printed.contains(&format!("@events: {expected_reads}")),
         "{printed}"

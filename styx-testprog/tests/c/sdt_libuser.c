@@ -3,6 +3,7 @@
  * Prints each event it fired as a JSON line. Says "ready" once the library
  * is loaded, then reads commands on stdin:
  *   fire N   N rounds of main, lib and dl probes, then "done"
+ *            (rounds are numbered on from the previous command)
  *   close    dlclose the dlopened library (unmapped while traced), "closed"
  *   main N   N rounds of main probes only, then "done"
  * and exits at end of input. */
@@ -37,19 +38,20 @@ int main(int argc, char **argv) {
     printf("ready\n");
     fflush(stdout);
     char command[16];
-    int rounds;
+    int rounds, next_round = 0; /* every round number is used once */
     while (scanf("%15s", command) == 1) {
         if (strcmp(command, "close") == 0) {
             dlclose(dl);
             dl_fire = NULL;
             printf("closed\n");
         } else if (scanf("%d", &rounds) == 1) {
-            for (int i = 0; i < rounds; i++) {
-                tick(i);
+            for (int n = 0; n < rounds; n++) {
+                int round = next_round++;
+                tick(round);
                 if (strcmp(command, "fire") == 0) {
-                    sdtlib_fire(i);
+                    sdtlib_fire(round);
                     if (dl_fire)
-                        dl_fire(i);
+                        dl_fire(round);
                 }
             }
             printf("done\n");

@@ -259,14 +259,20 @@ pub fn by_tid(events: Vec<Value>) -> BTreeMap<u64, Vec<Value>> {
 /// The current value of every styx semaphore in a live process, by probe
 /// name, read from its memory through /proc.
 pub fn semaphores(pid: u32) -> BTreeMap<String, u16> {
-    let exe = PathBuf::from(format!("/proc/{pid}/exe"));
-    let table = styx_loader::stapsdt::read_probe_table(&exe).expect("reading probe notes");
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).expect("readlink exe");
+    file_semaphores(pid, &exe)
+}
+
+/// The semaphores of the probes in `file` (the executable or a library) as
+/// process `pid` sees them, by probe name.
+pub fn file_semaphores(pid: u32, file: &Path) -> BTreeMap<String, u16> {
+    let table = styx_loader::stapsdt::read_probe_table(file).expect("reading probe notes");
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("reading maps");
-    let exe_path = std::fs::read_link(&exe).expect("readlink exe");
+    let exe_path = file;
     let mem = std::fs::File::open(format!("/proc/{pid}/mem")).expect("opening /proc/PID/mem");
     let mut values = BTreeMap::new();
     for site in table.sites.iter().filter(|s| s.semaphore != 0) {
-        let address = runtime_address(&maps, &exe_path, site.semaphore_offset)
+        let address = runtime_address(&maps, exe_path, site.semaphore_offset)
             .unwrap_or_else(|| panic!("semaphore of {} not mapped", site.name));
         let mut bytes = [0u8; 2];
         std::os::unix::fs::FileExt::read_exact_at(&mem, &mut bytes, address)
@@ -408,8 +414,50 @@ pub fn usdt_events(path: &Path, pid: u32) -> Vec<Value> {
         .collect()
 }
 
+/// The lines `out` produces, as they come, from a thread of their own.
+pub fn lines_of(out: ChildStdout) -> Receiver<String> {
+    let (send, receive) = channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if send.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    receive
+}
+
+/// Stops bpftrace with SIGINT (it then prints its maps) and returns what it
+/// printed (nothing if its stdout was taken); fails rather than hang if it
+/// does not end within 20 s.
+pub fn stop_bpftrace(bpftrace: Child) -> String {
+    stop_bpftrace_poking(bpftrace, || {})
+}
+
+/// Like [`stop_bpftrace`], calling `poke` while waiting: bpftrace 0.17
+/// streaming printf output only notices SIGINT when an event wakes it.
+pub fn stop_bpftrace_poking(mut bpftrace: Child, mut poke: impl FnMut()) -> String {
+    // SAFETY: signalling a child we started.
+    unsafe { libc::kill(bpftrace.id() as i32, libc::SIGINT) };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while bpftrace.try_wait().unwrap().is_none() {
+        poke();
+        if Instant::now() > deadline {
+            let _ = bpftrace.kill();
+            let _ = bpftrace.wait();
+            panic!("bpftrace ignored SIGINT for 20 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut printed = String::new();
+    if let Some(mut out) = bpftrace.stdout.take() {
+        out.read_to_string(&mut printed).unwrap();
+    }
+    printed
+}
+
 /// How many perf events process `pid` holds open: bpftrace opens one per
-/// uprobe site it attaches, so this tells when it is ready.
+/// uprobe site it attaches.
 pub fn perf_events_open(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
         .map(|fds| {

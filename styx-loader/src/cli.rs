@@ -51,6 +51,32 @@ pub enum Command {
     /// mapped libraries: providers, probes, sites, argument specs, semaphores.
     #[command(after_help = LIST_EXAMPLES)]
     List(ListArgs),
+    /// Convert a raw capture (`-o raw --output FILE`) to JSON lines, text,
+    /// Chrome trace JSON or Perfetto. A capture that was cut short is read
+    /// up to its last whole record, with a warning saying what was lost.
+    #[command(after_help = READ_EXAMPLES)]
+    Read(ReadArgs),
+}
+
+const READ_EXAMPLES: &str = "\
+Examples:
+  sudo styx-loader --pid 1234 -o raw --output run.styx      capture now
+  styx-loader read run.styx | less                           read later, as text
+  styx-loader read run.styx -o jsonl | jq 'select(.event == \"branch\")'
+  styx-loader read run.styx -o perfetto --output run.pftrace   open in ui.perfetto.dev";
+
+#[derive(Debug, Args)]
+pub struct ReadArgs {
+    /// The capture to read (`-` for stdin).
+    pub file: PathBuf,
+
+    /// Output format.
+    #[arg(short = 'o', long = "format", value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+
+    /// Write to this file instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 const LIST_EXAMPLES: &str = "\
@@ -105,6 +131,12 @@ pub struct TraceArgs {
     /// Write events to this file instead of stdout.
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+
+    /// Also keep a raw capture of the same events in FILE, whatever -o
+    /// shows: watch text now, convert the capture later with
+    /// `styx-loader read FILE`.
+    #[arg(long, value_name = "FILE")]
+    pub capture: Option<PathBuf>,
 
     /// Stop after this many seconds (fractions allowed).
     #[arg(short, long, value_name = "SECS", value_parser = parse_seconds)]

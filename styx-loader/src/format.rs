@@ -1,8 +1,10 @@
-//! Writes decoded events as JSON lines or as text for people.
+//! Output formats, and the writers for the line formats: JSON lines and text
+//! for people. Every format is an [`EventWriter`], live or from a capture.
 //!
 //! JSON field names are stable (see README "Output"): `ts_ns`, `pid`, `tid`,
 //! `event`, then the event's own fields from [`crate::fields`].
 
+use crate::capture::{CaptureWriter, Header};
 use crate::fields::{for_each_field, Arg, Field};
 use crate::record::{Event, Text};
 use crate::sites::UsdtSite;
@@ -15,89 +17,348 @@ pub enum Format {
     Jsonl,
     /// Aligned columns with hex values, for people.
     Text,
+    /// A compact binary capture to keep and convert later with
+    /// `styx-loader read` (needs --output FILE or a pipe).
+    Raw,
 }
 
-pub fn write_event(
-    out: &mut impl Write,
+/// Where decoded events go, in one format.
+pub trait EventWriter {
+    fn event(&mut self, event: &Event<'_>) -> io::Result<()>;
+    /// Hands what was written so far to the output, so a reader sees it.
+    fn flush(&mut self) -> io::Result<()>;
+    /// Ends the output (trailers, closing brackets) and flushes it.
+    fn finish(&mut self, totals: &Totals<'_>) -> io::Result<()>;
+}
+
+/// What a run saw, per event kind id, for a format's trailer.
+pub struct Totals<'a> {
+    pub events: &'a [u64],
+    pub drops: &'a [u64],
+}
+
+/// A writer for `format` on `out`, for the session `header` describes.
+pub fn open(
     format: Format,
-    event: &Event<'_>,
-    usdt: &[UsdtSite],
-) -> io::Result<()> {
-    match format {
-        Format::Jsonl => write_jsonl(out, event, usdt),
-        Format::Text => write_text(out, event, usdt),
+    out: Box<dyn Write>,
+    header: &Header,
+) -> io::Result<Box<dyn EventWriter>> {
+    Ok(match format {
+        Format::Jsonl => Box::new(LineWriter::new(out, Line::Jsonl, header)),
+        Format::Text => Box::new(LineWriter::new(out, Line::Text, header)),
+        Format::Raw => Box::new(CaptureWriter::new(out, header)?),
+    })
+}
+
+/// Several writers fed the same events (`--capture` beside `-o`).
+pub struct Tee(pub Vec<Box<dyn EventWriter>>);
+
+impl EventWriter for Tee {
+    fn event(&mut self, event: &Event<'_>) -> io::Result<()> {
+        self.0.iter_mut().try_for_each(|w| w.event(event))
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.iter_mut().try_for_each(|w| w.flush())
+    }
+    fn finish(&mut self, totals: &Totals<'_>) -> io::Result<()> {
+        self.0.iter_mut().try_for_each(|w| w.finish(totals))
     }
 }
 
-fn write_jsonl(out: &mut impl Write, event: &Event<'_>, usdt: &[UsdtSite]) -> io::Result<()> {
-    let h = &event.header;
-    write!(
-        out,
-        "{{\"ts_ns\":{},\"pid\":{},\"tid\":{},\"event\":\"{}\"",
-        h.ts_ns,
-        h.pid,
-        h.tid,
-        event.kind.probe_name()
-    )?;
-    for_each_field(event, usdt, |field| match field {
-        Field::Hex(name, v) | Field::Dec(name, v) => write!(out, ",\"{name}\":{v}"),
-        Field::Str(name, v) => {
-            write!(out, ",\"{name}\":")?;
-            serde_json::to_writer(&mut *out, v).map_err(io::Error::from)
-        }
-        Field::Args(args) => {
-            out.write_all(b",\"args\":[")?;
-            for (i, arg) in args.enumerate() {
-                let comma = if i > 0 { "," } else { "" };
-                match arg {
-                    Arg::Signed(v) => write!(out, "{comma}{v}")?,
-                    Arg::Unsigned(v) => write!(out, "{comma}{v}")?,
-                }
-            }
-            out.write_all(b"]")
-        }
-        Field::Name(name, v) => write!(out, ",\"{name}\":\"{v}\""),
-        Field::Flag(name, v) => write!(out, ",\"{name}\":{v}"),
-        Field::Text(name, text) => {
-            write!(out, ",\"{name}\":")?;
-            serde_json::to_writer(&mut *out, &*lossy(text)).map_err(io::Error::from)
-        }
-    })?;
-    out.write_all(b"}\n")
+/// An output whose errors say which file they came from.
+pub struct Labeled {
+    out: Box<dyn Write>,
+    name: String,
 }
 
-fn write_text(out: &mut impl Write, event: &Event<'_>, usdt: &[UsdtSite]) -> io::Result<()> {
-    let h = &event.header;
-    write!(
-        out,
-        "{:>6}.{:09} {:>7}/{:<7} {:<10}",
-        h.ts_ns / 1_000_000_000,
-        h.ts_ns % 1_000_000_000,
-        h.pid,
-        h.tid,
-        event.kind.probe_name()
-    )?;
-    for_each_field(event, usdt, |field| match field {
-        Field::Hex(name, v) => write!(out, " {name}={v:#x}"),
-        Field::Str(_, v) => write!(out, " {v}"),
-        Field::Args(args) => {
-            for (i, arg) in args.enumerate() {
-                match arg {
-                    Arg::Signed(v) => write!(out, " arg{i}={v}")?,
-                    Arg::Unsigned(v) => write!(out, " arg{i}={v:#x}")?,
-                }
-            }
-            Ok(())
-        }
-        Field::Dec(name, v) => write!(out, " {name}={v}"),
-        Field::Name(_, v) => write!(out, " {v}"),
-        Field::Flag(name, true) => write!(out, " ({name})"),
-        Field::Flag(_, false) => Ok(()),
-        Field::Text(name, text) => write!(out, " {name}={:?}", lossy(text)),
-    })?;
-    out.write_all(b"\n")
+impl Labeled {
+    pub fn new(out: Box<dyn Write>, name: String) -> Labeled {
+        Labeled { out, name }
+    }
+
+    fn label(&self, e: io::Error) -> io::Error {
+        io::Error::new(e.kind(), format!("{}: {e}", self.name))
+    }
 }
 
-fn lossy<'a>(text: &'a Text<'_>) -> std::borrow::Cow<'a, str> {
+impl Write for Labeled {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.out.write(buf).map_err(|e| self.label(e))
+    }
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.out.write_all(buf).map_err(|e| self.label(e))
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush().map_err(|e| self.label(e))
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Line {
+    Jsonl,
+    Text,
+}
+
+/// Bytes of lines gathered before they go to the output.
+const LINES_CHUNK: usize = 64 << 10;
+
+/// JSON lines or text: each event formatted into a buffer that goes out in
+/// chunks (formatting straight into bytes, not through `fmt`, is what makes
+/// these fast).
+struct LineWriter {
+    out: Box<dyn Write>,
+    line: Line,
+    usdt: Vec<UsdtSite>,
+    buf: Vec<u8>,
+}
+
+impl LineWriter {
+    fn new(out: Box<dyn Write>, line: Line, header: &Header) -> LineWriter {
+        LineWriter {
+            out,
+            line,
+            usdt: header.usdt_sites(),
+            buf: Vec::with_capacity(LINES_CHUNK + 1024),
+        }
+    }
+
+    fn write_out(&mut self) -> io::Result<()> {
+        let result = self.out.write_all(&self.buf);
+        self.buf.clear();
+        result
+    }
+}
+
+impl EventWriter for LineWriter {
+    fn event(&mut self, event: &Event<'_>) -> io::Result<()> {
+        match self.line {
+            Line::Jsonl => jsonl(&mut self.buf, event, &self.usdt),
+            Line::Text => text(&mut self.buf, event, &self.usdt),
+        }
+        if self.buf.len() >= LINES_CHUNK {
+            self.write_out()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.write_out()?;
+        self.out.flush()
+    }
+
+    fn finish(&mut self, _: &Totals<'_>) -> io::Result<()> {
+        self.flush()
+    }
+}
+
+/// Appends one event as a JSON line.
+pub fn jsonl(out: &mut Vec<u8>, event: &Event<'_>, usdt: &[UsdtSite]) {
+    let h = &event.header;
+    out.extend_from_slice(b"{\"ts_ns\":");
+    dec(out, h.ts_ns);
+    out.extend_from_slice(b",\"pid\":");
+    dec(out, h.pid.into());
+    out.extend_from_slice(b",\"tid\":");
+    dec(out, h.tid.into());
+    out.extend_from_slice(b",\"event\":\"");
+    out.extend_from_slice(event.kind.probe_name().as_bytes());
+    out.push(b'"');
+    let _ = for_each_field(event, usdt, |field| {
+        out.extend_from_slice(b",\"");
+        match field {
+            Field::Hex(name, v) | Field::Dec(name, v) => {
+                key(out, name);
+                dec(out, v);
+            }
+            Field::Str(name, v) => {
+                key(out, name);
+                json_string(out, v);
+            }
+            Field::Args(args) => {
+                key(out, "args");
+                out.push(b'[');
+                for (i, arg) in args.enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    match arg {
+                        Arg::Signed(v) => {
+                            out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes())
+                        }
+                        Arg::Unsigned(v) => dec(out, v),
+                    }
+                }
+                out.push(b']');
+            }
+            Field::Name(name, v) => {
+                key(out, name);
+                out.push(b'"');
+                out.extend_from_slice(v.as_bytes());
+                out.push(b'"');
+            }
+            Field::Flag(name, v) => {
+                key(out, name);
+                out.extend_from_slice(if v { b"true" } else { b"false" });
+            }
+            Field::Text(name, text) => {
+                key(out, name);
+                json_string(out, &lossy(text));
+            }
+        }
+        Ok::<(), ()>(())
+    });
+    out.extend_from_slice(b"}\n");
+}
+
+/// `name":` (the opening quote is already out).
+#[inline]
+fn key(out: &mut Vec<u8>, name: &str) {
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b"\":");
+}
+
+/// Appends one event as a line of text.
+pub fn text(out: &mut Vec<u8>, event: &Event<'_>, usdt: &[UsdtSite]) {
+    let h = &event.header;
+    pad_left(out, itoa::Buffer::new().format(h.ts_ns / 1_000_000_000), 6);
+    out.push(b'.');
+    let frac = h.ts_ns % 1_000_000_000;
+    pad_left_with(out, itoa::Buffer::new().format(frac), 9, b'0');
+    out.push(b' ');
+    pad_left(out, itoa::Buffer::new().format(h.pid), 7);
+    out.push(b'/');
+    pad_right(out, itoa::Buffer::new().format(h.tid), 7);
+    out.push(b' ');
+    pad_right(out, event.kind.probe_name(), 10);
+    let _ = for_each_field(event, usdt, |field| {
+        match field {
+            Field::Hex(name, v) => {
+                name_eq(out, name);
+                hex(out, v);
+            }
+            Field::Str(_, v) => {
+                out.push(b' ');
+                out.extend_from_slice(v.as_bytes());
+            }
+            Field::Args(args) => {
+                for (i, arg) in args.enumerate() {
+                    out.extend_from_slice(b" arg");
+                    dec(out, i as u64);
+                    out.push(b'=');
+                    match arg {
+                        Arg::Signed(v) => {
+                            out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes())
+                        }
+                        Arg::Unsigned(v) => hex(out, v),
+                    }
+                }
+            }
+            Field::Dec(name, v) => {
+                name_eq(out, name);
+                dec(out, v);
+            }
+            Field::Name(_, v) => {
+                out.push(b' ');
+                out.extend_from_slice(v.as_bytes());
+            }
+            Field::Flag(name, true) => {
+                out.extend_from_slice(b" (");
+                out.extend_from_slice(name.as_bytes());
+                out.push(b')');
+            }
+            Field::Flag(_, false) => {}
+            Field::Text(name, text) => {
+                name_eq(out, name);
+                // Rust's Debug quoting, as people expect from `{:?}`.
+                let _ = write!(out, "{:?}", lossy(text));
+            }
+        }
+        Ok::<(), ()>(())
+    });
+    out.push(b'\n');
+}
+
+#[inline]
+fn name_eq(out: &mut Vec<u8>, name: &str) {
+    out.push(b' ');
+    out.extend_from_slice(name.as_bytes());
+    out.push(b'=');
+}
+
+#[inline]
+fn dec(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+}
+
+/// `0x…` in lowercase, as `{:#x}` writes it.
+#[inline]
+pub fn hex(out: &mut Vec<u8>, v: u64) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let digits = (64 - v.leading_zeros() as usize).div_ceil(4).max(1);
+    out.extend_from_slice(b"0x");
+    let start = out.len();
+    out.resize(start + digits, 0);
+    let mut rest = v;
+    for slot in out[start..].iter_mut().rev() {
+        *slot = DIGITS[(rest & 0xf) as usize];
+        rest >>= 4;
+    }
+}
+
+fn pad_left(out: &mut Vec<u8>, s: &str, width: usize) {
+    pad_left_with(out, s, width, b' ');
+}
+
+fn pad_left_with(out: &mut Vec<u8>, s: &str, width: usize, fill: u8) {
+    out.resize(out.len() + width.saturating_sub(s.len()), fill);
+    out.extend_from_slice(s.as_bytes());
+}
+
+fn pad_right(out: &mut Vec<u8>, s: &str, width: usize) {
+    out.extend_from_slice(s.as_bytes());
+    out.resize(out.len() + width.saturating_sub(s.len()), b' ');
+}
+
+/// A JSON string: plain printable ASCII straight through, anything else
+/// escaped by serde_json.
+pub fn json_string(out: &mut Vec<u8>, s: &str) {
+    if s.bytes()
+        .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
+    {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        serde_json::to_writer(&mut *out, s).expect("writing to a Vec cannot fail");
+    }
+}
+
+pub fn lossy<'a>(text: &'a Text<'_>) -> std::borrow::Cow<'a, str> {
     String::from_utf8_lossy(text.bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_matches_std() {
+        for v in [0, 1, 0xf, 0x10, 0x1234_5678, u64::MAX] {
+            let mut out = Vec::new();
+            hex(&mut out, v);
+            assert_eq!(String::from_utf8(out).unwrap(), format!("{v:#x}"));
+        }
+    }
+
+    #[test]
+    fn json_strings_escape_what_needs_it() {
+        for s in ["plain", "a \"quote\"", "back\\slash", "tab\there", "é"] {
+            let mut out = Vec::new();
+            json_string(&mut out, s);
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                serde_json::to_string(s).unwrap()
+            );
+        }
+    }
 }

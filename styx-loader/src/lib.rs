@@ -1,12 +1,14 @@
 //! styx-loader's parts, as a library so tests and tools can reuse them.
 
 pub mod argspec;
+pub mod capture;
 pub mod cli;
 pub mod drain;
 pub mod ebpf;
 pub mod fields;
 pub mod format;
 pub mod list;
+pub mod read;
 pub mod record;
 pub mod report;
 pub mod sites;

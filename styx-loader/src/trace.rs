@@ -1,9 +1,11 @@
 //! A tracing session: attach, stream events until told to stop, detach,
 //! report.
 
+use crate::capture::Header;
 use crate::cli::TraceArgs as Cli;
 use crate::drain::{Drained, Sink};
 use crate::ebpf::{self, LoadOptions};
+use crate::format::{self, EventWriter, Format};
 use crate::report::{self, Stop, Summary};
 use crate::sites::{self, Selection};
 use crate::spawn::{self, Held};
@@ -11,7 +13,8 @@ use crate::stapsdt::read_probe_table;
 use crate::target::Target;
 use anyhow::{bail, Context, Result};
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, IsTerminal, Write};
+use std::path::Path;
 use std::time::{Duration, Instant};
 use tokio::io::unix::AsyncFd;
 use tokio::signal::unix::{signal, SignalKind};
@@ -33,7 +36,8 @@ pub async fn run(cli: Cli, held: Option<Held>) -> Result<i32> {
         None => Target::from_pid(cli.pid.expect("clap requires --pid or a command"))?,
     };
     let selection = find_sites(&cli, &target)?;
-    let out = open_output(&cli)?;
+    let header = Header::now(target.pid, &target.exe_name, &selection.usdt);
+    let out = open_outputs(&cli, &header)?;
     let mut loaded = ebpf::load(&LoadOptions {
         pid: target.pid,
         ring_bytes: cli.ring_size,
@@ -41,7 +45,7 @@ pub async fn run(cli: Cli, held: Option<Held>) -> Result<i32> {
         usdt: &selection.usdt,
     })?;
     let sites = selection.sites;
-    let mut sink = Sink::new(out, cli.format, selection.usdt);
+    let mut sink = Sink::new(out);
     let mut logger = if cli.ebpf_log {
         Some(aya_log::EbpfLogger::init(&mut loaded.ebpf).context("starting the eBPF logger")?)
     } else {
@@ -120,6 +124,7 @@ pub async fn run(cli: Cli, held: Option<Held>) -> Result<i32> {
     }
 
     let drops = ebpf::read_drops(&loaded.drops)?;
+    sink.finish(&drops);
     report::print(&Summary {
         pid: target.pid,
         stop,
@@ -129,12 +134,9 @@ pub async fn run(cli: Cli, held: Option<Held>) -> Result<i32> {
         ring_size: cli.ring_size,
     });
     if let Some(e) = &sink.error {
-        let to = cli
-            .output
-            .as_ref()
-            .map_or("stdout".to_string(), |p| p.display().to_string());
+        // The error names the output that failed (see open_outputs).
         bail!(
-            "writing events to {to}: {e} (after {} events; {} more were not written)",
+            "writing events to {e} (after {} events; {} more were not written)",
             sink.written.total(),
             sink.unwritten.total()
         );
@@ -180,14 +182,37 @@ fn find_sites(cli: &Cli, target: &Target) -> Result<Selection> {
     Ok(selection)
 }
 
-fn open_output(cli: &Cli) -> Result<Box<dyn Write>> {
+/// The writer for `-o` on `--output` (or stdout), plus a raw capture on
+/// `--capture` if asked; errors name the file that failed.
+fn open_outputs(cli: &Cli, header: &Header) -> Result<Box<dyn EventWriter>> {
+    if cli.format == Format::Raw && cli.output.is_none() && io::stdout().is_terminal() {
+        bail!("-o raw writes a binary capture: give --output FILE, or pipe it");
+    }
+    let main = open_one(cli.format, cli.output.as_deref(), header)?;
+    Ok(match &cli.capture {
+        None => main,
+        Some(path) => Box::new(format::Tee(vec![
+            main,
+            open_one(Format::Raw, Some(path), header)?,
+        ])),
+    })
+}
+
+fn open_one(format: Format, path: Option<&Path>, header: &Header) -> Result<Box<dyn EventWriter>> {
     const BUFFER: usize = 256 << 10;
-    Ok(match &cli.output {
+    let (out, name): (Box<dyn Write>, String) = match path {
         Some(path) => {
             let file =
                 File::create(path).with_context(|| format!("cannot write {}", path.display()))?;
-            Box::new(BufWriter::with_capacity(BUFFER, file))
+            let out = Box::new(BufWriter::with_capacity(BUFFER, file));
+            (out, path.display().to_string())
         }
-        None => Box::new(BufWriter::with_capacity(BUFFER, io::stdout())),
-    })
+        None => (
+            Box::new(BufWriter::with_capacity(BUFFER, io::stdout())),
+            "stdout".to_string(),
+        ),
+    };
+    let labeled = format::Labeled::new(out, name.clone());
+    format::open(format, Box::new(labeled), header)
+        .with_context(|| format!("writing the start of {name}"))
 }

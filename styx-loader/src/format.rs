@@ -5,6 +5,7 @@
 //! `event`, then the event's own fields from [`crate::fields`].
 
 use crate::capture::{CaptureWriter, Header};
+use crate::chrome::ChromeWriter;
 use crate::fields::{for_each_field, Arg, Field};
 use crate::record::{Event, Text};
 use crate::sites::UsdtSite;
@@ -20,6 +21,9 @@ pub enum Format {
     /// A compact binary capture to keep and convert later with
     /// `styx-loader read` (needs --output FILE or a pipe).
     Raw,
+    /// Chrome trace-event JSON (chrome://tracing, Perfetto UI): spans as
+    /// slices, other events as instants, event rates as counters.
+    Chrome,
 }
 
 /// Where decoded events go, in one format.
@@ -47,6 +51,7 @@ pub fn open(
         Format::Jsonl => Box::new(LineWriter::new(out, Line::Jsonl, header)),
         Format::Text => Box::new(LineWriter::new(out, Line::Text, header)),
         Format::Raw => Box::new(CaptureWriter::new(out, header)?),
+        Format::Chrome => Box::new(ChromeWriter::new(out, header)),
     })
 }
 
@@ -286,7 +291,7 @@ fn name_eq(out: &mut Vec<u8>, name: &str) {
 }
 
 #[inline]
-fn dec(out: &mut Vec<u8>, v: u64) {
+pub fn dec(out: &mut Vec<u8>, v: u64) {
     out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
 }
 

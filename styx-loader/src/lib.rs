@@ -2,16 +2,19 @@
 
 pub mod argspec;
 pub mod capture;
+pub mod chrome;
 pub mod cli;
 pub mod drain;
 pub mod ebpf;
 pub mod fields;
 pub mod format;
 pub mod list;
+pub mod rates;
 pub mod read;
 pub mod record;
 pub mod report;
 pub mod sites;
+pub mod spans;
 pub mod spawn;
 pub mod stapsdt;
 pub mod target;

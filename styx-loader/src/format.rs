@@ -7,6 +7,7 @@
 use crate::capture::{CaptureWriter, Header};
 use crate::chrome::ChromeWriter;
 use crate::fields::{for_each_field, Arg, Field};
+use crate::perfetto::PerfettoWriter;
 use crate::record::{Event, Text};
 use crate::sites::UsdtSite;
 use clap::ValueEnum;
@@ -24,6 +25,9 @@ pub enum Format {
     /// Chrome trace-event JSON (chrome://tracing, Perfetto UI): spans as
     /// slices, other events as instants, event rates as counters.
     Chrome,
+    /// A Perfetto protobuf trace (ui.perfetto.dev); gzip-compressed when
+    /// --output ends in .gz.
+    Perfetto,
 }
 
 /// Where decoded events go, in one format.
@@ -33,6 +37,22 @@ pub trait EventWriter {
     fn flush(&mut self) -> io::Result<()>;
     /// Ends the output (trailers, closing brackets) and flushes it.
     fn finish(&mut self, totals: &Totals<'_>) -> io::Result<()>;
+}
+
+/// How a format writes, beyond its output.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    /// Compress (Perfetto only).
+    pub gzip: bool,
+}
+
+impl Options {
+    /// Gzip for an output file named `*.gz`.
+    pub fn for_output(path: Option<&std::path::Path>) -> Options {
+        Options {
+            gzip: path.is_some_and(|p| p.extension().is_some_and(|e| e == "gz")),
+        }
+    }
 }
 
 /// What a run saw, per event kind id, for a format's trailer.
@@ -46,12 +66,14 @@ pub fn open(
     format: Format,
     out: Box<dyn Write>,
     header: &Header,
+    options: &Options,
 ) -> io::Result<Box<dyn EventWriter>> {
     Ok(match format {
         Format::Jsonl => Box::new(LineWriter::new(out, Line::Jsonl, header)),
         Format::Text => Box::new(LineWriter::new(out, Line::Text, header)),
         Format::Raw => Box::new(CaptureWriter::new(out, header)?),
         Format::Chrome => Box::new(ChromeWriter::new(out, header)),
+        Format::Perfetto => Box::new(PerfettoWriter::new(out, header, options.gzip)),
     })
 }
 

@@ -23,7 +23,8 @@ pub fn run(args: &ReadArgs) -> Result<()> {
         )),
         None => Box::new(io::stdout().lock()),
     };
-    let mut writer = format::open(args.format, out, &reader.header)?;
+    let options = format::Options::for_output(args.output.as_deref());
+    let mut writer = format::open(args.format, out, &reader.header, &options)?;
     let mut counts = [0u64; EVENT_KIND_SLOTS as usize];
     let outcome = (|| -> Result<()> {
         while let Some(event) = reader.next().with_context(|| format!("reading {name}"))? {

@@ -213,6 +213,11 @@ fn open_one(format: Format, path: Option<&Path>, header: &Header) -> Result<Box<
         ),
     };
     let labeled = format::Labeled::new(out, name.clone());
-    format::open(format, Box::new(labeled), header)
-        .with_context(|| format!("writing the start of {name}"))
+    format::open(
+        format,
+        Box::new(labeled),
+        header,
+        &format::Options::for_output(path),
+    )
+    .with_context(|| format!("writing the start of {name}"))
 }

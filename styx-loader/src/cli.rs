@@ -1,6 +1,6 @@
 //! Command-line options.
 
-use crate::format::Format;
+use crate::format::{Detail, Format};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -77,6 +77,11 @@ pub struct ReadArgs {
     /// Write to this file instead of stdout.
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+
+    /// How much a text line says: brief (no pid/tid), normal, or full
+    /// (also the wall-clock time).
+    #[arg(long, value_enum, default_value_t = Detail::Normal)]
+    pub detail: Detail,
 }
 
 const LIST_EXAMPLES: &str = "\
@@ -138,6 +143,11 @@ pub struct TraceArgs {
     #[arg(long, value_name = "FILE")]
     pub capture: Option<PathBuf>,
 
+    /// How much a text line says: brief (no pid/tid), normal, or full
+    /// (also the wall-clock time).
+    #[arg(long, value_enum, default_value_t = Detail::Normal)]
+    pub detail: Detail,
+
     /// Stop after this many seconds (fractions allowed).
     #[arg(short, long, value_name = "SECS", value_parser = parse_seconds)]
     pub duration: Option<Duration>,
@@ -149,6 +159,11 @@ pub struct TraceArgs {
     /// Forward the eBPF programs' own log messages (aya-log) to stderr.
     #[arg(long)]
     pub ebpf_log: bool,
+
+    /// No live line on stderr (events/s, total, drops, busiest types; shown
+    /// only when stderr is a terminal). The end-of-run summary stays.
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 impl TraceArgs {

@@ -4,7 +4,7 @@
 //! JSON field names are stable (see README "Output"): `ts_ns`, `pid`, `tid`,
 //! `event`, then the event's own fields from [`crate::fields`].
 
-use crate::capture::{CaptureWriter, Header};
+use crate::capture::{CaptureWriter, ClockMapping, Header};
 use crate::chrome::ChromeWriter;
 use crate::fields::{for_each_field, Arg, Field};
 use crate::perfetto::PerfettoWriter;
@@ -12,6 +12,7 @@ use crate::record::{Event, Text};
 use crate::sites::UsdtSite;
 use clap::ValueEnum;
 use std::io::{self, Write};
+use std::time::{Duration, UNIX_EPOCH};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Format {
@@ -39,18 +40,33 @@ pub trait EventWriter {
     fn finish(&mut self, totals: &Totals<'_>) -> io::Result<()>;
 }
 
+/// How much a text line says.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Detail {
+    /// Time, event and its fields: no pid/tid column.
+    Brief,
+    /// Time, pid/tid, event and its fields.
+    #[default]
+    Normal,
+    /// Also the wall-clock time (UTC), from the clock mapping.
+    Full,
+}
+
 /// How a format writes, beyond its output.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Options {
     /// Compress (Perfetto only).
     pub gzip: bool,
+    /// Text only.
+    pub detail: Detail,
 }
 
 impl Options {
     /// Gzip for an output file named `*.gz`.
-    pub fn for_output(path: Option<&std::path::Path>) -> Options {
+    pub fn new(path: Option<&std::path::Path>, detail: Detail) -> Options {
         Options {
             gzip: path.is_some_and(|p| p.extension().is_some_and(|e| e == "gz")),
+            detail,
         }
     }
 }
@@ -70,7 +86,7 @@ pub fn open(
 ) -> io::Result<Box<dyn EventWriter>> {
     Ok(match format {
         Format::Jsonl => Box::new(LineWriter::new(out, Line::Jsonl, header)),
-        Format::Text => Box::new(LineWriter::new(out, Line::Text, header)),
+        Format::Text => Box::new(LineWriter::new(out, Line::Text(options.detail), header)),
         Format::Raw => Box::new(CaptureWriter::new(out, header)?),
         Format::Chrome => Box::new(ChromeWriter::new(out, header)),
         Format::Perfetto => Box::new(PerfettoWriter::new(out, header, options.gzip)),
@@ -123,7 +139,7 @@ impl Write for Labeled {
 #[derive(Clone, Copy)]
 enum Line {
     Jsonl,
-    Text,
+    Text(Detail),
 }
 
 /// Bytes of lines gathered before they go to the output.
@@ -136,6 +152,7 @@ struct LineWriter {
     out: Box<dyn Write>,
     line: Line,
     usdt: Vec<UsdtSite>,
+    clock: ClockMapping,
     buf: Vec<u8>,
 }
 
@@ -145,6 +162,7 @@ impl LineWriter {
             out,
             line,
             usdt: header.usdt_sites(),
+            clock: header.clock,
             buf: Vec::with_capacity(LINES_CHUNK + 1024),
         }
     }
@@ -160,7 +178,14 @@ impl EventWriter for LineWriter {
     fn event(&mut self, event: &Event<'_>) -> io::Result<()> {
         match self.line {
             Line::Jsonl => jsonl(&mut self.buf, event, &self.usdt),
-            Line::Text => text(&mut self.buf, event, &self.usdt),
+            Line::Text(Detail::Normal) => text(&mut self.buf, event, &self.usdt, true),
+            Line::Text(Detail::Brief) => text(&mut self.buf, event, &self.usdt, false),
+            Line::Text(Detail::Full) => {
+                let wall =
+                    UNIX_EPOCH + Duration::from_nanos(self.clock.realtime(event.header.ts_ns));
+                let _ = write!(self.buf, "{} ", humantime::format_rfc3339_nanos(wall));
+                text(&mut self.buf, event, &self.usdt, true)
+            }
         }
         if self.buf.len() >= LINES_CHUNK {
             self.write_out()?;
@@ -244,18 +269,20 @@ fn key(out: &mut Vec<u8>, name: &str) {
     out.extend_from_slice(b"\":");
 }
 
-/// Appends one event as a line of text.
-pub fn text(out: &mut Vec<u8>, event: &Event<'_>, usdt: &[UsdtSite]) {
+/// Appends one event as a line of text; `threads` adds the pid/tid column.
+pub fn text(out: &mut Vec<u8>, event: &Event<'_>, usdt: &[UsdtSite], threads: bool) {
     let h = &event.header;
     pad_left(out, itoa::Buffer::new().format(h.ts_ns / 1_000_000_000), 6);
     out.push(b'.');
     let frac = h.ts_ns % 1_000_000_000;
     pad_left_with(out, itoa::Buffer::new().format(frac), 9, b'0');
     out.push(b' ');
-    pad_left(out, itoa::Buffer::new().format(h.pid), 7);
-    out.push(b'/');
-    pad_right(out, itoa::Buffer::new().format(h.tid), 7);
-    out.push(b' ');
+    if threads {
+        pad_left(out, itoa::Buffer::new().format(h.pid), 7);
+        out.push(b'/');
+        pad_right(out, itoa::Buffer::new().format(h.tid), 7);
+        out.push(b' ');
+    }
     pad_right(out, event.kind.probe_name(), 10);
     let _ = for_each_field(event, usdt, |field| {
         match field {

@@ -9,6 +9,7 @@ pub mod ebpf;
 pub mod fields;
 pub mod format;
 pub mod list;
+pub mod live;
 pub mod perfetto;
 pub mod rates;
 pub mod read;

@@ -23,7 +23,7 @@ pub fn run(args: &ReadArgs) -> Result<()> {
         )),
         None => Box::new(io::stdout().lock()),
     };
-    let options = format::Options::for_output(args.output.as_deref());
+    let options = format::Options::new(args.output.as_deref(), args.detail);
     let mut writer = format::open(args.format, out, &reader.header, &options)?;
     let mut counts = [0u64; EVENT_KIND_SLOTS as usize];
     let outcome = (|| -> Result<()> {

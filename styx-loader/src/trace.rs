@@ -6,6 +6,7 @@ use crate::cli::TraceArgs as Cli;
 use crate::drain::{Drained, Sink};
 use crate::ebpf::{self, LoadOptions};
 use crate::format::{self, EventWriter, Format};
+use crate::live::LiveLine;
 use crate::report::{self, Stop, Summary};
 use crate::sites::{self, Selection};
 use crate::spawn::{self, Held};
@@ -67,6 +68,9 @@ pub async fn run(cli: Cli, held: Option<Held>) -> Result<i32> {
         held.release()?;
     }
 
+    // Not when events go to the same terminal: the line would break theirs.
+    let events_on_terminal = cli.output.is_none() && io::stdout().is_terminal();
+    let mut live = LiveLine::new(!cli.quiet && io::stderr().is_terminal() && !events_on_terminal);
     let started = Instant::now();
     let deadline = cli.duration.map(|d| tokio::time::Instant::now() + d);
     let mut tick = interval(DRAIN_EVERY);
@@ -83,6 +87,9 @@ pub async fn run(cli: Cli, held: Option<Held>) -> Result<i32> {
                 if let Some(logger) = logger.as_mut() {
                     logger.flush();
                 }
+                if live.due() {
+                    live.draw(&sink.written.events, &ebpf::read_drops(&loaded.drops)?);
+                }
                 if !sink.is_open() {
                     break if sink.error.is_some() { Stop::OutputFailed } else { Stop::OutputClosed };
                 }
@@ -96,6 +103,7 @@ pub async fn run(cli: Cli, held: Option<Held>) -> Result<i32> {
         }
     };
     let elapsed = started.elapsed();
+    live.clear();
 
     // The kernel takes ~0.1 s per site to detach, one site at a time (each
     // waits for an RCU grace period under a global lock). Keep draining
@@ -188,17 +196,22 @@ fn open_outputs(cli: &Cli, header: &Header) -> Result<Box<dyn EventWriter>> {
     if cli.format == Format::Raw && cli.output.is_none() && io::stdout().is_terminal() {
         bail!("-o raw writes a binary capture: give --output FILE, or pipe it");
     }
-    let main = open_one(cli.format, cli.output.as_deref(), header)?;
+    let main = open_one(cli, cli.format, cli.output.as_deref(), header)?;
     Ok(match &cli.capture {
         None => main,
         Some(path) => Box::new(format::Tee(vec![
             main,
-            open_one(Format::Raw, Some(path), header)?,
+            open_one(cli, Format::Raw, Some(path), header)?,
         ])),
     })
 }
 
-fn open_one(format: Format, path: Option<&Path>, header: &Header) -> Result<Box<dyn EventWriter>> {
+fn open_one(
+    cli: &Cli,
+    format: Format,
+    path: Option<&Path>,
+    header: &Header,
+) -> Result<Box<dyn EventWriter>> {
     const BUFFER: usize = 256 << 10;
     let (out, name): (Box<dyn Write>, String) = match path {
         Some(path) => {
@@ -217,7 +230,7 @@ fn open_one(format: Format, path: Option<&Path>, header: &Header) -> Result<Box<
         format,
         Box::new(labeled),
         header,
-        &format::Options::for_output(path),
+        &format::Options::new(path, cli.detail),
     )
     .with_context(|| format!("writing the start of {name}"))
 }

@@ -162,7 +162,7 @@ impl Emulator {
     ) {
         self.ts += 150 + self.next() % 300;
         // Mostly the CPU thread; now and then another (an audio thread, say).
-        let tid = if self.next() % 1000 == 0 {
+        let tid = if self.next().is_multiple_of(1000) {
             self.pid + 1
         } else {
             self.pid

@@ -48,11 +48,22 @@ fn main() -> anyhow::Result<()> {
     let row = |name: &str, rate: f64, styx: &str, target: &str| {
         println!("{name:<10} {:>12.1} {styx:>10} {target:>10}", rate / 1e6);
     };
-    row("read", read_only(&mixed)?, "20.7", ">= 50");
-    row("jsonl", convert(&mixed, Format::Jsonl)?, "6.0", ">= 12");
-    row("text", convert(&mixed, Format::Text)?, "2.6", ">= 5");
-    row("chrome", convert(&mixed, Format::Chrome)?, "-", "-");
-    row("perfetto", convert(&mixed, Format::Perfetto)?, "-", "-");
+    // `bench-consumers jsonl text` runs only those (for profiling).
+    let only: Vec<String> = std::env::args().skip(1).collect();
+    let wanted = |name: &str| only.is_empty() || only.iter().any(|o| o == name);
+    if wanted("read") {
+        row("read", read_only(&mixed)?, "20.7", ">= 50");
+    }
+    for (name, format, styx, target) in [
+        ("jsonl", Format::Jsonl, "6.0", ">= 12"),
+        ("text", Format::Text, "2.6", ">= 5"),
+        ("chrome", Format::Chrome, "-", "-"),
+        ("perfetto", Format::Perfetto, "-", "-"),
+    ] {
+        if wanted(name) {
+            row(name, convert(&mixed, format)?, styx, target);
+        }
+    }
     println!("\n(one core, page-cached capture, output to a sink; read = decode only)");
     std::fs::remove_file(&mixed)?;
     std::fs::remove_file(&reads)?;

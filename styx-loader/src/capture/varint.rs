@@ -26,13 +26,27 @@ pub fn unzigzag(value: u64) -> u64 {
 
 /// Reads a varint at `*pos`, advancing it; None if the bytes end first or
 /// the varint is longer than a u64 can hold.
-#[inline]
+#[inline(always)]
 pub fn get(bytes: &[u8], pos: &mut usize) -> Option<u64> {
     let first = *bytes.get(*pos)?;
-    *pos += 1;
     if first < 0x80 {
+        *pos += 1;
         return Some(first.into());
     }
+    // Two bytes (up to 16383) are common too: time deltas, addresses.
+    if let Some(&second) = bytes.get(*pos + 1) {
+        if second < 0x80 {
+            *pos += 2;
+            return Some(u64::from(first & 0x7f) | u64::from(second) << 7);
+        }
+    }
+    *pos += 1;
+    get_long(bytes, pos, first)
+}
+
+/// The rest of a varint of two bytes or more.
+#[inline]
+fn get_long(bytes: &[u8], pos: &mut usize, first: u8) -> Option<u64> {
     let mut value = u64::from(first & 0x7f);
     let mut shift = 7;
     loop {

@@ -11,7 +11,7 @@
 
 use crate::capture::Header;
 use crate::fields::{for_each_field, Arg, Field};
-use crate::format::{dec, hex, json_string, lossy, EventWriter, Totals};
+use crate::format::{dec, hex, json_string, lossy, Bytes, EventWriter, Totals};
 use crate::rates::{Rates, Window};
 use crate::record::{Body, Event};
 use crate::sites::UsdtSite;
@@ -23,7 +23,7 @@ const CHUNK: usize = 64 << 10;
 
 pub struct ChromeWriter {
     out: Box<dyn Write>,
-    buf: Vec<u8>,
+    buf: Bytes,
     usdt: Vec<UsdtSite>,
     pid: u32,
     spans: Spans,
@@ -32,7 +32,7 @@ pub struct ChromeWriter {
 
 impl ChromeWriter {
     pub fn new(out: Box<dyn Write>, header: &Header) -> ChromeWriter {
-        let mut buf = Vec::with_capacity(CHUNK + 4096);
+        let mut buf = Bytes::with_capacity(CHUNK);
         buf.extend_from_slice(b"[\n");
         // Names the process track, and says where the trace came from.
         buf.extend_from_slice(b"{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":");
@@ -62,7 +62,7 @@ impl ChromeWriter {
     }
 
     fn write_out(&mut self) -> io::Result<()> {
-        let result = self.out.write_all(&self.buf);
+        let result = self.out.write_all(self.buf.as_slice());
         self.buf.clear();
         result
     }
@@ -167,7 +167,7 @@ impl ChromeWriter {
 }
 
 /// ns as µs with three decimals, so nothing is rounded away.
-fn micros(b: &mut Vec<u8>, ns: u64) {
+fn micros(b: &mut Bytes, ns: u64) {
     dec(b, ns / 1000);
     let frac = ns % 1000;
     b.push(b'.');

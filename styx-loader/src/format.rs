@@ -6,13 +6,15 @@
 
 use crate::capture::{CaptureWriter, ClockMapping, Header};
 use crate::chrome::ChromeWriter;
-use crate::fields::{for_each_field, Arg, Field};
+use crate::fields::{for_each_field, plain_fields, plain_values, Arg, Field};
+pub use crate::format_bytes::Bytes;
 use crate::perfetto::PerfettoWriter;
-use crate::record::{Event, Text};
+use crate::record::{Body, Event, Text};
 use crate::sites::UsdtSite;
 use clap::ValueEnum;
 use std::io::{self, Write};
 use std::time::{Duration, UNIX_EPOCH};
+use styx_common::{EventKind, EVENT_KIND_SLOTS};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Format {
@@ -153,7 +155,8 @@ struct LineWriter {
     line: Line,
     usdt: Vec<UsdtSite>,
     clock: ClockMapping,
-    buf: Vec<u8>,
+    buf: Bytes,
+    repeats: Repeats,
 }
 
 impl LineWriter {
@@ -163,12 +166,13 @@ impl LineWriter {
             line,
             usdt: header.usdt_sites(),
             clock: header.clock,
-            buf: Vec::with_capacity(LINES_CHUNK + 1024),
+            buf: Bytes::with_capacity(LINES_CHUNK),
+            repeats: Repeats::default(),
         }
     }
 
     fn write_out(&mut self) -> io::Result<()> {
-        let result = self.out.write_all(&self.buf);
+        let result = self.out.write_all(self.buf.as_slice());
         self.buf.clear();
         result
     }
@@ -177,7 +181,7 @@ impl LineWriter {
 impl EventWriter for LineWriter {
     fn event(&mut self, event: &Event<'_>) -> io::Result<()> {
         match self.line {
-            Line::Jsonl => jsonl(&mut self.buf, event, &self.usdt),
+            Line::Jsonl => jsonl(&mut self.buf, event, &self.usdt, &mut self.repeats),
             Line::Text(Detail::Normal) => text(&mut self.buf, event, &self.usdt, true),
             Line::Text(Detail::Brief) => text(&mut self.buf, event, &self.usdt, false),
             Line::Text(Detail::Full) => {
@@ -203,16 +207,114 @@ impl EventWriter for LineWriter {
     }
 }
 
+/// What consecutive lines share, formatted once: the high digits of the
+/// time (they change every ms) and the thread's ids.
+pub struct Repeats {
+    ms: Option<u64>,
+    ms_text: Vec<u8>,
+    thread: Option<(u32, u32)>,
+    thread_text: Vec<u8>,
+    /// Per kind id with plain fields: `NAME","FIELD0":`, then `,"FIELDi":`.
+    json_keys: Vec<Option<Vec<Vec<u8>>>>,
+}
+
+impl Default for Repeats {
+    fn default() -> Repeats {
+        let json_keys = (0..EVENT_KIND_SLOTS as u8)
+            .map(|id| {
+                let kind = EventKind::from_id(id)?;
+                let names = plain_fields(kind)?;
+                let mut keys =
+                    vec![format!("{}\",\"{}\":", kind.probe_name(), names[0]).into_bytes()];
+                keys.extend(names[1..].iter().map(|n| format!(",\"{n}\":").into_bytes()));
+                Some(keys)
+            })
+            .collect();
+        Repeats {
+            ms: None,
+            ms_text: Vec::new(),
+            thread: None,
+            thread_text: Vec::new(),
+            json_keys,
+        }
+    }
+}
+
+impl Repeats {
+    /// `ts` in decimal: the cached ms digits, then six of ns.
+    #[inline]
+    fn ts(&mut self, out: &mut Bytes, ts: u64) {
+        let ms = ts / 1_000_000;
+        if ms == 0 {
+            return dec(out, ts);
+        }
+        if self.ms != Some(ms) {
+            self.ms = Some(ms);
+            self.ms_text.clear();
+            self.ms_text
+                .extend_from_slice(itoa::Buffer::new().format(ms).as_bytes());
+        }
+        out.extend_from_slice(&self.ms_text);
+        digits6(out, ts % 1_000_000);
+    }
+
+    /// `,"pid":P,"tid":T,"event":"`
+    #[inline]
+    fn json_thread(&mut self, out: &mut Bytes, pid: u32, tid: u32) {
+        if self.thread != Some((pid, tid)) {
+            self.thread = Some((pid, tid));
+            let mut text = Bytes::default();
+            text.extend_from_slice(b",\"pid\":");
+            dec(&mut text, pid.into());
+            text.extend_from_slice(b",\"tid\":");
+            dec(&mut text, tid.into());
+            text.extend_from_slice(b",\"event\":\"");
+            self.thread_text = text.as_slice().to_vec();
+        }
+        out.extend_from_slice(&self.thread_text);
+    }
+}
+
+/// Exactly six decimal digits, zero-padded.
+#[inline(always)]
+fn digits6(out: &mut Bytes, v: u64) {
+    const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+        2021222324252627282930313233343536373839\
+        4041424344454647484950515253545556575859\
+        6061626364656667686970717273747576777879\
+        8081828384858687888990919293949596979899";
+    let (a, b, c) = (
+        (v / 10_000) as usize,
+        (v / 100 % 100) as usize,
+        (v % 100) as usize,
+    );
+    let text = [
+        PAIRS[2 * a],
+        PAIRS[2 * a + 1],
+        PAIRS[2 * b],
+        PAIRS[2 * b + 1],
+        PAIRS[2 * c],
+        PAIRS[2 * c + 1],
+    ];
+    out.extend_from_slice(&text);
+}
+
 /// Appends one event as a JSON line.
-pub fn jsonl(out: &mut Vec<u8>, event: &Event<'_>, usdt: &[UsdtSite]) {
+pub fn jsonl(out: &mut Bytes, event: &Event<'_>, usdt: &[UsdtSite], repeats: &mut Repeats) {
     let h = &event.header;
     out.extend_from_slice(b"{\"ts_ns\":");
-    dec(out, h.ts_ns);
-    out.extend_from_slice(b",\"pid\":");
-    dec(out, h.pid.into());
-    out.extend_from_slice(b",\"tid\":");
-    dec(out, h.tid.into());
-    out.extend_from_slice(b",\"event\":\"");
+    repeats.ts(out, h.ts_ns);
+    repeats.json_thread(out, h.pid, h.tid);
+    if let (Body::Args(args), Some(keys)) = (&event.body, &repeats.json_keys[event.kind as usize]) {
+        // The common case, straight from the record (see plain_fields).
+        let values = plain_values(event, args);
+        for (key, value) in keys.iter().zip(values) {
+            out.extend_from_slice(key);
+            dec(out, value);
+        }
+        out.extend_from_slice(b"}\n");
+        return;
+    }
     out.extend_from_slice(event.kind.probe_name().as_bytes());
     out.push(b'"');
     let _ = for_each_field(event, usdt, |field| {
@@ -264,13 +366,13 @@ pub fn jsonl(out: &mut Vec<u8>, event: &Event<'_>, usdt: &[UsdtSite]) {
 
 /// `name":` (the opening quote is already out).
 #[inline]
-fn key(out: &mut Vec<u8>, name: &str) {
+fn key(out: &mut Bytes, name: &str) {
     out.extend_from_slice(name.as_bytes());
     out.extend_from_slice(b"\":");
 }
 
 /// Appends one event as a line of text; `threads` adds the pid/tid column.
-pub fn text(out: &mut Vec<u8>, event: &Event<'_>, usdt: &[UsdtSite], threads: bool) {
+pub fn text(out: &mut Bytes, event: &Event<'_>, usdt: &[UsdtSite], threads: bool) {
     let h = &event.header;
     pad_left(out, itoa::Buffer::new().format(h.ts_ns / 1_000_000_000), 6);
     out.push(b'.');
@@ -333,49 +435,49 @@ pub fn text(out: &mut Vec<u8>, event: &Event<'_>, usdt: &[UsdtSite], threads: bo
 }
 
 #[inline]
-fn name_eq(out: &mut Vec<u8>, name: &str) {
+fn name_eq(out: &mut Bytes, name: &str) {
     out.push(b' ');
     out.extend_from_slice(name.as_bytes());
     out.push(b'=');
 }
 
-#[inline]
-pub fn dec(out: &mut Vec<u8>, v: u64) {
+#[inline(always)]
+pub fn dec(out: &mut Bytes, v: u64) {
     out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
 }
 
 /// `0x…` in lowercase, as `{:#x}` writes it.
 #[inline]
-pub fn hex(out: &mut Vec<u8>, v: u64) {
+pub fn hex(out: &mut Bytes, v: u64) {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let digits = (64 - v.leading_zeros() as usize).div_ceil(4).max(1);
-    out.extend_from_slice(b"0x");
-    let start = out.len();
-    out.resize(start + digits, 0);
+    let mut text = [b'0'; 18];
+    text[1] = b'x';
     let mut rest = v;
-    for slot in out[start..].iter_mut().rev() {
+    for slot in text[2..2 + digits].iter_mut().rev() {
         *slot = DIGITS[(rest & 0xf) as usize];
         rest >>= 4;
     }
+    out.extend_from_slice(&text[..2 + digits]);
 }
 
-fn pad_left(out: &mut Vec<u8>, s: &str, width: usize) {
+fn pad_left(out: &mut Bytes, s: &str, width: usize) {
     pad_left_with(out, s, width, b' ');
 }
 
-fn pad_left_with(out: &mut Vec<u8>, s: &str, width: usize, fill: u8) {
-    out.resize(out.len() + width.saturating_sub(s.len()), fill);
+fn pad_left_with(out: &mut Bytes, s: &str, width: usize, fill: u8) {
+    out.fill(width.saturating_sub(s.len()), fill);
     out.extend_from_slice(s.as_bytes());
 }
 
-fn pad_right(out: &mut Vec<u8>, s: &str, width: usize) {
+fn pad_right(out: &mut Bytes, s: &str, width: usize) {
     out.extend_from_slice(s.as_bytes());
-    out.resize(out.len() + width.saturating_sub(s.len()), b' ');
+    out.fill(width.saturating_sub(s.len()), b' ');
 }
 
 /// A JSON string: plain printable ASCII straight through, anything else
 /// escaped by serde_json.
-pub fn json_string(out: &mut Vec<u8>, s: &str) {
+pub fn json_string(out: &mut Bytes, s: &str) {
     if s.bytes()
         .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
     {
@@ -396,23 +498,39 @@ mod tests {
     use super::*;
 
     #[test]
+    fn times_read_the_same_however_they_repeat() {
+        let mut repeats = Repeats::default();
+        for ts in [
+            0,
+            999_999,
+            1_000_000,
+            1_000_001,
+            20_000_000_000_123,
+            20_000_000_000_456,
+            20_000_001_000_000,
+            u64::MAX,
+        ] {
+            let mut out = Bytes::default();
+            repeats.ts(&mut out, ts);
+            assert_eq!(out.as_slice(), ts.to_string().as_bytes());
+        }
+    }
+
+    #[test]
     fn hex_matches_std() {
         for v in [0, 1, 0xf, 0x10, 0x1234_5678, u64::MAX] {
-            let mut out = Vec::new();
+            let mut out = Bytes::default();
             hex(&mut out, v);
-            assert_eq!(String::from_utf8(out).unwrap(), format!("{v:#x}"));
+            assert_eq!(out.as_slice(), format!("{v:#x}").as_bytes());
         }
     }
 
     #[test]
     fn json_strings_escape_what_needs_it() {
         for s in ["plain", "a \"quote\"", "back\\slash", "tab\there", "é"] {
-            let mut out = Vec::new();
+            let mut out = Bytes::default();
             json_string(&mut out, s);
-            assert_eq!(
-                String::from_utf8(out).unwrap(),
-                serde_json::to_string(s).unwrap()
-            );
+            assert_eq!(out.as_slice(), serde_json::to_string(s).unwrap().as_bytes());
         }
     }
 }

@@ -8,6 +8,7 @@ pub mod drain;
 pub mod ebpf;
 pub mod fields;
 pub mod format;
+pub mod format_bytes;
 pub mod list;
 pub mod live;
 pub mod perfetto;

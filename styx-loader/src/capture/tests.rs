@@ -2,7 +2,7 @@
 //! at any byte reads up to its last whole record.
 
 use super::*;
-use crate::format::{jsonl, EventWriter, Totals};
+use crate::format::{jsonl, Bytes, EventWriter, Repeats, Totals};
 use crate::record::{Body, Event, Text};
 use crate::sites::UsdtSite;
 use styx_common::{EventKind, RecordHeader, UsdtSpec};
@@ -115,9 +115,9 @@ fn lines(events: &[Event<'_>], usdt: &[UsdtSite]) -> Vec<String> {
     events
         .iter()
         .map(|e| {
-            let mut out = Vec::new();
-            jsonl(&mut out, e, usdt);
-            String::from_utf8(out).unwrap()
+            let mut out = Bytes::default();
+            jsonl(&mut out, e, usdt, &mut Repeats::default());
+            String::from_utf8(out.as_slice().to_vec()).unwrap()
         })
         .collect()
 }
@@ -144,9 +144,9 @@ fn read(bytes: &[u8]) -> (Vec<String>, Ending) {
     let usdt = reader.header.usdt_sites();
     let mut out = Vec::new();
     while let Some(e) = reader.next().unwrap() {
-        let mut line = Vec::new();
-        jsonl(&mut line, &e, &usdt);
-        out.push(String::from_utf8(line).unwrap());
+        let mut line = Bytes::default();
+        jsonl(&mut line, &e, &usdt, &mut Repeats::default());
+        out.push(String::from_utf8(line.as_slice().to_vec()).unwrap());
     }
     (out, reader.ending)
 }

@@ -278,25 +278,7 @@ impl Repeats {
 /// Exactly six decimal digits, zero-padded.
 #[inline(always)]
 fn digits6(out: &mut Bytes, v: u64) {
-    const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
-        2021222324252627282930313233343536373839\
-        4041424344454647484950515253545556575859\
-        6061626364656667686970717273747576777879\
-        8081828384858687888990919293949596979899";
-    let (a, b, c) = (
-        (v / 10_000) as usize,
-        (v / 100 % 100) as usize,
-        (v % 100) as usize,
-    );
-    let text = [
-        PAIRS[2 * a],
-        PAIRS[2 * a + 1],
-        PAIRS[2 * b],
-        PAIRS[2 * b + 1],
-        PAIRS[2 * c],
-        PAIRS[2 * c + 1],
-    ];
-    out.extend_from_slice(&text);
+    out.dec_fixed(v, 6);
 }
 
 /// Appends one event as a JSON line.
@@ -443,7 +425,7 @@ fn name_eq(out: &mut Bytes, name: &str) {
 
 #[inline(always)]
 pub fn dec(out: &mut Bytes, v: u64) {
-    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+    out.dec(v);
 }
 
 /// `0x…` in lowercase, as `{:#x}` writes it.

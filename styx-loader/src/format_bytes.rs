@@ -92,6 +92,44 @@ impl Bytes {
         self.len += n;
     }
 
+    /// `v` in decimal, written in place (no intermediate buffer to copy
+    /// from, whose fresh small stores would stall a wide load).
+    #[inline(always)]
+    pub fn dec(&mut self, v: u64) {
+        let n = v.checked_ilog10().unwrap_or(0) as usize + 1;
+        self.room(20);
+        let dst = &mut self.buf[self.len..self.len + n];
+        let (mut v, mut i) = (v, n);
+        while v >= 100 {
+            let pair = (v % 100) as usize * 2;
+            v /= 100;
+            i -= 2;
+            dst[i] = PAIRS[pair];
+            dst[i + 1] = PAIRS[pair + 1];
+        }
+        if v >= 10 {
+            let pair = v as usize * 2;
+            dst[0] = PAIRS[pair];
+            dst[1] = PAIRS[pair + 1];
+        } else {
+            dst[0] = b'0' + v as u8;
+        }
+        self.len += n;
+    }
+
+    /// `v` as exactly `width` digits, zero-padded (`width` ≤ 20, `v` fits).
+    #[inline(always)]
+    pub fn dec_fixed(&mut self, v: u64, width: usize) {
+        self.room(width);
+        let dst = &mut self.buf[self.len..self.len + width];
+        let mut v = v;
+        for slot in dst.iter_mut().rev() {
+            *slot = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+        self.len += width;
+    }
+
     /// `n` copies of `byte`.
     pub fn fill(&mut self, n: usize, byte: u8) {
         self.room(n);
@@ -111,9 +149,43 @@ impl io::Write for Bytes {
     }
 }
 
+/// "00" to "99".
+const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+    2021222324252627282930313233343536373839\
+    4041424344454647484950515253545556575859\
+    6061626364656667686970717273747576777879\
+    8081828384858687888990919293949596979899";
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decimals_match_std() {
+        let mut bytes = Bytes::default();
+        let mut want = String::new();
+        for v in [
+            0,
+            1,
+            9,
+            10,
+            99,
+            100,
+            101,
+            12345,
+            999_999,
+            1_000_000,
+            u64::MAX / 3,
+            u64::MAX,
+        ] {
+            bytes.dec(v);
+            bytes.push(b' ');
+            bytes.dec_fixed(v % 1_000_000, 6);
+            bytes.push(b' ');
+            want.push_str(&format!("{v} {:06} ", v % 1_000_000));
+        }
+        assert_eq!(bytes.as_slice(), want.as_bytes());
+    }
 
     #[test]
     fn every_length_copies_exactly() {

@@ -82,7 +82,7 @@ fn aux_code(aux: u8) -> u8 {
     }
 }
 
-fn aux_from_code(code: u8) -> Option<u8> {
+const fn aux_from_code(code: u8) -> Option<u8> {
     match code {
         0 => Some(0),
         1..=4 => Some(1 << (code - 1)),

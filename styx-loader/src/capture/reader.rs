@@ -130,18 +130,30 @@ impl<R: Read> Reader<R> {
 
     /// The next event, or None at the end (then see [`Reader::ending`]).
     #[allow(clippy::should_implement_trait)] // lends from self: not an Iterator
-    #[inline]
+    #[inline(always)]
     pub fn next(&mut self) -> Result<Option<Event<'_>>, CaptureError> {
+        // The common case inline in the caller's loop; the rest apart.
+        if let Some((header, kind, args)) = self.fast_args() {
+            self.events += 1;
+            return Ok(Some(Event {
+                header,
+                kind,
+                body: Body::Args(args),
+            }));
+        }
+        self.next_slow()
+    }
+
+    #[inline(never)]
+    fn next_slow(&mut self) -> Result<Option<Event<'_>>, CaptureError> {
         loop {
-            // First the common case; the fast path never reads past an END
-            // record, which empties the buffer.
-            if let Some((header, kind)) = self.fast_args() {
+            // Records the fast path takes can follow a refill.
+            if let Some((header, kind, args)) = self.fast_args() {
                 self.events += 1;
-                let args = self.prev[kind as usize];
                 return Ok(Some(Event {
                     header,
                     kind,
-                    body: Body::Args([args[0], args[1], args[2], args[3]]),
+                    body: Body::Args(args),
                 }));
             }
             if !matches!(self.ending, Ending::Reading) {
@@ -183,27 +195,31 @@ impl<R: Read> Reader<R> {
 
     /// The common record, decoded with fewer branches: arguments only, same
     /// thread as the one before, `aux` in the tag, and a whole record
-    /// certainly buffered. Leaves the arguments in `prev`; None for anything
-    /// else, which [`Reader::record`] then decodes.
+    /// certainly buffered. None for anything else, which [`Reader::record`]
+    /// then decodes.
     #[inline(always)]
-    fn fast_args(&mut self) -> Option<(RecordHeader, EventKind)> {
+    fn fast_args(&mut self) -> Option<(RecordHeader, EventKind, [u64; 4])> {
         if self.end - self.pos < MAX_RECORD {
             return None;
         }
         let bytes = &self.buf[..self.end];
-        let tag = bytes[self.pos];
-        let (kind, nargs) = FAST[(tag & 0x0f) as usize]?;
-        let aux = aux_from_code(tag >> AUX_SHIFT)?;
-        if tag & TAG_THREAD_FOLLOWS != 0 {
-            return None;
-        }
+        let (kind, nargs, aux) = FAST[bytes[self.pos] as usize]?;
         let (pid, tid) = self.current?;
         let mut pos = self.pos + 1;
         let ts_ns = self.prev_ts.wrapping_add(unzigzag(get(bytes, &mut pos)?));
         let prev = &mut self.prev[kind as usize];
-        for slot in &mut prev[..nargs] {
-            *slot = slot.wrapping_add(unzigzag(get(bytes, &mut pos)?));
-        }
+        let mut arg = |i: usize| -> Option<u64> {
+            let value = prev[i].wrapping_add(unzigzag(get(bytes, &mut pos)?));
+            prev[i] = value;
+            Some(value)
+        };
+        // Unrolled, so the values go to the event from registers: copying
+        // them back out of `prev` right after storing them stalls.
+        let args = match nargs {
+            2 => [arg(0)?, arg(1)?, 0, 0],
+            3 => [arg(0)?, arg(1)?, arg(2)?, 0],
+            _ => [arg(0)?, arg(1)?, arg(2)?, arg(3)?],
+        };
         self.pos = pos;
         self.prev_ts = ts_ns;
         let header = RecordHeader {
@@ -214,7 +230,7 @@ impl<R: Read> Reader<R> {
             aux,
             _reserved: [0; 6],
         };
-        Some((header, kind))
+        Some((header, kind, args))
     }
 
     fn offset(&self) -> u64 {
@@ -380,19 +396,22 @@ impl<R: Read> Reader<R> {
     }
 }
 
-/// Kinds whose records are only arguments, and how many, by kind id.
-const FAST: [Option<(EventKind, usize)>; 16] = {
-    let mut table = [None; 16];
-    let mut id = 1;
-    while id < 16 {
-        if let Some(kind) = EventKind::from_id(id as u8) {
-            table[id] = match kind.shape() {
-                Shape::Args(n) => Some((kind, n)),
-                Shape::MemAccess => Some((kind, 3)),
+/// By tag: the kind, argument count and `aux` of records that are only
+/// arguments, of the current thread, with `aux` in the tag.
+const FAST: [Option<(EventKind, usize, u8)>; 256] = {
+    let mut table = [None; 256];
+    let mut tag = 0;
+    while tag < 256 {
+        let kind = EventKind::from_id(tag as u8 & 0x0f);
+        let aux = aux_from_code(tag as u8 >> AUX_SHIFT);
+        if let (Some(kind), Some(aux), 0) = (kind, aux, tag as u8 & TAG_THREAD_FOLLOWS) {
+            table[tag] = match kind.shape() {
+                Shape::Args(n) if n >= 2 && n <= 4 => Some((kind, n, aux)),
+                Shape::MemAccess => Some((kind, 3, aux)),
                 _ => None,
             };
         }
-        id += 1;
+        tag += 1;
     }
     table
 };

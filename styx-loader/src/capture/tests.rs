@@ -239,3 +239,105 @@ fn a_typical_mem_read_takes_few_bytes() {
     let per_event = (bytes.len() - body_start) as f64 / 1000.0;
     assert!(per_event <= 10.0, "{per_event} bytes per mem_read");
 }
+
+/// Many events, so that reads cross buffer refills and the fast path runs.
+fn many_events() -> Vec<Event<'static>> {
+    let base = events();
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut out = Vec::new();
+    for i in 0..130_000u64 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let mut e = clone_event(&base[(rng % base.len() as u64) as usize]);
+        e.header.ts_ns = 1_000_000 + i * 250 + rng % 100;
+        e.header.tid = 7 + (rng >> 20) as u32 % 3;
+        if let Body::Args(a) = &mut e.body {
+            a[0] = rng >> 40;
+            a[1] = a[1].wrapping_add(i);
+        }
+        out.push(e);
+    }
+    out
+}
+
+fn clone_event(e: &Event<'static>) -> Event<'static> {
+    let body = match &e.body {
+        Body::Args(a) => Body::Args(*a),
+        Body::Span { id, category, name } => Body::Span {
+            id: *id,
+            category: Text {
+                bytes: category.bytes,
+                truncated: category.truncated,
+            },
+            name: Text {
+                bytes: name.bytes,
+                truncated: name.truncated,
+            },
+        },
+        Body::Marker(t) => Body::Marker(Text {
+            bytes: t.bytes,
+            truncated: t.truncated,
+        }),
+        Body::Usdt { spec_id, args } => Body::Usdt {
+            spec_id: *spec_id,
+            args,
+        },
+    };
+    Event {
+        header: e.header,
+        kind: e.kind,
+        body,
+    }
+}
+
+/// Hands out a few bytes per read, as a pipe may.
+struct Trickle<'a>(&'a [u8], usize);
+
+impl std::io::Read for Trickle<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.1.min(buf.len()).min(self.0.len());
+        buf[..n].copy_from_slice(&self.0[..n]);
+        self.0 = &self.0[n..];
+        Ok(n)
+    }
+}
+
+#[test]
+fn long_captures_read_back_across_refills_however_the_bytes_arrive() {
+    let events = many_events();
+    let want = lines(&events, &header().usdt_sites());
+    let bytes = write(&events);
+    assert!(
+        bytes.len() > 1 << 20,
+        "more than one read buffer: {}",
+        bytes.len()
+    );
+    let (got, ending) = read(&bytes);
+    assert!(got == want, "whole file");
+    assert!(matches!(ending, Ending::Complete { .. }));
+    for chunk in [7, 4096] {
+        let mut reader = Reader::open(Trickle(&bytes, chunk)).unwrap();
+        let usdt = reader.header.usdt_sites();
+        let mut n = 0;
+        while let Some(e) = reader.next().unwrap() {
+            let mut line = Bytes::default();
+            jsonl(&mut line, &e, &usdt, &mut Repeats::default());
+            assert_eq!(
+                line.as_slice(),
+                want[n].as_bytes(),
+                "event {n}, {chunk}-byte reads"
+            );
+            n += 1;
+        }
+        assert_eq!(n, want.len());
+    }
+    // Cut in the middle of a later buffer: a prefix, and the bytes dropped.
+    let cut = bytes.len() * 3 / 4 + 3;
+    let (got, ending) = read(&bytes[..cut]);
+    assert_eq!(got[..], want[..got.len()]);
+    let Ending::CutShort { offset, partial } = ending else {
+        panic!("{ending:?}")
+    };
+    assert_eq!(offset as usize + partial, cut);
+}

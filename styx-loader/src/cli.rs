@@ -13,15 +13,20 @@ Examples:
   sudo styx-loader --pid 1234 -e branch,interrupt --duration 5 --output trace.jsonl -o jsonl
   sudo styx-loader --pid 1234 --probes 'myprov:*'     also another provider's USDT probes
   sudo styx-loader -o jsonl --output t.jsonl -- ./my-emulator rom.bin   run and trace from the start
+  sudo styx-loader --pid 1234 -o raw --output run.styx   a capture: read it later with `styx-loader read`
+  sudo styx-loader --pid 1234 --capture run.styx      text now, and a capture of the same events
+  sudo styx-loader --pid 1234 -o perfetto --output run.pftrace.gz   for ui.perfetto.dev
   styx-loader list ./my-emulator                    what probes a binary has
 
 Events (-e): insn_fetch insn_exec block mem_read mem_write reg_read reg_write
              branch interrupt control span_begin span_end marker
 Unselected probes stay detached and cost the emulator nothing.
 
-A summary (events per type, drops) goes to stderr at the end. Events the
-kernel could not queue because the ring buffer was full are counted as drops,
-never lost silently: raise --ring-size if you see any.";
+On a terminal, a live line on stderr shows events/s, total, drops and the
+busiest types (--quiet: none). A summary (events per type, drops) goes to
+stderr at the end. Events the kernel could not queue because the ring
+buffer was full are counted as drops, never lost silently: raise
+--ring-size if you see any.";
 
 /// Trace a CPU emulator's styx USDT probes with eBPF.
 ///

@@ -1,7 +1,7 @@
 //! Command-line options.
 
 use crate::ebpf::AttachMode;
-use crate::format::Format;
+use crate::format::{Detail, Format};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -15,15 +15,20 @@ Examples:
   sudo styx-loader --pid 1234 --probes 'myprov:*'     also another provider's USDT probes
   sudo styx-loader -o jsonl --output t.jsonl -- ./my-emulator rom.bin   run and trace from the start
   sudo styx-loader --binary ./my-emulator -e marker   every process running it, also later ones
+  sudo styx-loader --pid 1234 -o raw --output run.styx   a capture: read it later with `styx-loader read`
+  sudo styx-loader --pid 1234 --capture run.styx      text now, and a capture of the same events
+  sudo styx-loader --pid 1234 -o perfetto --output run.pftrace.gz   for ui.perfetto.dev
   styx-loader list ./my-emulator                    what probes a binary has
 
 Events (-e): insn_fetch insn_exec block mem_read mem_write reg_read reg_write
              branch interrupt control span_begin span_end marker
 Unselected probes stay detached and cost the emulator nothing.
 
-A summary (events per type, drops) goes to stderr at the end. Events the
-kernel could not queue because the ring buffer was full are counted as drops,
-never lost silently: raise --ring-size if you see any.";
+On a terminal, a live line on stderr shows events/s, total, drops and the
+busiest types (--quiet: none). A summary (events per type, drops) goes to
+stderr at the end. Events the kernel could not queue because the ring
+buffer was full are counted as drops, never lost silently: raise
+--ring-size if you see any.";
 
 /// Trace a CPU emulator's styx USDT probes with eBPF.
 ///
@@ -53,6 +58,37 @@ pub enum Command {
     /// mapped libraries: providers, probes, sites, argument specs, semaphores.
     #[command(after_help = LIST_EXAMPLES)]
     List(ListArgs),
+    /// Convert a raw capture (`-o raw --output FILE`) to JSON lines, text,
+    /// Chrome trace JSON or Perfetto. A capture that was cut short is read
+    /// up to its last whole record, with a warning saying what was lost.
+    #[command(after_help = READ_EXAMPLES)]
+    Read(ReadArgs),
+}
+
+const READ_EXAMPLES: &str = "\
+Examples:
+  sudo styx-loader --pid 1234 -o raw --output run.styx      capture now
+  styx-loader read run.styx | less                           read later, as text
+  styx-loader read run.styx -o jsonl | jq 'select(.event == \"branch\")'
+  styx-loader read run.styx -o perfetto --output run.pftrace   open in ui.perfetto.dev";
+
+#[derive(Debug, Args)]
+pub struct ReadArgs {
+    /// The capture to read (`-` for stdin).
+    pub file: PathBuf,
+
+    /// Output format.
+    #[arg(short = 'o', long = "format", value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+
+    /// Write to this file instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// How much a text line says: brief (no pid/tid), normal, or full
+    /// (also the wall-clock time).
+    #[arg(long, value_enum, default_value_t = Detail::Normal)]
+    pub detail: Detail,
 }
 
 const LIST_EXAMPLES: &str = "\
@@ -113,6 +149,17 @@ pub struct TraceArgs {
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
 
+    /// Also keep a raw capture of the same events in FILE, whatever -o
+    /// shows: watch text now, convert the capture later with
+    /// `styx-loader read FILE`.
+    #[arg(long, value_name = "FILE")]
+    pub capture: Option<PathBuf>,
+
+    /// How much a text line says: brief (no pid/tid), normal, or full
+    /// (also the wall-clock time).
+    #[arg(long, value_enum, default_value_t = Detail::Normal)]
+    pub detail: Detail,
+
     /// Stop after this many seconds (fractions allowed).
     #[arg(short, long, value_name = "SECS", value_parser = parse_seconds)]
     pub duration: Option<Duration>,
@@ -130,6 +177,11 @@ pub struct TraceArgs {
     /// Forward the eBPF programs' own log messages (aya-log) to stderr.
     #[arg(long)]
     pub ebpf_log: bool,
+
+    /// No live line on stderr (events/s, total, drops, busiest types; shown
+    /// only when stderr is a terminal). The end-of-run summary stays.
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 impl TraceArgs {

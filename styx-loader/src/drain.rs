@@ -1,10 +1,9 @@
 //! Moves records from the ring buffer to the output, counting as it goes.
 
-use crate::format::{write_event, Format};
-use crate::record::{decode, DecodeError};
-use crate::sites::UsdtSite;
+use crate::format::{EventWriter, Totals};
+use crate::record::{decode, DecodeError, Event};
 use aya::maps::{MapData, RingBuf};
-use std::io::{self, Write};
+use std::io;
 use styx_common::EVENT_KIND_SLOTS;
 
 /// Records taken per drain at most, so a producer faster than the output
@@ -34,10 +33,7 @@ pub enum Drained {
 
 /// Where events go, and what became of them.
 pub struct Sink {
-    out: Box<dyn Write>,
-    format: Format,
-    /// Names and signedness for other providers' events, by spec id.
-    usdt: Vec<UsdtSite>,
+    out: Box<dyn EventWriter>,
     /// Events written (or handed to the output before it failed).
     pub written: Counts,
     /// Events taken from the ring after the output closed or failed: counted
@@ -50,11 +46,9 @@ pub struct Sink {
 }
 
 impl Sink {
-    pub fn new(out: Box<dyn Write>, format: Format, usdt: Vec<UsdtSite>) -> Sink {
+    pub fn new(out: Box<dyn EventWriter>) -> Sink {
         Sink {
             out,
-            format,
-            usdt,
             written: Counts::default(),
             unwritten: Counts::default(),
             error: None,
@@ -69,29 +63,50 @@ impl Sink {
     /// Takes what is in the ring, up to a budget.
     pub fn drain(&mut self, ring: &mut RingBuf<MapData>) -> Drained {
         if !self.open {
-            return drain(
-                ring,
-                &mut io::sink(),
-                self.format,
-                &self.usdt,
-                &mut self.unwritten,
-            )
-            .expect("io::sink never fails");
+            return drain(ring, &mut Discard, &mut self.unwritten).expect("discarding never fails");
         }
-        match drain(
-            ring,
-            &mut self.out,
-            self.format,
-            &self.usdt,
-            &mut self.written,
-        ) {
+        match drain(ring, &mut *self.out, &mut self.written) {
             Ok(drained) => drained,
             Err(e) => {
-                self.open = false;
-                self.error = (e.kind() != io::ErrorKind::BrokenPipe).then_some(e);
+                self.failed(e);
                 Drained::Budget
             }
         }
+    }
+
+    /// Ends the output with the run's totals (a capture's END record, a
+    /// closing bracket), unless it already stopped taking events.
+    pub fn finish(&mut self, drops: &[u64]) {
+        if !self.open {
+            return;
+        }
+        let totals = Totals {
+            events: &self.written.events,
+            drops,
+        };
+        if let Err(e) = self.out.finish(&totals) {
+            self.failed(e);
+        }
+    }
+
+    fn failed(&mut self, e: io::Error) {
+        self.open = false;
+        self.error = (e.kind() != io::ErrorKind::BrokenPipe).then_some(e);
+    }
+}
+
+/// Takes events and keeps none: for what arrives after the output closed.
+struct Discard;
+
+impl EventWriter for Discard {
+    fn event(&mut self, _: &Event<'_>) -> io::Result<()> {
+        Ok(())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+    fn finish(&mut self, _: &Totals<'_>) -> io::Result<()> {
+        Ok(())
     }
 }
 
@@ -99,9 +114,7 @@ impl Sink {
 /// the first write error.
 fn drain(
     ring: &mut RingBuf<MapData>,
-    out: &mut impl Write,
-    format: Format,
-    usdt: &[UsdtSite],
+    out: &mut dyn EventWriter,
     counts: &mut Counts,
 ) -> io::Result<Drained> {
     let mut taken = 0;
@@ -111,7 +124,7 @@ fn drain(
         match decode(&item) {
             Ok(event) => {
                 counts.events[event.kind as usize] += 1;
-                write_event(out, format, &event, usdt)?;
+                out.event(&event)?;
             }
             Err(error) => {
                 counts.undecodable += 1;

@@ -142,6 +142,33 @@ pub fn for_each_field<'a, E>(
     }
 }
 
+/// The names of an event kind's fields when every one is a plain number:
+/// the record's arguments in order, then for memory accesses the size
+/// (`aux`). Formats may write these straight from the record; None for
+/// kinds with decoded fields (branch, interrupt), strings, or USDT.
+pub fn plain_fields(kind: EventKind) -> Option<&'static [&'static str]> {
+    match kind {
+        EventKind::MemRead | EventKind::MemWrite => Some(&["pc", "addr", "val", "size"]),
+        EventKind::RegRead => Some(&["pc", "reg", "val"]),
+        EventKind::RegWrite => Some(&["pc", "reg", "val", "old"]),
+        EventKind::InsnFetch | EventKind::InsnExec => Some(&["pc", "insn"]),
+        EventKind::Block => Some(&["pc", "size"]),
+        EventKind::Control => Some(&["code", "a", "b"]),
+        _ => None,
+    }
+}
+
+/// A plain-field event's values, in [`plain_fields`] order.
+#[inline(always)]
+pub fn plain_values(event: &Event<'_>, args: &[u64; 4]) -> [u64; 4] {
+    match event.kind {
+        EventKind::MemRead | EventKind::MemWrite => {
+            [args[0], args[1], args[2], event.header.aux.into()]
+        }
+        _ => *args,
+    }
+}
+
 /// A kind value no styx probe writes: said plainly, with the raw value.
 fn unknown_kind<'a, E>(
     each: &mut impl FnMut(Field<'a>) -> Result<(), E>,
@@ -157,4 +184,41 @@ fn truncated<'a, E>(each: &mut impl FnMut(Field<'a>) -> Result<(), E>, cut: bool
         each(Field::Flag("truncated", true))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use styx_common::RecordHeader;
+
+    /// The shortcut says what the full walk says, for every kind it covers.
+    #[test]
+    fn plain_fields_match_the_full_walk() {
+        for &kind in EventKind::ALL {
+            let Some(names) = plain_fields(kind) else {
+                continue;
+            };
+            let args = [11, 22, 33, 44];
+            let event = Event {
+                header: RecordHeader {
+                    kind: kind as u8,
+                    aux: 4,
+                    ..RecordHeader::default()
+                },
+                kind,
+                body: Body::Args(args),
+            };
+            let mut walked = Vec::new();
+            let _ = for_each_field(&event, &[], |field| {
+                match field {
+                    Field::Hex(name, v) | Field::Dec(name, v) => walked.push((name, v)),
+                    _ => panic!("{kind:?} has a field that is not a plain number"),
+                }
+                Ok::<(), ()>(())
+            });
+            let values = plain_values(&event, &args);
+            let shortcut: Vec<(&str, u64)> = names.iter().copied().zip(values).collect();
+            assert_eq!(walked, shortcut, "{kind:?}");
+        }
+    }
 }

@@ -3,12 +3,13 @@
 use clap::Parser;
 use std::process::ExitCode;
 use styx_loader::cli::{Cli, Command, TraceArgs};
-use styx_loader::{list, spawn, trace};
+use styx_loader::{list, read, spawn, trace};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Some(Command::List(args)) => list::run(args).map(|()| 0),
+        Some(Command::Read(args)) => read::run(args).map(|()| 0),
         None => run_trace(cli.trace),
     };
     match result {

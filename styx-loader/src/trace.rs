@@ -1,9 +1,12 @@
 //! A tracing session: attach, stream events until told to stop, detach,
 //! report.
 
+use crate::capture::Header;
 use crate::cli::TraceArgs as Cli;
 use crate::drain::{Drained, Sink};
 use crate::ebpf::{self, LoadOptions};
+use crate::format::{self, EventWriter, Format};
+use crate::live::LiveLine;
 use crate::report::{self, Stop, Summary};
 use crate::sites::{self, Selection, Selector};
 use crate::spawn::{self, Held};
@@ -11,7 +14,8 @@ use crate::symbols::Symbols;
 use crate::target::Target;
 use anyhow::{bail, Context, Result};
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, IsTerminal, Write};
+use std::path::Path;
 use std::time::{Duration, Instant};
 use tokio::io::unix::AsyncFd;
 use tokio::signal::unix::{signal, SignalKind};
@@ -34,7 +38,6 @@ pub async fn run(cli: Cli, held: Option<Held>) -> Result<i32> {
         (None, None) => Target::from_pid(cli.pid.expect("clap requires a target"))?,
     };
     let selection = find_sites(&cli, &target)?;
-    let out = open_output(&cli)?;
     let mut programs: Vec<&'static str> = selection
         .sites
         .iter()
@@ -42,6 +45,12 @@ pub async fn run(cli: Cli, held: Option<Held>) -> Result<i32> {
         .collect();
     programs.sort_unstable();
     programs.dedup();
+    let header = Header::now(
+        target.pid.unwrap_or(0),
+        &target.files[0].name,
+        &selection.usdt,
+    );
+    let out = open_outputs(&cli, &header)?;
     let mut loaded = ebpf::load(&LoadOptions {
         pid: target.pid.unwrap_or(0),
         programs: &programs,
@@ -51,7 +60,7 @@ pub async fn run(cli: Cli, held: Option<Held>) -> Result<i32> {
         usdt: &selection.usdt,
     })?;
     let sites = selection.sites;
-    let mut sink = Sink::new(out, cli.format, selection.usdt);
+    let mut sink = Sink::new(out);
     let mut logger = if cli.ebpf_log {
         Some(aya_log::EbpfLogger::init(&mut loaded.ebpf).context("starting the eBPF logger")?)
     } else {
@@ -79,6 +88,9 @@ pub async fn run(cli: Cli, held: Option<Held>) -> Result<i32> {
         held.release()?;
     }
 
+    // Not when events go to the same terminal: the line would break theirs.
+    let events_on_terminal = cli.output.is_none() && io::stdout().is_terminal();
+    let mut live = LiveLine::new(!cli.quiet && io::stderr().is_terminal() && !events_on_terminal);
     let started = Instant::now();
     let deadline = cli.duration.map(|d| tokio::time::Instant::now() + d);
     let mut tick = interval(DRAIN_EVERY);
@@ -95,6 +107,9 @@ pub async fn run(cli: Cli, held: Option<Held>) -> Result<i32> {
                 if let Some(logger) = logger.as_mut() {
                     logger.flush();
                 }
+                if live.due() {
+                    live.draw(&sink.written.events, &ebpf::read_drops(&loaded.drops)?);
+                }
                 if !sink.is_open() {
                     break if sink.error.is_some() { Stop::OutputFailed } else { Stop::OutputClosed };
                 }
@@ -110,6 +125,7 @@ pub async fn run(cli: Cli, held: Option<Held>) -> Result<i32> {
         }
     };
     let elapsed = started.elapsed();
+    live.clear();
 
     // The kernel takes ~0.1 s per site to detach per-site links, one site at
     // a time (each waits for an RCU grace period under a global lock), and
@@ -139,6 +155,7 @@ pub async fn run(cli: Cli, held: Option<Held>) -> Result<i32> {
     }
 
     let drops = ebpf::read_drops(&loaded.drops)?;
+    sink.finish(&drops);
     report::print(&Summary {
         target: &target.name,
         stop,
@@ -148,12 +165,9 @@ pub async fn run(cli: Cli, held: Option<Held>) -> Result<i32> {
         ring_size: cli.ring_size,
     });
     if let Some(e) = &sink.error {
-        let to = cli
-            .output
-            .as_ref()
-            .map_or("stdout".to_string(), |p| p.display().to_string());
+        // The error names the output that failed (see open_outputs).
         bail!(
-            "writing events to {to}: {e} (after {} events; {} more were not written)",
+            "writing events to {e} (after {} events; {} more were not written)",
             sink.written.total(),
             sink.unwritten.total()
         );
@@ -201,14 +215,47 @@ fn find_sites(cli: &Cli, target: &Target) -> Result<Selection> {
     Ok(selection)
 }
 
-fn open_output(cli: &Cli) -> Result<Box<dyn Write>> {
+/// The writer for `-o` on `--output` (or stdout), plus a raw capture on
+/// `--capture` if asked; errors name the file that failed.
+fn open_outputs(cli: &Cli, header: &Header) -> Result<Box<dyn EventWriter>> {
+    if cli.format == Format::Raw && cli.output.is_none() && io::stdout().is_terminal() {
+        bail!("-o raw writes a binary capture: give --output FILE, or pipe it");
+    }
+    let main = open_one(cli, cli.format, cli.output.as_deref(), header)?;
+    Ok(match &cli.capture {
+        None => main,
+        Some(path) => Box::new(format::Tee(vec![
+            main,
+            open_one(cli, Format::Raw, Some(path), header)?,
+        ])),
+    })
+}
+
+fn open_one(
+    cli: &Cli,
+    format: Format,
+    path: Option<&Path>,
+    header: &Header,
+) -> Result<Box<dyn EventWriter>> {
     const BUFFER: usize = 256 << 10;
-    Ok(match &cli.output {
+    let (out, name): (Box<dyn Write>, String) = match path {
         Some(path) => {
             let file =
                 File::create(path).with_context(|| format!("cannot write {}", path.display()))?;
-            Box::new(BufWriter::with_capacity(BUFFER, file))
+            let out = Box::new(BufWriter::with_capacity(BUFFER, file));
+            (out, path.display().to_string())
         }
-        None => Box::new(BufWriter::with_capacity(BUFFER, io::stdout())),
-    })
+        None => (
+            Box::new(BufWriter::with_capacity(BUFFER, io::stdout())),
+            "stdout".to_string(),
+        ),
+    };
+    let labeled = format::Labeled::new(out, name.clone());
+    format::open(
+        format,
+        Box::new(labeled),
+        header,
+        &format::Options::new(path, cli.detail),
+    )
+    .with_context(|| format!("writing the start of {name}"))
 }

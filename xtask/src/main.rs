@@ -32,6 +32,9 @@ enum Command {
     Demo,
     /// Measure what probes cost: compiled out, detached, attached (needs root).
     ProbeCost,
+    /// Measure how fast captures convert to each format (10 M events, one
+    /// core), and capture bytes per event.
+    BenchConsumers,
     /// Set up, check the committed eBPF object, and run every test.
     Test {
         /// Extra arguments for `cargo test`.
@@ -60,6 +63,12 @@ fn run(cli: Cli) -> Result<()> {
         Command::Setup => setup::run(&root),
         Command::Demo => demo::run(&root),
         Command::ProbeCost => probe_cost::run(&root),
+        Command::BenchConsumers => run_checked(
+            std::process::Command::new("cargo")
+                .args(["run", "--release", "--quiet", "-p", "styx-loader"])
+                .args(["--example", "bench-consumers"])
+                .current_dir(&root),
+        ),
         Command::Test { args } => test::run(&root, &args),
     }
 }

@@ -7,6 +7,8 @@ use std::os::fd::{FromRawFd, OwnedFd};
 
 pub const BPF_PROG_LOAD: libc::c_long = 5;
 pub const BPF_LINK_CREATE: libc::c_long = 28;
+/// The attach type of `uprobe_multi` links, and of the programs they take.
+pub const BPF_TRACE_UPROBE_MULTI: u32 = 48;
 
 /// Issues `cmd` with `attr` and returns the new file descriptor it creates.
 /// `what` names the call in the error.

@@ -10,8 +10,8 @@
 //! Times are µs of kernel `CLOCK_MONOTONIC`, to the ns.
 
 use crate::capture::Header;
-use crate::fields::{for_each_field, Arg, Field};
-use crate::format::{dec, hex, json_string, lossy, Bytes, EventWriter, Totals};
+use crate::fields::{for_each_field, Field};
+use crate::format::{dec, hex, json_args, json_string, lossy, Bytes, EventWriter, Totals};
 use crate::rates::{Rates, Window};
 use crate::record::{Body, Event};
 use crate::sites::UsdtSite;
@@ -145,19 +145,8 @@ impl ChromeWriter {
                     json_string(b, &lossy(text));
                 }
                 Field::Args(args) => {
-                    b.extend_from_slice(b"\"args\":[");
-                    for (i, arg) in args.enumerate() {
-                        if i > 0 {
-                            b.push(b',');
-                        }
-                        match arg {
-                            Arg::Signed(v) => {
-                                b.extend_from_slice(itoa::Buffer::new().format(v).as_bytes())
-                            }
-                            Arg::Unsigned(v) => dec(b, v),
-                        }
-                    }
-                    b.push(b']');
+                    b.extend_from_slice(b"\"args\":");
+                    json_args(b, args);
                 }
             }
             Ok::<(), ()>(())

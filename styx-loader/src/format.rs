@@ -312,19 +312,7 @@ pub fn jsonl(out: &mut Bytes, event: &Event<'_>, usdt: &[UsdtSite], repeats: &mu
             }
             Field::Args(args) => {
                 key(out, "args");
-                out.push(b'[');
-                for (i, arg) in args.enumerate() {
-                    if i > 0 {
-                        out.push(b',');
-                    }
-                    match arg {
-                        Arg::Signed(v) => {
-                            out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes())
-                        }
-                        Arg::Unsigned(v) => dec(out, v),
-                    }
-                }
-                out.push(b']');
+                json_args(out, args);
             }
             Field::Name(name, v) => {
                 key(out, name);
@@ -459,6 +447,21 @@ fn pad_right(out: &mut Bytes, s: &str, width: usize) {
 
 /// A JSON string: plain printable ASCII straight through, anything else
 /// escaped by serde_json.
+/// Another provider's arguments as a JSON array, signed ones negative.
+pub fn json_args(out: &mut Bytes, args: impl Iterator<Item = Arg>) {
+    out.push(b'[');
+    for (i, arg) in args.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        match arg {
+            Arg::Signed(v) => out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes()),
+            Arg::Unsigned(v) => dec(out, v),
+        }
+    }
+    out.push(b']');
+}
+
 pub fn json_string(out: &mut Bytes, s: &str) {
     if s.bytes()
         .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')

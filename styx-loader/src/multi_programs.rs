@@ -8,7 +8,7 @@
 //! of program share one ring buffer, one drop counter and the same globals),
 //! and each program loaded with `BPF_PROG_LOAD`.
 
-use crate::bpf_syscall::{bpf_new_fd, BPF_PROG_LOAD};
+use crate::bpf_syscall::{bpf_new_fd, BPF_PROG_LOAD, BPF_TRACE_UPROBE_MULTI};
 use anyhow::{anyhow, bail, Context, Result};
 use aya::maps::Map;
 use aya::Ebpf;
@@ -19,7 +19,6 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 
 const BPF_PROG_TYPE_KPROBE: u32 = 2;
-const BPF_TRACE_UPROBE_MULTI: u32 = 48;
 /// Enough for the verifier's account of a program of styx's size.
 const VERIFIER_LOG_BYTES: usize = 4 << 20;
 

@@ -7,14 +7,12 @@
 //! minutes to let go. A multi link attaches in one syscall and detaches all
 //! its sites after a single grace period.
 
-use crate::bpf_syscall::{bpf_new_fd, BPF_LINK_CREATE};
+use crate::bpf_syscall::{bpf_new_fd, BPF_LINK_CREATE, BPF_TRACE_UPROBE_MULTI};
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-
-const BPF_TRACE_UPROBE_MULTI: u32 = 48;
 
 /// One site of a multi link: file offsets of the probe and its semaphore
 /// (0: none), and the attach cookie the program reads.

@@ -5,26 +5,28 @@
 mod support;
 
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use support::*;
 
 const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/c/usdt_forms.c");
 
+/// The C program built at `opt`, once per test run: tests run in parallel,
+/// and rewriting a binary another test is executing fails with ETXTBSY.
 fn build(opt: &str) -> PathBuf {
-    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("usdt_forms{opt}"));
-    let status = Command::new("cc")
-        .args([opt, "-o"])
-        .arg(&out)
-        .arg(SOURCE)
-        .status()
-        .expect("running cc");
-    assert!(
-        status.success(),
-        "cc {opt} failed (is systemtap-sdt-dev installed?)"
-    );
-    out
+    static BUILT: Mutex<BTreeMap<String, PathBuf>> = Mutex::new(BTreeMap::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    built
+        .entry(opt.to_string())
+        .or_insert_with(|| {
+            let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("usdt_forms{opt}"));
+            cc(&[opt, "-o", out.to_str().unwrap(), SOURCE]);
+            out
+        })
+        .clone()
 }
 
 /// Traces one run of `binary` and returns what it said it fired, what was

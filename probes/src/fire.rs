@@ -36,6 +36,7 @@ macro_rules! fire_fn {
         pub fn $name<$($g: $bound,)* F: FnOnce() -> ($($g,)*)>(f: F) {
             #[cfg(not(feature = "disabled"))]
             styx::$probe!(|| {
+                crate::enabled::page_align_semaphores();
                 let ($($v,)*) = f();
                 ($($conv,)*)
             });
@@ -68,6 +69,7 @@ fire_fn!(control / probe_control <C: Into<u64>, A: Into<u64>, B: Into<u64>>(code
 pub fn span_begin<'a, F: FnOnce() -> (&'a str, &'a str, u64)>(f: F) {
     #[cfg(not(feature = "disabled"))]
     styx::probe_span_begin!(|| {
+        crate::enabled::page_align_semaphores();
         let (category, name, id) = f();
         span_args(category, name, id)
     });
@@ -79,6 +81,7 @@ pub fn span_begin<'a, F: FnOnce() -> (&'a str, &'a str, u64)>(f: F) {
 pub fn span_end<'a, F: FnOnce() -> (&'a str, &'a str, u64)>(f: F) {
     #[cfg(not(feature = "disabled"))]
     styx::probe_span_end!(|| {
+        crate::enabled::page_align_semaphores();
         let (category, name, id) = f();
         span_args(category, name, id)
     });
@@ -106,6 +109,7 @@ pub fn marker<S: AsRef<str>, F: FnOnce() -> S>(f: F) {
     {
         let mut keep: Option<S> = None;
         styx::probe_marker!(|| {
+            crate::enabled::page_align_semaphores();
             let kept = keep.insert(f());
             let text = kept.as_ref();
             (text.as_ptr() as u64, text.len() as u64)

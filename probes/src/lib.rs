@@ -19,13 +19,19 @@
 //!
 //! Every call site becomes its own probe site (an ELF note in your binary); all
 //! sites of one event type share one semaphore.
+//!
+//! Work that no closure can hold, such as an interpreter loop that computes
+//! what its probes report, can be gated once per block of guest instructions
+//! with [`any_enabled`] or [`enabled`].
 
 // Reached only through the macros; not part of the API.
+mod enabled;
 #[doc(hidden)]
 pub mod fire;
 mod macros;
 mod span;
 
+pub use enabled::{any_enabled, enabled};
 pub use span::{next_span_id, Span};
 pub use styx_common::{Branch, BranchKind, EventKind, InterruptKind};
 

@@ -29,9 +29,16 @@
 //! conditional branch not taken does not end a block. Empty blocks (an IRQ
 //! taken right at a branch target) are not reported, and a run's last block
 //! is reported when it halts.
+//!
+//! **Gating**: the CPU checks for tracers once per frame
+//! ([`Cpu::run_frame`]) and runs the frame on one of two `mos6502` CPUs
+//! sharing one machine state: the probed one while a tracer is attached, a
+//! plain one (the same code as with probes compiled out) otherwise. A trace
+//! that begins mid-run starts its first block at the first traced
+//! instruction, with no interrupt known to be in service.
 
-use crate::bus::DemoBus;
-use crate::events::fire;
+use crate::bus::{DemoBus, Probed};
+use crate::events::{fire, tracing};
 use crate::opcodes::{Flow, OpInfo, OpTable};
 use crate::registers::Snapshot;
 use mos6502::cpu::CPU;
@@ -62,9 +69,150 @@ impl std::fmt::Display for Jammed {
 
 impl std::error::Error for Jammed {}
 
-/// A 6502 on [`DemoBus`] that fires styx probes as it steps.
+/// A `mos6502` CPU on the bus, probed or not.
+type Core<const TRACED: bool> = CPU<Probed<TRACED>, Nmos6502>;
+
+/// A 6502 on [`DemoBus`] that fires styx probes as it steps while a tracer
+/// is attached.
 pub struct Cpu {
-    cpu: CPU<DemoBus, Nmos6502>,
+    /// Runs while no tracer is attached.
+    plain: Core<false>,
+    /// Runs while one is. The machine state (registers, bus) lives in
+    /// whichever runs; the other holds an unused bus.
+    probed: Core<true>,
+    traced: bool,
+    stepper: Stepper,
+}
+
+/// How a frame ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Frame {
+    /// It ran all its instructions.
+    Full,
+    /// The program wrote the halt port.
+    Halted,
+}
+
+impl Cpu {
+    /// A CPU with zeroed RAM and registers; [`reset`](Self::reset) starts it.
+    pub fn new() -> Cpu {
+        Cpu {
+            plain: CPU::new(Probed(DemoBus::new()), Nmos6502),
+            probed: CPU::new(Probed(DemoBus::new()), Nmos6502),
+            traced: false,
+            stepper: Stepper {
+                ops: OpTable::nmos(),
+                block_start: 0,
+                isr: IsrStack::default(),
+                instructions: 0,
+                irqs: 0,
+            },
+        }
+    }
+
+    /// Power-on registers, then the 6502 reset sequence (the vector reads
+    /// report pc `$FFFC`). Returns the pc it starts at.
+    pub fn reset(&mut self) -> u16 {
+        self.set_traced(tracing());
+        if self.traced {
+            reset(&mut self.probed);
+        } else {
+            reset(&mut self.plain);
+        }
+        self.stepper.isr = IsrStack::default();
+        self.stepper.block_start = self.pc();
+        self.stepper.block_start
+    }
+
+    /// Runs up to `len` instructions, stopping early at a halt, probed if a
+    /// tracer is attached now.
+    pub fn run_frame(&mut self, len: u64) -> Result<Frame, Jammed> {
+        self.set_traced(tracing());
+        if self.traced {
+            self.stepper.frame(&mut self.probed, len)
+        } else {
+            self.stepper.frame(&mut self.plain, len)
+        }
+    }
+
+    /// Moves the machine state to the probed CPU or back.
+    fn set_traced(&mut self, traced: bool) {
+        if traced == self.traced {
+            return;
+        }
+        // `mos6502` keeps a wait state and an NMI edge privately: an NMOS
+        // 6502 without an NMI source never changes either, so they match.
+        std::mem::swap(&mut self.plain.memory.0, &mut self.probed.memory.0);
+        if traced {
+            self.probed.registers = self.plain.registers;
+            self.probed.cycles = self.plain.cycles;
+            self.stepper.block_start = self.probed.registers.program_counter;
+            self.stepper.isr = IsrStack::default();
+        } else {
+            self.plain.registers = self.probed.registers;
+            self.plain.cycles = self.probed.cycles;
+        }
+        self.traced = traced;
+    }
+
+    /// The program counter: the next instruction to run.
+    pub fn pc(&self) -> u16 {
+        self.registers().program_counter
+    }
+
+    /// The CPU's registers.
+    pub fn registers(&self) -> &Registers {
+        if self.traced {
+            &self.probed.registers
+        } else {
+            &self.plain.registers
+        }
+    }
+
+    /// The memory and devices.
+    pub fn bus(&self) -> &DemoBus {
+        if self.traced {
+            &self.probed.memory
+        } else {
+            &self.plain.memory
+        }
+    }
+
+    /// The memory and devices, to load programs and take their output.
+    pub fn bus_mut(&mut self) -> &mut DemoBus {
+        if self.traced {
+            &mut self.probed.memory
+        } else {
+            &mut self.plain.memory
+        }
+    }
+
+    /// Instructions executed since [`new`](Self::new).
+    pub fn instructions(&self) -> u64 {
+        self.stepper.instructions
+    }
+
+    /// Timer IRQs taken since [`new`](Self::new).
+    pub fn irqs(&self) -> u64 {
+        self.stepper.irqs
+    }
+}
+
+impl Default for Cpu {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Power-on registers, then the reset sequence.
+fn reset<const TRACED: bool>(cpu: &mut Core<TRACED>) {
+    cpu.registers = Registers::new();
+    cpu.memory.pc = RESET_VECTOR_LO;
+    cpu.reset();
+}
+
+/// What the step loop keeps besides the 6502 itself.
+struct Stepper {
     ops: OpTable,
     /// Where the current basic block began.
     block_start: u16,
@@ -73,69 +221,81 @@ pub struct Cpu {
     irqs: u64,
 }
 
-impl Cpu {
-    /// A CPU with zeroed RAM and registers; [`reset`](Self::reset) starts it.
-    pub fn new() -> Cpu {
-        Cpu {
-            cpu: CPU::new(DemoBus::new(), Nmos6502),
-            ops: OpTable::nmos(),
-            block_start: 0,
-            isr: IsrStack::default(),
-            instructions: 0,
-            irqs: 0,
-        }
-    }
-
-    /// Power-on registers, then the 6502 reset sequence (the vector reads
-    /// report pc `$FFFC`). Returns the pc it starts at.
-    pub fn reset(&mut self) -> u16 {
-        self.cpu.registers = Registers::new();
-        self.cpu.memory.pc = RESET_VECTOR_LO;
-        self.cpu.reset();
-        self.isr = IsrStack::default();
-        self.block_start = self.pc();
-        self.block_start
-    }
-
-    /// Executes one instruction, and the IRQ it may let in, firing its events.
+impl Stepper {
     #[inline(always)]
-    pub fn step(&mut self) -> Result<(), Jammed> {
-        let pc = self.cpu.registers.program_counter;
-        let opcode = self.cpu.memory.peek(pc);
+    fn frame<const TRACED: bool>(
+        &mut self,
+        cpu: &mut Core<TRACED>,
+        len: u64,
+    ) -> Result<Frame, Jammed> {
+        let _frame = TRACED.then(|| styx_probe::span!("cpu", "frame"));
+        for _ in 0..len {
+            self.step(cpu)?;
+            if cpu.memory.halted().is_some() {
+                if TRACED {
+                    // Inside the frame: the last block is part of it.
+                    let pc = cpu.registers.program_counter;
+                    self.end_block(pc, pc);
+                }
+                return Ok(Frame::Halted);
+            }
+        }
+        Ok(Frame::Full)
+    }
+
+    /// Executes one instruction, and the IRQ it may let in; firing its
+    /// events if `TRACED`, else doing only what an uninstrumented emulator would.
+    #[inline(always)]
+    fn step<const TRACED: bool>(&mut self, cpu: &mut Core<TRACED>) -> Result<(), Jammed> {
+        let pc = cpu.registers.program_counter;
+        let opcode = cpu.memory.peek(pc);
         let op = self.ops.get(opcode);
         if op.flow == Flow::Jam {
             return Err(Jammed { pc, opcode });
         }
-        self.cpu.memory.pc = pc;
+        if !TRACED {
+            self.execute(cpu);
+            if cpu.memory.irq_taken {
+                self.irqs += 1;
+            }
+            return Ok(());
+        }
+        cpu.memory.pc = pc;
         fire!(insn_fetch, pc, opcode);
-        let before = Snapshot::of(&self.cpu.registers);
+        let before = Snapshot::of(&cpu.registers);
         for reg in op.reads {
             fire!(reg_read, pc, reg, before.get(reg));
         }
 
-        self.cpu.memory.tick();
-        self.cpu.memory.irq_taken = false;
-        self.cpu.single_step();
-        self.instructions += 1;
+        self.execute(cpu);
 
         fire!(insn_exec, pc, opcode);
-        let after = Snapshot::of(&self.cpu.registers);
+        let after = Snapshot::of(&cpu.registers);
         for reg in before.changed(after) {
             fire!(reg_write, pc, reg, after.get(reg), before.get(reg));
         }
-        if op.flow != Flow::Next || self.cpu.memory.irq_taken {
-            self.control_flow(pc, op);
+        if op.flow != Flow::Next || cpu.memory.irq_taken {
+            self.control_flow(cpu, pc, op);
         }
         Ok(())
     }
 
+    /// Runs the instruction at pc (and the IRQ it may let in) on `mos6502`.
+    #[inline(always)]
+    fn execute<const TRACED: bool>(&mut self, cpu: &mut Core<TRACED>) {
+        cpu.memory.tick();
+        cpu.memory.irq_taken = false;
+        cpu.single_step();
+        self.instructions += 1;
+    }
+
     /// Reports the transfers after the instruction at `pc`: its own, if it
     /// made one, then a taken IRQ's.
-    fn control_flow(&mut self, pc: u16, op: OpInfo) {
-        let next = self.cpu.registers.program_counter;
-        let irq = self.cpu.memory.irq_taken;
+    fn control_flow<const TRACED: bool>(&mut self, cpu: &Core<TRACED>, pc: u16, op: OpInfo) {
+        let next = cpu.registers.program_counter;
+        let irq = cpu.memory.irq_taken;
         // Where the instruction itself sent control; `next` is the handler if an IRQ came after it.
-        let target = if irq { self.saved_pc() } else { next };
+        let target = if irq { saved_pc(cpu) } else { next };
         let end = pc.wrapping_add(u16::from(op.len));
         if let Some(kind) = op.flow.branch() {
             let taken = op.flow != Flow::Conditional || target != end;
@@ -180,59 +340,13 @@ impl Cpu {
         }
         self.block_start = next_start;
     }
-
-    /// Reports the block in progress: at a halt, which ends a run without a transfer.
-    pub fn finish_block(&mut self) {
-        let pc = self.pc();
-        self.end_block(pc, pc);
-    }
-
-    /// The return address an interrupt just pushed (above the pushed P).
-    fn saved_pc(&self) -> u16 {
-        let sp = self.cpu.registers.stack_pointer.0;
-        let at = |offset: u8| {
-            self.cpu
-                .memory
-                .peek(0x0100 | u16::from(sp.wrapping_add(offset)))
-        };
-        u16::from_le_bytes([at(2), at(3)])
-    }
-
-    /// The program counter: the next instruction to run.
-    pub fn pc(&self) -> u16 {
-        self.cpu.registers.program_counter
-    }
-
-    /// The CPU's registers.
-    pub fn registers(&self) -> &Registers {
-        &self.cpu.registers
-    }
-
-    /// The memory and devices.
-    pub fn bus(&self) -> &DemoBus {
-        &self.cpu.memory
-    }
-
-    /// The memory and devices, to load programs and take their output.
-    pub fn bus_mut(&mut self) -> &mut DemoBus {
-        &mut self.cpu.memory
-    }
-
-    /// Instructions executed since [`new`](Self::new).
-    pub fn instructions(&self) -> u64 {
-        self.instructions
-    }
-
-    /// Timer IRQs taken since [`new`](Self::new).
-    pub fn irqs(&self) -> u64 {
-        self.irqs
-    }
 }
 
-impl Default for Cpu {
-    fn default() -> Self {
-        Self::new()
-    }
+/// The return address an interrupt just pushed (above the pushed P).
+fn saved_pc<const TRACED: bool>(cpu: &Core<TRACED>) -> u16 {
+    let sp = cpu.registers.stack_pointer.0;
+    let at = |offset: u8| cpu.memory.peek(0x0100 | u16::from(sp.wrapping_add(offset)));
+    u16::from_le_bytes([at(2), at(3)])
 }
 
 /// The numbers of the interrupts being serviced, innermost last, so each

@@ -17,6 +17,17 @@ macro_rules! fire {
 }
 pub(crate) use fire;
 
+/// Whether to run the instrumented step: a tracer is attached to some styx
+/// probe (or, in unit tests, events are being recorded).
+#[inline(always)]
+pub(crate) fn tracing() -> bool {
+    #[cfg(test)]
+    if recorder::recording() {
+        return true;
+    }
+    styx_probe::any_enabled()
+}
+
 /// A per-thread event log for unit tests (tests run on their own threads).
 #[cfg(test)]
 pub(crate) mod recorder {
@@ -65,6 +76,10 @@ pub(crate) mod recorder {
                 log.push((probe, args.to_vec()));
             }
         });
+    }
+
+    pub fn recording() -> bool {
+        LOG.with_borrow(Option::is_some)
     }
 
     /// Runs `f` and returns every event this thread fired meanwhile.

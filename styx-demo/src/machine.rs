@@ -2,14 +2,15 @@
 //!
 //! Events around the per-instruction ones of [`crate::cpu`]:
 //! - a span `("program", name)` around each run and `("cpu", "frame")` around
-//!   each frame of [`FRAME`] instructions (the last one of a run is shorter);
+//!   each traced frame of [`FRAME`] instructions (the last one of a run is
+//!   shorter); the CPU checks for tracers once per frame;
 //! - `control` (code, a, b): [`CONTROL_RESET`], [`CONTROL_HALT`],
 //!   [`CONTROL_JAM`], [`CONTROL_TRACER_SEEN`];
 //! - `marker`: `"<program>: start"` and
 //!   `"<program>: halted with <exit code> after <n> instructions, <n> output bytes"`.
 
 use crate::bus::DemoBus;
-use crate::cpu::Cpu;
+use crate::cpu::{Cpu, Frame};
 use crate::events::fire;
 use crate::programs::Program;
 use anyhow::{bail, Result};
@@ -63,17 +64,13 @@ impl Machine {
         fire!(control, CONTROL_RESET, start, 0u8);
 
         let (first, first_irqs) = (self.cpu.instructions(), self.cpu.irqs());
-        'run: loop {
-            let _frame = styx_probe::span!("cpu", "frame");
-            for _ in 0..FRAME {
-                if let Err(jam) = self.cpu.step() {
+        loop {
+            match self.cpu.run_frame(FRAME) {
+                Ok(Frame::Halted) => break,
+                Ok(Frame::Full) => {}
+                Err(jam) => {
                     fire!(control, CONTROL_JAM, jam.pc, jam.opcode);
                     bail!("{}: {jam}", program.name);
-                }
-                if self.cpu.bus().halted().is_some() {
-                    // Inside the frame: the last block is part of it.
-                    self.cpu.finish_block();
-                    break 'run;
                 }
             }
             if self.cpu.instructions() - first > STEP_LIMIT {

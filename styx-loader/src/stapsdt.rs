@@ -5,7 +5,7 @@
 //! link-time address of `.stapsdt.base`, the semaphore — followed by the
 //! provider, probe name and argument spec as NUL-terminated strings.
 
-use object::elf::PT_LOAD;
+use object::elf::{PF_W, PF_X, PT_LOAD};
 use object::read::elf::{ElfFile64, ProgramHeader, SectionHeader};
 use object::{Endianness, Object, ObjectSection};
 use std::path::Path;
@@ -34,6 +34,14 @@ pub struct ProbeTable {
     pub sites: Vec<ProbeSite>,
     /// One line per note that was skipped, saying why.
     pub problems: Vec<String>,
+    /// Notes whose probe address is not in executable code: left behind by
+    /// code the linker discarded (common with generics and inlining), they
+    /// point at whatever is there now. A uprobe there would corrupt it.
+    pub outside_code: usize,
+    /// The file offset of a semaphore whose page in the file is also mapped
+    /// by another writable segment (lld's RELRO layout). For a process
+    /// started after attaching, the kernel raises it in the wrong mapping.
+    pub shared_semaphore_page: Option<u64>,
 }
 
 #[derive(Debug, Error)]
@@ -116,7 +124,16 @@ pub fn parse_probe_table(data: &[u8]) -> Result<ProbeTable, ParseError> {
                 continue;
             }
             match parse_note(note.desc(), endian, base, &segments) {
-                Ok(site) => table.sites.push(site),
+                Ok(site) if !in_code(&segments, site.address) => table.outside_code += 1,
+                Ok(site) => {
+                    if site.semaphore != 0
+                        && table.shared_semaphore_page.is_none()
+                        && on_shared_page(&segments, site.semaphore_offset)
+                    {
+                        table.shared_semaphore_page = Some(site.semaphore_offset);
+                    }
+                    table.sites.push(site);
+                }
                 Err(reason) => table.problems.push(reason),
             }
         }
@@ -124,28 +141,73 @@ pub fn parse_probe_table(data: &[u8]) -> Result<ProbeTable, ParseError> {
     Ok(table)
 }
 
-/// (virtual address, file size, file offset) of each PT_LOAD segment.
-fn loadable_segments(elf: &ElfFile64<Endianness>) -> Vec<(u64, u64, u64)> {
+/// A PT_LOAD segment.
+#[derive(Clone, Copy, Debug)]
+struct Segment {
+    vaddr: u64,
+    file_size: u64,
+    offset: u64,
+    executable: bool,
+    writable: bool,
+}
+
+const PAGE: u64 = 4096;
+
+impl Segment {
+    fn contains(&self, address: u64) -> bool {
+        address >= self.vaddr && address - self.vaddr < self.file_size
+    }
+
+    /// Whether the file pages this segment maps include `offset`.
+    fn maps_file_page_of(&self, offset: u64) -> bool {
+        let start = self.offset / PAGE * PAGE;
+        let end = (self.offset + self.file_size).div_ceil(PAGE) * PAGE;
+        (start..end).contains(&offset)
+    }
+}
+
+fn loadable_segments(elf: &ElfFile64<Endianness>) -> Vec<Segment> {
     let endian = elf.endian();
     elf.elf_program_headers()
         .iter()
         .filter(|ph| ph.p_type(endian) == PT_LOAD)
-        .map(|ph| (ph.p_vaddr(endian), ph.p_filesz(endian), ph.p_offset(endian)))
+        .map(|ph| Segment {
+            vaddr: ph.p_vaddr(endian),
+            file_size: ph.p_filesz(endian),
+            offset: ph.p_offset(endian),
+            executable: ph.p_flags(endian).0 & PF_X.0 != 0,
+            writable: ph.p_flags(endian).0 & PF_W.0 != 0,
+        })
         .collect()
 }
 
-fn to_file_offset(segments: &[(u64, u64, u64)], address: u64) -> Option<u64> {
+fn to_file_offset(segments: &[Segment], address: u64) -> Option<u64> {
     segments
         .iter()
-        .find(|(vaddr, filesz, _)| address >= *vaddr && address - vaddr < *filesz)
-        .map(|(vaddr, _, offset)| address - vaddr + offset)
+        .find(|s| s.contains(address))
+        .map(|s| address - s.vaddr + s.offset)
+}
+
+fn in_code(segments: &[Segment], address: u64) -> bool {
+    segments.iter().any(|s| s.executable && s.contains(address))
+}
+
+/// Whether more than one writable segment maps the file page holding the
+/// semaphore at `offset`: the kernel raises it through the first writable
+/// mapping of that page it finds.
+fn on_shared_page(segments: &[Segment], offset: u64) -> bool {
+    segments
+        .iter()
+        .filter(|s| s.writable && s.maps_file_page_of(offset))
+        .count()
+        > 1
 }
 
 fn parse_note(
     desc: &[u8],
     endian: Endianness,
     base: Option<u64>,
-    segments: &[(u64, u64, u64)],
+    segments: &[Segment],
 ) -> Result<ProbeSite, String> {
     if desc.len() < 24 {
         return Err(format!(
@@ -232,7 +294,10 @@ mod tests {
         }
         desc.extend_from_slice(b"styx\0mem_read\08@%rdi 8@%rsi\0");
         // text at vaddr 0x1000 / offset 0x1000, data at vaddr 0x3000 / offset 0x2000
-        let segments = [(0x1000, 0x1000, 0x1000), (0x3000, 0x100, 0x2000)];
+        let segments = [
+            segment(0x1000, 0x1000, 0x1000, "r-x"),
+            segment(0x3000, 0x100, 0x2000, "rw-"),
+        ];
         // .stapsdt.base moved by 0x10 since the note was written
         let site = parse_note(&desc, Endianness::Little, Some(0x2010), &segments).unwrap();
         assert_eq!(site.provider, "styx");
@@ -248,7 +313,43 @@ mod tests {
     fn missing_strings_are_reported() {
         let mut desc = vec![0u8; 24];
         desc.extend_from_slice(b"styx");
-        let reason = parse_note(&desc, Endianness::Little, None, &[(0, 0x1000, 0)]).unwrap_err();
+        let text = [segment(0, 0x1000, 0, "r-x")];
+        let reason = parse_note(&desc, Endianness::Little, None, &text).unwrap_err();
         assert!(reason.contains("no probe name"), "{reason}");
+    }
+
+    fn segment(vaddr: u64, file_size: u64, offset: u64, flags: &str) -> Segment {
+        Segment {
+            vaddr,
+            file_size,
+            offset,
+            executable: flags.contains('x'),
+            writable: flags.contains('w'),
+        }
+    }
+
+    #[test]
+    fn code_is_executable_segments_only() {
+        // lld: read-only data from 0, code from 0x1000.
+        let segments = [
+            segment(0, 0x800, 0, "r--"),
+            segment(0x1800, 0x1000, 0x800, "r-x"),
+        ];
+        // A note of discarded code resolves to a small offset from 0: the ELF header.
+        assert!(!in_code(&segments, 0x56));
+        assert!(in_code(&segments, 0x1856));
+        assert!(!in_code(&segments, 0x2800));
+    }
+
+    #[test]
+    fn a_semaphore_on_the_relro_segments_last_file_page_is_flagged() {
+        // lld: RELRO ends at file 0x5388, data starts in the same file page.
+        let segments = [
+            segment(0xdfcc0, 0x56c8, 0xddcc0, "rw-"),
+            segment(0xe6388, 0xa18, 0xe3388, "rw-"),
+        ];
+        assert!(on_shared_page(&segments, 0xe3d80));
+        // Past that page (styx-probe page-aligns `.probes`), only data maps it.
+        assert!(!on_shared_page(&segments, 0xe4000));
     }
 }

@@ -40,6 +40,9 @@ pub struct Target {
     pub files: Vec<ElfFile>,
     /// "pid 123 (/usr/bin/emu)" or "every process running /usr/bin/emu".
     pub name: String,
+    /// Whether the processes traced start after attaching (spawned, or
+    /// system-wide), which some semaphore layouts break.
+    pub new_processes: bool,
 }
 
 impl Target {
@@ -72,6 +75,7 @@ impl Target {
             pid: Some(pid),
             files,
             name: format!("pid {pid} ({exe_name})"),
+            new_processes: false,
         })
     }
 
@@ -83,6 +87,7 @@ impl Target {
             pid: Some(pid),
             files: vec![ElfFile::at(program)],
             name: format!("pid {pid} ({})", program.display()),
+            new_processes: true,
         }
     }
 
@@ -92,6 +97,7 @@ impl Target {
             pid: None,
             files: vec![ElfFile::at(path)],
             name: path.display().to_string(),
+            new_processes: false,
         }
     }
 
@@ -106,6 +112,7 @@ impl Target {
             pid: None,
             name: format!("every process running {}", path.display()),
             files: vec![ElfFile::at(&path)],
+            new_processes: true,
         })
     }
 
@@ -130,6 +137,23 @@ impl Target {
             };
             for problem in &table.problems {
                 eprintln!("styx-loader: warning: {}: {problem}", file.name);
+            }
+            if table.outside_code > 0 {
+                eprintln!(
+                    "styx-loader: note: {}: skipped {} probe notes outside executable code \
+                     (left behind by code the linker discarded)",
+                    file.name, table.outside_code
+                );
+            }
+            if let (Some(offset), true) = (table.shared_semaphore_page, self.new_processes) {
+                eprintln!(
+                    "styx-loader: warning: {}: a semaphore (file offset {offset:#x}) shares its \
+                     file page with another writable segment; in processes started after \
+                     attaching, the kernel raises it in the wrong mapping and those probes stay \
+                     off. Rebuild with a current styx-probe (it page-aligns `.probes`) or trace \
+                     the running process with --pid",
+                    file.name
+                );
             }
             tables.push((i, table));
         }

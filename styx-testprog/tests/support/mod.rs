@@ -38,6 +38,17 @@ pub fn loader_path() -> PathBuf {
     path
 }
 
+/// The 6502 demo emulator, built beside styx-loader by `cargo xtask test`.
+pub fn demo_path() -> PathBuf {
+    let path = testprog_path().with_file_name("styx-demo");
+    assert!(
+        path.exists(),
+        "{} is missing: run the tests with `cargo xtask test`",
+        path.display()
+    );
+    path
+}
+
 /// A scratch directory for one test, removed and recreated.
 pub fn scratch(name: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);

@@ -1,0 +1,141 @@
+//! Whether a tracer is attached: for work no probe closure can hold, such as
+//! choosing between an instrumented and a plain interpreter loop once per
+//! block of guest instructions instead of checking every probe on the way.
+//!
+//! Each event type's semaphore is the `usdt` crate's, a `u16` the kernel
+//! raises while a tracer is attached to that type's sites; reading it is
+//! what a probe does before deciding to fire.
+
+use styx_common::EventKind;
+
+#[cfg(not(feature = "disabled"))]
+macro_rules! semaphores {
+    ($($kind:ident => $symbol:ident),* $(,)?) => {
+        // The `usdt` crate defines a semaphore (weak, hidden, in `.probes`)
+        // wherever a site of its type is compiled. Defining each one here the
+        // same way lets these reads link in a program with no site of some
+        // type; the linker keeps one definition, shared by every site.
+        core::arch::global_asm!(
+            ".ifndef __styx_probes_page_aligned",
+            ".pushsection .probes, \"aw\", \"progbits\"",
+            ".balign 4096",
+            ".set __styx_probes_page_aligned, .",
+            ".popsection",
+            ".endif",
+            $(
+                concat!(".ifndef ", stringify!($symbol)),
+                ".pushsection .probes, \"aw\", \"progbits\"",
+                concat!(".weak ", stringify!($symbol)),
+                concat!(".hidden ", stringify!($symbol)),
+                concat!(stringify!($symbol), ":"),
+                ".zero 2",
+                concat!(".type ", stringify!($symbol), ", @object"),
+                concat!(".size ", stringify!($symbol), ", 2"),
+                ".popsection",
+                ".endif",
+            )*
+        );
+
+        unsafe extern "C" {
+            $(static $symbol: u16;)*
+        }
+
+        #[inline(always)]
+        fn semaphore(kind: EventKind) -> u16 {
+            // SAFETY: a `u16` the kernel changes under us: read it volatile, as the probes do.
+            unsafe {
+                match kind {
+                    $(EventKind::$kind => (&raw const $symbol).read_volatile(),)*
+                    // Other providers' probes: not styx's to report.
+                    EventKind::Usdt => 0,
+                }
+            }
+        }
+
+        #[inline(always)]
+        fn any_semaphore() -> bool {
+            // SAFETY: as in `semaphore`.
+            unsafe { 0 $(| (&raw const $symbol).read_volatile())* != 0 }
+        }
+    };
+}
+
+/// Starts each object file's `.probes` (the semaphores' section) on a page
+/// boundary. With lld's layout the first page of the writable data segment
+/// is, in the file, also the last page of the RELRO segment; for a process
+/// started after a tracer attached, the kernel raises a semaphore on that
+/// page in the RELRO mapping instead, and the probe never fires (bpftrace
+/// too). Emitted on every probe site's cold path before the `usdt` crate's
+/// semaphore definition, once per object file; it adds no instructions.
+#[cfg(not(feature = "disabled"))]
+#[inline(always)]
+pub(crate) fn page_align_semaphores() {
+    // SAFETY: assembler directives only: no instructions, no operands.
+    unsafe {
+        core::arch::asm!(
+            ".ifndef __styx_probes_page_aligned",
+            ".pushsection .probes, \"aw\", \"progbits\"",
+            ".balign 4096",
+            ".set __styx_probes_page_aligned, .",
+            ".popsection",
+            ".endif",
+            options(nomem, nostack, preserves_flags)
+        );
+    }
+}
+
+#[cfg(not(feature = "disabled"))]
+semaphores! {
+    InsnFetch => __usdt_sema_styx_insn_fetch,
+    InsnExec => __usdt_sema_styx_insn_exec,
+    Block => __usdt_sema_styx_block,
+    MemRead => __usdt_sema_styx_mem_read,
+    MemWrite => __usdt_sema_styx_mem_write,
+    RegRead => __usdt_sema_styx_reg_read,
+    RegWrite => __usdt_sema_styx_reg_write,
+    Branch => __usdt_sema_styx_branch,
+    Interrupt => __usdt_sema_styx_interrupt,
+    Control => __usdt_sema_styx_control,
+    SpanBegin => __usdt_sema_styx_span_begin,
+    SpanEnd => __usdt_sema_styx_span_end,
+    Marker => __usdt_sema_styx_marker,
+}
+
+/// Whether a tracer is attached to the probes of event type `kind`.
+/// Always `false` with the `disabled` feature, and for
+/// [`EventKind::Usdt`] (other providers' probes).
+///
+/// ```
+/// use styx_probe::{enabled, EventKind};
+/// if enabled(EventKind::MemRead) {
+///     // e.g. switch the memory bus to its instrumented path
+/// }
+/// ```
+#[inline(always)]
+pub fn enabled(kind: EventKind) -> bool {
+    #[cfg(not(feature = "disabled"))]
+    return semaphore(kind) != 0;
+    #[cfg(feature = "disabled")]
+    {
+        let _ = kind;
+        false
+    }
+}
+
+/// Whether a tracer is attached to any styx probe: one check that can gate a
+/// whole block of instrumented work. It costs a load per event type, so call
+/// it per block or frame, not per instruction. Always `false` with the
+/// `disabled` feature.
+///
+/// ```
+/// // Per frame of guest instructions: the plain loop while nobody traces.
+/// let traced = styx_probe::any_enabled();
+/// # let _ = traced;
+/// ```
+#[inline(always)]
+pub fn any_enabled() -> bool {
+    #[cfg(not(feature = "disabled"))]
+    return any_semaphore();
+    #[cfg(feature = "disabled")]
+    false
+}

@@ -17,9 +17,19 @@ use styx_loader::capture::{CaptureWriter, Header, Reader};
 use styx_loader::format::{self, EventWriter, Format, Options, Totals};
 use styx_loader::record::{Body, Event, Text};
 
+/// Events per capture unless `--events=N` says otherwise.
 const EVENTS: u64 = 10_000_000;
 
 fn main() -> anyhow::Result<()> {
+    // `bench-consumers [--events=N] [FORMAT…]`: FORMATs run only those (for profiling).
+    let mut events = EVENTS;
+    let mut only = Vec::new();
+    for arg in std::env::args().skip(1) {
+        match arg.strip_prefix("--events=") {
+            Some(n) => events = n.parse()?,
+            None => only.push(arg),
+        }
+    }
     pin_to_one_core();
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target");
     let mixed = dir.join("bench-consumers.styx");
@@ -27,17 +37,17 @@ fn main() -> anyhow::Result<()> {
     let header = Header::now(std::process::id(), "bench-consumers (synthetic)", &[]);
 
     let started = Instant::now();
-    write_capture(&mixed, &header, EVENTS, |_| true)?;
-    let mem_reads = write_capture(&reads, &header, EVENTS, |e| e.kind == EventKind::MemRead)?;
+    write_capture(&mixed, &header, events, |_| true)?;
+    let mem_reads = write_capture(&reads, &header, events, |e| e.kind == EventKind::MemRead)?;
     let body = |path: &Path| -> anyhow::Result<u64> {
         let json = serde_json::to_vec(&header)?.len() as u64;
         Ok(std::fs::metadata(path)?.len() - 16 - json)
     };
     println!(
-        "{EVENTS} mixed events written in {:.1} s: {:.1} MB, {:.2} bytes/event; mem_read alone {:.2} bytes/event (target <= 24)",
+        "{events} mixed events written in {:.1} s: {:.1} MB, {:.2} bytes/event; mem_read alone {:.2} bytes/event (target <= 24)",
         started.elapsed().as_secs_f64(),
         body(&mixed)? as f64 / 1e6,
-        body(&mixed)? as f64 / EVENTS as f64,
+        body(&mixed)? as f64 / events as f64,
         body(&reads)? as f64 / mem_reads as f64,
     );
 
@@ -48,8 +58,6 @@ fn main() -> anyhow::Result<()> {
     let row = |name: &str, rate: f64, styx: &str, target: &str| {
         println!("{name:<10} {:>12.1} {styx:>10} {target:>10}", rate / 1e6);
     };
-    // `bench-consumers jsonl text` runs only those (for profiling).
-    let only: Vec<String> = std::env::args().skip(1).collect();
     let wanted = |name: &str| only.is_empty() || only.iter().any(|o| o == name);
     if wanted("read") {
         row("read", read_only(&mixed)?, "20.7", ">= 50");

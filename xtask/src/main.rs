@@ -1,8 +1,8 @@
 //! `cargo xtask <command>`: the project's chores.
 
+mod bench;
 mod build_ebpf;
 mod demo;
-mod probe_cost;
 mod setup;
 mod test;
 
@@ -30,10 +30,17 @@ enum Command {
     Setup,
     /// Set up, build, and run the 6502 demo emulator traced by styx-loader.
     Demo,
-    /// Measure what probes cost: compiled out, detached, attached (needs root).
-    ProbeCost,
-    /// Measure how fast captures convert to each format (10 M events, one
-    /// core), and capture bytes per event.
+    /// Benchmark styx against the anchors (the demo compiled out, detached and
+    /// attached; cost per event vs bpftrace; an ipmpsc ring and trace_marker;
+    /// consumers; probe-site encodings), interleaved and repeated; writes
+    /// BENCHMARKS.md. Needs root.
+    Bench {
+        /// Fewer rounds and smaller runs: under two minutes once built.
+        #[arg(long)]
+        quick: bool,
+    },
+    /// Measure only how fast captures convert to each format (10 M events,
+    /// one core), and capture bytes per event.
     BenchConsumers,
     /// Set up, check the committed eBPF object, and run every test.
     Test {
@@ -62,7 +69,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Setup => setup::run(&root),
         Command::Demo => demo::run(&root),
-        Command::ProbeCost => probe_cost::run(&root),
+        Command::Bench { quick } => bench::run(&root, quick),
         Command::BenchConsumers => run_checked(
             std::process::Command::new("cargo")
                 .args(["run", "--release", "--quiet", "-p", "styx-loader"])

@@ -1,0 +1,82 @@
+//! A `styx:mem_read` probe site on a 5-byte nop instead of the `usdt`
+//! crate's 1-byte one. Linux (6.18 here) traps a uprobe on a 1-byte nop with
+//! int3 every time; one on a 5-byte nop is rewritten after its first hit into
+//! a call to a trampoline that enters the kernel by the `uprobe` syscall,
+//! skipping the trap. Same provider, name, arguments and semaphore as the
+//! styx-probe site, so any tracer attached to `styx:mem_read` sees both.
+//!
+//! The note follows the SystemTap SDT v3 layout (see styx-loader's
+//! `stapsdt` module); the semaphore is styx-probe's, defined the same way.
+
+use std::arch::asm;
+
+unsafe extern "C" {
+    static __usdt_sema_styx_mem_read: u16;
+}
+
+/// Whether a tracer is attached to `styx:mem_read` (shared with styx-probe's sites).
+#[inline(always)]
+pub fn enabled() -> bool {
+    // SAFETY: a `u16` the kernel raises and lowers: read volatile.
+    unsafe { (&raw const __usdt_sema_styx_mem_read).read_volatile() != 0 }
+}
+
+/// Fires `styx:mem_read` (pc, addr, val, size 1) at a 5-byte-nop site.
+/// Call only while [`enabled`].
+#[inline(always)]
+pub fn mem_read(pc: u64, addr: u64, val: u8) {
+    // SAFETY: the instruction is a nop; the rest are assembler directives
+    // adding a note, the shared semaphore (if this object lacks it) and the
+    // `.stapsdt.base` marker, as every USDT site does.
+    // The semaphore and `.stapsdt.base` are symbols other objects share.
+    #[allow(named_asm_labels)]
+    unsafe {
+        asm!(
+            // nopl 0x0(%rax,%rax,1): the 5-byte nop the kernel can optimize.
+            "990: .byte 0x0f, 0x1f, 0x44, 0x00, 0x00",
+            ".ifndef __styx_probes_page_aligned",
+            ".pushsection .probes, \"aw\", \"progbits\"",
+            ".balign 4096",
+            ".set __styx_probes_page_aligned, .",
+            ".popsection",
+            ".endif",
+            ".ifndef __usdt_sema_styx_mem_read",
+            ".pushsection .probes, \"aw\", \"progbits\"",
+            ".weak __usdt_sema_styx_mem_read",
+            ".hidden __usdt_sema_styx_mem_read",
+            "__usdt_sema_styx_mem_read:",
+            ".zero 2",
+            ".type __usdt_sema_styx_mem_read, @object",
+            ".size __usdt_sema_styx_mem_read, 2",
+            ".popsection",
+            ".endif",
+            ".pushsection .note.stapsdt, \"\", \"note\"",
+            ".balign 4",
+            ".4byte 992f-991f, 994f-993f, 3",
+            "991: .asciz \"stapsdt\"",
+            "992: .balign 4",
+            "993: .8byte 990b",
+            ".8byte _.stapsdt.base",
+            ".8byte __usdt_sema_styx_mem_read",
+            ".asciz \"styx\"",
+            ".asciz \"mem_read\"",
+            ".asciz \"8@%rdi 8@%rsi 8@%rdx 8@%rcx\"",
+            "994: .balign 4",
+            ".popsection",
+            ".ifndef _.stapsdt.base",
+            ".pushsection .stapsdt.base, \"aGR\", \"progbits\", .stapsdt.base, comdat",
+            ".weak _.stapsdt.base",
+            ".hidden _.stapsdt.base",
+            "_.stapsdt.base:",
+            ".space 1",
+            ".size _.stapsdt.base, 1",
+            ".popsection",
+            ".endif",
+            in("rdi") pc,
+            in("rsi") addr,
+            in("rdx") u64::from(val),
+            in("rcx") 1u64,
+            options(nomem, nostack, preserves_flags)
+        );
+    }
+}

@@ -1,0 +1,155 @@
+//! Case 1: the 6502 demo running its programs, probes compiled out, detached,
+//! and traced by styx-loader (raw capture to /dev/null) from its first
+//! instruction, for one event type and for all of them.
+
+use super::stats::Samples;
+use super::tracer::lines_of;
+use super::{Binaries, Plan};
+use anyhow::{Context, Result};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Variant {
+    CompiledOut,
+    Detached,
+    /// Traced, `insn_exec` only: one event per instruction.
+    AttachedOne,
+    AttachedAll,
+}
+
+impl Variant {
+    pub const ALL: [Variant; 4] = [
+        Variant::CompiledOut,
+        Variant::Detached,
+        Variant::AttachedOne,
+        Variant::AttachedAll,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Variant::CompiledOut => "probes compiled out",
+            Variant::Detached => "probes detached",
+            Variant::AttachedOne => "attached: `insn_exec` only",
+            Variant::AttachedAll => "attached: all 13 event types",
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct Row {
+    /// M guest instructions per second.
+    pub speed: Samples,
+    pub events: u64,
+    pub lost: u64,
+}
+
+#[derive(Default)]
+pub struct Results {
+    pub rows: BTreeMap<Variant, Row>,
+    /// Per pair of back-to-back runs: how much longer the detached demo
+    /// took than the compiled-out one (compiled-out speed / detached speed).
+    pub detached_slowdown: Samples,
+}
+
+pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> {
+    // Tracers detached just before (the previous round) leave the kernel
+    // cleaning up for a while; the untraced runs are short enough to notice.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    // Pairs of back-to-back runs, alternating which goes first, so drift
+    // and whatever ran just before weigh on both alike.
+    for pair in 0..plan.demo_pairs {
+        let mut order = [Variant::CompiledOut, Variant::Detached];
+        if pair % 2 == 1 {
+            order.reverse();
+        }
+        let mut speeds = BTreeMap::new();
+        for variant in order {
+            let demo = if variant == Variant::CompiledOut {
+                &bins.demo_off
+            } else {
+                &bins.demo
+            };
+            let speed = plain(demo, plan.demo_repeat)?;
+            results.rows.entry(variant).or_default().speed.push(speed);
+            speeds.insert(variant, speed);
+        }
+        results
+            .detached_slowdown
+            .push(speeds[&Variant::CompiledOut] / speeds[&Variant::Detached]);
+    }
+    for (variant, only, repeat) in [
+        (Variant::AttachedOne, Some("insn_exec"), plan.demo_repeat_traced_one),
+        (Variant::AttachedAll, None, plan.demo_repeat_traced_all),
+    ] {
+        let (speed, events, lost) = traced(bins, only, repeat)?;
+        let row = results.rows.entry(variant).or_default();
+        row.speed.push(speed);
+        row.events += events;
+        row.lost += lost;
+    }
+    Ok(())
+}
+
+fn demo_command(demo: &Path, repeat: u64) -> Command {
+    let mut command = Command::new(demo);
+    command.args(["--quiet", "--repeat", &repeat.to_string()]);
+    command
+}
+
+fn plain(demo: &Path, repeat: u64) -> Result<f64> {
+    let output = demo_command(demo, repeat)
+        .stderr(Stdio::null())
+        .output()
+        .with_context(|| format!("running {}", demo.display()))?;
+    anyhow::ensure!(output.status.success(), "styx-demo failed");
+    speed(&String::from_utf8_lossy(&output.stdout))
+}
+
+/// Speed, events received and events lost, traced from the first instruction.
+fn traced(bins: &Binaries, only: Option<&str>, repeat: u64) -> Result<(f64, u64, u64)> {
+    let mut loader = Command::new(&bins.loader);
+    loader.args(["-o", "raw", "--output", "/dev/null", "--quiet"]);
+    if let Some(kind) = only {
+        loader.args(["-e", kind]);
+    }
+    let demo = demo_command(&bins.demo, repeat);
+    let mut child = loader
+        .arg("--")
+        .arg(demo.get_program())
+        .args(demo.get_args())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting styx-loader")?;
+    let stderr = lines_of(child.stderr.take().expect("piped"));
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().expect("piped"), &mut stdout)?;
+    let status = child.wait()?;
+    let stderr: Vec<String> = stderr.iter().collect();
+    anyhow::ensure!(status.success(), "traced styx-demo failed: {stderr:?}");
+    let summary = stderr
+        .iter()
+        .find(|l| l.contains(" events from "))
+        .with_context(|| format!("no summary from styx-loader: {stderr:?}"))?;
+    let number = |prefix: &str, suffix: &str| -> Result<u64> {
+        let rest = summary.split(prefix).nth(1).context("summary")?;
+        rest.split(suffix)
+            .next()
+            .and_then(|n| n.trim().rsplit(' ').next()?.parse().ok())
+            .with_context(|| format!("no number in {summary:?}"))
+    };
+    let received = number("styx-loader: ", " events")?;
+    let dropped = number("; ", " dropped")?;
+    Ok((speed(&stdout)?, received, dropped))
+}
+
+/// The demo's speed line: `N instructions in S s: X M instructions/s`.
+fn speed(stdout: &str) -> Result<f64> {
+    stdout
+        .lines()
+        .last()
+        .and_then(|l| l.split(": ").nth(1)?.split_whitespace().next()?.parse().ok())
+        .with_context(|| format!("no speed in styx-demo's output {stdout:?}"))
+}

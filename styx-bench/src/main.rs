@@ -35,7 +35,12 @@ struct Ran {
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+    match args
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
         ["read-ipmpsc", path, n] => return ipmpsc_ring::read(path, n.parse()?),
         ["read-trace-pipe", dir, n] => return trace_marker::read(dir.as_ref(), n.parse()?),
         [] => {}
@@ -114,7 +119,11 @@ fn timed(n: u64, mut emit: impl FnMut(u64, u64, u8) -> u64) -> f64 {
 /// The i-th event of the stream: opaque to the optimizer, like an emulator's.
 #[inline(always)]
 fn event(i: u64) -> (u64, u64, u8) {
-    (black_box(0x0600 + (i & 0xff)), black_box(i ^ 0x55), black_box(i as u8))
+    (
+        black_box(0x0600 + (i & 0xff)),
+        black_box(i ^ 0x55),
+        black_box(i as u8),
+    )
 }
 
 /// CPU seconds (user + system) this process has used.

@@ -23,7 +23,11 @@ pub fn run(n: u64) -> Result<Ran> {
         .write(true)
         .open(dir.join("trace_marker"))
         .context("opening trace_marker")?;
-    let reader = spawn_reader(&["read-trace-pipe", dir.to_str().expect("UTF-8 path"), &n.to_string()])?;
+    let reader = spawn_reader(&[
+        "read-trace-pipe",
+        dir.to_str().expect("UTF-8 path"),
+        &n.to_string(),
+    ])?;
     // Let the reader open trace_pipe before the first write.
     std::thread::sleep(Duration::from_millis(100));
     let mut line = Vec::with_capacity(64);
@@ -60,7 +64,10 @@ fn instance() -> Result<PathBuf> {
     let dir = tracefs.join(format!("instances/styx-bench-{}", std::process::id()));
     std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let cpus = std::thread::available_parallelism()?.get() as u64;
-    std::fs::write(dir.join("buffer_size_kb"), (RING_BYTES / 1024 / cpus).to_string())?;
+    std::fs::write(
+        dir.join("buffer_size_kb"),
+        (RING_BYTES / 1024 / cpus).to_string(),
+    )?;
     std::fs::write(dir.join("tracing_on"), "1")?;
     Ok(dir)
 }

@@ -5,8 +5,8 @@
 //! - `fire ROUNDS THREADS`: each of THREADS threads fires ROUNDS rounds of
 //!   every event type. Answers `done calls=C evaluated=E`: probe calls made,
 //!   and argument closures that ran (0 while no tracer is attached).
-//! - `bench CALLS`: times CALLS mem_read probes in a tight loop. Answers
-//!   `bench calls=C ns_per_call=N evaluated=E`.
+//! - `enabled`: answers `enabled any=0|1 kinds=K,…`: what
+//!   `styx_probe::any_enabled` says, and each event type `enabled` names.
 //! - `exit CODE`: exits with CODE.
 //! - `quit`: exits.
 //!
@@ -22,7 +22,7 @@ use std::fs::File;
 use std::io::{BufRead, BufWriter, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-use styx_probe::{Branch, BranchKind, InterruptKind};
+use styx_probe::{Branch, BranchKind, EventKind, InterruptKind};
 
 static EVALUATED: AtomicU64 = AtomicU64::new(0);
 static CALLS: AtomicU64 = AtomicU64::new(0);
@@ -168,15 +168,18 @@ fn run_threads(rec: &Recorder, rounds: u64, threads: u64) {
     });
 }
 
-/// Times `calls` mem_read probes in a tight loop; returns ns per call.
-fn bench_mem_read(calls: u64) -> f64 {
-    use std::hint::black_box;
-    let started = std::time::Instant::now();
-    for i in 0..calls {
-        let (pc, addr, val) = (black_box(i), black_box(i ^ 0x55), black_box(i as u8));
-        styx_probe::mem_read!(|| eval((pc, addr, val)));
-    }
-    started.elapsed().as_nanos() as f64 / calls as f64
+/// `enabled any=A kinds=K,…`: the probes' own view of which tracers are attached.
+fn enabled_line() -> String {
+    let kinds: Vec<&str> = EventKind::ALL
+        .iter()
+        .filter(|&&kind| styx_probe::enabled(kind))
+        .map(|kind| kind.probe_name())
+        .collect();
+    format!(
+        "enabled any={} kinds={}",
+        u8::from(styx_probe::any_enabled()),
+        kinds.join(",")
+    )
 }
 
 fn main() {
@@ -217,18 +220,11 @@ fn main() {
                 .and_then(|()| stdout.flush())
                 .expect("writing stdout");
             }
-            ["bench", calls] => {
-                let calls: u64 = calls.parse().expect("calls");
-                EVALUATED.store(0, Ordering::Relaxed);
-                let ns = bench_mem_read(calls);
+            ["enabled"] => {
                 let mut stdout = stdout.lock();
-                writeln!(
-                    stdout,
-                    "bench calls={calls} ns_per_call={ns:.3} evaluated={}",
-                    EVALUATED.load(Ordering::Relaxed)
-                )
-                .and_then(|()| stdout.flush())
-                .expect("writing stdout");
+                writeln!(stdout, "{}", enabled_line())
+                    .and_then(|()| stdout.flush())
+                    .expect("writing stdout");
             }
             ["exit", code] => std::process::exit(code.parse().expect("exit code")),
             ["quit"] => return,

@@ -115,6 +115,21 @@ impl TestProg {
         }
     }
 
+    /// What the program's probes say is attached: (any, the enabled types).
+    pub fn enabled(&mut self) -> (bool, String) {
+        writeln!(self.stdin, "enabled").expect("sending enabled");
+        self.stdin.flush().expect("flush");
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("reading answer");
+        let field = |name: &str| {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(&format!("{name}=")))
+                .unwrap_or_else(|| panic!("no {name} in answer {line:?}"))
+                .to_string()
+        };
+        (field("any") == "1", field("kinds"))
+    }
+
     pub fn quit(mut self) {
         writeln!(self.stdin, "quit").expect("sending quit");
         let status = self.child.wait().expect("waiting for styx-testprog");

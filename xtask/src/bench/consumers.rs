@@ -59,7 +59,9 @@ fn parse(text: &str, results: &mut Results) -> Result<()> {
         let rate: f64 = cells.get(1).and_then(|c| c.parse().ok()).context("rate")?;
         results.rates.entry(format).or_default().push(rate);
         let cell = |i: usize| cells.get(i).copied().unwrap_or("-").to_string();
-        results.reference.insert(format, (cell(2), cells[3..].join(" ")));
+        results
+            .reference
+            .insert(format, (cell(2), cells[3..].join(" ")));
     }
     Ok(())
 }

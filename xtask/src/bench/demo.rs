@@ -80,7 +80,11 @@ pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> 
             .push(speeds[&Variant::CompiledOut] / speeds[&Variant::Detached]);
     }
     for (variant, only, repeat) in [
-        (Variant::AttachedOne, Some("insn_exec"), plan.demo_repeat_traced_one),
+        (
+            Variant::AttachedOne,
+            Some("insn_exec"),
+            plan.demo_repeat_traced_one,
+        ),
         (Variant::AttachedAll, None, plan.demo_repeat_traced_all),
     ] {
         let (speed, events, lost) = traced(bins, only, repeat)?;
@@ -150,6 +154,13 @@ fn speed(stdout: &str) -> Result<f64> {
     stdout
         .lines()
         .last()
-        .and_then(|l| l.split(": ").nth(1)?.split_whitespace().next()?.parse().ok())
+        .and_then(|l| {
+            l.split(": ")
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
         .with_context(|| format!("no speed in styx-demo's output {stdout:?}"))
 }

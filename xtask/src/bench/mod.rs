@@ -2,10 +2,10 @@
 //! every round (this machine is noisy: rounds interleave the cases, and the
 //! report gives medians with their spread), written to BENCHMARKS.md.
 //!
-//! 1. [`demo`]: the 6502 demo compiled out, detached, attached;
-//! 2. 3. 5. [`stream`]: one event stream through styx (both probe-site
-//!    encodings), bpftrace, an ipmpsc ring and ftrace's trace_marker;
-//! 4. [`consumers`]: capture conversion rates.
+//! - case 1, [`demo`]: the 6502 demo compiled out, detached, attached;
+//! - cases 2, 3 and 5, [`stream`]: one event stream through styx (both
+//!   probe-site encodings), bpftrace, an ipmpsc ring and ftrace's trace_marker;
+//! - case 4, [`consumers`]: capture conversion rates.
 
 mod consumers;
 mod demo;
@@ -119,7 +119,14 @@ fn build(root: &Path) -> Result<Binaries> {
         |args: &[&str]| crate::run_checked(Command::new("cargo").args(args).current_dir(root));
     cargo(&["build", "--release", "-p", "styx-loader", "-p", "styx-demo"])?;
     cargo(&["build", "--release", "-p", "styx-bench"])?;
-    cargo(&["build", "--release", "-p", "styx-loader", "--example", "bench-consumers"])?;
+    cargo(&[
+        "build",
+        "--release",
+        "-p",
+        "styx-loader",
+        "--example",
+        "bench-consumers",
+    ])?;
     cargo(&[
         "build",
         "--release",

@@ -184,7 +184,11 @@ fn stream_cells(way: Way, row: &Row) -> String {
     } else {
         format!("{} of {}", row.lost, row.events)
     };
-    let decimals = if row.ns_per_event.median() < 10.0 { 2 } else { 0 };
+    let decimals = if row.ns_per_event.median() < 10.0 {
+        2
+    } else {
+        0
+    };
     format!(
         "| {} | {} | {rate:.2} | {consumer} | {lost} |",
         way.label(),
@@ -276,7 +280,8 @@ fn encoding(md: &mut String, r: &Results) {
          semaphore, same loop.\n\n\
          | | 1-byte nop, ns/event | 5-byte nop, ns/event | 1-byte ÷ 5-byte |\n|---|---|---|---|"
     );
-    let detached = s.row(Way::Detached).ns_per_event.median() / s.row(Way::DetachedNop5).ns_per_event.median();
+    let detached =
+        s.row(Way::Detached).ns_per_event.median() / s.row(Way::DetachedNop5).ns_per_event.median();
     let _ = writeln!(
         md,
         "| detached | {} | {} | {detached:.2}× |",
@@ -285,7 +290,11 @@ fn encoding(md: &mut String, r: &Results) {
     );
     for (label, one, five) in [
         ("styx-loader, raw capture", Way::StyxRaw, Way::StyxRawNop5),
-        ("bpftrace `count()`", Way::BpftraceCount, Way::BpftraceCountNop5),
+        (
+            "bpftrace `count()`",
+            Way::BpftraceCount,
+            Way::BpftraceCountNop5,
+        ),
     ] {
         let ratio = s.ratio(one, five);
         let _ = writeln!(

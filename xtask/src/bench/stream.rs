@@ -119,7 +119,13 @@ pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> 
     let mut this_round = BTreeMap::new();
     // The untraced ways share one workload process.
     let mut workload = Workload::spawn(&bins.bench)?;
-    for way in [Way::Loop, Way::Detached, Way::DetachedNop5, Way::Ipmpsc, Way::TraceMarker] {
+    for way in [
+        Way::Loop,
+        Way::Detached,
+        Way::DetachedNop5,
+        Way::Ipmpsc,
+        Way::TraceMarker,
+    ] {
         let n = match way {
             Way::Loop | Way::Detached | Way::DetachedNop5 => plan.detached_events,
             _ => plan.stream_events,

@@ -108,7 +108,11 @@ impl Session {
         let pid = workload.pid().to_string();
         let mut command = match tracer {
             Tracer::StyxRaw | Tracer::StyxJsonl => {
-                let format = if tracer == Tracer::StyxRaw { "raw" } else { "jsonl" };
+                let format = if tracer == Tracer::StyxRaw {
+                    "raw"
+                } else {
+                    "jsonl"
+                };
                 let mut c = Command::new(loader);
                 c.args(["--pid", &pid, "-e", "mem_read", "-o", format])
                     .args(["--quiet", "--output", "/dev/null"]);
@@ -286,9 +290,13 @@ mod tests {
 
     #[test]
     fn numbers_in_tracer_output() {
-        let summary = "styx-loader: 8000000 events from pid 7 (/x) in 1.00 s (process exited); 0 dropped";
+        let summary =
+            "styx-loader: 8000000 events from pid 7 (/x) in 1.00 s (process exited); 0 dropped";
         assert_eq!(number_after(summary, "styx-loader: ").unwrap(), 8_000_000);
-        assert_eq!(number_after("\n\n@events: 1234\n", "@events: ").unwrap(), 1234);
+        assert_eq!(
+            number_after("\n\n@events: 1234\n", "@events: ").unwrap(),
+            1234
+        );
         assert!(number_after("nothing", "@events: ").is_err());
     }
 

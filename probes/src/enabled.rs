@@ -16,12 +16,6 @@ macro_rules! semaphores {
         // same way lets these reads link in a program with no site of some
         // type; the linker keeps one definition, shared by every site.
         core::arch::global_asm!(
-            ".ifndef __styx_probes_page_aligned",
-            ".pushsection .probes, \"aw\", \"progbits\"",
-            ".balign 4096",
-            ".set __styx_probes_page_aligned, .",
-            ".popsection",
-            ".endif",
             $(
                 concat!(".ifndef ", stringify!($symbol)),
                 ".pushsection .probes, \"aw\", \"progbits\"",
@@ -60,28 +54,28 @@ macro_rules! semaphores {
     };
 }
 
-/// Starts each object file's `.probes` (the semaphores' section) on a page
-/// boundary. With lld's layout the first page of the writable data segment
-/// is, in the file, also the last page of the RELRO segment; for a process
-/// started after a tracer attached, the kernel raises a semaphore on that
-/// page in the RELRO mapping instead, and the probe never fires (bpftrace
-/// too). Emitted on every probe site's cold path before the `usdt` crate's
-/// semaphore definition, once per object file; it adds no instructions.
+/// A zero-sized marker that starts `.probes` (the semaphores' section) on a
+/// page boundary: the section takes the largest alignment of its parts. With
+/// lld's layout the first page of the writable data segment is, in the file,
+/// also the last page of the RELRO segment; for a process started after a
+/// tracer attached, the kernel raises a semaphore on that page in the RELRO
+/// mapping instead, and the probe never fires (bpftrace's too). Mutable only
+/// so that its section is writable, as `.probes` is; never accessed.
+#[cfg(not(feature = "disabled"))]
+#[repr(C, align(4096))]
+pub struct ProbesPage([u8; 0]);
+
+#[cfg(not(feature = "disabled"))]
+#[used]
+#[link_section = ".probes"]
+static mut PROBES_PAGE: ProbesPage = ProbesPage([]);
+
+/// Called on every probe site's cold path: the reference links in
+/// [`PROBES_PAGE`] wherever a styx probe is compiled.
 #[cfg(not(feature = "disabled"))]
 #[inline(always)]
 pub(crate) fn page_align_semaphores() {
-    // SAFETY: assembler directives only: no instructions, no operands.
-    unsafe {
-        core::arch::asm!(
-            ".ifndef __styx_probes_page_aligned",
-            ".pushsection .probes, \"aw\", \"progbits\"",
-            ".balign 4096",
-            ".set __styx_probes_page_aligned, .",
-            ".popsection",
-            ".endif",
-            options(nomem, nostack, preserves_flags)
-        );
-    }
+    core::hint::black_box(&raw const PROBES_PAGE);
 }
 
 #[cfg(not(feature = "disabled"))]

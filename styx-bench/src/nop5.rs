@@ -34,12 +34,6 @@ pub fn mem_read(pc: u64, addr: u64, val: u8) {
         asm!(
             // nopl 0x0(%rax,%rax,1): the 5-byte nop the kernel can optimize.
             "990: .byte 0x0f, 0x1f, 0x44, 0x00, 0x00",
-            ".ifndef __styx_probes_page_aligned",
-            ".pushsection .probes, \"aw\", \"progbits\"",
-            ".balign 4096",
-            ".set __styx_probes_page_aligned, .",
-            ".popsection",
-            ".endif",
             ".ifndef __usdt_sema_styx_mem_read",
             ".pushsection .probes, \"aw\", \"progbits\"",
             ".weak __usdt_sema_styx_mem_read",

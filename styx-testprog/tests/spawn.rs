@@ -54,3 +54,18 @@ fn spawn_errors_are_one_clear_line() {
         assert!(errors[0].contains(says), "{command}: {stderr}");
     }
 }
+
+/// With lld, the first page of the writable data segment is also the RELRO
+/// segment's last in the file: a semaphore there is raised in the wrong
+/// mapping for processes started after attaching (the spawned test above
+/// would see nothing). styx-probe starts `.probes` on a page of its own.
+#[test]
+fn semaphores_start_on_a_page_of_their_own() {
+    use object::{Object, ObjectSection};
+    for binary in [testprog_path(), demo_path()] {
+        let data = std::fs::read(&binary).unwrap();
+        let elf = object::File::parse(&*data).unwrap();
+        let probes = elf.section_by_name(".probes").expect(".probes");
+        assert_eq!(probes.address() % 4096, 0, "{}", binary.display());
+    }
+}

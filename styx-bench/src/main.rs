@@ -8,6 +8,10 @@
 //! - `trace-marker`: one `write` of a text line per event to ftrace's
 //!   `trace_marker`, read from `trace_pipe` by another process (crosvm's way).
 //!
+//! And `ready`, a `styx_probe::mem_write!` the benchmark fires to learn when
+//! bpftrace has attached and to wake it when stopping, so that those events
+//! stay out of the measured memory-read stream.
+//!
 //! Driven over stdin, one command per line, so a tracer can attach between
 //! starting it and running a loop:
 //!
@@ -97,9 +101,19 @@ fn run(via: &str, n: u64) -> Result<Ran> {
             });
             plain(ns, evaluated)
         }
+        "ready" => {
+            let ns = timed(n, |pc, addr, val| {
+                styx_probe::mem_write!(|| {
+                    evaluated += 1;
+                    (pc, addr, val)
+                });
+                0
+            });
+            plain(ns, evaluated)
+        }
         "ipmpsc" => ipmpsc_ring::run(n)?,
         "trace-marker" => trace_marker::run(n)?,
-        _ => bail!("unknown VIA {via:?}: none, nop1, nop5, ipmpsc or trace-marker"),
+        _ => bail!("unknown VIA {via:?}: none, nop1, nop5, ipmpsc, trace-marker or ready"),
     })
 }
 

@@ -125,7 +125,10 @@ fn method(md: &mut String, plan: &Plan) {
          loop: {} events per attached run, {} per detached run, each tracer in a session of its own \
          on a fresh process. ns/event is the loop's wall time per event, probe and tracer cost \
          included; the consumer's CPU is the tracer's (or reader process's) CPU time over the run, \
-         per event; lost = fired − received (styx-loader also counts ring-buffer drops).\n\
+         per event; lost = fired − received (styx-loader also counts ring-buffer drops). \
+         bpftrace prints nothing when it has attached, so its script also counts a second \
+         probe (`mem_write`) that the workload fires until bpftrace sees it; those events are \
+         outside the measured stream.\n\
          - **Consumers**: `styx-loader/examples/bench-consumers.rs`, {} events of an emulator-like \
          mix, one pinned core, CPU time of the converting thread.\n",
         plan.demo_repeat,
@@ -145,7 +148,9 @@ fn demo(md: &mut String, plan: &Plan, r: &Results) {
          The demo checks for tracers once per frame of 1024 instructions and runs a plain CPU \
          (the same code as compiled out) until one is attached, then its probed CPU. Compiled \
          out and detached run {} times per round in back-to-back pairs; \"vs compiled out\" for \
-         detached is the median of the pairs' ratios.\n\n\
+         detached is the median of the pairs' ratios. Detached runs the same code as compiled \
+         out plus one check per frame, so the pairs differ by code layout and by this machine's \
+         noise, which their spread shows.\n\n\
          | probes | M instructions/s | vs compiled out | events | lost |\n|---|---|---|---|---|",
         plan.demo_pairs
     );

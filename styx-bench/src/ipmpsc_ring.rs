@@ -1,7 +1,7 @@
 //! Styx Trace's approach: events go through a shared-memory ring buffer
 //! (the `ipmpsc` crate) to a reader in another process, 24 bytes each.
 
-use crate::{cpu_seconds, event, reader_result, spawn_reader, Ran};
+use crate::{cpu_seconds, event, finished, spawn_reader, Ran};
 use anyhow::Result;
 use ipmpsc::{Receiver, Sender, SharedRingBuffer};
 use std::time::Instant;
@@ -21,14 +21,9 @@ pub fn run(n: u64) -> Result<Ran> {
         let (pc, addr, val) = event(i);
         sender.send(&(pc, addr, u64::from(val)))?;
     }
-    let ns_per_event = started.elapsed().as_nanos() as f64 / n as f64;
-    let received = reader_result(reader);
+    let ran = finished(n, started, reader);
     let _ = std::fs::remove_file(&path);
-    Ok(Ran {
-        ns_per_event,
-        evaluated: n,
-        reader: Some(received?),
-    })
+    ran
 }
 
 /// The reader process: takes `n` events, prints `received=N cpu_s=C`.

@@ -161,6 +161,17 @@ fn spawn_reader(args: &[&str]) -> Result<std::process::Child> {
         .context("starting the reader process")
 }
 
+/// A seed approach's run of `n` events, sent since `started`: what its
+/// reader process got.
+fn finished(n: u64, started: Instant, reader: std::process::Child) -> Result<Ran> {
+    let ns_per_event = started.elapsed().as_nanos() as f64 / n as f64;
+    Ok(Ran {
+        ns_per_event,
+        evaluated: n,
+        reader: Some(reader_result(reader)?),
+    })
+}
+
 /// Waits for a reader and parses its `received=R cpu_s=C` line.
 fn reader_result(reader: std::process::Child) -> Result<(u64, f64)> {
     let output = reader.wait_with_output()?;

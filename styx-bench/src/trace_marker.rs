@@ -3,7 +3,7 @@
 //! the instance's `trace_pipe`. ftrace overwrites its oldest events when the
 //! reader falls behind: what the reader misses is the loss.
 
-use crate::{cpu_seconds, event, reader_result, spawn_reader, Ran};
+use crate::{cpu_seconds, event, finished, spawn_reader, Ran};
 use anyhow::{Context, Result};
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
@@ -42,14 +42,9 @@ pub fn run(n: u64) -> Result<Ran> {
             return Err(std::io::Error::last_os_error()).context("writing trace_marker");
         }
     }
-    let ns_per_event = started.elapsed().as_nanos() as f64 / n as f64;
-    let received = reader_result(reader);
+    let ran = finished(n, started, reader);
     let _ = std::fs::remove_dir(&dir);
-    Ok(Ran {
-        ns_per_event,
-        evaluated: n,
-        reader: Some(received?),
-    })
+    ran
 }
 
 /// A fresh ftrace instance with tracing on and a ring of [`RING_BYTES`].

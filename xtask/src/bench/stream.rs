@@ -87,6 +87,10 @@ pub struct Row {
     pub consumer_ns_per_event: Samples,
     pub events: u64,
     pub lost: u64,
+    /// Attached runs, and those after which the kernel's uprobe trampoline
+    /// was mapped in the workload (it optimized the probe site).
+    pub attached_runs: u64,
+    pub trampoline_runs: u64,
 }
 
 #[derive(Default)]
@@ -152,6 +156,7 @@ pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> 
         // The loader drains on a 1 ms timer: let it finish this run's events.
         std::thread::sleep(Duration::from_millis(50));
         let cpu = session.cpu_seconds()? - cpu_before;
+        let trampoline = workload.has_uprobe_trampoline()?;
         anyhow::ensure!(
             run.evaluated == plan.stream_events,
             "{}: only {} of {} probes fired",
@@ -166,6 +171,8 @@ pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> 
             .push(cpu * 1e9 / plan.stream_events as f64);
         row.events += plan.stream_events;
         row.lost += lost;
+        row.attached_runs += 1;
+        row.trampoline_runs += u64::from(trampoline);
         this_round.insert(way, run.ns_per_event);
     }
     for (a, b) in RATIOS {

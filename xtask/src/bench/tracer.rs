@@ -76,6 +76,13 @@ impl Workload {
         Ok(run)
     }
 
+    /// Whether the kernel has mapped its uprobe trampoline into the workload:
+    /// the sign that it rewrote a 5-byte-nop site into a call.
+    pub fn has_uprobe_trampoline(&self) -> Result<bool> {
+        let maps = std::fs::read_to_string(format!("/proc/{}/maps", self.pid()))?;
+        Ok(maps.lines().any(|l| l.ends_with("[uprobes-trampoline]")))
+    }
+
     pub fn quit(mut self) -> Result<()> {
         writeln!(self.stdin, "quit")?;
         let status = self.child.wait()?;

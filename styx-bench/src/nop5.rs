@@ -2,8 +2,9 @@
 //! crate's 1-byte one. Linux (6.18 here) traps a uprobe on a 1-byte nop with
 //! int3 every time; one on a 5-byte nop is rewritten after its first hit into
 //! a call to a trampoline that enters the kernel by the `uprobe` syscall,
-//! skipping the trap (not faster on every machine: the benchmark measures). Same provider, name, arguments and semaphore as the
-//! styx-probe site, so any tracer attached to `styx:mem_read` sees both.
+//! skipping the trap (not faster on every machine: the benchmark measures).
+//! Same provider, name, arguments and semaphore as the styx-probe site, so
+//! any tracer attached to `styx:mem_read` sees both.
 //!
 //! The note follows the SystemTap SDT v3 layout (see styx-loader's
 //! `stapsdt` module); the semaphore is styx-probe's, defined the same way.

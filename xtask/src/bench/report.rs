@@ -280,7 +280,7 @@ fn trampolines(s: &super::stream::Results) -> String {
     let count = |ways: &[Way]| {
         ways.iter().fold((0, 0), |(seen, runs), way| {
             let row = s.row(*way);
-            (seen + row.trampoline_runs, runs + row.attached_runs)
+            (seen + row.trampoline_runs, runs + row.ns_per_event.len())
         })
     };
     let (five_seen, five_runs) = count(&[Way::StyxRawNop5, Way::BpftraceCountNop5]);

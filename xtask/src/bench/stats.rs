@@ -8,6 +8,10 @@ impl Samples {
         self.0.push(value);
     }
 
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

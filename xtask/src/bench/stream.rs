@@ -87,9 +87,8 @@ pub struct Row {
     pub consumer_ns_per_event: Samples,
     pub events: u64,
     pub lost: u64,
-    /// Attached runs, and those after which the kernel's uprobe trampoline
-    /// was mapped in the workload (it optimized the probe site).
-    pub attached_runs: u64,
+    /// Attached runs after which the kernel's uprobe trampoline was mapped
+    /// in the workload (it optimized the probe site).
     pub trampoline_runs: u64,
 }
 
@@ -171,7 +170,6 @@ pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> 
             .push(cpu * 1e9 / plan.stream_events as f64);
         row.events += plan.stream_events;
         row.lost += lost;
-        row.attached_runs += 1;
         row.trampoline_runs += u64::from(trampoline);
         this_round.insert(way, run.ns_per_event);
     }

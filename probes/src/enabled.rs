@@ -8,30 +8,39 @@
 
 use styx_common::EventKind;
 
+/// Declares every styx event type's semaphore, from styx-common's event
+/// catalogue: `__usdt_sema_styx_<probe>`, the name the `usdt` crate gives it.
 #[cfg(not(feature = "disabled"))]
 macro_rules! semaphores {
-    ($($kind:ident => $symbol:ident),* $(,)?) => {
+    ($(
+        $(#[$doc:meta])* $kind:ident = $id:literal, $probe:ident, $shape:ident $(($n:literal))?,
+            [$($arg:ident),*], [$($field:ident: $ty:ident),*];
+    )*) => {
         // The `usdt` crate defines a semaphore (weak, hidden, in `.probes`)
         // wherever a site of its type is compiled. Defining each one here the
         // same way lets these reads link in a program with no site of some
         // type; the linker keeps one definition, shared by every site.
         core::arch::global_asm!(
             $(
-                concat!(".ifndef ", stringify!($symbol)),
+                concat!(".ifndef __usdt_sema_styx_", stringify!($probe)),
                 ".pushsection .probes, \"aw\", \"progbits\"",
-                concat!(".weak ", stringify!($symbol)),
-                concat!(".hidden ", stringify!($symbol)),
-                concat!(stringify!($symbol), ":"),
+                concat!(".weak __usdt_sema_styx_", stringify!($probe)),
+                concat!(".hidden __usdt_sema_styx_", stringify!($probe)),
+                concat!("__usdt_sema_styx_", stringify!($probe), ":"),
                 ".zero 2",
-                concat!(".type ", stringify!($symbol), ", @object"),
-                concat!(".size ", stringify!($symbol), ", 2"),
+                concat!(".type __usdt_sema_styx_", stringify!($probe), ", @object"),
+                concat!(".size __usdt_sema_styx_", stringify!($probe), ", 2"),
                 ".popsection",
                 ".endif",
             )*
         );
 
+        #[allow(non_upper_case_globals)]
         unsafe extern "C" {
-            $(static $symbol: u16;)*
+            $(
+                #[link_name = concat!("__usdt_sema_styx_", stringify!($probe))]
+                static $probe: u16;
+            )*
         }
 
         #[inline(always)]
@@ -39,7 +48,7 @@ macro_rules! semaphores {
             // SAFETY: a `u16` the kernel changes under us: read it volatile, as the probes do.
             unsafe {
                 match kind {
-                    $(EventKind::$kind => (&raw const $symbol).read_volatile(),)*
+                    $(EventKind::$kind => (&raw const $probe).read_volatile(),)*
                     // Other providers' probes: not styx's to report.
                     EventKind::Usdt => 0,
                 }
@@ -49,7 +58,7 @@ macro_rules! semaphores {
         #[inline(always)]
         fn any_semaphore() -> bool {
             // SAFETY: as in `semaphore`.
-            unsafe { 0 $(| (&raw const $symbol).read_volatile())* != 0 }
+            unsafe { 0 $(| (&raw const $probe).read_volatile())* != 0 }
         }
     };
 }
@@ -79,21 +88,7 @@ pub(crate) fn page_align_semaphores() {
 }
 
 #[cfg(not(feature = "disabled"))]
-semaphores! {
-    InsnFetch => __usdt_sema_styx_insn_fetch,
-    InsnExec => __usdt_sema_styx_insn_exec,
-    Block => __usdt_sema_styx_block,
-    MemRead => __usdt_sema_styx_mem_read,
-    MemWrite => __usdt_sema_styx_mem_write,
-    RegRead => __usdt_sema_styx_reg_read,
-    RegWrite => __usdt_sema_styx_reg_write,
-    Branch => __usdt_sema_styx_branch,
-    Interrupt => __usdt_sema_styx_interrupt,
-    Control => __usdt_sema_styx_control,
-    SpanBegin => __usdt_sema_styx_span_begin,
-    SpanEnd => __usdt_sema_styx_span_end,
-    Marker => __usdt_sema_styx_marker,
-}
+styx_common::event_catalogue!(semaphores);
 
 /// Whether a tracer is attached to the probes of event type `kind`.
 /// Always `false` with the `disabled` feature, and for

@@ -4,17 +4,26 @@
 #[repr(u8)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BranchKind {
+    /// An unconditional or conditional jump.
     Jump = 0,
+    /// A subroutine call.
     Call = 1,
+    /// A return from a subroutine.
     Ret = 2,
+    /// Entry to an interrupt handler.
     Interrupt = 3,
+    /// Entry to an exception handler.
     Exception = 4,
+    /// A return from an interrupt handler.
     ReturnFromInterrupt = 5,
+    /// A return from an exception handler.
     ReturnFromException = 6,
+    /// The back edge of a hardware loop.
     HwLoop = 7,
 }
 
 impl BranchKind {
+    /// Every kind, in id order.
     pub const ALL: [BranchKind; 8] = [
         BranchKind::Jump,
         BranchKind::Call,
@@ -40,6 +49,7 @@ impl BranchKind {
         }
     }
 
+    /// The kind with this id, if any.
     pub const fn from_id(id: u8) -> Option<BranchKind> {
         if (id as usize) < Self::ALL.len() {
             Some(Self::ALL[id as usize])
@@ -53,13 +63,16 @@ impl BranchKind {
 /// third argument) it is `kind | conditional << 8`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Branch {
+    /// What sort of transfer.
     pub kind: BranchKind,
+    /// Whether it depended on a condition.
     pub conditional: bool,
 }
 
 const CONDITIONAL_BIT: u64 = 1 << 8;
 
 impl Branch {
+    /// A branch taken always.
     pub const fn unconditional(kind: BranchKind) -> Branch {
         Branch {
             kind,
@@ -67,6 +80,7 @@ impl Branch {
         }
     }
 
+    /// A branch that depended on a condition.
     pub const fn conditional(kind: BranchKind) -> Branch {
         Branch {
             kind,
@@ -74,6 +88,7 @@ impl Branch {
         }
     }
 
+    /// The probe argument: `kind | conditional << 8`.
     pub const fn encode(self) -> u64 {
         self.kind as u64 | if self.conditional { CONDITIONAL_BIT } else { 0 }
     }
@@ -103,11 +118,14 @@ impl From<BranchKind> for Branch {
 #[repr(u8)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum InterruptKind {
+    /// The service routine was entered.
     Entry = 0,
+    /// The service routine was left.
     Exit = 1,
 }
 
 impl InterruptKind {
+    /// The name used in output.
     pub const fn name(self) -> &'static str {
         match self {
             InterruptKind::Entry => "entry",
@@ -115,6 +133,7 @@ impl InterruptKind {
         }
     }
 
+    /// The kind a probe argument encodes, if any.
     pub const fn from_id(raw: u64) -> Option<InterruptKind> {
         match raw {
             0 => Some(InterruptKind::Entry),

@@ -22,77 +22,221 @@ pub enum Shape {
     Usdt,
 }
 
-macro_rules! event_kinds {
-    ($( $(#[$doc:meta])* $variant:ident = $id:literal, $probe:literal, $shape:expr, [$($arg:literal),*]; )*) => {
+impl Shape {
+    /// How many u64 arguments a record of this shape carries after its
+    /// header (0 for shapes laid out otherwise).
+    pub const fn record_args(self) -> usize {
+        match self {
+            Shape::Args(n) => n,
+            Shape::MemAccess => 3,
+            Shape::Span | Shape::Marker | Shape::Usdt => 0,
+        }
+    }
+}
+
+/// How an event field reads, and where its value comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FieldType {
+    /// An address or value from the next argument: hex for people.
+    Hex,
+    /// A count, number or id from the next argument: decimal for people.
+    Dec,
+    /// The access size: kept in the record header's `aux` byte, not an argument.
+    Size,
+    /// An encoded [`crate::Branch`] from the next argument: its kind's name,
+    /// and whether it was conditional.
+    Branch,
+    /// A [`crate::InterruptKind`] from the next argument: entry or exit.
+    Interrupt,
+    /// A string the probe passed as (pointer, length).
+    Text,
+}
+
+impl FieldType {
+    /// The type a capture header gives the field.
+    pub const fn capture_type(self) -> &'static str {
+        match self {
+            FieldType::Hex | FieldType::Dec => "u64",
+            FieldType::Size => "u8",
+            FieldType::Branch => "branch",
+            FieldType::Interrupt => "interrupt",
+            FieldType::Text => "str",
+        }
+    }
+}
+
+/// One field of an event, as output names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FieldDef {
+    /// The field's name in every output.
+    pub name: &'static str,
+    /// How it reads.
+    pub ty: FieldType,
+}
+
+/// The catalogue of styx's own event types, one row each: the one place an
+/// event type is defined. It hands the rows to `$callback!`, which takes
+/// what it needs: this crate builds [`EventKind`] from them (and through it
+/// the field walk, capture header and formats of styx-events), styx-probe
+/// its semaphores. A row is
+/// `Variant = id, probe_name, Shape, [probe arguments], [field: FieldType, …];`:
+/// the probe arguments are the USDT probe's (a string is two: pointer and
+/// length), the fields what outputs show, in order.
+#[macro_export]
+macro_rules! event_catalogue {
+    ($callback:ident) => {
+        $callback! {
+            /// An instruction word was fetched at `pc`.
+            InsnFetch = 1, insn_fetch, Args(2), [pc, insn], [pc: Hex, insn: Hex];
+            /// The instruction at `pc` was executed.
+            InsnExec = 2, insn_exec, Args(2), [pc, insn], [pc: Hex, insn: Hex];
+            /// A basic block of `size` bytes at `pc`: reported on entry by translating
+            /// emulators, on completion by interpreters.
+            Block = 3, block, Args(2), [pc, size], [pc: Hex, size: Dec];
+            /// Guest memory was read: `size` bytes at `addr`, value `val`.
+            MemRead = 4, mem_read, MemAccess, [pc, addr, val, size],
+                [pc: Hex, addr: Hex, val: Hex, size: Size];
+            /// Guest memory was written.
+            MemWrite = 5, mem_write, MemAccess, [pc, addr, val, size],
+                [pc: Hex, addr: Hex, val: Hex, size: Size];
+            /// A register was read.
+            RegRead = 6, reg_read, Args(3), [pc, reg, val], [pc: Hex, reg: Dec, val: Hex];
+            /// A register was written; `old` is its previous value.
+            RegWrite = 7, reg_write, Args(4), [pc, reg, val, old],
+                [pc: Hex, reg: Dec, val: Hex, old: Hex];
+            /// Control flow left `pc` for `target`; `kind` is an encoded [`crate::Branch`].
+            Branch = 8, branch, Args(3), [pc, target, kind],
+                [pc: Hex, target: Hex, kind: Branch];
+            /// An interrupt service routine was entered or left ([`crate::InterruptKind`]).
+            Interrupt = 9, interrupt, Args(4), [kind, num, old_pc, new_pc],
+                [kind: Interrupt, num: Dec, old_pc: Hex, new_pc: Hex];
+            /// An emulator control event (reset, pause, breakpoint…): meaning is the emulator's.
+            Control = 10, control, Args(3), [code, a, b], [code: Dec, a: Hex, b: Hex];
+            /// A span of work began.
+            SpanBegin = 11, span_begin, Span, [category, category_len, name, name_len, id],
+                [category: Text, name: Text, id: Dec];
+            /// A span of work ended.
+            SpanEnd = 12, span_end, Span, [category, category_len, name, name_len, id],
+                [category: Text, name: Text, id: Dec];
+            /// A one-off text message.
+            Marker = 13, marker, Marker, [text, text_len], [text: Text];
+        }
+    };
+}
+
+macro_rules! define_event_kinds {
+    ($(
+        $(#[$doc:meta])* $variant:ident = $id:literal, $probe:ident, $shape:ident $(($n:literal))?,
+            [$($arg:ident),*], [$($field:ident: $ty:ident),*];
+    )*) => {
         /// One styx event type; the discriminant is the `kind` byte of a record.
         #[repr(u8)]
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum EventKind {
             $( $(#[$doc])* $variant = $id, )*
+            /// A probe of any other provider, traced by its argument spec.
+            Usdt = 15,
         }
 
         impl EventKind {
             /// Every event kind, in id order.
-            pub const ALL: &'static [EventKind] = &[$(EventKind::$variant),*];
+            pub const ALL: &'static [EventKind] = &[$(EventKind::$variant,)* EventKind::Usdt];
 
             /// The USDT probe name (`styx:<name>`), also the name used on the command line and in output.
             pub const fn probe_name(self) -> &'static str {
-                match self { $(EventKind::$variant => $probe,)* }
+                match self {
+                    $(EventKind::$variant => stringify!($probe),)*
+                    EventKind::Usdt => "usdt",
+                }
             }
 
             /// How the record's payload is laid out.
             pub const fn shape(self) -> Shape {
-                match self { $(EventKind::$variant => $shape,)* }
+                match self {
+                    $(EventKind::$variant => Shape::$shape $(($n))?,)*
+                    EventKind::Usdt => Shape::Usdt,
+                }
             }
 
             /// The names of the probe's arguments, in order, as USDT sees them.
             pub const fn probe_args(self) -> &'static [&'static str] {
-                match self { $(EventKind::$variant => &[$($arg),*],)* }
+                match self {
+                    $(EventKind::$variant => &[$(stringify!($arg)),*],)*
+                    EventKind::Usdt => &[],
+                }
+            }
+
+            /// The event's fields in output order (after time, process,
+            /// thread and event name); none for [`EventKind::Usdt`], whose
+            /// fields depend on the site.
+            pub const fn fields(self) -> &'static [FieldDef] {
+                match self {
+                    $(EventKind::$variant => &[$(FieldDef {
+                        name: stringify!($field),
+                        ty: FieldType::$ty,
+                    }),*],)*
+                    EventKind::Usdt => &[],
+                }
             }
 
             /// The kind with this record id.
             pub const fn from_id(id: u8) -> Option<EventKind> {
-                match id { $($id => Some(EventKind::$variant),)* _ => None }
+                match id {
+                    $($id => Some(EventKind::$variant),)*
+                    15 => Some(EventKind::Usdt),
+                    _ => None,
+                }
             }
         }
     };
 }
 
-event_kinds! {
-    /// An instruction word was fetched at `pc`.
-    InsnFetch = 1, "insn_fetch", Shape::Args(2), ["pc", "insn"];
-    /// The instruction at `pc` was executed.
-    InsnExec = 2, "insn_exec", Shape::Args(2), ["pc", "insn"];
-    /// A basic block of `size` bytes at `pc`: reported on entry by translating
-    /// emulators, on completion by interpreters.
-    Block = 3, "block", Shape::Args(2), ["pc", "size"];
-    /// Guest memory was read: `size` bytes at `addr`, value `val`.
-    MemRead = 4, "mem_read", Shape::MemAccess, ["pc", "addr", "val", "size"];
-    /// Guest memory was written.
-    MemWrite = 5, "mem_write", Shape::MemAccess, ["pc", "addr", "val", "size"];
-    /// A register was read.
-    RegRead = 6, "reg_read", Shape::Args(3), ["pc", "reg", "val"];
-    /// A register was written; `old` is its previous value.
-    RegWrite = 7, "reg_write", Shape::Args(4), ["pc", "reg", "val", "old"];
-    /// Control flow left `pc` for `target`; `kind` is an encoded [`crate::Branch`].
-    Branch = 8, "branch", Shape::Args(3), ["pc", "target", "kind"];
-    /// An interrupt service routine was entered or left ([`crate::InterruptKind`]).
-    Interrupt = 9, "interrupt", Shape::Args(4), ["kind", "num", "old_pc", "new_pc"];
-    /// An emulator control event (reset, pause, breakpoint…): meaning is the emulator's.
-    Control = 10, "control", Shape::Args(3), ["code", "a", "b"];
-    /// A span of work began.
-    SpanBegin = 11, "span_begin", Shape::Span, ["category", "category_len", "name", "name_len", "id"];
-    /// A span of work ended.
-    SpanEnd = 12, "span_end", Shape::Span, ["category", "category_len", "name", "name_len", "id"];
-    /// A one-off text message.
-    Marker = 13, "marker", Shape::Marker, ["text", "text_len"];
-    /// A probe of any other provider, traced by its argument spec.
-    Usdt = 15, "usdt", Shape::Usdt, [];
-}
+event_catalogue!(define_event_kinds);
 
 impl EventKind {
     /// The kind whose probe is called `name`.
     pub fn from_probe_name(name: &str) -> Option<EventKind> {
         Self::ALL.iter().copied().find(|k| k.probe_name() == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::format;
+    use std::string::ToString;
+    use std::vec::Vec;
+
+    /// A row's fields and probe arguments say the same: every field but the
+    /// size takes an argument, a string two (`NAME`, then `NAME_len`).
+    #[test]
+    fn fields_match_probe_arguments() {
+        for &kind in EventKind::ALL.iter().filter(|k| **k != EventKind::Usdt) {
+            let mut expected = Vec::new();
+            for field in kind.fields() {
+                expected.push(field.name.to_string());
+                if field.ty == FieldType::Text {
+                    expected.push(format!("{}_len", field.name));
+                }
+            }
+            assert_eq!(kind.probe_args(), expected, "{kind:?}");
+            let record_args = kind
+                .fields()
+                .iter()
+                .filter(|f| !matches!(f.ty, FieldType::Size | FieldType::Text))
+                .count();
+            if let Shape::Args(_) | Shape::MemAccess = kind.shape() {
+                assert_eq!(kind.shape().record_args(), record_args, "{kind:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn ids_and_names_round_trip() {
+        for &kind in EventKind::ALL {
+            assert_eq!(EventKind::from_id(kind as u8), Some(kind));
+            assert_eq!(EventKind::from_probe_name(kind.probe_name()), Some(kind));
+            assert!((kind as u32) < EVENT_KIND_SLOTS);
+        }
     }
 }

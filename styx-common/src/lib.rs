@@ -11,15 +11,19 @@
 //! The kernel's ring buffer adds an 8-byte header to every record and rounds its
 //! size up to 8, so a `mem_read` (24 + 3 × 8 = 48 bytes) costs 56 bytes of ring.
 #![no_std]
+#![warn(missing_docs)]
+
+#[cfg(test)]
+extern crate std;
 
 mod branch;
 mod event;
-mod record;
+mod layout;
 mod usdt;
 
 pub use branch::{Branch, BranchKind, InterruptKind};
-pub use event::{EventKind, Shape, EVENT_KIND_SLOTS, PROVIDER};
-pub use record::{
+pub use event::{EventKind, FieldDef, FieldType, Shape, EVENT_KIND_SLOTS, PROVIDER};
+pub use layout::{
     ArgsRecord, MarkerRecord, RecordHeader, SpanRecord, MARKER_TEXT_MAX, SPAN_CATEGORY_MAX,
     SPAN_NAME_MAX,
 };

@@ -15,8 +15,9 @@ pub const ARG_REG: u8 = 1;
 /// `value + base + index * scale`.
 pub const ARG_MEM: u8 = 2;
 
-/// [`UsdtArg::flags`] bits.
+/// [`UsdtArg::flags`]: a base register is used.
 pub const ARG_HAS_BASE: u8 = 1;
+/// [`UsdtArg::flags`]: an index register is used.
 pub const ARG_HAS_INDEX: u8 = 2;
 
 /// Where one argument is and how wide (24 bytes).
@@ -24,6 +25,7 @@ pub const ARG_HAS_INDEX: u8 = 2;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
 pub struct UsdtArg {
+    /// [`ARG_CONST`], [`ARG_REG`] or [`ARG_MEM`].
     pub kind: u8,
     /// Bytes: 1, 2, 4 or 8.
     pub size: u8,
@@ -33,9 +35,13 @@ pub struct UsdtArg {
     pub shift: u8,
     /// Offsets in `struct pt_regs` of the base and index registers.
     pub base_off: u16,
+    /// Offset in `struct pt_regs` of the index register.
     pub index_off: u16,
+    /// Multiplies the index: 1, 2, 4 or 8.
     pub scale: u8,
+    /// [`ARG_HAS_BASE`] and [`ARG_HAS_INDEX`].
     pub flags: u8,
+    /// Zero.
     pub _reserved: [u8; 6],
     /// The constant, or the memory displacement.
     pub value: u64,
@@ -46,8 +52,11 @@ pub struct UsdtArg {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
 pub struct UsdtSpec {
+    /// How many of `args` are used.
     pub nargs: u32,
+    /// Zero.
     pub _reserved: u32,
+    /// Each argument, in probe order.
     pub args: [UsdtArg; MAX_USDT_ARGS],
 }
 
@@ -58,9 +67,13 @@ pub struct UsdtSpec {
 #[derive(Clone, Copy, Debug)]
 #[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
 pub struct UsdtRecord {
+    /// Time, thread and kind; `aux` is the argument count.
     pub header: RecordHeader,
+    /// Index of the site's spec (its attach cookie).
     pub spec_id: u32,
+    /// Zero.
     pub _reserved: u32,
+    /// The arguments, sign-extended where signed.
     pub args: [u64; MAX_USDT_ARGS],
 }
 

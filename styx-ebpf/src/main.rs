@@ -5,7 +5,7 @@
 #![no_std]
 #![no_main]
 
-mod record;
+mod emit;
 mod usdt;
 
 use aya_ebpf::helpers::bpf_get_attach_cookie;
@@ -38,37 +38,37 @@ static TARGET_TGID: u32 = 0;
 
 #[uprobe]
 pub fn styx_args2(ctx: ProbeContext) -> u32 {
-    record::args::<2>(&ctx, Shape::Args(2));
+    emit::args::<2>(&ctx, Shape::Args(2));
     0
 }
 
 #[uprobe]
 pub fn styx_args3(ctx: ProbeContext) -> u32 {
-    record::args::<3>(&ctx, Shape::Args(3));
+    emit::args::<3>(&ctx, Shape::Args(3));
     0
 }
 
 #[uprobe]
 pub fn styx_args4(ctx: ProbeContext) -> u32 {
-    record::args::<4>(&ctx, Shape::Args(4));
+    emit::args::<4>(&ctx, Shape::Args(4));
     0
 }
 
 #[uprobe]
 pub fn styx_mem(ctx: ProbeContext) -> u32 {
-    record::args::<3>(&ctx, Shape::MemAccess);
+    emit::args::<3>(&ctx, Shape::MemAccess);
     0
 }
 
 #[uprobe]
 pub fn styx_span(ctx: ProbeContext) -> u32 {
-    record::span(&ctx);
+    emit::span(&ctx);
     0
 }
 
 #[uprobe]
 pub fn styx_marker(ctx: ProbeContext) -> u32 {
-    record::marker(&ctx);
+    emit::marker(&ctx);
     0
 }
 

@@ -1,7 +1,7 @@
 //! Records a hit of any USDT probe, reading each argument where its spec
 //! (compiled by the loader from the note's argument string) says it is.
 
-use crate::record::header;
+use crate::emit::header;
 use crate::{dropped, EVENTS, SPECS};
 use aya_ebpf::bindings::BPF_RB_NO_WAKEUP;
 use aya_ebpf::helpers::generated::bpf_probe_read_user;

@@ -1,11 +1,11 @@
 //! Command-line options.
 
-use crate::ebpf::AttachMode;
-use crate::format::{Detail, Format};
+use crate::bpf::AttachMode;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
 use styx_common::EventKind;
+use styx_events::formats::{Detail, Format};
 
 const EXAMPLES: &str = "\
 Examples:

@@ -1,15 +1,32 @@
 //! styx-loader: traces a CPU emulator's styx USDT probes with eBPF.
+//!
+//! The binary's edge: the command line ([`cli`]), the commands ([`cmd`]),
+//! where events go ([`outputs`]), a tracing session ([`session`]) and the
+//! kernel side ([`bpf`]). Finding probes and reading their notes and
+//! argument specs is styx-usdt's; decoding records, fields, formats and
+//! captures are styx-events'.
+//!
+//! Tracing needs the `trace` feature (on by default), which brings aya and
+//! tokio; without it the binary still lists probes and reads captures.
+
+mod bpf;
+mod cli;
+mod cmd;
+mod outputs;
+#[cfg(feature = "trace")]
+mod session;
 
 use clap::Parser;
+use cli::{Cli, Command, TraceArgs};
 use std::process::ExitCode;
-use styx_loader::cli::{Cli, Command, TraceArgs};
-use styx_loader::{list, read, spawn, trace};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    Logger::install(cli.trace.ebpf_log);
     let result = match &cli.command {
-        Some(Command::List(args)) => list::run(args).map(|()| 0),
-        Some(Command::Read(args)) => read::run(args).map(|()| 0),
+        Some(Command::List(args)) => cmd::list::run(args).map(|()| 0),
+        Some(Command::Read(args)) => cmd::read::run(args).map(|()| 0),
         None => run_trace(cli.trace),
     };
     match result {
@@ -21,15 +38,15 @@ fn main() -> ExitCode {
     }
 }
 
+#[cfg(not(feature = "trace"))]
+fn run_trace(_: TraceArgs) -> anyhow::Result<i32> {
+    anyhow::bail!(
+        "this styx-loader was built without the `trace` feature: it can only `list` and `read`"
+    )
+}
+
+#[cfg(feature = "trace")]
 fn run_trace(args: TraceArgs) -> anyhow::Result<i32> {
-    if args.ebpf_log {
-        // The eBPF programs log under their crate name; aya's own chatter is
-        // only worth seeing when something goes wrong.
-        env_logger::Builder::new()
-            .filter_level(log::LevelFilter::Warn)
-            .filter_module("styx", log::LevelFilter::Trace)
-            .init();
-    }
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         anyhow::bail!(
@@ -39,11 +56,70 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<i32> {
     // Fork before the runtime starts threads.
     let held = match args.command.as_slice() {
         [] => None,
-        command => Some(spawn::hold(command)?),
+        command => Some(session::spawn::hold(command)?),
     };
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| anyhow::anyhow!("starting the async runtime: {e}"))?
-        .block_on(trace::run(args, held))
+        .block_on(cmd::trace::run(args, held))
+}
+
+/// Prints the libraries' warnings and notes as `styx-loader: warning: …`
+/// lines on stderr; with `--ebpf-log`, also the eBPF programs' own log
+/// (aya-log, under their crate name `styx`) and aya's warnings.
+struct Logger {
+    ebpf_log: AtomicBool,
+}
+
+static LOGGER: Logger = Logger {
+    ebpf_log: AtomicBool::new(false),
+};
+
+impl Logger {
+    fn install(ebpf_log: bool) {
+        LOGGER.ebpf_log.store(ebpf_log, Ordering::Relaxed);
+        if log::set_logger(&LOGGER).is_ok() {
+            log::set_max_level(if ebpf_log {
+                log::LevelFilter::Trace
+            } else {
+                log::LevelFilter::Info
+            });
+        }
+    }
+
+    fn ebpf_log(&self) -> bool {
+        self.ebpf_log.load(Ordering::Relaxed)
+    }
+}
+
+impl log::Log for Logger {
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        let target = metadata.target();
+        if target.starts_with("styx_") {
+            metadata.level() <= log::Level::Info
+        } else if target == "styx" || target.starts_with("styx::") {
+            self.ebpf_log()
+        } else {
+            self.ebpf_log() && metadata.level() <= log::Level::Warn
+        }
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if !self.enabled(record.metadata()) {
+            return;
+        }
+        let target = record.target();
+        let what = match record.level() {
+            _ if !target.starts_with("styx_") => {
+                format!("{} {}", target, record.level().as_str().to_lowercase())
+            }
+            log::Level::Error => "error".to_string(),
+            log::Level::Warn => "warning".to_string(),
+            _ => "note".to_string(),
+        };
+        eprintln!("styx-loader: {what}: {}", record.args());
+    }
+
+    fn flush(&self) {}
 }

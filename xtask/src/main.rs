@@ -3,6 +3,7 @@
 mod bench;
 mod build_ebpf;
 mod demo;
+mod layout;
 mod setup;
 mod test;
 
@@ -72,7 +73,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Bench { quick } => bench::run(&root, quick),
         Command::BenchConsumers => run_checked(
             std::process::Command::new("cargo")
-                .args(["run", "--release", "--quiet", "-p", "styx-loader"])
+                .args(["run", "--release", "--quiet", "-p", "styx-events"])
                 .args(["--example", "bench-consumers"])
                 .current_dir(&root),
         ),

@@ -1,5 +1,5 @@
 //! Case 4: how fast a capture converts to each output format on one core
-//! (styx-loader's `bench-consumers` example), beside the Styx table.
+//! (styx-events' `bench-consumers` example), beside the Styx table.
 
 use super::stats::Samples;
 use super::{Binaries, Plan};

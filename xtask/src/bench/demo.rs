@@ -3,12 +3,13 @@
 //! instruction, for one event type and for all of them.
 
 use super::stats::Samples;
-use super::tracer::lines_of;
 use super::{Binaries, Plan};
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use styx_testkit::{Loader, Summary};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Variant {
@@ -113,40 +114,23 @@ fn plain(demo: &Path, repeat: u64) -> Result<f64> {
 
 /// Speed, events received and events lost, traced from the first instruction.
 fn traced(bins: &Binaries, only: Option<&str>, repeat: u64) -> Result<(f64, u64, u64)> {
-    let mut loader = Command::new(&bins.loader);
-    loader.args(["-o", "raw", "--output", "/dev/null", "--quiet"]);
+    let mut args: Vec<&OsStr> = ["-o", "raw", "--output", "/dev/null", "--quiet"]
+        .map(OsStr::new)
+        .to_vec();
     if let Some(kind) = only {
-        loader.args(["-e", kind]);
+        args.extend([OsStr::new("-e"), OsStr::new(kind)]);
     }
     let demo = demo_command(&bins.demo, repeat);
-    let mut child = loader
-        .arg("--")
-        .arg(demo.get_program())
-        .args(demo.get_args())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("starting styx-loader")?;
-    let stderr = lines_of(child.stderr.take().expect("piped"));
+    args.push(OsStr::new("--"));
+    args.push(demo.get_program());
+    args.extend(demo.get_args());
+    let mut loader = Loader::spawn(&bins.loader, args, Stdio::piped())?;
     let mut stdout = String::new();
-    std::io::Read::read_to_string(child.stdout.as_mut().expect("piped"), &mut stdout)?;
-    let status = child.wait()?;
-    let stderr: Vec<String> = stderr.iter().collect();
+    std::io::Read::read_to_string(loader.child.stdout.as_mut().expect("piped"), &mut stdout)?;
+    let (status, stderr) = loader.finish();
     anyhow::ensure!(status.success(), "traced styx-demo failed: {stderr:?}");
-    let summary = stderr
-        .iter()
-        .find(|l| l.contains(" events from "))
-        .with_context(|| format!("no summary from styx-loader: {stderr:?}"))?;
-    let number = |prefix: &str, suffix: &str| -> Result<u64> {
-        let rest = summary.split(prefix).nth(1).context("summary")?;
-        rest.split(suffix)
-            .next()
-            .and_then(|n| n.trim().rsplit(' ').next()?.parse().ok())
-            .with_context(|| format!("no number in {summary:?}"))
-    };
-    let received = number("styx-loader: ", " events")?;
-    let dropped = number("; ", " dropped")?;
-    Ok((speed(&stdout)?, received, dropped))
+    let summary = Summary::find(&stderr)?;
+    Ok((speed(&stdout)?, summary.events, summary.dropped))
 }
 
 /// The demo's speed line: `N instructions in S s: X M instructions/s`.

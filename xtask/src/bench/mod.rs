@@ -123,7 +123,7 @@ fn build(root: &Path) -> Result<Binaries> {
         "build",
         "--release",
         "-p",
-        "styx-loader",
+        "styx-events",
         "--example",
         "bench-consumers",
     ])?;

@@ -129,7 +129,7 @@ fn method(md: &mut String, plan: &Plan) {
          bpftrace prints nothing when it has attached, so its script also counts a second \
          probe (`mem_write`) that the workload fires until bpftrace sees it; those events are \
          outside the measured stream.\n\
-         - **Consumers**: `styx-loader/examples/bench-consumers.rs`, {} events of an emulator-like \
+         - **Consumers**: `styx-events/examples/bench-consumers.rs`, {} events of an emulator-like \
          mix, one pinned core, CPU time of the converting thread.\n",
         plan.demo_repeat,
         plan.demo_repeat_traced_one,

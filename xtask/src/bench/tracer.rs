@@ -6,9 +6,10 @@ use anyhow::{bail, Context, Result};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver};
+use std::sync::mpsc::Receiver;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use styx_testkit::{lines_of, Loader, Summary};
 
 /// styx-bench's handshake events: a probe other than the measured one.
 const READY: &str = "ready";
@@ -107,29 +108,38 @@ pub enum Tracer {
 /// A tracer attached to a workload.
 pub struct Session {
     tracer: Tracer,
-    child: Child,
+    process: Process,
     /// The tracer's stdout: (lines, the last of its text).
     stdout: JoinHandle<(u64, String)>,
-    stderr: Receiver<String>,
     /// Events fired before the tracer was told to stop.
     fired_at_stop: u64,
+}
+
+/// The tracer's process.
+enum Process {
+    Styx(Loader),
+    Bpftrace {
+        child: Child,
+        stderr: Receiver<String>,
+    },
 }
 
 impl Session {
     /// Starts `tracer` on the workload and returns once it is attached.
     pub fn start(tracer: Tracer, loader: &Path, workload: &mut Workload) -> Result<Session> {
         let pid = workload.pid().to_string();
-        let mut command = match tracer {
+        let (process, mut out) = match tracer {
             Tracer::StyxRaw | Tracer::StyxJsonl => {
                 let format = if tracer == Tracer::StyxRaw {
                     "raw"
                 } else {
                     "jsonl"
                 };
-                let mut c = Command::new(loader);
-                c.args(["--pid", &pid, "-e", "mem_read", "-o", format])
-                    .args(["--quiet", "--output", "/dev/null"]);
-                c
+                let args = ["--pid", &pid, "-e", "mem_read", "-o", format];
+                let quiet = ["--quiet", "--output", "/dev/null"];
+                let mut loader = Loader::spawn(loader, args.iter().chain(&quiet), Stdio::piped())?;
+                let out = loader.child.stdout.take().expect("piped");
+                (Process::Styx(loader), out)
             }
             Tracer::BpftraceCount | Tracer::BpftracePrintf => {
                 // mem_write carries the handshake (see wait_attached); its
@@ -142,19 +152,20 @@ impl Session {
                         r#"printf("");"#,
                     )
                 };
-                let mut c = Command::new("bpftrace");
-                c.args(["-p", &pid, "-e"]).arg(format!(
-                    "usdt::styx:mem_read {{ {measured} }} usdt::styx:mem_write {{ {handshake} }}"
-                ));
-                c
+                let mut child = Command::new("bpftrace")
+                    .args(["-p", &pid, "-e"])
+                    .arg(format!(
+                        "usdt::styx:mem_read {{ {measured} }} usdt::styx:mem_write {{ {handshake} }}"
+                    ))
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .with_context(|| format!("starting {tracer:?}"))?;
+                let out = child.stdout.take().expect("piped");
+                let stderr = lines_of(child.stderr.take().expect("piped"));
+                (Process::Bpftrace { child, stderr }, out)
             }
         };
-        let mut child = command
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .with_context(|| format!("starting {tracer:?}"))?;
-        let mut out = child.stdout.take().expect("piped");
         let stdout = std::thread::spawn(move || {
             let mut lines = 0;
             let mut tail = Vec::new();
@@ -170,12 +181,10 @@ impl Session {
             }
             (lines, String::from_utf8_lossy(&tail).into_owned())
         });
-        let stderr = lines_of(child.stderr.take().expect("piped"));
         let mut session = Session {
             tracer,
-            child,
+            process,
             stdout,
-            stderr,
             fired_at_stop: 0,
         };
         session.wait_attached(workload)?;
@@ -184,24 +193,19 @@ impl Session {
 
     fn wait_attached(&mut self, workload: &mut Workload) -> Result<()> {
         let deadline = Instant::now() + Duration::from_secs(60);
-        match self.tracer {
-            Tracer::StyxRaw | Tracer::StyxJsonl => loop {
-                let line = self
-                    .stderr
-                    .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-                    .context("styx-loader did not attach")?;
-                if line.contains("attached") {
-                    return Ok(());
-                }
-            },
+        match &mut self.process {
+            Process::Styx(loader) => {
+                loader.wait_for_line("attached")?;
+                Ok(())
+            }
             // bpftrace says nothing when attached: the handshake probe's
             // closure runs once it is. It is attached after the measured one.
-            Tracer::BpftraceCount | Tracer::BpftracePrintf => {
+            Process::Bpftrace { child, .. } => {
                 while workload.run(READY, 1000)?.evaluated == 0 {
                     if Instant::now() > deadline {
                         bail!("bpftrace did not attach within 60 s");
                     }
-                    if let Some(status) = self.child.try_wait()? {
+                    if let Some(status) = child.try_wait()? {
                         bail!("bpftrace exited: {status}");
                     }
                     std::thread::sleep(Duration::from_millis(100));
@@ -216,21 +220,28 @@ impl Session {
 
     /// CPU time the tracer has used so far, in seconds.
     pub fn cpu_seconds(&self) -> Result<f64> {
-        cpu_seconds(self.child.id())
+        let pid = match &self.process {
+            Process::Styx(loader) => loader.pid(),
+            Process::Bpftrace { child, .. } => child.id(),
+        };
+        cpu_seconds(pid)
     }
 
     /// Stops the tracer (styx-loader stops when the workload quits) and says
     /// how many of the events the workload fired it did not receive.
     pub fn finish(mut self, mut workload: Workload) -> Result<u64> {
         self.fired_at_stop = workload.fired;
-        match self.tracer {
-            Tracer::StyxRaw | Tracer::StyxJsonl => workload.quit()?,
-            Tracer::BpftraceCount | Tracer::BpftracePrintf => {
+        let (status, stderr) = match self.process {
+            Process::Styx(loader) => {
+                workload.quit()?;
+                loader.finish()
+            }
+            Process::Bpftrace { mut child, stderr } => {
                 // SAFETY: signalling a child we started.
-                unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+                unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
                 // bpftrace 0.17 with printf output notices the signal only at its next event.
                 let deadline = Instant::now() + Duration::from_secs(30);
-                while self.child.try_wait()?.is_none() {
+                while child.try_wait()?.is_none() {
                     if Instant::now() > deadline {
                         bail!("bpftrace did not stop within 30 s of SIGINT");
                     }
@@ -238,11 +249,10 @@ impl Session {
                     std::thread::sleep(Duration::from_millis(50));
                 }
                 workload.quit()?;
+                (child.wait()?, stderr.iter().collect())
             }
-        }
-        let status = self.child.wait()?;
+        };
         let (lines, stdout) = self.stdout.join().expect("stdout reader");
-        let stderr: Vec<String> = self.stderr.iter().collect();
         anyhow::ensure!(
             status.success(),
             "{:?} failed ({status}): {}",
@@ -250,13 +260,7 @@ impl Session {
             stderr.join("\n")
         );
         let received = match self.tracer {
-            Tracer::StyxRaw | Tracer::StyxJsonl => {
-                let summary = stderr
-                    .iter()
-                    .find(|l| l.contains(" events from "))
-                    .with_context(|| format!("no summary from styx-loader: {stderr:?}"))?;
-                number_after(summary, "styx-loader: ")?
-            }
+            Tracer::StyxRaw | Tracer::StyxJsonl => Summary::find(&stderr)?.events,
             Tracer::BpftraceCount => number_after(&stdout, "@events: ")?,
             Tracer::BpftracePrintf => lines,
         };
@@ -289,20 +293,6 @@ pub fn cpu_seconds(pid: u32) -> Result<f64> {
     // SAFETY: sysconf has no preconditions.
     let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
     Ok(ticks as f64 / per_second)
-}
-
-/// A pipe's lines, as they come.
-pub fn lines_of(pipe: impl Read + Send + 'static) -> Receiver<String> {
-    let (send, receive) = channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(pipe).lines() {
-            let Ok(line) = line else { break };
-            if send.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    receive
 }
 
 #[cfg(test)]

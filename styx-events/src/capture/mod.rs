@@ -1,0 +1,92 @@
+//! The raw capture format (`-o raw`): compact, streamed, versioned, and
+//! readable up to its last whole record when cut short.
+//!
+//! ```text
+//! file    := MAGIC version:u32le header_len:u32le header record*
+//! MAGIC   := "STYXCAP\0"
+//! header  := header_len bytes of JSON (see [`Header`]): host, kernel, pid,
+//!            executable, the clock mapping, the event table (names, argument
+//!            names and types) and the other providers' probes (provider,
+//!            probe, argument types and signedness), by spec id
+//! record  := tag:u8 body
+//! ```
+//!
+//! The low nibble of `tag` is the event kind id (1 to 15); 0 marks a meta
+//! record. Event records:
+//!
+//! | part | encoding |
+//! |---|---|
+//! | `tag` bit 4 | a thread index follows (varint), else the thread of the previous record |
+//! | `tag` bits 5–7 | `aux` (the access size): 0 → 0; 1–4 → 1, 2, 4, 8; 7 → a varint follows |
+//! | time | zigzag varint of `ts_ns` minus the previous record's (records arrive in ring order, which can step back across CPUs) |
+//! | arguments | per argument, zigzag varint of its difference from the same argument of the previous event of the same kind |
+//! | span | id as an argument; then category and name as strings |
+//! | marker | the text as a string |
+//! | usdt | spec id varint, then `aux` arguments as above |
+//! | string | varint `kept_len << 1 \| truncated`, then the bytes kept |
+//!
+//! Meta records: `0x00` THREAD `pid tid` (varints) defines the next thread
+//! index (0, 1, …) and makes it the current thread; `0x10` END closes the
+//! capture: `events` then `dropped` (varints), then per event kind with
+//! either non-zero `kind:u8 events dropped`, ended by kind 0.
+//!
+//! Deltas against the previous value make the common case small: a
+//! `mem_read` a few µs after the last event, at a nearby pc and address,
+//! takes 1 + 2 + 1 + 1–3 + 1–2 bytes, about 8 (a ring record is 56).
+//!
+//! Every record is complete in itself once the ones before it are read, so a
+//! capture that ends in the middle of a record (loader killed, disk full) is
+//! read up to its last whole record; without an END record the reader warns
+//! that it was cut short and how many trailing bytes it dropped. The writer
+//! keeps a fixed amount of state (the previous values, one buffer, the thread
+//! table), so memory stays bounded however long it runs.
+
+mod reader;
+mod varint;
+mod writer;
+
+pub use reader::{CaptureError, Ending, Reader};
+pub use writer::CaptureWriter;
+
+/// The first bytes of every capture.
+pub const MAGIC: &[u8; 8] = b"STYXCAP\0";
+/// The format version this loader writes and reads.
+pub const VERSION: u32 = 1;
+
+/// Meta record tags (kind nibble 0).
+const TAG_THREAD: u8 = 0x00;
+const TAG_END: u8 = 0x10;
+/// Event tag bit: a thread index follows.
+const TAG_THREAD_FOLLOWS: u8 = 0x10;
+/// Event tag bits 5-7: how `aux` is stored.
+const AUX_SHIFT: u8 = 5;
+const AUX_EXPLICIT: u8 = 7;
+
+/// The most bytes one record can take: a USDT record with 12 ten-byte
+/// arguments, or a marker of 120 bytes, plus tag, thread and time.
+pub const MAX_RECORD: usize = 1 + 10 + 10 + 10 + 10 + 12 * 10;
+
+/// Arguments kept per kind for delta coding (a USDT probe's at most).
+const ARG_SLOTS: usize = styx_common::MAX_USDT_ARGS;
+
+fn aux_code(aux: u8) -> u8 {
+    match aux {
+        0 => 0,
+        1 => 1,
+        2 => 2,
+        4 => 3,
+        8 => 4,
+        _ => AUX_EXPLICIT,
+    }
+}
+
+const fn aux_from_code(code: u8) -> Option<u8> {
+    match code {
+        0 => Some(0),
+        1..=4 => Some(1 << (code - 1)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,342 @@
+//! The capture codec on its own: what goes in comes out, and a capture cut
+//! at any byte reads up to its last whole record.
+
+use super::*;
+use crate::bytes::Bytes;
+use crate::event::{Body, Event, Text};
+use crate::header::{ClockMapping, Header, UsdtInfo};
+use crate::lines::jsonl::jsonl;
+use crate::lines::Repeats;
+use crate::usdt::UsdtProbes;
+use crate::writer::{EventWriter, Totals};
+use styx_common::{EventKind, RecordHeader, UsdtSpec};
+
+fn header() -> Header {
+    let mut spec = UsdtSpec {
+        nargs: 2,
+        ..UsdtSpec::default()
+    };
+    (spec.args[0].size, spec.args[0].signed) = (4, 1);
+    spec.args[1].size = 8;
+    let site = UsdtInfo::from_spec(0, "prov", "probe", &spec);
+    let mut header = Header::now(42, "/bin/emu", vec![site]);
+    assert_eq!(header.usdt[0].args[0].ty, "i32");
+    assert_eq!(header.usdt[0].args[1].ty, "u64");
+    // Fixed, so two headers compare equal.
+    header.clock = ClockMapping {
+        monotonic_ns: 1,
+        realtime_ns: 2,
+    };
+    header
+}
+
+fn event(ts_ns: u64, tid: u32, kind: EventKind, aux: u8, body: Body<'static>) -> Event<'static> {
+    Event {
+        header: RecordHeader {
+            ts_ns,
+            pid: 42,
+            tid,
+            kind: kind as u8,
+            aux,
+            _reserved: [0; 6],
+        },
+        kind,
+        body,
+    }
+}
+
+static NEGATIVE: [u64; 2] = [-5i64 as u64, u64::MAX];
+
+/// A mix of every shape, threads switching, time stepping back, extremes.
+fn events() -> Vec<Event<'static>> {
+    let text = |s: &'static str, truncated| Text {
+        bytes: s.as_bytes(),
+        truncated,
+    };
+    vec![
+        event(
+            1_000,
+            7,
+            EventKind::MemRead,
+            1,
+            Body::Args([0x1000, 0x40, 0x2a, 0]),
+        ),
+        event(
+            1_050,
+            7,
+            EventKind::MemRead,
+            8,
+            Body::Args([0x1002, 0x42, u64::MAX, 0]),
+        ),
+        event(
+            1_040,
+            8,
+            EventKind::MemWrite,
+            2,
+            Body::Args([0x2000, 0x10, 0xbeef, 0]),
+        ),
+        event(1_060, 7, EventKind::RegWrite, 0, Body::Args([1, 2, 3, 4])),
+        event(
+            u64::MAX,
+            8,
+            EventKind::Branch,
+            0,
+            Body::Args([5, 0, 0x101, 0]),
+        ),
+        event(0, 9, EventKind::Interrupt, 0, Body::Args([1, 2, 3, 4])),
+        event(
+            5,
+            9,
+            EventKind::SpanBegin,
+            0,
+            Body::Span {
+                id: 77,
+                category: text("cpu", false),
+                name: text("a \"quoted\" name", true),
+            },
+        ),
+        event(6, 7, EventKind::Marker, 0, Body::Marker(text("", false))),
+        event(
+            7,
+            7,
+            EventKind::Usdt,
+            2,
+            Body::Usdt {
+                spec_id: 0,
+                args: &NEGATIVE,
+            },
+        ),
+        event(8, 7, EventKind::Control, 3, Body::Args([0, 0, 0, 0])),
+    ]
+}
+
+fn lines(events: &[Event<'_>], usdt: &UsdtProbes) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| {
+            let mut out = Bytes::default();
+            jsonl(&mut out, e, usdt, &mut Repeats::default());
+            String::from_utf8(out.as_slice().to_vec()).unwrap()
+        })
+        .collect()
+}
+
+fn write(events: &[Event<'_>]) -> Vec<u8> {
+    let mut writer = CaptureWriter::new(Vec::new(), &header()).unwrap();
+    let mut counts = [0u64; 16];
+    for e in events {
+        writer.event(e).unwrap();
+        counts[e.kind as usize] += 1;
+    }
+    let drops = [0u64; 16];
+    writer
+        .finish(&Totals {
+            events: &counts,
+            drops: &drops,
+        })
+        .unwrap();
+    writer.into_inner()
+}
+
+fn read(bytes: &[u8]) -> (Vec<String>, Ending) {
+    let mut reader = Reader::open(bytes).unwrap();
+    let usdt = UsdtProbes::from_infos(&reader.header.usdt);
+    let mut out = Vec::new();
+    while let Some(e) = reader.next().unwrap() {
+        let mut line = Bytes::default();
+        jsonl(&mut line, &e, &usdt, &mut Repeats::default());
+        out.push(String::from_utf8(line.as_slice().to_vec()).unwrap());
+    }
+    (out, reader.ending)
+}
+
+#[test]
+fn what_goes_in_comes_out() {
+    let events = events();
+    let bytes = write(&events);
+    let (got, ending) = read(&bytes);
+    assert_eq!(got, lines(&events, &UsdtProbes::from_infos(&header().usdt)));
+    assert!(
+        got[8].contains("\"args\":[-5,18446744073709551615]"),
+        "{}",
+        got[8]
+    );
+    assert!(
+        matches!(
+            ending,
+            Ending::Complete {
+                events: 10,
+                dropped: 0,
+                ..
+            }
+        ),
+        "{ending:?}"
+    );
+    let reader = Reader::open(&bytes[..]).unwrap();
+    assert_eq!(reader.header, header());
+}
+
+#[test]
+fn a_capture_cut_anywhere_reads_to_its_last_whole_record() {
+    let events = events();
+    let all = lines(&events, &UsdtProbes::from_infos(&header().usdt));
+    let bytes = write(&events);
+    let body_start = 16 + u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
+    let mut last = 0;
+    for cut in body_start..bytes.len() {
+        let (got, ending) = read(&bytes[..cut]);
+        assert_eq!(got[..], all[..got.len()], "cut at {cut}");
+        assert!(got.len() >= last, "more bytes never give fewer events");
+        last = got.len();
+        match ending {
+            Ending::CutShort { offset, partial } => {
+                assert_eq!(offset as usize + partial, cut, "cut at {cut}");
+            }
+            other => panic!("cut at {cut}: {other:?}"),
+        }
+    }
+    assert_eq!(last, events.len(), "only the END record missing");
+}
+
+#[test]
+fn bad_input_is_named() {
+    let bytes = write(&events());
+    let err = |b: &[u8]| Reader::open(b).err().expect("an error").to_string();
+    assert!(err(b"{\"ts_ns\":1}\n").contains("not a styx capture"));
+    assert!(err(&bytes[..10]).contains("ends inside its header"));
+    assert!(err(&bytes[..40]).contains("ends inside its header"));
+    let mut newer = bytes.clone();
+    newer[8] = 2;
+    assert!(err(&newer).contains("version 2; this styx-loader reads version 1"));
+    let mut corrupt = bytes.clone();
+    let body_start = 16 + u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
+    corrupt[body_start] = 0x70; // a meta tag nobody writes
+    let mut reader = Reader::open(&corrupt[..]).unwrap();
+    let e = reader.next().err().expect("corrupt").to_string();
+    assert!(
+        e.contains(&format!("corrupt record at byte {body_start}")),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_typical_mem_read_takes_few_bytes() {
+    // An emulator loop: reads a few ns apart, pc and address moving a little.
+    let events: Vec<Event<'static>> = (0..1000u64)
+        .map(|i| {
+            event(
+                1_000_000 + i * 700,
+                7,
+                EventKind::MemRead,
+                1,
+                Body::Args([0x8000 + (i * 3) % 64, 0x200 + i % 256, i * 37 % 256, 0]),
+            )
+        })
+        .collect();
+    let bytes = write(&events);
+    let body_start = 16 + u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
+    let per_event = (bytes.len() - body_start) as f64 / 1000.0;
+    assert!(per_event <= 10.0, "{per_event} bytes per mem_read");
+}
+
+/// Many events, so that reads cross buffer refills and the fast path runs.
+fn many_events() -> Vec<Event<'static>> {
+    let base = events();
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut out = Vec::new();
+    for i in 0..130_000u64 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let mut e = clone_event(&base[(rng % base.len() as u64) as usize]);
+        e.header.ts_ns = 1_000_000 + i * 250 + rng % 100;
+        e.header.tid = 7 + (rng >> 20) as u32 % 3;
+        if let Body::Args(a) = &mut e.body {
+            a[0] = rng >> 40;
+            a[1] = a[1].wrapping_add(i);
+        }
+        out.push(e);
+    }
+    out
+}
+
+fn clone_event(e: &Event<'static>) -> Event<'static> {
+    let body = match &e.body {
+        Body::Args(a) => Body::Args(*a),
+        Body::Span { id, category, name } => Body::Span {
+            id: *id,
+            category: Text {
+                bytes: category.bytes,
+                truncated: category.truncated,
+            },
+            name: Text {
+                bytes: name.bytes,
+                truncated: name.truncated,
+            },
+        },
+        Body::Marker(t) => Body::Marker(Text {
+            bytes: t.bytes,
+            truncated: t.truncated,
+        }),
+        Body::Usdt { spec_id, args } => Body::Usdt {
+            spec_id: *spec_id,
+            args,
+        },
+    };
+    Event {
+        header: e.header,
+        kind: e.kind,
+        body,
+    }
+}
+
+/// Hands out a few bytes per read, as a pipe may.
+struct Trickle<'a>(&'a [u8], usize);
+
+impl std::io::Read for Trickle<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.1.min(buf.len()).min(self.0.len());
+        buf[..n].copy_from_slice(&self.0[..n]);
+        self.0 = &self.0[n..];
+        Ok(n)
+    }
+}
+
+#[test]
+fn long_captures_read_back_across_refills_however_the_bytes_arrive() {
+    let events = many_events();
+    let want = lines(&events, &UsdtProbes::from_infos(&header().usdt));
+    let bytes = write(&events);
+    assert!(
+        bytes.len() > 1 << 20,
+        "more than one read buffer: {}",
+        bytes.len()
+    );
+    let (got, ending) = read(&bytes);
+    assert!(got == want, "whole file");
+    assert!(matches!(ending, Ending::Complete { .. }));
+    for chunk in [7, 4096] {
+        let mut reader = Reader::open(Trickle(&bytes, chunk)).unwrap();
+        let usdt = UsdtProbes::from_infos(&reader.header.usdt);
+        let mut n = 0;
+        while let Some(e) = reader.next().unwrap() {
+            let mut line = Bytes::default();
+            jsonl(&mut line, &e, &usdt, &mut Repeats::default());
+            assert_eq!(
+                line.as_slice(),
+                want[n].as_bytes(),
+                "event {n}, {chunk}-byte reads"
+            );
+            n += 1;
+        }
+        assert_eq!(n, want.len());
+    }
+    // Cut in the middle of a later buffer: a prefix, and the bytes dropped.
+    let cut = bytes.len() * 3 / 4 + 3;
+    let (got, ending) = read(&bytes[..cut]);
+    assert_eq!(got[..], want[..got.len()]);
+    let Ending::CutShort { offset, partial } = ending else {
+        panic!("{ending:?}")
+    };
+    assert_eq!(offset as usize + partial, cut);
+}

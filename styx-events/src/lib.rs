@@ -1,0 +1,29 @@
+//! styx's events after the ring buffer, without the kernel: no root, no
+//! eBPF, no async runtime. `styx-loader` feeds it records live; `read` and
+//! the consumer benchmark feed it captures.
+//!
+//! The pipeline, in module order:
+//! 1. [`event`]: a ring-buffer record decoded into an [`event::Event`];
+//! 2. [`fields`]: an event's fields in order, named and typed, walked from
+//!    styx-common's event catalogue: the one place every format learns how
+//!    an event reads;
+//! 3. [`writer`]: the [`writer::EventWriter`] every format is, and the one
+//!    chunked buffer ([`bytes::Bytes`]) between a format and its output;
+//!    every writer starts from the session's [`header::Header`] (who was
+//!    traced, clocks, probes), which a capture also stores;
+//! 4. the formats, picked by [`formats::Format`]: [`lines`] (JSON lines,
+//!    text), [`timeline`] (Chrome JSON, Perfetto: spans as slices, rates as
+//!    counters), and [`capture`] (the raw capture, and its reader, which
+//!    gives events back to any format).
+#![warn(missing_docs)]
+
+pub mod bytes;
+pub mod capture;
+pub mod event;
+pub mod fields;
+pub mod formats;
+pub mod header;
+pub mod lines;
+pub mod timeline;
+pub mod usdt;
+pub mod writer;

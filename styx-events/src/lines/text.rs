@@ -1,0 +1,91 @@
+//! One event as a line of text for people.
+
+use crate::bytes::Bytes;
+use crate::event::Event;
+use crate::fields::{for_each_field, Arg, Field};
+use crate::usdt::UsdtProbes;
+use std::io::Write;
+
+/// Appends one event as a line of text; `threads` adds the pid/tid column.
+pub fn text(out: &mut Bytes, event: &Event<'_>, usdt: &UsdtProbes, threads: bool) {
+    let h = &event.header;
+    pad_left(out, itoa::Buffer::new().format(h.ts_ns / 1_000_000_000), 6);
+    out.push(b'.');
+    let frac = h.ts_ns % 1_000_000_000;
+    pad_left_with(out, itoa::Buffer::new().format(frac), 9, b'0');
+    out.push(b' ');
+    if threads {
+        pad_left(out, itoa::Buffer::new().format(h.pid), 7);
+        out.push(b'/');
+        pad_right(out, itoa::Buffer::new().format(h.tid), 7);
+        out.push(b' ');
+    }
+    pad_right(out, event.kind.probe_name(), 10);
+    let _ = for_each_field(event, usdt, |field| {
+        match field {
+            Field::Hex(name, v) => {
+                name_eq(out, name);
+                out.hex(v);
+            }
+            Field::Str(_, v) => {
+                out.push(b' ');
+                out.extend_from_slice(v.as_bytes());
+            }
+            Field::Args(args) => {
+                for (i, arg) in args.enumerate() {
+                    out.extend_from_slice(b" arg");
+                    out.dec(i as u64);
+                    out.push(b'=');
+                    match arg {
+                        Arg::Signed(v) => {
+                            out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes())
+                        }
+                        Arg::Unsigned(v) => out.hex(v),
+                    }
+                }
+            }
+            Field::Dec(name, v) => {
+                name_eq(out, name);
+                out.dec(v);
+            }
+            Field::Name(_, v) => {
+                out.push(b' ');
+                out.extend_from_slice(v.as_bytes());
+            }
+            Field::Flag(name, true) => {
+                out.extend_from_slice(b" (");
+                out.extend_from_slice(name.as_bytes());
+                out.push(b')');
+            }
+            Field::Flag(_, false) => {}
+            Field::Text(name, text) => {
+                name_eq(out, name);
+                // Rust's Debug quoting, as people expect from `{:?}`.
+                let _ = write!(out, "{:?}", text.lossy());
+            }
+        }
+        Ok::<(), ()>(())
+    });
+    out.push(b'\n');
+}
+
+#[inline]
+fn name_eq(out: &mut Bytes, name: &str) {
+    out.push(b' ');
+    out.extend_from_slice(name.as_bytes());
+    out.push(b'=');
+}
+
+fn pad_left(out: &mut Bytes, s: &str, width: usize) {
+    pad_left_with(out, s, width, b' ');
+}
+
+fn pad_left_with(out: &mut Bytes, s: &str, width: usize, fill: u8) {
+    out.fill(width.saturating_sub(s.len()), fill);
+    out.extend_from_slice(s.as_bytes());
+}
+
+fn pad_right(out: &mut Bytes, s: &str, width: usize) {
+    out.extend_from_slice(s.as_bytes());
+    out.fill(width.saturating_sub(s.len()), b' ');
+}

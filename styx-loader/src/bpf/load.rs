@@ -1,0 +1,105 @@
+//! Loads styx's eBPF object: its programs, the `EVENTS` ring buffer, the
+//! per-CPU `DROPS` counters and the `SPECS` table of other providers' sites.
+
+use super::compat::multi_programs::{self, MultiPrograms};
+use super::AttachMode;
+use anyhow::{anyhow, Context, Result};
+use aya::maps::{Array, MapData, PerCpuArray, RingBuf};
+use aya::{Ebpf, EbpfLoader};
+use log::warn;
+use styx_common::{UsdtSpec, EVENT_KIND_SLOTS};
+use styx_usdt::select::UsdtSite;
+
+/// Built from styx-ebpf by `cargo xtask build-ebpf`; committed, so the loader
+/// builds with stable Rust alone. CI checks it matches its source.
+pub(super) static OBJECT: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("CARGO_MANIFEST_DIR"), "/ebpf/styx.bpf.o"));
+
+/// What to load the object for.
+pub struct LoadOptions<'a> {
+    /// Only events from this process (0: any process).
+    pub pid: u32,
+    /// The programs the sites need.
+    pub programs: &'a [&'static str],
+    pub mode: AttachMode,
+    pub ring_bytes: u32,
+    pub ebpf_log: bool,
+    /// Argument specs of the other providers' sites, by cookie.
+    pub usdt: &'a [UsdtSite],
+}
+
+/// A spec as a map value (aya's Pod is a foreign trait).
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+struct SpecValue(UsdtSpec);
+// SAFETY: UsdtSpec is repr(C) plain data without padding (bytemuck::Pod).
+unsafe impl aya::Pod for SpecValue {}
+
+/// The loaded object and the maps the session reads.
+pub struct Loaded {
+    pub ebpf: Ebpf,
+    /// The programs again, loaded for uprobe_multi links; None when
+    /// attaching per site.
+    pub(super) multi: Option<MultiPrograms>,
+    pub ring: RingBuf<MapData>,
+    pub drops: PerCpuArray<MapData, u64>,
+}
+
+/// Loads the object, sized and filled for `options`.
+pub fn load(options: &LoadOptions<'_>) -> Result<Loaded> {
+    let log_level: u8 = if options.ebpf_log { 0xff } else { 0 };
+    let specs = options.usdt.len().max(1) as u32;
+    let mut ebpf = EbpfLoader::new()
+        .override_global("TARGET_TGID", &options.pid, true)
+        .override_global("AYA_LOG_LEVEL", &log_level, false)
+        .map_max_entries("EVENTS", options.ring_bytes)
+        .map_max_entries("SPECS", specs)
+        .load(OBJECT)
+        .context("loading styx's eBPF object into the kernel")?;
+    let mut spec_map: Array<_, SpecValue> = Array::try_from(
+        ebpf.map_mut("SPECS")
+            .ok_or_else(|| anyhow!("no SPECS map"))?,
+    )?;
+    for (i, site) in options.usdt.iter().enumerate() {
+        spec_map
+            .set(i as u32, SpecValue(site.spec), 0)
+            .context("filling the SPECS map")?;
+    }
+    let multi = match options.mode {
+        AttachMode::PerSite => None,
+        AttachMode::Multi => match multi_programs::load(OBJECT, &ebpf, options.programs) {
+            Ok(programs) => Some(programs),
+            Err(e) => {
+                warn!(
+                    "cannot load programs for uprobe_multi links ({e:#}); attaching one link per site, which is slow to detach"
+                );
+                None
+            }
+        },
+    };
+    // Taken out last: loading for uprobe_multi needs every map in `ebpf`.
+    let ring = RingBuf::try_from(
+        ebpf.take_map("EVENTS")
+            .ok_or_else(|| anyhow!("no EVENTS map"))?,
+    )?;
+    let drops = PerCpuArray::try_from(
+        ebpf.take_map("DROPS")
+            .ok_or_else(|| anyhow!("no DROPS map"))?,
+    )?;
+    Ok(Loaded {
+        ebpf,
+        multi,
+        ring,
+        drops,
+    })
+}
+
+/// Ring-full drops per event kind (index = kind id), summed over CPUs.
+pub fn read_drops(drops: &PerCpuArray<MapData, u64>) -> Result<Vec<u64>> {
+    (0..EVENT_KIND_SLOTS)
+        .map(|kind| {
+            let per_cpu = drops.get(&kind, 0).context("reading the DROPS map")?;
+            Ok(per_cpu.iter().sum())
+        })
+        .collect()
+}

@@ -1,0 +1,239 @@
+//! A tracing session, in four steps: [`Session::start`] loads the programs
+//! and attaches them, [`Session::stream`] moves events from the ring to the
+//! output until something says stop, [`Session::detach`] lets go of the
+//! sites while still draining, and [`Session::finish`] ends the output and
+//! prints the summary.
+//!
+//! The eBPF side submits records without waking anyone (a wake-up per event
+//! costs ~0.9 µs), so a 1 ms tick is the ring's only reader.
+
+pub mod drain;
+pub mod live;
+pub mod report;
+pub mod spawn;
+
+use crate::bpf::attach::{self, Links};
+use crate::bpf::load::{self, LoadOptions, Loaded};
+use crate::bpf::AttachMode;
+use anyhow::{bail, Context, Result};
+use drain::{Drained, Sink};
+use live::LiveLine;
+use report::{Stop, Summary};
+use std::io::{self, IsTerminal};
+use std::os::fd::OwnedFd;
+use std::time::{Duration, Instant};
+use styx_events::writer::EventWriter;
+use styx_usdt::select::Selection;
+use styx_usdt::target::Target;
+use tokio::io::unix::AsyncFd;
+use tokio::signal::unix::{signal, Signal, SignalKind};
+use tokio::time::{interval, sleep_until, Interval, MissedTickBehavior};
+
+/// How often the ring is drained.
+const DRAIN_EVERY: Duration = Duration::from_millis(1);
+
+/// How to run a session.
+pub struct Options {
+    /// How to attach.
+    pub attach: AttachMode,
+    /// Ring buffer bytes.
+    pub ring_bytes: u32,
+    /// Forward the programs' own log.
+    pub ebpf_log: bool,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// Draw the live line (on a terminal, not `--quiet`).
+    pub live: bool,
+}
+
+/// An attached session.
+pub struct Session {
+    loaded: Loaded,
+    links: Links,
+    sink: Sink,
+    logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
+    /// Becomes readable when the traced process exits.
+    exit_fd: Option<AsyncFd<OwnedFd>>,
+    sigint: Signal,
+    sigterm: Signal,
+    tick: Interval,
+    options: Options,
+    target_name: String,
+    started: Instant,
+    elapsed: Duration,
+}
+
+impl Session {
+    /// Loads the programs `selection` needs and attaches them in `target`;
+    /// events go to `out`. Must run inside the async runtime.
+    pub fn start(
+        target: &Target,
+        selection: &Selection,
+        out: Box<dyn EventWriter>,
+        options: Options,
+    ) -> Result<Session> {
+        // Before attaching: a Ctrl-C right after "attached" must stop
+        // tracing cleanly, not kill the loader.
+        let sigint = signal(SignalKind::interrupt())?;
+        let sigterm = signal(SignalKind::terminate())?;
+        let mut programs: Vec<&'static str> = selection
+            .sites
+            .iter()
+            .map(|s| attach::program_name(s.kind))
+            .collect();
+        programs.sort_unstable();
+        programs.dedup();
+        let mut loaded = load::load(&LoadOptions {
+            pid: target.pid.unwrap_or(0),
+            programs: &programs,
+            mode: options.attach,
+            ring_bytes: options.ring_bytes,
+            ebpf_log: options.ebpf_log,
+            usdt: &selection.usdt,
+        })?;
+        let logger = if options.ebpf_log {
+            Some(aya_log::EbpfLogger::init(&mut loaded.ebpf).context("starting the eBPF logger")?)
+        } else {
+            None
+        };
+        let exit_fd = match target.exit_fd()? {
+            // SAFETY: the AsyncFd owns the OwnedFd, so the fd stays open and
+            // the same for as long as it is registered.
+            Some(fd) => Some(
+                unsafe { AsyncFd::register(fd) }
+                    .map_err(|e| anyhow::anyhow!("watching {} for exit: {e}", target.name))?,
+            ),
+            None => None,
+        };
+        let attach_started = Instant::now();
+        let links = attach::attach_sites(&mut loaded, target, &selection.sites)?;
+        eprintln!(
+            "styx-loader: attached {} probe sites in {} in {:.0} ms; Ctrl-C to stop",
+            selection.sites.len(),
+            target.name,
+            attach_started.elapsed().as_secs_f64() * 1e3
+        );
+        let mut tick = interval(DRAIN_EVERY);
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        Ok(Session {
+            loaded,
+            links,
+            sink: Sink::new(out),
+            logger,
+            exit_fd,
+            sigint,
+            sigterm,
+            tick,
+            options,
+            target_name: target.name.clone(),
+            started: Instant::now(),
+            elapsed: Duration::ZERO,
+        })
+    }
+
+    /// Streams events until a signal, the process's exit, the duration, or
+    /// the output says stop.
+    pub async fn stream(&mut self) -> Result<Stop> {
+        let mut live = LiveLine::new(self.options.live);
+        self.started = Instant::now();
+        let deadline = self
+            .options
+            .duration
+            .map(|d| tokio::time::Instant::now() + d);
+        let exit_fd = self.exit_fd.as_ref();
+        let stop = loop {
+            tokio::select! {
+                _ = self.tick.tick() => {
+                    if let Drained::Budget = self.sink.drain(&mut self.loaded.ring) {
+                        // More is waiting: come straight back, after a look
+                        // at signals and the clock.
+                        self.tick.reset_immediately();
+                    }
+                    if let Some(logger) = self.logger.as_mut() {
+                        logger.flush();
+                    }
+                    if live.due() {
+                        live.draw(&self.sink.written.events, &load::read_drops(&self.loaded.drops)?);
+                    }
+                    if !self.sink.is_open() {
+                        break if self.sink.error.is_some() { Stop::OutputFailed } else { Stop::OutputClosed };
+                    }
+                }
+                _ = self.sigint.recv() => break Stop::Interrupted,
+                _ = self.sigterm.recv() => break Stop::Terminated,
+                _ = async { exit_fd.expect("guarded").readable().await }, if exit_fd.is_some() => {
+                    break Stop::TargetExited
+                }
+                _ = async { sleep_until(deadline.expect("guarded")).await }, if deadline.is_some() => {
+                    break Stop::DurationReached
+                }
+            }
+        };
+        self.elapsed = self.started.elapsed();
+        live.clear();
+        Ok(stop)
+    }
+
+    /// Detaches every site, draining meanwhile, then takes what is left.
+    ///
+    /// The kernel takes ~0.1 s per site to detach per-site links, one site at
+    /// a time (each waits for an RCU grace period under a global lock), and
+    /// about that for a whole multi link; the events still arriving
+    /// meanwhile are kept.
+    pub async fn detach(&mut self) {
+        let links = std::mem::take(&mut self.links);
+        if links.per_site() > 10 {
+            eprintln!(
+                "styx-loader: detaching {} probe sites one by one (the kernel needs ~0.1 s each)",
+                links.per_site()
+            );
+        }
+        let mut detaching = tokio::task::spawn_blocking(move || drop(links));
+        let mut detached = false;
+        loop {
+            if !detached {
+                tokio::select! {
+                    _ = &mut detaching => detached = true,
+                    _ = self.tick.tick() => {}
+                }
+            }
+            if let (Drained::All, true) = (self.sink.drain(&mut self.loaded.ring), detached) {
+                break;
+            }
+        }
+        if let Some(logger) = self.logger.as_mut() {
+            logger.flush();
+        }
+    }
+
+    /// Ends the output with the run's totals and prints the summary; an
+    /// error if the output failed.
+    pub fn finish(mut self, stop: Stop) -> Result<()> {
+        let drops = load::read_drops(&self.loaded.drops)?;
+        self.sink.finish(&drops);
+        report::print(&Summary {
+            target: &self.target_name,
+            stop,
+            elapsed: self.elapsed,
+            sink: &self.sink,
+            drops: &drops,
+            ring_size: self.options.ring_bytes,
+        });
+        if let Some(e) = &self.sink.error {
+            // The error names the output that failed (see crate::outputs::open).
+            bail!(
+                "writing events to {e} (after {} events; {} more were not written)",
+                self.sink.written.total(),
+                self.sink.unwritten.total()
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Whether the live line may be drawn: on a terminal, unless events go to
+/// the same terminal (the line would break theirs).
+pub fn live_line_wanted(quiet: bool, output_is_file: bool) -> bool {
+    let events_on_terminal = !output_is_file && io::stdout().is_terminal();
+    !quiet && io::stderr().is_terminal() && !events_on_terminal
+}

@@ -1,0 +1,328 @@
+//! End to end: raw captures of a real traced run, read back later with
+//! `styx-loader read`, whole, cut short, or filled up to a full disk.
+
+use crate::support::*;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+/// `styx-loader read FILE -o FORMAT`: (success, stdout, stderr).
+fn read_capture(file: &Path, format: &str) -> (bool, String, String) {
+    let (status, stdout, stderr) = run_loader(&["read", file.to_str().unwrap(), "-o", format]);
+    (status.success(), stdout, stderr)
+}
+
+/// JSON lines without `ts_ns`, by thread.
+fn by_thread(jsonl: &str) -> BTreeMap<u64, Vec<Value>> {
+    by_tid(parse_jsonl(jsonl))
+}
+
+/// Every thread's events are the first of what it fired, in order.
+fn assert_prefix_of_fired(got: &BTreeMap<u64, Vec<Value>>, fired: &BTreeMap<u64, Vec<Value>>) {
+    for (tid, events) in got {
+        let want = fired
+            .get(tid)
+            .unwrap_or_else(|| panic!("events from thread {tid}, which fired none"));
+        assert!(events.len() <= want.len(), "thread {tid}: more than fired");
+        for (i, (g, w)) in events.iter().zip(want).enumerate() {
+            assert_eq!(g, w, "thread {tid}, event {i}");
+        }
+    }
+}
+
+#[test]
+fn raw_capture_reads_back_as_the_jsonl_of_the_same_run() {
+    require_root();
+    let dir = scratch("capture-same-run");
+    let expect = dir.join("fired.jsonl");
+    let (jsonl, raw) = (dir.join("direct.jsonl"), dir.join("run.styx"));
+    let mut prog = TestProg::spawn(Some(&expect));
+    let pid = prog.pid().to_string();
+    // One run, written both ways: -o jsonl, and the same events as a capture.
+    let loader = attach_loader(&[
+        "--pid",
+        &pid,
+        "-o",
+        "jsonl",
+        "--output",
+        jsonl.to_str().unwrap(),
+        "--capture",
+        raw.to_str().unwrap(),
+    ]);
+    let fired = prog.fire(2000, 2);
+    prog.quit();
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "loader failed: {}", stderr.join("\n"));
+
+    let direct = std::fs::read_to_string(&jsonl).unwrap();
+    let (ok, converted, warnings) = read_capture(&raw, "jsonl");
+    assert!(ok, "read failed: {warnings}");
+    assert_eq!(warnings, "", "a complete capture reads without warnings");
+    assert_eq!(direct.lines().count() as u64, fired.calls);
+    assert!(
+        converted == direct,
+        "read of the capture differs from the direct jsonl"
+    );
+    // And both are what was fired.
+    let fired_events = by_tid(read_jsonl(&expect));
+    assert_eq!(by_thread(&converted), fired_events);
+
+    // Text from the capture is the text of the same events.
+    let (ok, text, _) = read_capture(&raw, "text");
+    assert!(ok);
+    assert_eq!(text.lines().count() as u64, fired.calls);
+    assert!(text
+        .lines()
+        .any(|l| l.contains("mem_read") && l.contains("addr=0x40000000")));
+
+    let size = std::fs::metadata(&raw).unwrap().len();
+    assert!(
+        size < fired.calls * 24,
+        "{size} bytes for {} events",
+        fired.calls
+    );
+}
+
+#[test]
+fn raw_output_keeps_the_run_and_its_header() {
+    require_root();
+    let dir = scratch("capture-raw");
+    let (expect, raw) = (dir.join("fired.jsonl"), dir.join("run.styx"));
+    let mut prog = TestProg::spawn(Some(&expect));
+    let pid = prog.pid();
+    let before = std::time::SystemTime::now();
+    let loader = attach_loader(&[
+        "--pid",
+        &pid.to_string(),
+        "-o",
+        "raw",
+        "--output",
+        raw.to_str().unwrap(),
+        "-e",
+        "mem_read,mem_write,branch,span_begin,span_end,marker",
+    ]);
+    prog.fire(500, 3);
+    prog.quit();
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "loader failed: {}", stderr.join("\n"));
+
+    let wanted = [
+        "mem_read",
+        "mem_write",
+        "branch",
+        "span_begin",
+        "span_end",
+        "marker",
+    ];
+    let mut fired = by_tid(read_jsonl(&expect));
+    for events in fired.values_mut() {
+        events.retain(|e| wanted.contains(&e["event"].as_str().unwrap()));
+    }
+    let (ok, jsonl, warnings) = read_capture(&raw, "jsonl");
+    assert!(ok && warnings.is_empty(), "{warnings}");
+    assert_eq!(by_thread(&jsonl), fired);
+
+    // The header: who, where, and when in wall-clock time.
+    let bytes = std::fs::read(&raw).unwrap();
+    assert_eq!(&bytes[..8], b"STYXCAP\0");
+    assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), 1);
+    let len = u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
+    let header: Value = serde_json::from_slice(&bytes[16..16 + len]).unwrap();
+    assert_eq!(header["pid"], pid);
+    assert_eq!(header["kernel"].as_str().unwrap(), uname("-r"));
+    assert_eq!(header["host"].as_str().unwrap(), uname("-n"));
+    let mem_read = &header["events"][3];
+    assert_eq!(mem_read["name"], "mem_read");
+    let arg_names: Vec<&str> = mem_read["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(arg_names, ["pc", "addr", "val", "size"]);
+    let since_epoch = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i128
+    };
+    let clock = &header["clock"];
+    let first_ts: i128 = serde_json::from_str::<Value>(jsonl.lines().next().unwrap()).unwrap()
+        ["ts_ns"]
+        .as_u64()
+        .unwrap()
+        .into();
+    let wall = first_ts - clock["monotonic_ns"].as_u64().unwrap() as i128
+        + clock["realtime_ns"].as_u64().unwrap() as i128;
+    let (start, now) = (
+        since_epoch(before),
+        since_epoch(std::time::SystemTime::now()),
+    );
+    assert!(
+        start <= wall && wall <= now,
+        "first event at {wall}, outside the run [{start}, {now}]"
+    );
+}
+
+fn uname(flag: &str) -> String {
+    let out = Command::new("uname").arg(flag).output().expect("uname");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+#[test]
+fn a_capture_of_a_killed_loader_reads_to_its_last_whole_record() {
+    require_root();
+    let dir = scratch("capture-killed");
+    let (expect, raw) = (dir.join("fired.jsonl"), dir.join("run.styx"));
+    let mut prog = TestProg::spawn(Some(&expect));
+    let pid = prog.pid().to_string();
+    let loader = attach_loader(&[
+        "--pid",
+        &pid,
+        "-o",
+        "raw",
+        "--output",
+        raw.to_str().unwrap(),
+    ]);
+    prog.fire(3000, 2);
+    // Wait until the capture has grown past a write chunk, then kill the
+    // loader mid-stream.
+    eventually("the capture has data", || {
+        std::fs::metadata(&raw).is_ok_and(|m| m.len() > 300_000)
+    });
+    loader.signal(libc::SIGKILL);
+    let _ = loader.finish();
+    prog.quit();
+
+    let size = std::fs::metadata(&raw).unwrap().len();
+    let (ok, jsonl, warnings) = read_capture(&raw, "jsonl");
+    assert!(ok, "{warnings}");
+    assert!(warnings.contains("was cut short"), "{warnings}");
+    let read = jsonl.lines().count();
+    assert!(read > 1000, "{read} events");
+    assert!(
+        warnings.contains(&format!("read {read} events")),
+        "{warnings}"
+    );
+    assert_prefix_of_fired(&by_thread(&jsonl), &by_tid(read_jsonl(&expect)));
+
+    // Cut it by hand too, mid-record: the same events less the cut one(s).
+    let bytes = std::fs::read(&raw).unwrap();
+    let cut = dir.join("cut.styx");
+    std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).unwrap();
+    let (ok, part, warnings) = read_capture(&cut, "jsonl");
+    assert!(ok, "{warnings}");
+    assert!(jsonl.starts_with(&part), "a cut capture reads as a prefix");
+    let lost = warnings
+        .split("the last ")
+        .nth(1)
+        .and_then(|w| w.split(' ').next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no byte count in {warnings}"));
+    assert!(lost < 200, "{warnings}");
+    assert!(size > 300_000);
+}
+
+#[test]
+fn bad_captures_are_refused_plainly() {
+    require_root();
+    let dir = scratch("capture-bad");
+    let (not_capture, newer) = (dir.join("a.jsonl"), dir.join("newer.styx"));
+    std::fs::write(&not_capture, "{\"ts_ns\":1}\n").unwrap();
+    let (ok, _, stderr) = read_capture(&not_capture, "jsonl");
+    assert!(!ok && stderr.contains("not a styx capture"), "{stderr}");
+
+    // A real capture with a version this loader does not know.
+    let raw = dir.join("run.styx");
+    let mut prog = TestProg::spawn(None);
+    let pid = prog.pid().to_string();
+    let loader = attach_loader(&[
+        "--pid",
+        &pid,
+        "-o",
+        "raw",
+        "--output",
+        raw.to_str().unwrap(),
+    ]);
+    prog.fire(10, 1);
+    prog.quit();
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{}", stderr.join("\n"));
+    let mut bytes = std::fs::read(&raw).unwrap();
+    bytes[8..12].copy_from_slice(&7u32.to_le_bytes());
+    std::fs::write(&newer, &bytes).unwrap();
+    let (ok, _, stderr) = read_capture(&newer, "jsonl");
+    assert!(
+        !ok && stderr.contains("capture format version 7; this styx-loader reads version 1"),
+        "{stderr}"
+    );
+    let (ok, _, stderr) = read_capture(&dir.join("missing.styx"), "jsonl");
+    assert!(!ok && stderr.contains("cannot open"), "{stderr}");
+}
+
+/// A small tmpfs, unmounted however the test ends.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &Path, size: &str) -> Tmpfs {
+        std::fs::create_dir_all(dir).unwrap();
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .expect("running mount");
+        assert!(status.success(), "mounting a tmpfs on {}", dir.display());
+        Tmpfs(dir.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_full_disk_stops_with_a_clear_error_and_a_readable_capture() {
+    require_root();
+    let dir = scratch("capture-full");
+    let expect = dir.join("fired.jsonl");
+    let disk = Tmpfs::mount(&dir.join("small"), "64k");
+    let raw = disk.0.join("run.styx");
+    let mut prog = TestProg::spawn(Some(&expect));
+    let pid = prog.pid().to_string();
+    let loader = attach_loader(&[
+        "--pid",
+        &pid,
+        "-o",
+        "raw",
+        "--output",
+        raw.to_str().unwrap(),
+    ]);
+    // ~50,000 events: several times what 64 KiB holds.
+    let (status, stderr) = loader.finish_after(|| prog.fire(2000, 2)).unwrap();
+    prog.quit();
+
+    assert!(!status.success(), "a full disk must fail the run");
+    let error = stderr
+        .iter()
+        .find(|l| l.contains("error:"))
+        .unwrap_or_else(|| panic!("no error in {stderr:?}"));
+    assert!(
+        error.contains(&format!("writing events to {}", raw.display()))
+            && error.contains("No space left on device"),
+        "{error}"
+    );
+    assert!(
+        summary_of(&stderr).line.contains("output failed"),
+        "{stderr:?}"
+    );
+
+    let size = std::fs::metadata(&raw).unwrap().len();
+    assert!(size > 32 << 10, "the disk was filled: {size} bytes");
+    let (ok, jsonl, warnings) = read_capture(&raw, "jsonl");
+    assert!(ok, "{warnings}");
+    assert!(warnings.contains("was cut short"), "{warnings}");
+    let read = jsonl.lines().count();
+    assert!(read > 2000, "{read} events in {size} bytes");
+    assert_prefix_of_fired(&by_thread(&jsonl), &by_tid(read_jsonl(&expect)));
+    drop(disk);
+}

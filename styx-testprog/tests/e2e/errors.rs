@@ -1,0 +1,136 @@
+//! Bad input and hostile conditions: each gets one clear line and a non-zero
+//! exit, or a counted, reported loss.
+
+use crate::support::*;
+use std::process::Command;
+
+fn error_line(stderr: &str) -> &str {
+    stderr
+        .lines()
+        .find(|l| l.contains("error"))
+        .unwrap_or_else(|| panic!("no error line in {stderr:?}"))
+}
+
+#[test]
+fn no_such_pid() {
+    require_root();
+    let mut gone = Command::new("true").spawn().unwrap();
+    let pid = gone.id().to_string();
+    gone.wait().unwrap();
+    let (status, _, stderr) = run_loader(&["--pid", &pid]);
+    assert!(!status.success());
+    assert_eq!(
+        error_line(&stderr),
+        format!("styx-loader: error: no process with pid {pid}")
+    );
+}
+
+#[test]
+fn process_without_styx_probes_says_what_it_has() {
+    require_root();
+    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    let (status, _, stderr) = run_loader(&["--pid", &sleeper.id().to_string()]);
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+    assert!(!status.success());
+    let line = error_line(&stderr);
+    assert!(line.contains("has no styx probes"), "{line}");
+    assert!(line.contains("it has no USDT probes at all"), "{line}");
+}
+
+#[test]
+fn unknown_event_type_lists_the_known_ones() {
+    let (status, _, stderr) = run_loader(&["--pid", "1", "-e", "mem_read,mem_reed"]);
+    assert_eq!(status.code(), Some(2), "usage errors exit 2");
+    assert!(stderr.contains("unknown event type 'mem_reed'"), "{stderr}");
+    assert!(stderr.contains("insn_exec"), "{stderr}");
+}
+
+#[test]
+fn unwritable_output_fails_before_attaching() {
+    require_root();
+    let mut prog = TestProg::spawn(None);
+    let (status, _, stderr) = run_loader(&[
+        "--pid",
+        &prog.pid().to_string(),
+        "--output",
+        "/nonexistent-dir/trace.jsonl",
+    ]);
+    assert!(!status.success());
+    let line = error_line(&stderr);
+    assert!(
+        line.contains("cannot write /nonexistent-dir/trace.jsonl"),
+        "{line}"
+    );
+    assert!(!stderr.contains("attached"), "{stderr}");
+    assert_eq!(prog.fire(5, 1).evaluated, 0);
+    prog.quit();
+}
+
+#[test]
+fn not_root_is_told_to_use_sudo() {
+    let output = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(loader_path())
+        .args(["--pid", "1"])
+        .output()
+        .expect("running setpriv (util-linux)");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(error_line(&stderr).contains("run it with sudo"), "{stderr}");
+}
+
+#[test]
+fn full_disk_is_an_error_with_a_count() {
+    require_root();
+    let mut prog = TestProg::spawn(None);
+    let pid = prog.pid().to_string();
+    let loader = attach_loader(&["--pid", &pid, "-o", "jsonl", "--output", "/dev/full"]);
+    prog.fire(50, 1);
+    let (status, stderr) = loader.finish_after(|| prog.fire(1, 1)).unwrap();
+    assert!(!status.success(), "{stderr:?}");
+    let stderr = stderr.join("\n");
+    let line = error_line(&stderr);
+    assert!(line.contains("writing events to /dev/full"), "{line}");
+    assert!(line.contains("No space left on device"), "{line}");
+    prog.quit();
+}
+
+#[test]
+fn ring_full_drops_are_counted_and_reported() {
+    require_root();
+    let dir = scratch("drops");
+    let out = dir.join("traced.jsonl");
+    let mut prog = TestProg::spawn(None);
+    let pid = prog.pid().to_string();
+    let loader = attach_loader(&[
+        "--pid",
+        &pid,
+        "-o",
+        "jsonl",
+        "--ring-size",
+        "4K",
+        "--ebpf-log",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    // A burst far larger than a 4 KiB ring holds between two drains.
+    let fired = prog.fire(5000, 2);
+    prog.quit();
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{}", stderr.join("\n"));
+    let received = read_jsonl(&out).len() as u64;
+    let Summary { line, dropped, .. } = summary_of(&stderr);
+    assert!(dropped > 0, "a 4 KiB ring must overflow: {line}");
+    assert_eq!(
+        received + dropped,
+        fired.calls,
+        "every event is received or counted as dropped"
+    );
+    assert!(
+        stderr
+            .iter()
+            .any(|l| l.contains("try a larger --ring-size")),
+        "{stderr:?}"
+    );
+}

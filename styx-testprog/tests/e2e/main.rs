@@ -1,0 +1,27 @@
+//! End to end: styx-loader, with the real eBPF programs, tracing
+//! styx-testprog, the 6502 demo, and C programs using <sys/sdt.h> (their
+//! sources are in tests/c); also `styx-loader list` and `read`, and bpftrace
+//! on styx probes. One test binary, a module per subject.
+//!
+//! Most tests load eBPF programs and attach uprobes, so they must run as
+//! root; they fail (never skip) when that is not possible. styx-loader and
+//! styx-demo must be built first (`cargo xtask test` does it).
+
+mod support;
+
+mod binary;
+mod bpftrace;
+mod capture;
+mod compile_out;
+mod demo;
+mod enabled;
+mod errors;
+mod libraries;
+mod list;
+mod live;
+mod many_sites;
+mod spawn;
+mod timeline;
+mod together;
+mod trace;
+mod usdt;

@@ -1,0 +1,390 @@
+//! Shared pieces of the end-to-end tests: the programs under test, the
+//! loader (started and read through styx-testkit), what it writes, and a
+//! live process's semaphores.
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+pub use styx_testkit::{lines_of, Loader, Summary};
+
+pub fn require_root() {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "these tests load eBPF programs and must run as root: sudo cargo xtask test"
+    );
+}
+
+pub fn testprog_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_styx-testprog"))
+}
+
+pub fn loader_path() -> PathBuf {
+    beside_testprog("styx-loader")
+}
+
+/// The 6502 demo emulator.
+pub fn demo_path() -> PathBuf {
+    beside_testprog("styx-demo")
+}
+
+/// The binary `name` of another package, built beside styx-testprog by
+/// `cargo xtask test` (plain `cargo test` does not build other packages'
+/// binaries).
+fn beside_testprog(name: &str) -> PathBuf {
+    let path = testprog_path().with_file_name(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run the tests with `cargo xtask test`, or `cargo build -p {name}` first",
+        path.display()
+    );
+    path
+}
+
+/// A scratch directory for one test, removed and recreated.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("creating scratch dir");
+    dir
+}
+
+/// A program under test driven line by line over stdin/stdout:
+/// styx-testprog, or one of the C programs.
+pub struct TestProg {
+    pub child: Child,
+    binary: PathBuf,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+/// What styx-testprog says a `fire` did: probe calls, and closures run.
+pub struct Fired {
+    pub calls: u64,
+    pub evaluated: u64,
+}
+
+impl TestProg {
+    /// styx-testprog, writing each event it fires to `expect_file` if given.
+    pub fn spawn(expect_file: Option<&Path>) -> TestProg {
+        let expect = expect_file.map(|f| f.to_str().expect("a UTF-8 path"));
+        match expect {
+            Some(file) => Self::start(&testprog_path(), &["--expect", file]),
+            None => Self::start(&testprog_path(), &[]),
+        }
+    }
+
+    pub fn start(binary: &Path, args: &[&str]) -> TestProg {
+        let mut child = Command::new(binary)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", binary.display()));
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        TestProg {
+            child,
+            binary: binary.to_path_buf(),
+            stdin,
+            stdout,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn send(&mut self, command: &str) {
+        writeln!(self.stdin, "{command}").expect("sending a command");
+        self.stdin.flush().expect("flush");
+    }
+
+    fn read_line(&mut self) -> String {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("reading an answer");
+        line
+    }
+
+    /// Sends `command` (unless empty) and returns the lines printed up to
+    /// `end` (excluded).
+    pub fn run(&mut self, command: &str, end: &str) -> Vec<String> {
+        if !command.is_empty() {
+            self.send(command);
+        }
+        let mut lines = Vec::new();
+        loop {
+            let line = self.read_line();
+            assert!(
+                !line.is_empty(),
+                "the program ended before printing {end:?}"
+            );
+            let line = line.trim_end();
+            if line == end {
+                return lines;
+            }
+            lines.push(line.to_string());
+        }
+    }
+
+    /// Sends `command` and returns its one-line answer.
+    fn ask(&mut self, command: &str) -> String {
+        self.send(command);
+        self.read_line()
+    }
+
+    /// styx-testprog: fires `rounds` rounds of every probe on each of
+    /// `threads` threads.
+    pub fn fire(&mut self, rounds: u64, threads: u64) -> Fired {
+        let answer = self.ask(&format!("fire {rounds} {threads}"));
+        let number = |name: &str| -> u64 { field(&answer, name).parse().expect("number") };
+        Fired {
+            calls: number("calls"),
+            evaluated: number("evaluated"),
+        }
+    }
+
+    /// styx-testprog: what its probes say is attached (any, the enabled types).
+    pub fn enabled(&mut self) -> (bool, String) {
+        let answer = self.ask("enabled");
+        (
+            field(&answer, "any") == "1",
+            field(&answer, "kinds").to_string(),
+        )
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().expect("try_wait").is_none()
+    }
+
+    /// styx-testprog: asks it to quit, and waits for a clean exit.
+    pub fn quit(mut self) {
+        self.send("quit");
+        self.finish();
+    }
+
+    /// Closes stdin and waits for a clean exit.
+    pub fn finish(self) {
+        let TestProg {
+            mut child,
+            binary,
+            stdin,
+            ..
+        } = self;
+        drop(stdin);
+        let status = child.wait().expect("waiting for the program");
+        assert!(status.success(), "{} failed: {status}", binary.display());
+    }
+}
+
+/// The value of the `NAME=VALUE` word `name` in an answer of styx-testprog.
+fn field<'a>(answer: &'a str, name: &str) -> &'a str {
+    answer
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix(name)?.strip_prefix('='))
+        .unwrap_or_else(|| panic!("no {name} in answer {answer:?}"))
+}
+
+/// Starts styx-loader with `args` and waits until it says it has attached;
+/// panics with everything it printed if it exits or stalls first.
+pub fn attach_loader(args: &[&str]) -> Loader {
+    Loader::attach(&loader_path(), args, Stdio::null()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Starts styx-loader with `args`, its stdout going to `stdout`.
+pub fn spawn_loader(args: &[&str], stdout: Stdio) -> Loader {
+    Loader::spawn(&loader_path(), args, stdout).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Runs the loader to completion and returns (status, stdout, stderr).
+pub fn run_loader(args: &[&str]) -> (ExitStatus, String, String) {
+    let output = Command::new(loader_path())
+        .args(args)
+        .output()
+        .expect("running styx-loader");
+    (
+        output.status,
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// The loader's end-of-run summary, from its stderr.
+pub fn summary_of(stderr: &[String]) -> Summary {
+    Summary::find(stderr).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Reads JSON lines, dropping `ts_ns` (only the tracer knows it).
+pub fn read_jsonl(path: &Path) -> Vec<Value> {
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_to_string(&mut text))
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    parse_jsonl(&text)
+}
+
+/// JSON lines, without `ts_ns`.
+pub fn parse_jsonl(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|line| {
+            let mut value: Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("bad JSON line {line:?}: {e}"));
+            value.as_object_mut().expect("object").remove("ts_ns");
+            value
+        })
+        .collect()
+}
+
+/// Groups events by thread id, keeping their order.
+pub fn by_tid(events: Vec<Value>) -> BTreeMap<u64, Vec<Value>> {
+    let mut map: BTreeMap<u64, Vec<Value>> = BTreeMap::new();
+    for event in events {
+        let tid = event["tid"].as_u64().expect("tid");
+        map.entry(tid).or_default().push(event);
+    }
+    map
+}
+
+/// The current value of every styx semaphore in a live process, by probe
+/// name, read from its memory through /proc.
+pub fn semaphores(pid: u32) -> BTreeMap<String, u16> {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).expect("readlink exe");
+    file_semaphores(pid, &exe)
+}
+
+/// The semaphores of the probes in `file` (the executable or a library) as
+/// process `pid` sees them, by probe name.
+pub fn file_semaphores(pid: u32, file: &Path) -> BTreeMap<String, u16> {
+    let table = styx_usdt::note::read_probe_table(file).expect("reading probe notes");
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("reading maps");
+    let exe_path = file;
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).expect("opening /proc/PID/mem");
+    let mut values = BTreeMap::new();
+    for site in table.sites.iter().filter(|s| s.semaphore != 0) {
+        let address = runtime_address(&maps, exe_path, site.semaphore_offset)
+            .unwrap_or_else(|| panic!("semaphore of {} not mapped", site.name));
+        let mut bytes = [0u8; 2];
+        std::os::unix::fs::FileExt::read_exact_at(&mem, &mut bytes, address)
+            .expect("reading semaphore");
+        values.insert(site.name.clone(), u16::from_ne_bytes(bytes));
+    }
+    values
+}
+
+/// How many probe sites each styx probe has in a live process's executable.
+pub fn sites_per_probe(pid: u32) -> BTreeMap<String, u16> {
+    let exe = PathBuf::from(format!("/proc/{pid}/exe"));
+    let table = styx_usdt::note::read_probe_table(&exe).expect("reading probe notes");
+    let mut counts = BTreeMap::new();
+    for site in &table.sites {
+        *counts.entry(site.name.clone()).or_default() += 1;
+    }
+    counts
+}
+
+/// Where a file offset of `exe` is mapped in a process, from its maps.
+fn runtime_address(maps: &str, exe: &Path, file_offset: u64) -> Option<u64> {
+    let exe = exe.to_str()?;
+    maps.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.len() < 6 || fields[5] != exe {
+            return None;
+        }
+        let (start, end) = fields[0].split_once('-')?;
+        let start = u64::from_str_radix(start, 16).ok()?;
+        let end = u64::from_str_radix(end, 16).ok()?;
+        let offset = u64::from_str_radix(fields[2], 16).ok()?;
+        (file_offset >= offset && file_offset < offset + (end - start))
+            .then(|| start + (file_offset - offset))
+    })
+}
+
+/// Whether a process has a SIGINT handler installed: bpftrace installs it
+/// once its probes are attached.
+pub fn catches_sigint(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (libc::SIGINT - 1)) != 0)
+}
+
+/// Polls until `check` holds or 10 s pass; the kernel releases a killed
+/// process's links asynchronously.
+pub fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs the C compiler (Debian's systemtap-sdt-dev provides <sys/sdt.h>).
+pub fn cc(args: &[&str]) {
+    let status = Command::new("cc").args(args).status().expect("running cc");
+    assert!(
+        status.success(),
+        "cc {args:?} failed (is systemtap-sdt-dev installed?)"
+    );
+}
+
+/// Events of a jsonl trace without the fields a C program cannot predict
+/// (event, pid, tid), after checking they name `pid`'s usdt events.
+pub fn usdt_events(path: &Path, pid: u32) -> Vec<Value> {
+    read_jsonl(path)
+        .into_iter()
+        .map(|mut event| {
+            let object = event.as_object_mut().unwrap();
+            assert_eq!(object.remove("event").unwrap(), "usdt");
+            assert_eq!(object.remove("pid").unwrap().as_u64(), Some(pid as u64));
+            object.remove("tid");
+            event
+        })
+        .collect()
+}
+
+/// Stops bpftrace with SIGINT (it then prints its maps) and returns what it
+/// printed (nothing if its stdout was taken); fails rather than hang if it
+/// does not end within 20 s.
+pub fn stop_bpftrace(bpftrace: Child) -> String {
+    stop_bpftrace_poking(bpftrace, || {})
+}
+
+/// Like [`stop_bpftrace`], calling `poke` while waiting: bpftrace 0.17
+/// streaming printf output only notices SIGINT when an event wakes it.
+pub fn stop_bpftrace_poking(mut bpftrace: Child, mut poke: impl FnMut()) -> String {
+    // SAFETY: signalling a child we started.
+    unsafe { libc::kill(bpftrace.id() as i32, libc::SIGINT) };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while bpftrace.try_wait().unwrap().is_none() {
+        poke();
+        if Instant::now() > deadline {
+            let _ = bpftrace.kill();
+            let _ = bpftrace.wait();
+            panic!("bpftrace ignored SIGINT for 20 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut printed = String::new();
+    if let Some(mut out) = bpftrace.stdout.take() {
+        out.read_to_string(&mut printed).unwrap();
+    }
+    printed
+}
+
+/// How many perf events process `pid` holds open: bpftrace opens one per
+/// uprobe site it attaches.
+pub fn perf_events_open(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|fds| {
+            fds.filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+                .filter(|target| target.to_string_lossy().contains("perf_event"))
+                .count()
+        })
+        .unwrap_or(0)
+}

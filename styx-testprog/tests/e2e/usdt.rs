@@ -1,0 +1,138 @@
+//! Other providers' USDT probes, traced by their argument specs: a C program
+//! using <sys/sdt.h>, built at -O0 (memory operands) and -O2 (registers,
+//! constants), prints what it passed; the loader must report the same.
+
+use crate::support::*;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+
+const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/c/usdt_forms.c");
+
+/// The C program built at `opt`, once per test run: tests run in parallel,
+/// and rewriting a binary another test is executing fails with ETXTBSY.
+fn build(opt: &str) -> PathBuf {
+    static BUILT: Mutex<BTreeMap<String, PathBuf>> = Mutex::new(BTreeMap::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    built
+        .entry(opt.to_string())
+        .or_insert_with(|| {
+            let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("usdt_forms{opt}"));
+            cc(&[opt, "-o", out.to_str().unwrap(), SOURCE]);
+            out
+        })
+        .clone()
+}
+
+/// Traces one run of `binary` and returns what it said it fired, what was
+/// traced, and what the loader said.
+fn trace(binary: &Path, dir: &Path) -> (Vec<Value>, Vec<Value>, Vec<String>) {
+    let mut prog = TestProg::start(binary, &[]);
+    let out = dir.join("traced.jsonl");
+    let pid = prog.pid().to_string();
+    let loader = attach_loader(&[
+        "--pid",
+        &pid,
+        "--probes",
+        "forms:*",
+        "-o",
+        "jsonl",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    let fired = prog
+        .run("go 100", "done")
+        .iter()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    prog.finish();
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{}", stderr.join("\n"));
+    let traced = usdt_events(&out, pid.parse().unwrap());
+    (fired, traced, stderr)
+}
+
+#[test]
+fn sdt_probes_at_o0_and_o2_report_the_values_passed() {
+    require_root();
+    for opt in ["-O0", "-O2"] {
+        let binary = build(opt);
+        let table = styx_usdt::note::read_probe_table(&binary).unwrap();
+        let specs: Vec<&str> = table.sites.iter().map(|s| s.args.as_str()).collect();
+        let dir = scratch(&format!("usdt{opt}"));
+        let (fired, traced, _) = trace(&binary, &dir);
+        // 100 rounds of mixed, globals, consts, and gated (whose semaphore we raised).
+        assert_eq!(fired.len(), 400, "{opt}");
+        assert_eq!(traced, fired, "{opt}, specs {specs:?}");
+    }
+}
+
+#[test]
+fn no_matching_probes_says_what_there_is() {
+    require_root();
+    let binary = build("-O2");
+    let mut prog = Command::new(&binary).stdin(Stdio::piped()).spawn().unwrap();
+    let (status, _, stderr) = run_loader(&["--pid", &prog.id().to_string(), "--probes", "nope:*"]);
+    prog.kill().unwrap();
+    prog.wait().unwrap();
+    assert!(!status.success());
+    assert!(stderr.contains("none matching --probes nope:*"), "{stderr}");
+    assert!(
+        stderr.contains("its USDT providers are: forms (4 sites)"),
+        "{stderr}"
+    );
+}
+
+/// A copy of `binary` whose `forms:consts` note points its probe outside
+/// every loadable segment.
+fn with_broken_consts_note(binary: &Path, dir: &Path) -> PathBuf {
+    let mut bytes = std::fs::read(binary).unwrap();
+    let strings = b"forms\0consts\0";
+    let at = bytes
+        .windows(strings.len())
+        .position(|w| w == strings)
+        .expect("the consts note");
+    // The note's three addresses come right before its strings; the first
+    // is the probe's pc.
+    let pc = at - 24;
+    bytes[pc..pc + 8].copy_from_slice(&0xdead_0000_0000u64.to_le_bytes());
+    let broken = dir.join("broken");
+    std::fs::write(&broken, bytes).unwrap();
+    std::fs::set_permissions(&broken, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    broken
+}
+
+#[test]
+fn a_malformed_note_is_named_and_the_other_probes_still_attach() {
+    require_root();
+    let dir = scratch("usdt-malformed");
+    let broken = with_broken_consts_note(&build("-O2"), &dir);
+    let complaint = "forms:consts: probe address 0xdead00000000 is in no loadable segment";
+
+    let (status, listed, stderr) = run_loader(&["list", broken.to_str().unwrap()]);
+    assert!(status.success(), "{stderr}");
+    assert!(stderr.contains(complaint), "{stderr}");
+    assert!(listed.contains(":forms:mixed") && listed.contains(":forms:gated"));
+    assert!(!listed.contains(":forms:consts"), "{listed}");
+
+    let (fired, traced, stderr) = trace(&broken, &dir);
+    assert!(stderr.iter().any(|l| l.contains(complaint)), "{stderr:?}");
+    let reachable: Vec<Value> = fired
+        .into_iter()
+        .filter(|e| e["probe"] != "consts")
+        .collect();
+    assert_eq!(reachable.len(), 300);
+    assert_eq!(traced, reachable);
+}
+
+#[test]
+fn a_file_that_is_not_elf_is_a_clear_error() {
+    let (status, _, stderr) = run_loader(&["list", "/etc/passwd"]);
+    assert!(!status.success());
+    assert!(
+        stderr.contains("/etc/passwd is not a 64-bit ELF file"),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,180 @@
+//! Picks the probe sites to attach: styx's own probes, of the selected event
+//! types, whose argument specs are the ones the eBPF programs read.
+
+use crate::arch::x86_64::ARGUMENT_REGISTERS;
+use crate::argspec::parse_spec;
+use crate::compile;
+use crate::note::{ProbeSite, ProbeTable};
+use crate::symbols::Symbols;
+use std::collections::BTreeMap;
+use styx_common::{EventKind, Shape, UsdtSpec, PROVIDER};
+
+/// A site to attach, the event it reports, and its attach cookie.
+pub struct AttachSite {
+    /// The event the site reports ([`EventKind::Usdt`] for other providers).
+    pub kind: EventKind,
+    /// Which of the target's files the site is in.
+    pub file: usize,
+    /// The site as its note describes it.
+    pub site: ProbeSite,
+    /// The event kind for styx's own probes; the index into the spec table
+    /// for other USDT probes.
+    pub cookie: u64,
+}
+
+/// A USDT site of another provider: how to read its arguments, and how to
+/// name them in output.
+pub struct UsdtSite {
+    /// The site's provider.
+    pub provider: String,
+    /// The site's probe name.
+    pub probe: String,
+    /// Where the eBPF program finds each argument, its size and signedness.
+    pub spec: UsdtSpec,
+}
+
+/// The sites picked from a target's files, and the ones left out.
+#[derive(Default)]
+pub struct Selection {
+    /// The sites to attach.
+    pub sites: Vec<AttachSite>,
+    /// The spec table for the USDT sites, indexed by their cookie.
+    pub usdt: Vec<UsdtSite>,
+    /// Sites left out, one line each saying why.
+    pub rejected: Vec<String>,
+}
+
+/// The argument spec styx-probe's probes carry: every argument a u64 in the
+/// next SysV argument register, which is where the eBPF programs read them.
+pub fn expected_spec(kind: EventKind) -> String {
+    ARGUMENT_REGISTERS[..kind.probe_args().len()]
+        .iter()
+        .map(|reg| format!("8@%{reg}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// What to pick: styx's own sites of the `kinds` selected, and the sites of
+/// other providers whose `provider:probe` matches one of `usdt_globs`.
+pub struct Wanted<'a> {
+    /// styx event types.
+    pub kinds: &'a [EventKind],
+    /// `provider:probe` globs of other providers' probes.
+    pub usdt_globs: &'a [glob::Pattern],
+}
+
+impl Wanted<'_> {
+    /// Adds the sites to pick from `table`, the probes of file number
+    /// `file`, to `selection`; `symbols` places that file's symbols.
+    pub fn pick(
+        &self,
+        file: usize,
+        table: &ProbeTable,
+        symbols: &mut Symbols<'_>,
+        selection: &mut Selection,
+    ) {
+        for site in table.sites.iter().filter(|s| s.provider != PROVIDER) {
+            let name = format!("{}:{}", site.provider, site.name);
+            if self.usdt_globs.iter().any(|g| g.matches(&name)) {
+                select_usdt(file, site, symbols, selection);
+            }
+        }
+        for site in table.sites.iter().filter(|s| s.provider == PROVIDER) {
+            select_styx(file, site, self.kinds, selection);
+        }
+    }
+}
+
+fn select_styx(file: usize, site: &ProbeSite, kinds: &[EventKind], selection: &mut Selection) {
+    let kind = EventKind::from_probe_name(&site.name).filter(|k| k.shape() != Shape::Usdt);
+    let Some(kind) = kind else {
+        selection.rejected.push(format!(
+            "{}:{} at {:#x} is not a styx event this loader knows (newer styx-probe?)",
+            site.provider, site.name, site.address
+        ));
+        return;
+    };
+    if !kinds.contains(&kind) {
+        return;
+    }
+    let expected = expected_spec(kind);
+    if site.args != expected {
+        selection.rejected.push(format!(
+            "{}:{} at {:#x} has argument spec {:?}, expected {:?}: not attached",
+            site.provider, site.name, site.address, site.args, expected
+        ));
+        return;
+    }
+    selection.sites.push(AttachSite {
+        kind,
+        file,
+        site: site.clone(),
+        cookie: kind as u64,
+    });
+}
+
+fn select_usdt(
+    file: usize,
+    site: &ProbeSite,
+    symbols: &mut Symbols<'_>,
+    selection: &mut Selection,
+) {
+    let compiled = parse_spec(&site.args)
+        .map_err(|e| e.to_string())
+        .and_then(|args| {
+            compile::compile(&args, &mut |name| symbols.address(name)).map_err(|e| e.to_string())
+        });
+    match compiled {
+        Ok(spec) => {
+            selection.sites.push(AttachSite {
+                kind: EventKind::Usdt,
+                file,
+                site: site.clone(),
+                cookie: selection.usdt.len() as u64,
+            });
+            selection.usdt.push(UsdtSite {
+                provider: site.provider.clone(),
+                probe: site.name.clone(),
+                spec,
+            });
+        }
+        Err(reason) => selection.rejected.push(format!(
+            "{}:{} at {:#x} has argument spec {:?} that styx cannot read ({reason}): not attached",
+            site.provider, site.name, site.address, site.args
+        )),
+    }
+}
+
+/// "its USDT providers are: a (3 sites), b (1 sites)" or "it has no USDT
+/// probes at all", to say what a target without styx probes does have.
+pub fn describe_providers<'a>(sites: impl Iterator<Item = &'a ProbeSite>) -> String {
+    let mut providers: BTreeMap<&str, usize> = BTreeMap::new();
+    for site in sites {
+        *providers.entry(&site.provider).or_default() += 1;
+    }
+    if providers.is_empty() {
+        return "it has no USDT probes at all".to_string();
+    }
+    let list: Vec<String> = providers
+        .iter()
+        .map(|(provider, n)| format!("{provider} ({n} sites)"))
+        .collect();
+    format!("its USDT providers are: {}", list.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_follow_the_argument_registers() {
+        assert_eq!(
+            expected_spec(EventKind::MemRead),
+            "8@%rdi 8@%rsi 8@%rdx 8@%rcx"
+        );
+        assert_eq!(
+            expected_spec(EventKind::SpanBegin),
+            "8@%rdi 8@%rsi 8@%rdx 8@%rcx 8@%r8"
+        );
+    }
+}

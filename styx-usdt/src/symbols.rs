@@ -1,0 +1,109 @@
+//! Where a file's symbols are in the traced process, for `%rip`-relative
+//! argument operands such as `8@counter+16(%rip)`: the assembler wrote the
+//! operand relative to the probe's own code, so its address is the symbol's
+//! link-time address plus the file's load bias in that process. (libbpf
+//! rejects these operands.)
+
+use crate::target::ElfFile;
+use object::read::elf::{ElfFile64, ProgramHeader};
+use object::{Endianness, Object, ObjectKind, ObjectSymbol};
+use std::collections::HashMap;
+
+/// The symbol addresses of one file, resolved on first use.
+pub struct Symbols<'a> {
+    file: &'a ElfFile,
+    loaded: Option<Result<Resolved, SymbolError>>,
+}
+
+/// Why a symbol's address in the process is not known.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SymbolError {
+    /// The file could not be read or parsed as ELF.
+    #[error("reading {file}: {reason}")]
+    Unreadable {
+        /// The file, for messages.
+        file: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The file's first mapping matches none of its segments.
+    #[error("{0}'s mapping matches no segment")]
+    NoSegment(String),
+    /// A position-independent file outside a running process.
+    #[error("{0} is position-independent, so its symbols' addresses are only known in a running process (--pid)")]
+    PositionIndependent(String),
+    /// No such symbol in the file.
+    #[error("no symbol {name} in {file}")]
+    Missing {
+        /// The symbol.
+        name: String,
+        /// The file, for messages.
+        file: String,
+    },
+}
+
+struct Resolved {
+    /// Runtime address minus link-time address.
+    bias: u64,
+    addresses: HashMap<String, u64>,
+}
+
+impl<'a> Symbols<'a> {
+    /// The symbols of `file`, read when first asked for.
+    pub fn of(file: &'a ElfFile) -> Symbols<'a> {
+        Symbols { file, loaded: None }
+    }
+
+    /// The address of `name` in the traced process.
+    pub fn address(&mut self, name: &str) -> Result<u64, SymbolError> {
+        let file = self.file;
+        let resolved = self
+            .loaded
+            .get_or_insert_with(|| resolve(file))
+            .as_ref()
+            .map_err(Clone::clone)?;
+        let link = resolved
+            .addresses
+            .get(name)
+            .ok_or_else(|| SymbolError::Missing {
+                name: name.to_owned(),
+                file: file.name.clone(),
+            })?;
+        Ok(link.wrapping_add(resolved.bias))
+    }
+}
+
+fn resolve(file: &ElfFile) -> Result<Resolved, SymbolError> {
+    let unreadable = |reason: String| SymbolError::Unreadable {
+        file: file.name.clone(),
+        reason,
+    };
+    let data = std::fs::read(&file.read_at).map_err(|e| unreadable(e.to_string()))?;
+    let elf = ElfFile64::<Endianness>::parse(&*data).map_err(|e| unreadable(e.to_string()))?;
+    let bias = match (elf.kind(), file.mapped_at) {
+        // A fixed-address executable is where it was linked.
+        (ObjectKind::Executable, _) => 0,
+        (_, Some((start, offset))) => {
+            let endian = elf.endian();
+            let link = elf
+                .elf_program_headers()
+                .iter()
+                .filter(|ph| ph.p_type(endian) == object::elf::PT_LOAD)
+                .find(|ph| {
+                    let (from, size) = (ph.p_offset(endian), ph.p_filesz(endian));
+                    offset >= from && offset - from < size.max(1)
+                })
+                .map(|ph| ph.p_vaddr(endian) + (offset - ph.p_offset(endian)))
+                .ok_or_else(|| SymbolError::NoSegment(file.name.clone()))?;
+            start.wrapping_sub(link)
+        }
+        (_, None) => return Err(SymbolError::PositionIndependent(file.name.clone())),
+    };
+    let addresses = elf
+        .symbols()
+        .chain(elf.dynamic_symbols())
+        .filter(|s| s.is_definition())
+        .filter_map(|s| Some((s.name().ok()?.to_owned(), s.address())))
+        .collect();
+    Ok(Resolved { bias, addresses })
+}

@@ -17,6 +17,7 @@ pub enum Field<'a> {
     Name(&'static str, &'static str),
     /// A flag such as `conditional`.
     Flag(&'static str, bool),
+    /// A string the probe passed (span category and name, marker text).
     Text(&'static str, &'a Text<'a>),
     /// A name from the probe's note (provider, probe).
     Str(&'static str, &'a str),

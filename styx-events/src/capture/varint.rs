@@ -21,6 +21,7 @@ pub fn zigzag(delta: u64) -> u64 {
     ((d << 1) ^ (d >> 63)) as u64
 }
 
+/// Undoes [`zigzag`].
 #[inline]
 pub fn unzigzag(value: u64) -> u64 {
     (value >> 1) ^ (value & 1).wrapping_neg()

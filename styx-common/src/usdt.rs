@@ -33,7 +33,8 @@ pub struct UsdtArg {
     pub signed: u8,
     /// Bits to shift the register right first (8 for `%ah`-style registers).
     pub shift: u8,
-    /// Offsets in `struct pt_regs` of the base and index registers.
+    /// Offset in `struct pt_regs` of the register ([`ARG_REG`]) or base
+    /// register ([`ARG_MEM`]).
     pub base_off: u16,
     /// Offset in `struct pt_regs` of the index register.
     pub index_off: u16,

@@ -38,7 +38,8 @@ pub const REGISTERS: &[(&str, &[&str])] = &[
 /// their arguments and where the eBPF programs read them.
 pub const ARGUMENT_REGISTERS: [&str; 6] = ["rdi", "rsi", "rdx", "rcx", "r8", "r9"];
 
-/// Offsets of the registers in x86-64 `struct pt_regs`.
+/// Offset of `reg`'s full register in x86-64 `struct pt_regs`; `None` if the
+/// kernel does not save it there.
 pub fn pt_regs_offset(reg: &Reg) -> Option<u16> {
     Some(match reg.full {
         "r15" => 0,

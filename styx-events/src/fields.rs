@@ -66,30 +66,32 @@ pub fn for_each_field<'a, E>(
     match &event.body {
         Body::Args(a) => {
             let mut args = a.iter().copied();
+            let mut next = || args.next().unwrap_or(0);
             for field in event.kind.fields() {
                 let name = field.name;
                 match field.ty {
+                    FieldType::Hex => each(Field::Hex(name, next()))?,
+                    FieldType::Dec => each(Field::Dec(name, next()))?,
                     FieldType::Size => each(Field::Dec(name, event.header.aux.into()))?,
-                    // Strings never come in an argument record.
-                    FieldType::Text => {}
-                    ty => {
-                        let value = args.next().unwrap_or(0);
-                        match ty {
-                            FieldType::Hex => each(Field::Hex(name, value))?,
-                            FieldType::Branch => match Branch::decode(value) {
-                                Some(b) => {
-                                    each(Field::Name(name, b.kind.name()))?;
-                                    each(Field::Flag("conditional", b.conditional))?;
-                                }
-                                None => unknown_kind(&mut each, value)?,
-                            },
-                            FieldType::Interrupt => match InterruptKind::from_id(value) {
-                                Some(kind) => each(Field::Name(name, kind.name()))?,
-                                None => unknown_kind(&mut each, value)?,
-                            },
-                            _ => each(Field::Dec(name, value))?,
+                    FieldType::Branch => {
+                        let raw = next();
+                        match Branch::decode(raw) {
+                            Some(b) => {
+                                each(Field::Name(name, b.kind.name()))?;
+                                each(Field::Flag("conditional", b.conditional))?;
+                            }
+                            None => unknown_kind(&mut each, raw)?,
                         }
                     }
+                    FieldType::Interrupt => {
+                        let raw = next();
+                        match InterruptKind::from_id(raw) {
+                            Some(kind) => each(Field::Name(name, kind.name()))?,
+                            None => unknown_kind(&mut each, raw)?,
+                        }
+                    }
+                    // Strings never come in an argument record.
+                    FieldType::Text => {}
                 }
             }
             Ok(())

@@ -65,7 +65,7 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<i32> {
         .block_on(cmd::trace::run(args, held))
 }
 
-/// Prints the libraries' warnings and notes as `styx-loader: warning: …`
+/// Prints warnings and notes (the libraries' and the loader's own) as `styx-loader: warning: …`
 /// lines on stderr; with `--ebpf-log`, also the eBPF programs' own log
 /// (aya-log, under their crate name `styx`) and aya's warnings.
 struct Logger {

@@ -13,7 +13,7 @@ pub fn jsonl(out: &mut Bytes, event: &Event<'_>, usdt: &UsdtProbes, repeats: &mu
     repeats.ts(out, h.ts_ns);
     repeats.json_thread(out, h.pid, h.tid);
     if let (Body::Args(args), Some(keys)) = (&event.body, &repeats.json_keys[event.kind as usize]) {
-        // The common case, straight from the record (see plain_fields).
+        // The common case, straight from the record (see fields::is_plain).
         let values = plain_values(event, args);
         for (key, value) in keys.iter().zip(values) {
             out.extend_from_slice(key);

@@ -1,5 +1,5 @@
 //! The line formats: JSON lines for scripts, aligned text for people. Each
-//! event is formatted straight into bytes ([`bytes::Bytes`]), not through
+//! event is formatted straight into bytes ([`crate::bytes::Bytes`]), not through
 //! `fmt`, which is what makes these fast.
 //!
 //! JSON field names are stable (see README "Output"): `ts_ns`, `pid`, `tid`,

@@ -61,14 +61,14 @@ pub fn run(args: &ReadArgs) -> Result<()> {
                 );
             }
             if *dropped > 0 {
-                eprintln!(
-                    "styx-loader: warning: {dropped} events were dropped while tracing (ring buffer full): {}",
+                log::warn!(
+                    "{dropped} events were dropped while tracing (ring buffer full): {}",
                     per_kind_list(per_kind)
                 );
             }
         }
-        Ending::CutShort { offset, partial } => eprintln!(
-            "styx-loader: warning: {name} was cut short (it has no end record: the loader was killed or the disk filled): \
+        Ending::CutShort { offset, partial } => log::warn!(
+            "{name} was cut short (it has no end record: the loader was killed or the disk filled): \
              read {} events up to byte {offset}; the last {partial} bytes, part of a record, were dropped, \
              and anything traced after that was never written",
             reader.events

@@ -55,8 +55,8 @@ pub fn print(s: &Summary<'_>) {
         }
     }
     if dropped > 0 {
-        eprintln!(
-            "styx-loader: warning: {dropped} events were dropped because the ring buffer was full; try a larger --ring-size (now {} bytes)",
+        log::warn!(
+            "{dropped} events were dropped because the ring buffer was full; try a larger --ring-size (now {} bytes)",
             s.ring_size
         );
     }
@@ -69,8 +69,6 @@ pub fn print(s: &Summary<'_>) {
     let undecodable = written.undecodable + s.sink.unwritten.undecodable;
     let first = written.first_undecodable.as_ref();
     if let Some(first) = first.or(s.sink.unwritten.first_undecodable.as_ref()) {
-        eprintln!(
-            "styx-loader: warning: {undecodable} records could not be decoded (first: {first})"
-        );
+        log::warn!("{undecodable} records could not be decoded (first: {first})");
     }
 }

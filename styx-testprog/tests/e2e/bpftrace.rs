@@ -44,13 +44,14 @@ fn run_one_liner(line: &str, streamed: &[&str]) -> String {
     let probe = probe_of(line).to_owned();
     let sites = sites_per_probe(pid)[&probe];
     // Ready once every site is attached (the kernel counts one semaphore
-    // reference per site) and bpftrace catches SIGINT (its main loop runs).
+    // reference per site) and bpftrace waits in its event loop (every
+    // program attached and enabled).
     eventually(&format!("bpftrace attached to every {probe} site"), || {
         assert!(
             bpftrace.try_wait().unwrap().is_none(),
             "bpftrace exited early"
         );
-        semaphores(pid).get(&probe) == Some(&sites) && catches_sigint(bpftrace.id())
+        semaphores(pid).get(&probe) == Some(&sites) && in_event_loop(bpftrace.id())
     });
     prog.fire(16, 1);
     let stdout = bpftrace.stdout.take().unwrap();
@@ -72,9 +73,14 @@ fn run_one_liner(line: &str, streamed: &[&str]) -> String {
     });
     // Ask until it prints its maps and exits.
     let mut status = None;
-    for _ in 0..40 {
-        // SAFETY: signalling a child we started.
-        unsafe { libc::kill(bpftrace.id() as i32, libc::SIGINT) };
+    for attempt in 0..40 {
+        // Again only while bpftrace still catches SIGINT: once it is on its
+        // way out it may take the default action, and a second SIGINT would
+        // kill it while it prints its maps (seen under load).
+        if attempt == 0 || catches_sigint(bpftrace.id()) {
+            // SAFETY: signalling a child we started.
+            unsafe { libc::kill(bpftrace.id() as i32, libc::SIGINT) };
+        }
         std::thread::sleep(std::time::Duration::from_millis(250));
         status = bpftrace.try_wait().unwrap();
         if status.is_some() {

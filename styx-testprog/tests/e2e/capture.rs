@@ -38,11 +38,8 @@ fn raw_capture_reads_back_as_the_jsonl_of_the_same_run() {
     let expect = dir.join("fired.jsonl");
     let (jsonl, raw) = (dir.join("direct.jsonl"), dir.join("run.styx"));
     let mut prog = TestProg::spawn(Some(&expect));
-    let pid = prog.pid().to_string();
     // One run, written both ways: -o jsonl, and the same events as a capture.
-    let loader = attach_loader(&[
-        "--pid",
-        &pid,
+    let loader = prog.attach_loader(&[
         "-o",
         "jsonl",
         "--output",
@@ -173,15 +170,7 @@ fn a_capture_of_a_killed_loader_reads_to_its_last_whole_record() {
     let dir = scratch("capture-killed");
     let (expect, raw) = (dir.join("fired.jsonl"), dir.join("run.styx"));
     let mut prog = TestProg::spawn(Some(&expect));
-    let pid = prog.pid().to_string();
-    let loader = attach_loader(&[
-        "--pid",
-        &pid,
-        "-o",
-        "raw",
-        "--output",
-        raw.to_str().unwrap(),
-    ]);
+    let loader = prog.attach_loader(&["-o", "raw", "--output", raw.to_str().unwrap()]);
     prog.fire(3000, 2);
     // Wait until the capture has grown past a write chunk, then kill the
     // loader mid-stream.
@@ -233,15 +222,7 @@ fn bad_captures_are_refused_plainly() {
     // A real capture with a version this loader does not know.
     let raw = dir.join("run.styx");
     let mut prog = TestProg::spawn(None);
-    let pid = prog.pid().to_string();
-    let loader = attach_loader(&[
-        "--pid",
-        &pid,
-        "-o",
-        "raw",
-        "--output",
-        raw.to_str().unwrap(),
-    ]);
+    let loader = prog.attach_loader(&["-o", "raw", "--output", raw.to_str().unwrap()]);
     prog.fire(10, 1);
     prog.quit();
     let (status, stderr) = loader.finish();
@@ -288,15 +269,7 @@ fn a_full_disk_stops_with_a_clear_error_and_a_readable_capture() {
     let disk = Tmpfs::mount(&dir.join("small"), "64k");
     let raw = disk.0.join("run.styx");
     let mut prog = TestProg::spawn(Some(&expect));
-    let pid = prog.pid().to_string();
-    let loader = attach_loader(&[
-        "--pid",
-        &pid,
-        "-o",
-        "raw",
-        "--output",
-        raw.to_str().unwrap(),
-    ]);
+    let loader = prog.attach_loader(&["-o", "raw", "--output", raw.to_str().unwrap()]);
     // ~50,000 events: several times what 64 KiB holds.
     let (status, stderr) = loader.finish_after(|| prog.fire(2000, 2)).unwrap();
     prog.quit();

@@ -9,15 +9,7 @@ fn probes_report_which_event_types_are_traced() {
     let mut prog = TestProg::spawn(None);
     assert_eq!(prog.enabled(), (false, String::new()), "before attaching");
 
-    let pid = prog.pid().to_string();
-    let loader = attach_loader(&[
-        "--pid",
-        &pid,
-        "-e",
-        "mem_read,marker",
-        "--output",
-        "/dev/null",
-    ]);
+    let loader = prog.attach_loader(&["-e", "mem_read,marker", "--output", "/dev/null"]);
     assert_eq!(prog.enabled(), (true, "mem_read,marker".to_string()));
 
     loader.signal(libc::SIGINT);

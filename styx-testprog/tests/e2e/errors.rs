@@ -84,8 +84,7 @@ fn not_root_is_told_to_use_sudo() {
 fn full_disk_is_an_error_with_a_count() {
     require_root();
     let mut prog = TestProg::spawn(None);
-    let pid = prog.pid().to_string();
-    let loader = attach_loader(&["--pid", &pid, "-o", "jsonl", "--output", "/dev/full"]);
+    let loader = prog.attach_loader(&["-o", "jsonl", "--output", "/dev/full"]);
     prog.fire(50, 1);
     let (status, stderr) = loader.finish_after(|| prog.fire(1, 1)).unwrap();
     assert!(!status.success(), "{stderr:?}");
@@ -102,10 +101,7 @@ fn ring_full_drops_are_counted_and_reported() {
     let dir = scratch("drops");
     let out = dir.join("traced.jsonl");
     let mut prog = TestProg::spawn(None);
-    let pid = prog.pid().to_string();
-    let loader = attach_loader(&[
-        "--pid",
-        &pid,
+    let loader = prog.attach_loader(&[
         "-o",
         "jsonl",
         "--ring-size",

@@ -6,7 +6,7 @@ use crate::support::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const SOURCES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/c");
 
@@ -98,6 +98,7 @@ fn library_probes_are_traced_and_a_dlclosed_library_loses_nothing_else() {
     });
     assert!(ready, "bpftrace never saw a library event");
     let first_measured = fired.len() / 3;
+    let measured_rounds = first_measured..first_measured + 50;
 
     let measured = parse(prog.run("fire 50", "done"));
     assert_eq!(
@@ -108,10 +109,23 @@ fn library_probes_are_traced_and_a_dlclosed_library_loses_nothing_else() {
     fired.extend(measured);
     prog.run("close", "closed");
     fired.extend(parse(prog.run("main 50", "done")));
+    // bpftrace drops events still queued when it is interrupted: wait (up
+    // to 20 s) until it has printed the measured rounds, then stop it.
+    let mut lines = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline
+        && !measured_rounds
+            .clone()
+            .all(|round| lines.contains(&round.to_string()))
+    {
+        if let Ok(line) = printed.recv_timeout(Duration::from_millis(100)) {
+            lines.push(line);
+        }
+    }
     stop_bpftrace_poking(bpftrace, || fired.extend(parse(prog.run("fire 1", "done"))));
-    let measured_rounds = first_measured..first_measured + 50;
-    let seen_by_bpftrace = printed
-        .iter()
+    let seen_by_bpftrace = lines
+        .into_iter()
+        .chain(printed.iter())
         .filter_map(|l| l.parse::<usize>().ok()) // not "Attaching 1 probe..."
         .filter(|round| measured_rounds.contains(round))
         .count();

@@ -65,8 +65,7 @@ fn live_line_on_a_terminal_unless_quiet() {
     assert!(quiet.contains("events from pid"), "{quiet:?}");
 
     // Not a terminal: no live line either.
-    let pid = prog.pid().to_string();
-    let loader = attach_loader(&["--pid", &pid, "-o", "jsonl", "--output", out_arg]);
+    let loader = prog.attach_loader(&["-o", "jsonl", "--output", out_arg]);
     for _ in 0..10 {
         prog.fire(200, 1);
         std::thread::sleep(std::time::Duration::from_millis(100));
@@ -85,9 +84,7 @@ fn text_detail_drops_or_adds_fields() {
     let capture = dir.join("run.styx");
     let mut prog = TestProg::spawn(None);
     let pid = prog.pid().to_string();
-    let loader = attach_loader(&[
-        "--pid",
-        &pid,
+    let loader = prog.attach_loader(&[
         "-e",
         "mem_read",
         "-o",

@@ -99,6 +99,15 @@ impl TestProg {
         self.child.id()
     }
 
+    /// styx-loader tracing this program (`--pid` and then `args`), once it
+    /// says it has attached.
+    pub fn attach_loader(&self, args: &[&str]) -> Loader {
+        let pid = self.pid().to_string();
+        let mut all = vec!["--pid", &pid];
+        all.extend_from_slice(args);
+        attach_loader(&all)
+    }
+
     fn send(&mut self, command: &str) {
         writeln!(self.stdin, "{command}").expect("sending a command");
         self.stdin.flush().expect("flush");
@@ -303,8 +312,8 @@ fn runtime_address(maps: &str, exe: &Path, file_offset: u64) -> Option<u64> {
     })
 }
 
-/// Whether a process has a SIGINT handler installed: bpftrace installs it
-/// once its probes are attached.
+/// Whether a process has a SIGINT handler installed (bpftrace installs its
+/// own before attaching, and may drop it on the way out).
 pub fn catches_sigint(pid: u32) -> bool {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
@@ -312,6 +321,16 @@ pub fn catches_sigint(pid: u32) -> bool {
         .find_map(|l| l.strip_prefix("SigCgt:"))
         .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
         .is_some_and(|mask| mask & (1 << (libc::SIGINT - 1)) != 0)
+}
+
+/// Whether bpftrace (`pid`) is in its event loop, waiting in `epoll_wait`
+/// for output: it enters the loop only after every probe has its program
+/// attached and enabled. Its SIGINT handler, and the semaphores the kernel
+/// raises when a uprobe is opened, come before that.
+pub fn in_event_loop(pid: u32) -> bool {
+    const EPOLL_WAIT: &str = "232";
+    std::fs::read_to_string(format!("/proc/{pid}/syscall"))
+        .is_ok_and(|s| s.split_whitespace().next() == Some(EPOLL_WAIT))
 }
 
 /// Polls until `check` holds or 10 s pass; the kernel releases a killed

@@ -12,10 +12,7 @@ fn trace_run(dir: &Path, format: &str, out: &Path, rounds: u64) -> BTreeMap<u64,
     let expect = dir.join("fired.jsonl");
     let capture = dir.join("run.styx");
     let mut prog = TestProg::spawn(Some(&expect));
-    let pid = prog.pid().to_string();
-    let loader = attach_loader(&[
-        "--pid",
-        &pid,
+    let loader = prog.attach_loader(&[
         "-o",
         format,
         "--output",

@@ -25,9 +25,10 @@ fn two_loaders_and_bpftrace_on_one_process_each_see_every_event() {
         .spawn()
         .expect("starting bpftrace");
     // The kernel counts one semaphore reference per attached site, however
-    // many tracers share it; bpftrace is ready once it catches SIGINT.
+    // many tracers share it; bpftrace is ready once it waits in its event
+    // loop with a perf event per site.
     eventually("bpftrace attached too", || {
-        catches_sigint(bpftrace.id()) && perf_events_open(bpftrace.id()) >= sites as usize
+        in_event_loop(bpftrace.id()) && perf_events_open(bpftrace.id()) >= sites as usize
     });
     assert_eq!(semaphores(pid)["mem_read"], sites);
     let fired = prog.fire(500, 1);

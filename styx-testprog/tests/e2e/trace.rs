@@ -20,10 +20,7 @@ fn every_event_type_arrives_exactly_as_fired(attach: &str) {
     let dir = scratch(&format!("exact-{attach}"));
     let (expect, out) = (dir.join("expected.jsonl"), dir.join("traced.jsonl"));
     let mut prog = TestProg::spawn(Some(&expect));
-    let pid = prog.pid().to_string();
-    let loader = attach_loader(&[
-        "--pid",
-        &pid,
+    let loader = prog.attach_loader(&[
         "-o",
         "jsonl",
         "--output",
@@ -85,8 +82,7 @@ fn closures_run_only_for_attached_event_types() {
     assert!(detached.calls > 1000);
     assert_eq!(detached.evaluated, 0, "no closure may run while detached");
 
-    let pid = prog.pid().to_string();
-    let loader = attach_loader(&["--pid", &pid, "-e", "mem_read,marker", "-o", "jsonl"]);
+    let loader = prog.attach_loader(&["-e", "mem_read,marker", "-o", "jsonl"]);
     let attached = prog.fire(100, 1);
     // One mem_read and one marker per round, plus a long marker every 16 rounds.
     assert_eq!(attached.evaluated, 100 + 100 + 7);
@@ -122,9 +118,7 @@ fn semaphores_drop_to_zero_after_exit_and_after_sigkill(attach: &str) {
     assert!(all_zero(), "{before:?}");
 
     for (signal, how) in [(libc::SIGINT, "Ctrl-C"), (libc::SIGKILL, "SIGKILL")] {
-        let pid = pid.to_string();
-        let loader = attach_loader(&["--pid", &pid, "-o", "jsonl", "--attach", attach]);
-        let pid = pid.parse().unwrap();
+        let loader = prog.attach_loader(&["-o", "jsonl", "--attach", attach]);
         // The kernel counts one reference per attached site.
         let raised = semaphores(pid);
         assert_eq!(raised, sites_per_probe(pid), "attached");

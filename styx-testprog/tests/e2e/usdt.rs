@@ -32,9 +32,7 @@ fn trace(binary: &Path, dir: &Path) -> (Vec<Value>, Vec<Value>, Vec<String>) {
     let mut prog = TestProg::start(binary, &[]);
     let out = dir.join("traced.jsonl");
     let pid = prog.pid().to_string();
-    let loader = attach_loader(&[
-        "--pid",
-        &pid,
+    let loader = prog.attach_loader(&[
         "--probes",
         "forms:*",
         "-o",

@@ -179,7 +179,11 @@ fn parse_rip_relative(prefix: &str) -> Result<Location, String> {
             offset,
         });
     }
-    let split = prefix[1..].find(['+', '-']).map(|i| i + 1);
+    // A sign past the first character splits off the offset (a leading `-`
+    // belongs to no symbol). Skip a whole character, not a byte: the prefix
+    // comes from a file and may be any UTF-8.
+    let first = prefix.chars().next().map_or(0, char::len_utf8);
+    let split = prefix[first..].find(['+', '-']).map(|i| i + first);
     let (symbol, offset) = match split {
         Some(i) => (&prefix[..i], parse_int(&prefix[i..])?),
         None => (prefix, 0),
@@ -385,6 +389,33 @@ mod tests {
         ] {
             let err = parse_arg(arg).unwrap_err();
             assert!(err.reason.contains(why), "{arg}: {err}");
+        }
+    }
+
+    #[test]
+    fn non_ascii_anywhere_is_an_error_not_a_panic() {
+        // Regression: `8@é(%rip)` sliced the symbol at byte 1, inside `é`.
+        let err = parse_arg("8@é(%rip)").unwrap_err();
+        assert!(err.reason.contains("not a symbol name"), "{err}");
+        // Every operand shape, with a multi-byte character at every place.
+        for arg in [
+            "8@sym+16(%rip)",
+            "-4@8+forms_pair(%rip)",
+            "8@a-8(%rip)",
+            "1@-96(%rbp,%rax,8)",
+            "8@$0x10",
+            "4@%r12d",
+        ] {
+            let chars: Vec<char> = arg.chars().collect();
+            for at in 0..=chars.len() {
+                for odd in ['é', '€', '𝄞', '\u{0}'] {
+                    let mut text: String = chars[..at].iter().collect();
+                    text.push(odd);
+                    text.extend(&chars[at..]);
+                    let _ = parse_arg(&text);
+                    let _ = parse_spec(&text);
+                }
+            }
         }
     }
 }

@@ -20,6 +20,7 @@
 pub mod arch;
 pub mod argspec;
 pub mod compile;
+mod file;
 pub mod note;
 pub mod select;
 pub mod symbols;

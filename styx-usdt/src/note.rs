@@ -4,10 +4,20 @@
 //! A note (type 3, owner "stapsdt") holds three addresses — probe pc, the
 //! link-time address of `.stapsdt.base`, the semaphore — followed by the
 //! provider, probe name and argument spec as NUL-terminated strings.
+//!
+//! Files come from whoever started the traced process, so nothing in them
+//! is trusted: address arithmetic is checked (a note that cannot be mapped
+//! is skipped, never mis-mapped), duplicate notes are dropped, a site must
+//! be a `nop` (anything else would be corrupted by a uprobe), and a file is
+//! only opened if regular and read only as far as needed (see `file.rs`:
+//! never whole, at most 512 MiB).
 
+use crate::arch::x86_64::{nop_length, MAX_INSTRUCTION};
+use crate::file::Reader;
 use object::elf::{PF_W, PF_X, PT_LOAD};
 use object::read::elf::{ElfFile64, ProgramHeader, SectionHeader};
-use object::{Endianness, Object, ObjectSection};
+use object::{Endianness, Object, ObjectSection, ReadRef};
+use std::collections::HashMap;
 use std::path::Path;
 use thiserror::Error;
 
@@ -35,12 +45,17 @@ pub struct ProbeSite {
 pub struct ProbeTable {
     /// Every site whose note could be read, in note order.
     pub sites: Vec<ProbeSite>,
-    /// One line per note that was skipped, saying why.
+    /// One line per note that was skipped, saying why (naming its probe
+    /// where the note could be read that far).
     pub problems: Vec<String>,
     /// Notes whose probe address is not in executable code: left behind by
     /// code the linker discarded (common with generics and inlining), they
     /// point at whatever is there now. A uprobe there would corrupt it.
     pub outside_code: usize,
+    /// Notes identical to an earlier one at the same address (same
+    /// provider, probe, semaphore and arguments), left out: attached twice,
+    /// a site would report every event twice.
+    pub duplicates: usize,
     /// The file offset of a semaphore whose page in the file is also mapped
     /// by another writable segment (lld's RELRO layout). For a process
     /// started after attaching, the kernel raises it in the wrong mapping.
@@ -80,13 +95,19 @@ const NOTE_OWNER: &[u8] = b"stapsdt";
 /// Note type of SystemTap SDT v3 probes.
 const NT_STAPSDT: object::elf::NoteType = object::elf::NoteType(3);
 
-/// Reads every USDT probe site from the ELF file at `path`.
+/// Reads every USDT probe site from the ELF file at `path`, which must be a
+/// regular file; only the parts needed are read.
 pub fn read_probe_table(path: &Path) -> Result<ProbeTable, NotesError> {
-    let data = std::fs::read(path).map_err(|cause| NotesError::Read {
+    let read_error = |cause| NotesError::Read {
         path: path.display().to_string(),
         cause,
-    })?;
-    parse_probe_table(&data).map_err(|e| e.with_path(path))
+    };
+    let reader = Reader::open(path).map_err(read_error)?;
+    let table = parse_elf(reader.data());
+    if let Some(cause) = reader.over_budget() {
+        return Err(read_error(cause));
+    }
+    table.map_err(|e| e.with_path(path))
 }
 
 /// Errors without a path, for parsing bytes; `read_probe_table` adds it.
@@ -112,8 +133,12 @@ impl ParseError {
 
 /// Reads every USDT probe site from an ELF image in memory.
 pub fn parse_probe_table(data: &[u8]) -> Result<ProbeTable, ParseError> {
+    parse_elf(data)
+}
+
+fn parse_elf<'data, R: ReadRef<'data>>(data: R) -> Result<ProbeTable, ParseError> {
     let elf =
-        ElfFile64::<Endianness>::parse(data).map_err(|e| ParseError::NotElf(e.to_string()))?;
+        ElfFile64::<Endianness, R>::parse(data).map_err(|e| ParseError::NotElf(e.to_string()))?;
     let endian = elf.endian();
     let mut table = ProbeTable::default();
 
@@ -121,6 +146,8 @@ pub fn parse_probe_table(data: &[u8]) -> Result<ProbeTable, ParseError> {
     // one recorded in each note tells by how much.
     let base = elf.section_by_name(".stapsdt.base").map(|s| s.address());
     let segments = loadable_segments(&elf);
+    // (provider, probe, address) of each site kept, and its index.
+    let mut seen: HashMap<(String, String, u64), usize> = HashMap::new();
 
     for section in elf.elf_section_table().iter() {
         if section.sh_type(endian) != object::elf::SHT_NOTE {
@@ -149,6 +176,26 @@ pub fn parse_probe_table(data: &[u8]) -> Result<ProbeTable, ParseError> {
             match parse_note(note.desc(), endian, base, &segments) {
                 Ok(site) if !in_code(&segments, site.address) => table.outside_code += 1,
                 Ok(site) => {
+                    if let Err(reason) = check_site_is_nop(data, &site) {
+                        table.problems.push(reason);
+                        continue;
+                    }
+                    let key = (site.provider.clone(), site.name.clone(), site.address);
+                    if let Some(&kept) = seen.get(&key) {
+                        // The same probe twice at one place would report each
+                        // event twice: keep the first note.
+                        if table.sites[kept] == site {
+                            table.duplicates += 1;
+                        } else {
+                            table.problems.push(format!(
+                                "{}:{} at {:#x}: a second note with another semaphore or \
+                                 argument spec; kept the first",
+                                site.provider, site.name, site.address
+                            ));
+                        }
+                        continue;
+                    }
+                    seen.insert(key, table.sites.len());
                     if site.semaphore != 0
                         && table.shared_semaphore_page.is_none()
                         && on_shared_page(&segments, site.semaphore_offset)
@@ -176,20 +223,38 @@ struct Segment {
 
 const PAGE: u64 = 4096;
 
+// Segment values come from the file: all arithmetic on them is checked.
 impl Segment {
     fn contains(&self, address: u64) -> bool {
-        address >= self.vaddr && address - self.vaddr < self.file_size
+        address
+            .checked_sub(self.vaddr)
+            .is_some_and(|into| into < self.file_size)
+    }
+
+    /// The file offset of `address`, if this segment maps it to one.
+    fn file_offset(&self, address: u64) -> Option<u64> {
+        if !self.contains(address) {
+            return None;
+        }
+        (address - self.vaddr).checked_add(self.offset)
     }
 
     /// Whether the file pages this segment maps include `offset`.
     fn maps_file_page_of(&self, offset: u64) -> bool {
         let start = self.offset / PAGE * PAGE;
-        let end = (self.offset + self.file_size).div_ceil(PAGE) * PAGE;
-        (start..end).contains(&offset)
+        let end = self
+            .offset
+            .checked_add(self.file_size)
+            .and_then(|end| end.checked_next_multiple_of(PAGE));
+        // A segment ending past the largest offset maps every page after its
+        // start (no real file has one; it errs towards the warning).
+        end.map_or(offset >= start, |end| (start..end).contains(&offset))
     }
 }
 
-fn loadable_segments(elf: &ElfFile64<Endianness>) -> Vec<Segment> {
+fn loadable_segments<'data, R: ReadRef<'data>>(
+    elf: &ElfFile64<'data, Endianness, R>,
+) -> Vec<Segment> {
     let endian = elf.endian();
     elf.elf_program_headers()
         .iter()
@@ -208,7 +273,29 @@ fn to_file_offset(segments: &[Segment], address: u64) -> Option<u64> {
     segments
         .iter()
         .find(|s| s.contains(address))
-        .map(|s| address - s.vaddr + s.offset)
+        .and_then(|s| s.file_offset(address))
+}
+
+/// Whether the site's instruction, read from the file, is a `nop`: a note
+/// pointing anywhere else (inside an instruction, at other code) would have
+/// a uprobe corrupt the target.
+fn check_site_is_nop<'data, R: ReadRef<'data>>(data: R, site: &ProbeSite) -> Result<(), String> {
+    let available = data.len().unwrap_or(0).saturating_sub(site.file_offset);
+    let size = available.min(MAX_INSTRUCTION as u64);
+    let code = data.read_bytes_at(site.file_offset, size).unwrap_or(&[]);
+    if nop_length(code).is_some() {
+        return Ok(());
+    }
+    let shown: Vec<String> = code.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    Err(format!(
+        "{}:{} at {:#x}: not a nop there (bytes [{}] at file offset {:#x}); \
+         a uprobe would corrupt the code: skipped",
+        site.provider,
+        site.name,
+        site.address,
+        shown.join(" "),
+        site.file_offset
+    ))
 }
 
 fn in_code(segments: &[Segment], address: u64) -> bool {
@@ -269,17 +356,33 @@ fn parse_note(
         ));
     }
     if let (Some(actual), true) = (base, note_base != 0) {
-        address = address.wrapping_add(actual.wrapping_sub(note_base));
+        let moved = if actual >= note_base {
+            address.checked_add(actual - note_base)
+        } else {
+            address.checked_sub(note_base - actual)
+        };
+        address = moved.ok_or_else(|| {
+            format!(
+                "{provider}:{name}: probe address {address:#x} moved as .stapsdt.base \
+                 ({note_base:#x} to {actual:#x}) is out of range"
+            )
+        })?;
     }
     let file_offset = to_file_offset(segments, address).ok_or_else(|| {
-        format!("{provider}:{name}: probe address {address:#x} is in no loadable segment")
+        format!(
+            "{provider}:{name}: probe address {address:#x} is in no loadable segment \
+             (or maps past the end of the file)"
+        )
     })?;
     // The kernel counts the semaphore through the file mapping, so it must lie
     // in the file-backed part of a segment, as `.probes` does.
     let semaphore_offset = match semaphore {
         0 => 0,
         sema => to_file_offset(segments, sema).ok_or_else(|| {
-            format!("{provider}:{name}: semaphore address {sema:#x} is in no loadable segment")
+            format!(
+                "{provider}:{name}: semaphore address {sema:#x} is in no loadable segment \
+                 (or maps past the end of the file)"
+            )
         })?,
     };
     Ok(ProbeSite {
@@ -374,5 +477,206 @@ mod tests {
         assert!(on_shared_page(&segments, 0xe3d80));
         // Past that page (styx-probe page-aligns `.probes`), only data maps it.
         assert!(!on_shared_page(&segments, 0xe4000));
+    }
+
+    #[test]
+    fn crafted_segments_do_not_overflow_or_mis_map() {
+        let mut desc = Vec::new();
+        for word in [0x1800u64, 0, 0] {
+            desc.extend_from_slice(&word.to_le_bytes());
+        }
+        desc.extend_from_slice(b"p\0a\0\0");
+        // The file offset of 0x1800 would be past u64::MAX.
+        let far = [segment(0x1000, 0x1000, u64::MAX - 0x10, "r-x")];
+        let reason = parse_note(&desc, Endianness::Little, None, &far).unwrap_err();
+        assert!(reason.contains("p:a"), "{reason}");
+        // The semaphore's segment ends past u64::MAX in the file.
+        assert!(!on_shared_page(
+            &[
+                segment(0, 0x10, u64::MAX - 1, "rw-"),
+                segment(0x1000, 0x10, u64::MAX - 1, "rw-"),
+            ],
+            0x5000
+        ));
+        // A `.stapsdt.base` adjustment that wraps below 0 must not land in a
+        // segment at the top of the address space.
+        desc[8..16].copy_from_slice(&0x10_0000u64.to_le_bytes());
+        let top = [segment(u64::MAX - 0xf_ffff, 0x10_0000, 0, "r-x")];
+        let reason = parse_note(&desc, Endianness::Little, Some(0x1000), &top).unwrap_err();
+        assert!(reason.contains("p:a"), "{reason}");
+    }
+
+    /// A one-segment x86-64 ELF file: `code` at file offset and address
+    /// 0x100, then a `.note.stapsdt` section with one note per `(pc,
+    /// provider, probe)`.
+    fn elf_with_notes(code: &[u8], notes: &[(u64, &str, &str)]) -> Vec<u8> {
+        let mut note_section = Vec::new();
+        for (pc, provider, probe) in notes {
+            let mut desc = Vec::new();
+            for word in [*pc, 0, 0] {
+                desc.extend_from_slice(&word.to_le_bytes());
+            }
+            desc.extend_from_slice(format!("{provider}\0{probe}\0\0").as_bytes());
+            while desc.len() % 4 != 0 {
+                desc.push(0);
+            }
+            for word in [8u32, desc.len() as u32, 3] {
+                note_section.extend_from_slice(&word.to_le_bytes());
+            }
+            note_section.extend_from_slice(b"stapsdt\0");
+            note_section.extend_from_slice(&desc);
+        }
+        let strtab = b"\0.note.stapsdt\0.shstrtab\0";
+        let notes_at = 0x100 + code.len().next_multiple_of(8);
+        let strtab_at = notes_at + note_section.len();
+        let sections_at = (strtab_at + strtab.len()).next_multiple_of(8);
+        let size = sections_at + 3 * 64;
+
+        let mut elf = Vec::new();
+        let u16s =
+            |elf: &mut Vec<u8>, v: &[u16]| v.iter().for_each(|x| elf.extend(x.to_le_bytes()));
+        let u32s =
+            |elf: &mut Vec<u8>, v: &[u32]| v.iter().for_each(|x| elf.extend(x.to_le_bytes()));
+        let u64s =
+            |elf: &mut Vec<u8>, v: &[u64]| v.iter().for_each(|x| elf.extend(x.to_le_bytes()));
+        elf.extend_from_slice(b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0");
+        u16s(&mut elf, &[3, 62]); // ET_DYN, EM_X86_64
+        u32s(&mut elf, &[1]);
+        u64s(&mut elf, &[0, 64, sections_at as u64]);
+        u32s(&mut elf, &[0]);
+        u16s(&mut elf, &[64, 56, 1, 64, 3, 2]);
+        // PT_LOAD, R+X, the whole file at address 0.
+        u32s(&mut elf, &[1, 5]);
+        u64s(&mut elf, &[0, 0, 0, size as u64, size as u64, 0x1000]);
+        elf.resize(0x100, 0);
+        elf.extend_from_slice(code);
+        elf.resize(notes_at, 0);
+        elf.extend_from_slice(&note_section);
+        elf.extend_from_slice(strtab);
+        elf.resize(sections_at, 0);
+        elf.extend_from_slice(&[0; 64]);
+        // .note.stapsdt, .shstrtab
+        let section =
+            |elf: &mut Vec<u8>, name: u32, kind: u32, at: usize, len: usize, align: u64| {
+                u32s(elf, &[name, kind]);
+                u64s(elf, &[0, 0, at as u64, len as u64]);
+                u32s(elf, &[0, 0]);
+                u64s(elf, &[align, 0]);
+            };
+        section(&mut elf, 1, 7, notes_at, note_section.len(), 4);
+        section(&mut elf, 15, 3, strtab_at, strtab.len(), 1);
+        assert_eq!(elf.len(), size);
+        elf
+    }
+
+    #[test]
+    fn duplicate_notes_give_one_site() {
+        let data = elf_with_notes(
+            &[0x90; 4],
+            &[
+                (0x100, "p", "a"),
+                (0x100, "p", "a"),
+                (0x101, "p", "a"),
+                (0x100, "p", "a"),
+            ],
+        );
+        let table = parse_probe_table(&data).unwrap();
+        let at: Vec<u64> = table.sites.iter().map(|s| s.address).collect();
+        assert_eq!(at, [0x100, 0x101], "{:?}", table.problems);
+        assert_eq!(table.duplicates, 2);
+        assert!(table.problems.is_empty(), "{:?}", table.problems);
+    }
+
+    #[test]
+    fn sites_must_be_nops() {
+        let code = [
+            0x90, // 0x100: nop
+            0x66, 0x90, // 0x101: xchg %ax,%ax
+            0x0f, 0x1f, 0x44, 0x00, 0x00, // 0x103: nopl 0(%rax,%rax,1)
+            0xb8, 0x78, 0x56, 0x34, 0x12, // 0x108: mov $0x12345678,%eax
+            0x66, 0x2e, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0, // 0x10d: cs nopw
+            0x0f, 0x0b, // 0x117: ud2
+        ];
+        let data = elf_with_notes(
+            &code,
+            &[
+                (0x100, "p", "nop"),
+                (0x101, "p", "xchg"),
+                (0x103, "p", "nopl"),
+                (0x108, "p", "mov"),
+                (0x10a, "p", "immediate"),
+                (0x10d, "p", "nopw"),
+                (0x117, "p", "ud2"),
+            ],
+        );
+        let table = parse_probe_table(&data).unwrap();
+        let names: Vec<&str> = table.sites.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["nop", "xchg", "nopl", "nopw"]);
+        assert_eq!(table.problems.len(), 3, "{:?}", table.problems);
+        for (problem, probe) in table.problems.iter().zip(["p:mov", "p:immediate", "p:ud2"]) {
+            assert!(
+                problem.contains(probe) && problem.contains("nop"),
+                "{problem}"
+            );
+        }
+    }
+
+    /// Runs `f` in a thread and fails if it takes more than 10 s.
+    fn promptly<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(f()));
+        rx.recv_timeout(std::time::Duration::from_secs(10))
+            .expect("still reading after 10 s")
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        let dir = std::env::temp_dir().join(format!("styx-usdt-fifo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("libfifo.so");
+        let _ = std::fs::remove_file(&fifo);
+        let c_path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path and a mode.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+        let at = fifo.clone();
+        let err = promptly(move || read_probe_table(&at).map(|_| ()).unwrap_err().to_string());
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(err.contains("not a regular file"), "{err}");
+    }
+
+    #[test]
+    fn dev_zero_is_refused() {
+        let err = promptly(|| {
+            read_probe_table(Path::new("/dev/zero"))
+                .map(|_| ())
+                .unwrap_err()
+                .to_string()
+        });
+        assert!(err.contains("not a regular file"), "{err}");
+    }
+
+    #[test]
+    fn a_huge_sparse_section_is_refused_unread() {
+        // A 1 GiB file, all holes but for an ELF header and a note section
+        // claiming 1 GiB - 4 KiB.
+        let mut data = elf_with_notes(&[0x90], &[(0x100, "p", "a")]);
+        let size: u64 = 1 << 30;
+        let shdr = data.len() - 64; // .shstrtab's header; move .note.stapsdt's
+        let notes = shdr - 64;
+        data[notes + 24..notes + 32].copy_from_slice(&4096u64.to_le_bytes());
+        data[notes + 32..notes + 40].copy_from_slice(&(size - 4096).to_le_bytes());
+        let path = std::env::temp_dir().join(format!("styx-usdt-sparse-{}", std::process::id()));
+        std::fs::write(&path, &data).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(size)
+            .unwrap();
+        let at = path.clone();
+        let result = promptly(move || read_probe_table(&at).map(|t| t.sites.len()));
+        let _ = std::fs::remove_file(&path);
+        let err = result.unwrap_err().to_string();
+        assert!(err.contains("MiB"), "{err}");
     }
 }

@@ -40,9 +40,16 @@ pub struct Selection {
     pub sites: Vec<AttachSite>,
     /// The spec table for the USDT sites, indexed by their cookie.
     pub usdt: Vec<UsdtSite>,
-    /// Sites left out, one line each saying why.
+    /// Sites left out, one line each saying why (one line for all the
+    /// sites of a semaphore past [`MAX_SITES_PER_SEMAPHORE`]).
     pub rejected: Vec<String>,
 }
+
+/// Most sites of one file attached that share one semaphore. The kernel
+/// counts a semaphore up once per uprobe in a 16-bit signed counter: past
+/// 32,767 it wraps negative, refuses to count down, and the target keeps its
+/// probes enabled (and slowed) after styx has gone.
+pub const MAX_SITES_PER_SEMAPHORE: usize = i16::MAX as usize;
 
 /// The argument spec styx-probe's probes carry: every argument a u64 in the
 /// next SysV argument register, which is where the eBPF programs read them.
@@ -82,6 +89,41 @@ impl Wanted<'_> {
         for site in table.sites.iter().filter(|s| s.provider == PROVIDER) {
             select_styx(file, site, self.kinds, selection);
         }
+        limit_semaphore_sites(selection);
+    }
+}
+
+/// Leaves out the sites of a semaphore past [`MAX_SITES_PER_SEMAPHORE`],
+/// counted over the whole selection per file and semaphore, keeping the
+/// first ones: better some of a probe's sites than a target left slowed
+/// for good. Cookies stay valid (a left-out USDT site's spec stays unused).
+fn limit_semaphore_sites(selection: &mut Selection) {
+    let mut counts: BTreeMap<(usize, u64), usize> = BTreeMap::new();
+    let mut first_left_out: BTreeMap<(usize, u64), String> = BTreeMap::new();
+    selection.sites.retain(|s| {
+        if s.site.semaphore == 0 {
+            return true;
+        }
+        let key = (s.file, s.site.semaphore_offset);
+        let count = counts.entry(key).or_default();
+        *count += 1;
+        if *count <= MAX_SITES_PER_SEMAPHORE {
+            return true;
+        }
+        first_left_out
+            .entry(key)
+            .or_insert_with(|| format!("{}:{}", s.site.provider, s.site.name));
+        false
+    });
+    for (key, first) in first_left_out {
+        selection.rejected.push(format!(
+            "{} sites past the first {MAX_SITES_PER_SEMAPHORE} sharing the semaphore at file \
+             offset {:#x} (file {}), from {first} on: not attached (the kernel counts a \
+             semaphore's uprobes in 16 bits; more would leave the target's probes on for good)",
+            counts[&key] - MAX_SITES_PER_SEMAPHORE,
+            key.1,
+            key.0
+        ));
     }
 }
 
@@ -176,5 +218,59 @@ mod tests {
             expected_spec(EventKind::SpanBegin),
             "8@%rdi 8@%rsi 8@%rdx 8@%rcx 8@%r8"
         );
+    }
+
+    fn site(provider: &str, name: &str, address: u64, semaphore: u64) -> ProbeSite {
+        ProbeSite {
+            provider: provider.into(),
+            name: name.into(),
+            address,
+            file_offset: address,
+            semaphore,
+            semaphore_offset: semaphore.saturating_sub(0x1000),
+            args: String::new(),
+        }
+    }
+
+    #[test]
+    fn no_semaphore_gets_more_sites_than_its_16_bit_counter_holds() {
+        let mut table = ProbeTable::default();
+        // One semaphore shared by 32,770 sites across two probes, another
+        // by 3, and 40,000 sites without a semaphore.
+        for i in 0..32_770u64 {
+            let name = if i % 2 == 0 { "even" } else { "odd" };
+            table.sites.push(site("p", name, 0x10_0000 + i, 0x5000));
+        }
+        for i in 0..3u64 {
+            table.sites.push(site("p", "other", 0x20_0000 + i, 0x6000));
+        }
+        for i in 0..40_000u64 {
+            table.sites.push(site("p", "free", 0x30_0000 + i, 0));
+        }
+        let file = crate::target::ElfFile::at(std::path::Path::new("/nonexistent"));
+        let globs = [glob::Pattern::new("p:*").unwrap()];
+        let wanted = Wanted {
+            kinds: &[],
+            usdt_globs: &globs,
+        };
+        let mut selection = Selection::default();
+        wanted.pick(0, &table, &mut Symbols::of(&file), &mut selection);
+        let count = |sema: u64| {
+            selection
+                .sites
+                .iter()
+                .filter(|s| s.site.semaphore == sema)
+                .count()
+        };
+        assert_eq!(count(0x5000), MAX_SITES_PER_SEMAPHORE);
+        assert_eq!(count(0x6000), 3);
+        assert_eq!(count(0), 40_000);
+        assert_eq!(selection.rejected.len(), 1, "{:?}", selection.rejected);
+        let line = &selection.rejected[0];
+        assert!(line.contains("3 sites") && line.contains("32767"), "{line}");
+        // Cookies still index the spec table.
+        for site in &selection.sites {
+            assert_eq!(selection.usdt[site.cookie as usize].probe, site.site.name);
+        }
     }
 }

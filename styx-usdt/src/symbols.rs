@@ -3,7 +3,11 @@
 //! operand relative to the probe's own code, so its address is the symbol's
 //! link-time address plus the file's load bias in that process. (libbpf
 //! rejects these operands.)
+//!
+//! The file is read as the notes are (`file.rs`): only if regular, and only
+//! the headers and symbol tables, within a bound.
 
+use crate::file::Reader;
 use crate::target::ElfFile;
 use object::read::elf::{ElfFile64, ProgramHeader};
 use object::{Endianness, Object, ObjectKind, ObjectSymbol};
@@ -78,8 +82,21 @@ fn resolve(file: &ElfFile) -> Result<Resolved, SymbolError> {
         file: file.name.clone(),
         reason,
     };
-    let data = std::fs::read(&file.read_at).map_err(|e| unreadable(e.to_string()))?;
-    let elf = ElfFile64::<Endianness>::parse(&*data).map_err(|e| unreadable(e.to_string()))?;
+    let reader = Reader::open(&file.read_at).map_err(|e| unreadable(e.to_string()))?;
+    let resolved = resolve_in(file, &reader);
+    match reader.over_budget() {
+        Some(cause) => Err(unreadable(cause.to_string())),
+        None => resolved,
+    }
+}
+
+fn resolve_in(file: &ElfFile, reader: &Reader) -> Result<Resolved, SymbolError> {
+    let unreadable = |reason: String| SymbolError::Unreadable {
+        file: file.name.clone(),
+        reason,
+    };
+    let elf =
+        ElfFile64::<Endianness, _>::parse(reader.data()).map_err(|e| unreadable(e.to_string()))?;
     let bias = match (elf.kind(), file.mapped_at) {
         // A fixed-address executable is where it was linked.
         (ObjectKind::Executable, _) => 0,
@@ -93,7 +110,8 @@ fn resolve(file: &ElfFile) -> Result<Resolved, SymbolError> {
                     let (from, size) = (ph.p_offset(endian), ph.p_filesz(endian));
                     offset >= from && offset - from < size.max(1)
                 })
-                .map(|ph| ph.p_vaddr(endian) + (offset - ph.p_offset(endian)))
+                // From the file: checked, a wrapped address would be wrong.
+                .and_then(|ph| ph.p_vaddr(endian).checked_add(offset - ph.p_offset(endian)))
                 .ok_or_else(|| SymbolError::NoSegment(file.name.clone()))?;
             start.wrapping_sub(link)
         }
@@ -106,4 +124,17 @@ fn resolve(file: &ElfFile) -> Result<Resolved, SymbolError> {
         .filter_map(|s| Some((s.name().ok()?.to_owned(), s.address())))
         .collect();
     Ok(Resolved { bias, addresses })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn dev_zero_is_refused_at_once() {
+        let file = ElfFile::at(Path::new("/dev/zero"));
+        let err = Symbols::of(&file).address("counter").unwrap_err();
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+    }
 }

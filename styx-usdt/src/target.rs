@@ -201,6 +201,13 @@ impl Target {
                     file.name, table.outside_code
                 );
             }
+            if table.duplicates > 0 {
+                info!(
+                    "{}: ignored {} duplicate probe notes (same probe, address, \
+                     semaphore and arguments as another)",
+                    file.name, table.duplicates
+                );
+            }
             if let (Some(offset), true) = (table.shared_semaphore_page, self.new_processes) {
                 warn!(
                     "{}: a semaphore (file offset {offset:#x}) shares its \

@@ -62,3 +62,75 @@ pub fn pt_regs_offset(reg: &Reg) -> Option<u16> {
         _ => return None,
     })
 }
+
+/// The longest x86-64 instruction, in bytes.
+pub const MAX_INSTRUCTION: usize = 15;
+
+/// The length of the `nop` at the start of `code`, if it starts with one of
+/// the encodings compilers and assemblers emit for USDT sites and padding:
+/// `90`, `66 90`, and the multi-byte `0f 1f /0` forms (`nopl`, `nopw`, with
+/// `66` and `2e` prefixes), whole within `code`. A uprobe replaces the
+/// site's first byte with `int3` and emulates the instruction; anywhere but
+/// at a real instruction it would corrupt the code.
+pub fn nop_length(code: &[u8]) -> Option<usize> {
+    let prefixes = code
+        .iter()
+        .take(MAX_INSTRUCTION - 3)
+        .take_while(|b| matches!(b, 0x66 | 0x2e))
+        .count();
+    let length = match &code[prefixes..] {
+        [0x90, ..] => 1,
+        // The ModRM byte's reg field is 0 (`/0`); its mod and r/m fields say
+        // how many SIB and displacement bytes follow.
+        [0x0f, 0x1f, modrm, tail @ ..] if (modrm >> 3) & 7 == 0 => {
+            let (mode, rm) = (modrm >> 6, modrm & 7);
+            let sib = mode != 3 && rm == 4;
+            let displacement = match mode {
+                0 if rm == 5 => 4,
+                0 if sib && tail.first()? & 7 == 5 => 4,
+                1 => 1,
+                2 => 4,
+                _ => 0,
+            };
+            3 + usize::from(sib) + displacement
+        }
+        _ => return None,
+    };
+    let length = prefixes + length;
+    (length <= code.len()).then_some(length)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nops_compilers_emit() {
+        for nop in [
+            &[0x90][..],
+            &[0x66, 0x90],
+            &[0x0f, 0x1f, 0x00],
+            &[0x0f, 0x1f, 0x40, 0x00],
+            &[0x0f, 0x1f, 0x44, 0x00, 0x00],
+            &[0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00],
+            &[0x0f, 0x1f, 0x80, 0, 0, 0, 0],
+            &[0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0],
+            &[0x66, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0],
+            &[0x66, 0x2e, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0],
+            &[0x66, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0],
+        ] {
+            assert_eq!(nop_length(nop), Some(nop.len()), "{nop:x?}");
+        }
+        for other in [
+            &[][..],
+            &[0xcc],
+            &[0xf3, 0x90],             // pause
+            &[0x0f, 0x1f, 0x48, 0x00], // reg field 1: not a nop
+            &[0x0f, 0x1f, 0x84, 0, 0], // cut short
+            &[0xb8, 0x90, 0, 0, 0],
+            &[0x66; 20],
+        ] {
+            assert_eq!(nop_length(other), None, "{other:x?}");
+        }
+    }
+}

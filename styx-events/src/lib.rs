@@ -19,6 +19,7 @@
 
 pub mod bytes;
 pub mod capture;
+pub mod escape;
 pub mod event;
 pub mod fields;
 pub mod formats;

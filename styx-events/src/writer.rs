@@ -15,6 +15,13 @@ pub trait EventWriter {
     fn flush(&mut self) -> io::Result<()>;
     /// Ends the output (trailers, closing brackets) and flushes it.
     fn finish(&mut self, totals: &Totals<'_>) -> io::Result<()>;
+    /// After [`EventWriter::event`] or [`EventWriter::flush`] failed:
+    /// whether part of the output still works, so that it should still be
+    /// [`EventWriter::finish`]ed (a [`Tee`] whose other writers do). A
+    /// writer whose output failed is done with: false.
+    fn can_finish(&self) -> bool {
+        false
+    }
 }
 
 /// What a run saw, per event kind id, for a format's trailer.
@@ -80,17 +87,57 @@ impl<W: Write> Chunked<W> {
 }
 
 /// Several writers fed the same events (`--capture` beside `-o`).
-pub struct Tee(pub Vec<Box<dyn EventWriter>>);
+///
+/// A writer that fails is set aside and the others go on: when `-o`'s pipe
+/// closes (`| head`), the capture still gets every event the caller handed
+/// over and, at [`EventWriter::finish`], its END record. Each call returns
+/// the first error of a writer failing in it, so the caller learns of each
+/// failure once; [`EventWriter::can_finish`] says whether any writer works.
+pub struct Tee {
+    /// None once the writer failed.
+    writers: Vec<Option<Box<dyn EventWriter>>>,
+}
+
+impl Tee {
+    /// Feeds `writers`, in order.
+    pub fn new(writers: Vec<Box<dyn EventWriter>>) -> Tee {
+        Tee {
+            writers: writers.into_iter().map(Some).collect(),
+        }
+    }
+
+    /// Calls `f` on every writer still working; one that fails is dropped.
+    fn each(
+        &mut self,
+        mut f: impl FnMut(&mut dyn EventWriter) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let mut result = Ok(());
+        for slot in &mut self.writers {
+            if let Some(writer) = slot {
+                if let Err(e) = f(&mut **writer) {
+                    *slot = None;
+                    if result.is_ok() {
+                        result = Err(e);
+                    }
+                }
+            }
+        }
+        result
+    }
+}
 
 impl EventWriter for Tee {
     fn event(&mut self, event: &Event<'_>) -> io::Result<()> {
-        self.0.iter_mut().try_for_each(|w| w.event(event))
+        self.each(|w| w.event(event))
     }
     fn flush(&mut self) -> io::Result<()> {
-        self.0.iter_mut().try_for_each(|w| w.flush())
+        self.each(|w| w.flush())
     }
     fn finish(&mut self, totals: &Totals<'_>) -> io::Result<()> {
-        self.0.iter_mut().try_for_each(|w| w.finish(totals))
+        self.each(|w| w.finish(totals))
+    }
+    fn can_finish(&self) -> bool {
+        self.writers.iter().any(Option::is_some)
     }
 }
 
@@ -120,5 +167,75 @@ impl Write for Labeled {
     }
     fn flush(&mut self) -> io::Result<()> {
         self.out.flush().map_err(|e| self.label(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::Body;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    use styx_common::{EventKind, RecordHeader};
+
+    /// Records what it is given; fails every call with `fail` once set.
+    #[derive(Default)]
+    struct Probe {
+        log: Rc<RefCell<Vec<&'static str>>>,
+        fail: Option<io::ErrorKind>,
+    }
+
+    impl Probe {
+        fn call(&mut self, what: &'static str) -> io::Result<()> {
+            self.log.borrow_mut().push(what);
+            match self.fail {
+                Some(kind) => Err(kind.into()),
+                None => Ok(()),
+            }
+        }
+    }
+
+    impl EventWriter for Probe {
+        fn event(&mut self, _: &Event<'_>) -> io::Result<()> {
+            self.call("event")
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            self.call("flush")
+        }
+        fn finish(&mut self, _: &Totals<'_>) -> io::Result<()> {
+            self.call("finish")
+        }
+    }
+
+    #[test]
+    fn a_tee_goes_on_without_a_writer_that_failed() {
+        let (main, capture) = (Rc::default(), Rc::default());
+        let mut tee = Tee::new(vec![
+            Box::new(Probe {
+                log: Rc::clone(&main),
+                fail: Some(io::ErrorKind::BrokenPipe),
+            }),
+            Box::new(Probe {
+                log: Rc::clone(&capture),
+                fail: None,
+            }),
+        ]);
+        let event = Event {
+            header: RecordHeader::default(),
+            kind: EventKind::Marker,
+            body: Body::Args([0; 4]),
+        };
+        let err = tee.event(&event).expect_err("the main output failed");
+        assert_eq!(err.kind(), io::ErrorKind::BrokenPipe);
+        assert!(tee.can_finish(), "the capture still works");
+        tee.event(&event).unwrap();
+        tee.flush().unwrap();
+        let totals = Totals {
+            events: &[],
+            drops: &[],
+        };
+        tee.finish(&totals).unwrap();
+        assert_eq!(*main.borrow(), ["event"]);
+        assert_eq!(*capture.borrow(), ["event", "event", "flush", "finish"]);
     }
 }

@@ -1,9 +1,10 @@
 //! The session's outputs: the writer for `-o` on `--output` (or stdout),
 //! plus a raw capture on `--capture`; errors name the file that failed.
 
-use anyhow::{bail, Context, Result};
-use std::fs::File;
+use anyhow::{anyhow, bail, Context, Result};
+use std::fs::{File, Metadata, OpenOptions};
 use std::io::{self, IsTerminal, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use styx_events::formats::{self, Detail, Format};
 use styx_events::header::Header;
@@ -31,7 +32,9 @@ pub fn open(outputs: &Outputs<'_>, header: &Header) -> Result<Box<dyn EventWrite
     let main = open_one(outputs.format, outputs.output, outputs.detail, header)?;
     Ok(match outputs.capture {
         None => main,
-        Some(path) => Box::new(Tee(vec![
+        // When the main output closes or fails, the Tee keeps feeding the
+        // capture, and the session still finishes it.
+        Some(path) => Box::new(Tee::new(vec![
             main,
             open_one(Format::Raw, Some(path), outputs.detail, header)?,
         ])),
@@ -47,8 +50,7 @@ pub fn open_one(
 ) -> Result<Box<dyn EventWriter>> {
     let (out, name): (Box<dyn Write>, String) = match path {
         Some(path) => {
-            let file =
-                File::create(path).with_context(|| format!("cannot write {}", path.display()))?;
+            let file = create(path)?;
             (Box::new(file), path.display().to_string())
         }
         None => (Box::new(io::stdout()), "stdout".to_string()),
@@ -61,4 +63,147 @@ pub fn open_one(
         &formats::Options::new(path, detail),
     )
     .with_context(|| format!("writing the start of {name}"))
+}
+
+/// Opens `path` to write an output, safely when run as root in a directory
+/// others can write (/tmp): a symbolic link owned by another user is not
+/// followed (`O_NOFOLLOW`), so a link planted there cannot make the run
+/// overwrite a file of its choosing or create one where it likes (the rule
+/// of the kernel's `fs.protected_symlinks`, applied everywhere); a link of
+/// our own, such as `/dev/stdout`, is. Nor is a regular file with other
+/// hard links truncated. A new file is created
+/// 0600, as perf creates perf.data: a trace holds the traced program's data.
+///
+/// An existing regular file (one name only) is overwritten, keeping its owner
+/// and mode, so `--output` can name the same file run after run; whoever
+/// could put a regular file there could write it anyway. Other existing
+/// files (`/dev/null`, a named pipe) are written as they are.
+fn create(path: &Path) -> Result<File> {
+    let name = path.display();
+    // SAFETY: geteuid has no preconditions.
+    let ours = |link: &Metadata| link.uid() == unsafe { libc::geteuid() };
+    let follow = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_symlink() && ours(&m));
+    let no_follow = if follow { 0 } else { libc::O_NOFOLLOW };
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(no_follow | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP | libc::EACCES) if path.is_symlink() => anyhow!(
+                "cannot write {name}: it is a symbolic link owned by another user, which \
+                 styx-loader does not follow for an output (give the path of the file it \
+                 points to)"
+            ),
+            _ => anyhow::Error::new(e).context(format!("cannot write {name}")),
+        })?;
+    let meta = file
+        .metadata()
+        .with_context(|| format!("cannot write {name}"))?;
+    if meta.file_type().is_file() {
+        if meta.nlink() > 1 {
+            bail!(
+                "cannot write {name}: it has {} hard links, so truncating it would change \
+                 the other names too (remove it first, or choose another name)",
+                meta.nlink()
+            );
+        }
+        // Truncated only now that it is known to be a file of its own.
+        file.set_len(0)
+            .with_context(|| format!("cannot write {name}"))?;
+    }
+    Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("styx-outputs-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn header() -> Header {
+        Header::now(1, "/bin/emu", Vec::new())
+    }
+
+    #[test]
+    fn a_symlink_is_not_followed() {
+        let dir = scratch("symlink");
+        let (target, link) = (dir.join("precious"), dir.join("out.jsonl"));
+        std::fs::write(&target, "keep me").unwrap();
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        // Planted by another user (nobody).
+        lchown(&link, 65534);
+        let err = open_one(Format::Jsonl, Some(&link), Detail::Normal, &header())
+            .err()
+            .expect("a symlink is refused");
+        let text = format!("{err:#}");
+        assert!(
+            text.contains(&format!("cannot write {}", link.display()))
+                && text.contains("symbolic link"),
+            "{text}"
+        );
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me");
+        // A dangling one is not followed either: nothing is created.
+        let (missing, dangling) = (dir.join("missing"), dir.join("dangling"));
+        std::os::unix::fs::symlink(&missing, &dangling).unwrap();
+        lchown(&dangling, 65534);
+        assert!(open_one(Format::Raw, Some(&dangling), Detail::Normal, &header()).is_err());
+        assert!(!missing.exists());
+        // Nor is a second name of a file truncated.
+        let hard = dir.join("hard");
+        std::fs::hard_link(&target, &hard).unwrap();
+        let err = open_one(Format::Jsonl, Some(&hard), Detail::Normal, &header())
+            .err()
+            .expect("a hard link is refused");
+        assert!(format!("{err:#}").contains("hard links"), "{err:#}");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A link of the user running styx-loader is followed (as `/dev/stdout`).
+    #[test]
+    fn our_own_symlinks_are_followed() {
+        let dir = scratch("own-symlink");
+        let (target, link) = (dir.join("real.jsonl"), dir.join("out.jsonl"));
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let mut writer = open_one(Format::Jsonl, Some(&link), Detail::Normal, &header()).unwrap();
+        writer.flush().unwrap();
+        assert!(target.is_file(), "written through the link");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn lchown(path: &Path, uid: u32) {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path we own.
+        let rc = unsafe { libc::lchown(c.as_ptr(), uid, uid) };
+        assert_eq!(rc, 0, "lchown {} (the tests run as root)", path.display());
+    }
+
+    #[test]
+    fn new_outputs_are_private_and_old_ones_overwritten() {
+        let dir = scratch("mode");
+        let new = dir.join("new.styx");
+        let mut writer = open_one(Format::Raw, Some(&new), Detail::Normal, &header()).unwrap();
+        writer.flush().unwrap();
+        let mode = std::fs::metadata(&new).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+        // An existing regular file is overwritten (truncated), keeping its mode.
+        let old = dir.join("old.jsonl");
+        std::fs::write(&old, "x".repeat(10_000)).unwrap();
+        std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let mut writer = open_one(Format::Jsonl, Some(&old), Detail::Normal, &header()).unwrap();
+        writer.flush().unwrap();
+        assert_eq!(std::fs::metadata(&old).unwrap().len(), 0);
+        let mode = std::fs::metadata(&old).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o640, "{mode:o}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -53,6 +53,12 @@ pub const MAGIC: &[u8; 8] = b"STYXCAP\0";
 /// The format version this loader writes and reads.
 pub const VERSION: u32 = 1;
 
+/// The longest header a reader takes, in bytes. A header lists the event
+/// types and the probes of other providers traced (a few hundred bytes
+/// each), so even tens of thousands of probes stay far below; a longer one
+/// is refused rather than read into memory.
+pub const MAX_HEADER: usize = 16 << 20;
+
 /// Meta record tags (kind nibble 0).
 const TAG_THREAD: u8 = 0x00;
 const TAG_END: u8 = 0x10;

@@ -2,7 +2,7 @@
 
 use super::varint::{get, unzigzag};
 use super::{aux_from_code, ARG_SLOTS, AUX_EXPLICIT, AUX_SHIFT, MAGIC, MAX_RECORD};
-use super::{TAG_END, TAG_THREAD, TAG_THREAD_FOLLOWS, VERSION};
+use super::{MAX_HEADER, TAG_END, TAG_THREAD, TAG_THREAD_FOLLOWS, VERSION};
 use crate::event::{Body, Event, Text};
 use crate::header::Header;
 use std::io::{self, Read};
@@ -31,6 +31,13 @@ pub enum CaptureError {
     #[error("the capture ends inside its header ({0} bytes): nothing was recorded")]
     /// The file ends inside its header.
     HeaderCut(u64),
+    #[error("the capture claims a header of {len} bytes (at most {MAX_HEADER} are read): it is corrupt or not a styx capture")]
+    /// The header length is past [`MAX_HEADER`]: no writer writes one that
+    /// long, and reading it would take that much memory.
+    HeaderTooLong {
+        /// The length the file gives.
+        len: u64,
+    },
     #[error("the capture's header is not valid: {0}")]
     /// The header is not the JSON it should be.
     BadHeader(serde_json::Error),
@@ -131,8 +138,23 @@ impl<R: Read> Reader<R> {
             return Err(CaptureError::WrongVersion { found: version });
         }
         let len = u32::from_le_bytes(fixed[12..16].try_into().expect("4 bytes")) as usize;
-        let mut json = vec![0u8; len];
-        let got = read_full(&mut input, &mut json)?;
+        if len > MAX_HEADER {
+            return Err(CaptureError::HeaderTooLong { len: len as u64 });
+        }
+        // Read as it arrives, not allocated up front: a short file claiming
+        // a long header costs what it holds.
+        let mut json = Vec::new();
+        loop {
+            match (&mut input)
+                .take((len - json.len()) as u64)
+                .read_to_end(&mut json)
+            {
+                Ok(_) => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let got = json.len();
         if got < len {
             return Err(CaptureError::HeaderCut((16 + got) as u64));
         }

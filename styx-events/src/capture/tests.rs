@@ -340,3 +340,162 @@ fn long_captures_read_back_across_refills_however_the_bytes_arrive() {
     };
     assert_eq!(offset as usize + partial, cut);
 }
+
+/// MAGIC, version and a header length, and nothing else.
+fn prelude(header_len: u32) -> Vec<u8> {
+    let mut bytes = MAGIC.to_vec();
+    bytes.extend_from_slice(&VERSION.to_le_bytes());
+    bytes.extend_from_slice(&header_len.to_le_bytes());
+    bytes
+}
+
+#[test]
+fn a_header_longer_than_any_header_is_refused() {
+    // 16 bytes claiming a 4 GiB header: refused before anything is allocated.
+    let err = Reader::open(&prelude(u32::MAX)[..])
+        .err()
+        .expect("an error");
+    assert!(
+        matches!(err, CaptureError::HeaderTooLong { len } if len == u32::MAX as u64),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("header of 4294967295 bytes"),
+        "{err}"
+    );
+    // Within the limit but the file ends early: read as far as it goes.
+    let mut short = prelude(MAX_HEADER as u32);
+    short.extend_from_slice(b"{\"loader\":");
+    let err = Reader::open(&short[..]).err().expect("an error");
+    assert!(matches!(err, CaptureError::HeaderCut(26)), "{err}");
+}
+
+/// `header()` with one more probe, `prov:far`, at spec id `id`.
+fn header_with_spec(id: u32) -> Header {
+    let mut header = header();
+    let mut far = header.usdt[0].clone();
+    far.spec_id = id;
+    far.probe = "far".into();
+    header.usdt.push(far);
+    header
+}
+
+/// Every format over the capture in `bytes`; the number of events read, or
+/// the first error. Panics (overflow, slicing) fail the test that calls it.
+fn through_every_format(bytes: &[u8]) -> Result<u64, CaptureError> {
+    use crate::formats::{self, Detail, Format, Options};
+    let formats = [
+        (Format::Jsonl, Detail::Normal),
+        (Format::Text, Detail::Full),
+        (Format::Raw, Detail::Normal),
+        (Format::Chrome, Detail::Normal),
+        (Format::Perfetto, Detail::Normal),
+    ];
+    let mut read = 0;
+    for (format, detail) in formats {
+        let mut reader = Reader::open(bytes)?;
+        let options = Options {
+            gzip: false,
+            detail,
+        };
+        let mut writer =
+            formats::open(format, Box::new(std::io::sink()), &reader.header, &options).unwrap();
+        let mut counts = [0u64; 16];
+        while let Some(e) = reader.next()? {
+            counts[e.kind as usize] += 1;
+            writer.event(&e).unwrap();
+        }
+        writer
+            .finish(&Totals {
+                events: &counts,
+                drops: &[0; 16],
+            })
+            .unwrap();
+        read = reader.events;
+    }
+    Ok(read)
+}
+
+#[test]
+fn spec_ids_do_not_size_anything() {
+    let mut writer = CaptureWriter::new(Vec::new(), &header_with_spec(4_000_000_000)).unwrap();
+    let far = event(
+        9,
+        7,
+        EventKind::Usdt,
+        2,
+        Body::Usdt {
+            spec_id: 4_000_000_000,
+            args: &NEGATIVE,
+        },
+    );
+    writer.event(&far).unwrap();
+    let mut counts = [0u64; 16];
+    counts[EventKind::Usdt as usize] = 1;
+    writer
+        .finish(&Totals {
+            events: &counts,
+            drops: &[0; 16],
+        })
+        .unwrap();
+    let bytes = writer.into_inner();
+    let (got, ending) = read(&bytes);
+    assert_eq!(got.len(), 1);
+    assert!(got[0].contains("\"probe\":\"far\""), "{}", got[0]);
+    assert!(matches!(ending, Ending::Complete { events: 1, .. }));
+    assert_eq!(through_every_format(&bytes).unwrap(), 1);
+}
+
+#[test]
+fn times_near_the_end_of_u64_go_through_every_format() {
+    let mut events = events();
+    for (i, e) in events.iter_mut().enumerate() {
+        e.header.ts_ns = u64::MAX - 9_500_000 + i as u64 * 900_000;
+    }
+    events.push(event(
+        u64::MAX,
+        7,
+        EventKind::Marker,
+        0,
+        Body::Marker(Text {
+            bytes: b"last",
+            truncated: false,
+        }),
+    ));
+    let bytes = write(&events);
+    assert_eq!(through_every_format(&bytes).unwrap(), events.len() as u64);
+}
+
+#[test]
+fn any_bytes_give_events_or_an_error() {
+    let mut events = events();
+    events.extend(many_events().into_iter().take(300));
+    let good = write(&events);
+    let body_start = 16 + u32::from_le_bytes(good[12..16].try_into().unwrap()) as usize;
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    for round in 0..1000 {
+        let mut bytes = good.clone();
+        // Mostly the records; sometimes the prelude and header too.
+        let from = if round % 4 == 0 { 0 } else { body_start };
+        for _ in 0..1 + next() % 4 {
+            let at = from + (next() as usize) % (bytes.len() - from);
+            bytes[at] = match next() % 4 {
+                0 => 0xff,
+                1 => 0x00,
+                2 => bytes[at] ^ (1 << (next() % 8)),
+                _ => next() as u8,
+            };
+        }
+        if round % 3 == 0 {
+            bytes.truncate(from + (next() as usize) % (bytes.len() - from));
+        }
+        // Either is fine: what matters is no panic, hang or huge allocation.
+        let _ = through_every_format(&bytes);
+    }
+}

@@ -1,6 +1,7 @@
 //! One event as a line of text for people.
 
 use crate::bytes::Bytes;
+use crate::escape;
 use crate::event::Event;
 use crate::fields::{for_each_field, Arg, Field};
 use crate::usdt::UsdtProbes;
@@ -28,8 +29,9 @@ pub fn text(out: &mut Bytes, event: &Event<'_>, usdt: &UsdtProbes, threads: bool
                 out.hex(v);
             }
             Field::Str(_, v) => {
+                // Names from a note or a capture: no raw control characters.
                 out.push(b' ');
-                out.extend_from_slice(v.as_bytes());
+                out.extend_from_slice(escape::controls(v).as_bytes());
             }
             Field::Args(args) => {
                 for (i, arg) in args.enumerate() {
@@ -88,4 +90,74 @@ fn pad_left_with(out: &mut Bytes, s: &str, width: usize, fill: u8) {
 fn pad_right(out: &mut Bytes, s: &str, width: usize) {
     out.extend_from_slice(s.as_bytes());
     out.fill(width.saturating_sub(s.len()), b' ');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{Body, Text};
+    use crate::header::{ArgInfo, UsdtInfo};
+    use styx_common::{EventKind, RecordHeader};
+
+    fn line(event: &Event<'_>, usdt: &UsdtProbes) -> String {
+        let mut out = Bytes::default();
+        text(&mut out, event, usdt, true);
+        String::from_utf8(out.as_slice().to_vec()).unwrap()
+    }
+
+    fn event(kind: EventKind, body: Body<'_>) -> Event<'_> {
+        Event {
+            header: RecordHeader {
+                ts_ns: 1,
+                pid: 2,
+                tid: 3,
+                kind: kind as u8,
+                aux: 1,
+                _reserved: [0; 6],
+            },
+            kind,
+            body,
+        }
+    }
+
+    #[test]
+    fn control_characters_from_the_probes_are_escaped() {
+        let usdt = UsdtProbes::from_infos(&[UsdtInfo {
+            spec_id: 1,
+            provider: "ev\x1b[2Jil".into(),
+            probe: "pro\rbe\u{9b}31m".into(),
+            args: vec![ArgInfo {
+                name: "arg0".into(),
+                ty: "u64".into(),
+            }],
+        }]);
+        let args = [5u64];
+        let usdt_line = line(
+            &event(
+                EventKind::Usdt,
+                Body::Usdt {
+                    spec_id: 1,
+                    args: &args,
+                },
+            ),
+            &usdt,
+        );
+        let marker = Text {
+            bytes: b"bell\x07 and \x1b]0;title\x07",
+            truncated: false,
+        };
+        let marker_line = line(&event(EventKind::Marker, Body::Marker(marker)), &usdt);
+        for line in [&usdt_line, &marker_line] {
+            let body = line.strip_suffix('\n').unwrap();
+            assert!(!body.chars().any(char::is_control), "{line:?}");
+        }
+        assert!(
+            usdt_line.contains(r" ev\x1b[2Jil pro\rbe\u{9b}31m arg0=0x5"),
+            "{usdt_line}"
+        );
+        assert!(
+            marker_line.contains(r#"text="bell\u{7} and \u{1b}]0;title\u{7}""#),
+            "{marker_line}"
+        );
+    }
 }

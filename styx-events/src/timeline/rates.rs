@@ -31,16 +31,21 @@ impl Rates {
     pub fn count(&mut self, kind: usize, ts_ns: u64) -> Vec<Window> {
         let mut done = Vec::new();
         let start = *self.start.get_or_insert(ts_ns);
-        if ts_ns >= start + WINDOW_NS {
+        // Times come from the ring or a capture file: any u64. A window that
+        // would end past u64::MAX takes every later time (checked sums).
+        if let Some(next) = start.checked_add(WINDOW_NS).filter(|&next| ts_ns >= next) {
             done.push(self.close(start));
-            let next = start + WINDOW_NS;
-            if ts_ns >= next + WINDOW_NS {
+            if next.checked_add(WINDOW_NS).is_some_and(|end| ts_ns >= end) {
                 done.push(self.close(next));
             }
+            // ts_ns >= next > start, so this neither wraps nor goes below start.
             self.start = Some(ts_ns - (ts_ns - start) % WINDOW_NS);
         }
-        self.seen[kind] = true;
-        self.counts[kind] += 1;
+        // A kind id past the table (never from a decoded event) is not counted.
+        if let (Some(seen), Some(count)) = (self.seen.get_mut(kind), self.counts.get_mut(kind)) {
+            *seen = true;
+            *count = count.saturating_add(1);
+        }
         done
     }
 
@@ -53,7 +58,7 @@ impl Rates {
     fn close(&mut self, start_ns: u64) -> Window {
         let per_second = (0..self.counts.len())
             .filter(|&k| self.seen[k])
-            .map(|k| (k, self.counts[k] * (1_000_000_000 / WINDOW_NS)))
+            .map(|k| (k, self.counts[k].saturating_mul(1_000_000_000 / WINDOW_NS)))
             .collect();
         self.counts = [0; EVENT_KIND_SLOTS as usize];
         Window {
@@ -86,5 +91,24 @@ mod tests {
         let last = rates.finish().unwrap();
         assert_eq!(last.start_ns, 1_000 + 5 * WINDOW_NS);
         assert_eq!(last.per_second, vec![(4, 100), (8, 0)]);
+    }
+
+    #[test]
+    fn times_near_u64_max_do_not_overflow() {
+        let mut rates = Rates::default();
+        assert!(rates.count(4, u64::MAX - WINDOW_NS / 2).is_empty());
+        assert!(
+            rates.count(4, u64::MAX).is_empty(),
+            "no window ends past u64::MAX"
+        );
+        let last = rates.finish().unwrap();
+        assert_eq!(last.per_second, vec![(4, 200)]);
+        // The last whole window, then past it.
+        let start = u64::MAX - WINDOW_NS - 5;
+        assert!(rates.count(4, start).is_empty());
+        let done = rates.count(4, u64::MAX);
+        assert_eq!(done.len(), 1);
+        assert_eq!(done[0].start_ns, start);
+        assert_eq!(rates.finish().unwrap().start_ns, start + WINDOW_NS);
     }
 }

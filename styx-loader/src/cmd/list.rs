@@ -6,8 +6,8 @@ use anyhow::{bail, Context, Result};
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::Path;
+use styx_events::escape;
 use styx_usdt::argspec::parse_spec;
-use styx_usdt::note::ProbeSite;
 use styx_usdt::target::Target;
 
 /// Lists the probes `args` asks for.
@@ -38,32 +38,76 @@ pub fn run(args: &ListArgs) -> Result<()> {
                 continue;
             }
             listed += 1;
-            writeln!(out, "usdt:{}:{provider}:{name}", file.name)?;
+            writeln!(out, "{}", probe_line(&file.name, provider, name))?;
             for site in table
                 .sites
                 .iter()
                 .filter(|s| s.provider == provider && s.name == name)
             {
-                writeln!(out, "    {}", describe_site(site))?;
+                writeln!(
+                    out,
+                    "    {}",
+                    describe_site(site.address, site.semaphore, &site.args)
+                )?;
             }
         }
     }
     if listed == 0 {
-        let names: Vec<&str> = target.files.iter().map(|f| f.name.as_str()).collect();
+        let names: Vec<_> = target
+            .files
+            .iter()
+            .map(|f| escape::controls(&f.name))
+            .collect();
         bail!("no USDT probes match {pattern:?} in {}", names.join(", "));
     }
     Ok(())
 }
 
-/// `0x5a2f1  semaphore 0xcb8e0  8@%rdi 8@%rsi`, flagging specs styx cannot read.
-fn describe_site(site: &ProbeSite) -> String {
-    let semaphore = match site.semaphore {
+/// `usdt:FILE:PROVIDER:PROBE`, control characters escaped: the names come
+/// from files and notes anyone can write.
+fn probe_line(file: &str, provider: &str, name: &str) -> String {
+    format!(
+        "usdt:{}:{}:{}",
+        escape::controls(file),
+        escape::controls(provider),
+        escape::controls(name)
+    )
+}
+
+/// `0x5a2f1  semaphore 0xcb8e0  8@%rdi 8@%rsi`, flagging specs styx cannot
+/// read; control characters in the spec (and the error quoting it) escaped.
+fn describe_site(address: u64, semaphore: u64, args: &str) -> String {
+    let semaphore = match semaphore {
         0 => "no semaphore".to_string(),
         address => format!("semaphore {address:#x}"),
     };
-    let mut line = format!("{:#x}  {semaphore}  {}", site.address, site.args);
-    if let Err(e) = parse_spec(&site.args) {
-        line.push_str(&format!("  (unreadable: {e})"));
+    let mut line = format!("{address:#x}  {semaphore}  {}", escape::controls(args));
+    if let Err(e) = parse_spec(args) {
+        line.push_str(&format!(
+            "  (unreadable: {})",
+            escape::controls(&e.to_string())
+        ));
     }
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_specs_print_without_control_characters() {
+        let line = probe_line("/tmp/e\x1b]0;x\x07", "pro\x1b[2Jv", "na\rme\u{9b}");
+        assert_eq!(line, r"usdt:/tmp/e\x1b]0;x\x07:pro\x1b[2Jv:na\rme\u{9b}");
+        assert_eq!(
+            probe_line("/usr/lib/libc.so.6", "libc", "setjmp"),
+            "usdt:/usr/lib/libc.so.6:libc:setjmp"
+        );
+        let site = describe_site(0x10, 0, "8@%rdi \x1b[8m");
+        assert!(!site.chars().any(char::is_control), "{site:?}");
+        assert!(
+            site.starts_with(r"0x10  no semaphore  8@%rdi \x1b[8m"),
+            "{site}"
+        );
+    }
 }

@@ -43,6 +43,9 @@ pub struct Sink {
     /// is how a reader says it has seen enough.
     pub error: Option<io::Error>,
     open: bool,
+    /// Once closed: whether part of the output still works and is to be
+    /// finished (the capture beside a closed `-o`, see [`EventWriter::can_finish`]).
+    finishable: bool,
 }
 
 impl Sink {
@@ -53,6 +56,7 @@ impl Sink {
             unwritten: Counts::default(),
             error: None,
             open: true,
+            finishable: false,
         }
     }
 
@@ -75,9 +79,12 @@ impl Sink {
     }
 
     /// Ends the output with the run's totals (a capture's END record, a
-    /// closing bracket), unless it already stopped taking events.
+    /// closing bracket), unless it already stopped taking events. After the
+    /// main output closed, a capture beside it is still finished: it holds
+    /// every event counted as written, since it was fed each one the main
+    /// output was.
     pub fn finish(&mut self, drops: &[u64]) {
-        if !self.open {
+        if !self.open && !self.finishable {
             return;
         }
         let totals = Totals {
@@ -90,8 +97,15 @@ impl Sink {
     }
 
     fn failed(&mut self, e: io::Error) {
+        // Once closed, the session stops and later events are not written
+        // (counted as unwritten), to any output.
         self.open = false;
-        self.error = (e.kind() != io::ErrorKind::BrokenPipe).then_some(e);
+        self.finishable = self.out.can_finish();
+        // The first failure is the one to report (a capture failing as it
+        // is finished after `-o` closed is one too).
+        if self.error.is_none() {
+            self.error = (e.kind() != io::ErrorKind::BrokenPipe).then_some(e);
+        }
     }
 }
 

@@ -299,3 +299,50 @@ fn a_full_disk_stops_with_a_clear_error_and_a_readable_capture() {
     assert_prefix_of_fired(&by_thread(&jsonl), &by_tid(read_jsonl(&expect)));
     drop(disk);
 }
+
+#[test]
+fn a_closed_main_output_leaves_the_capture_whole() {
+    require_root();
+    let dir = scratch("capture-closed-output");
+    let raw = dir.join("run.styx");
+    let mut prog = TestProg::spawn(None);
+    let pid = prog.pid().to_string();
+    // `-o jsonl --capture FILE | head -n 1`
+    let mut loader = spawn_loader(
+        &[
+            "--pid",
+            &pid,
+            "-o",
+            "jsonl",
+            "--capture",
+            raw.to_str().unwrap(),
+        ],
+        std::process::Stdio::piped(),
+    );
+    loader.wait_for_line("attached").unwrap();
+    prog.fire(2000, 2);
+    let mut reader = std::io::BufReader::new(loader.child.stdout.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut reader, &mut first).unwrap();
+    drop(reader);
+    let (status, stderr) = loader.finish_after(|| prog.fire(10, 1)).unwrap();
+    prog.quit();
+    assert!(status.success(), "{status}: {}", stderr.join("\n"));
+    assert!(!stderr.iter().any(|l| l.contains("error")), "{stderr:?}");
+    let summary = summary_of(&stderr);
+    assert!(summary.line.contains("output closed"), "{stderr:?}");
+    assert!(summary.events > 1, "{stderr:?}");
+
+    // Every event the loader counted as written is in the capture, and it
+    // ends with its END record.
+    let (ok, jsonl, warnings) = read_capture(&raw, "jsonl");
+    assert!(ok, "{warnings}");
+    assert!(!warnings.contains("cut short"), "{warnings}");
+    assert_eq!(warnings, "", "a complete capture reads without warnings");
+    assert_eq!(jsonl.lines().count() as u64, summary.events, "{stderr:?}");
+    assert_eq!(
+        serde_json::from_str::<Value>(jsonl.lines().next().unwrap()).unwrap(),
+        serde_json::from_str::<Value>(&first).unwrap(),
+        "the capture starts with the line the pipe read"
+    );
+}

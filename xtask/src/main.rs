@@ -3,6 +3,7 @@
 mod bench;
 mod build_ebpf;
 mod demo;
+mod fuzz;
 mod layout;
 mod setup;
 mod test;
@@ -43,6 +44,17 @@ enum Command {
     /// Measure only how fast captures convert to each format (10 M events,
     /// one core), and capture bytes per event.
     BenchConsumers,
+    /// Fuzz the parsers the root loader runs on other people's files
+    /// (argument specs, USDT notes, captures through every format) with
+    /// cargo-fuzz on nightly: N seconds per target. Installs cargo-fuzz if
+    /// missing; a crash fails and is saved under fuzz/artifacts/.
+    Fuzz {
+        /// Seconds per target.
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+        /// Targets to run (default: all: argspec, notes, capture).
+        targets: Vec<String>,
+    },
     /// Set up, check the committed eBPF object, and run every test.
     Test {
         /// Extra arguments for `cargo test`.
@@ -77,6 +89,7 @@ fn run(cli: Cli) -> Result<()> {
                 .args(["--example", "bench-consumers"])
                 .current_dir(&root),
         ),
+        Command::Fuzz { seconds, targets } => fuzz::run(&root, seconds, &targets),
         Command::Test { args } => test::run(&root, &args),
     }
 }

@@ -1,0 +1,43 @@
+//! A raw capture read back through every output format, as `styx-loader
+//! read` does. Any input gives events or an error: no panic, no hang, no
+//! unbounded allocation.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use std::io;
+use styx_events::capture::Reader;
+use styx_events::formats::{self, Detail, Format, Options};
+use styx_events::writer::Totals;
+
+const FORMATS: [Format; 5] = [
+    Format::Jsonl,
+    Format::Text,
+    Format::Raw,
+    Format::Chrome,
+    Format::Perfetto,
+];
+
+fuzz_target!(|data: &[u8]| {
+    for (i, format) in FORMATS.into_iter().enumerate() {
+        let Ok(mut reader) = Reader::open(data) else {
+            return;
+        };
+        let options = Options {
+            gzip: i % 2 == 0 && format == Format::Perfetto,
+            detail: Detail::Full,
+        };
+        let Ok(mut writer) = formats::open(format, Box::new(io::sink()), &reader.header, &options)
+        else {
+            return;
+        };
+        let mut counts = [0u64; 16];
+        while let Ok(Some(event)) = reader.next() {
+            counts[event.kind as usize] += 1;
+            let _ = writer.event(&event);
+        }
+        let _ = writer.finish(&Totals {
+            events: &counts,
+            drops: &[0; 16],
+        });
+    }
+});

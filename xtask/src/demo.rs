@@ -10,7 +10,7 @@ const SHOWN: &str = "interrupt,control,span_begin,span_end,marker";
 const SHOWN_LINES: usize = 40;
 
 pub fn run(root: &Path) -> Result<()> {
-    crate::setup::run(root)?;
+    crate::setup::require_root("demo")?;
     crate::run_checked(
         Command::new("cargo")
             .args(["build", "--release", "-p", "styx-loader", "-p", "styx-demo"])

@@ -21,6 +21,15 @@ pub fn run(root: &Path) -> Result<()> {
     crate::run_checked(&mut Command::new(root.join("scripts/setup")))
 }
 
+/// The demo needs nothing installed (the loader embeds the committed eBPF
+/// object and builds with stable Rust), only root to load it.
+pub fn require_root(what: &str) -> Result<()> {
+    if !is_root() {
+        bail!("{what} loads eBPF programs and must run as root: sudo -E env \"PATH=$PATH\" cargo xtask {what}");
+    }
+    Ok(())
+}
+
 /// Just what building eBPF needs; installs it when it can, else says how.
 pub fn ensure_ebpf_toolchain(root: &Path) -> Result<()> {
     if has_ebpf_toolchain() {

@@ -2,12 +2,14 @@
 //! link per program and file (Linux 6.6+), or one perf-event link per site
 //! (also the fallback when the kernel refuses a multi link). The cookie of
 //! each site tells the shared program its event kind or argument spec.
+//! A site the kernel refuses is skipped with a warning; more sites than
+//! [`MAX_PER_SITE`] are never attached one link each.
 
 use super::compat::multi_programs::MultiPrograms;
 use super::compat::perf_link::{self, UprobeLink, UprobeTarget};
 use super::compat::uprobe_multi::{self, MultiSite};
 use super::load::Loaded;
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use aya::programs::UProbe;
 use log::warn;
 use std::collections::BTreeMap;
@@ -30,11 +32,25 @@ pub fn program_name(kind: EventKind) -> &'static str {
     }
 }
 
+/// The most sites attached with a link each (`--attach per-site`, or the
+/// sites of multi links the kernel refused). Each costs a perf-event fd and a
+/// link fd, and the kernel ~0.1 s to detach, one site at a time: 4,096 sites
+/// take ~7 min to let go, and far more would exhaust file descriptors half-way
+/// and then leave the loader closing links for tens of minutes. Above this,
+/// tracing is refused before anything is attached.
+pub const MAX_PER_SITE: usize = 4096;
+
+/// File descriptors kept free for everything else the loader opens (maps,
+/// programs, outputs, /proc files) when checking room for per-site links.
+const SPARE_FDS: u64 = 64;
+
 /// What keeps the sites attached: dropping it detaches them.
 #[derive(Default)]
 pub struct Links {
     multi: Vec<OwnedFd>,
     per_site: Vec<UprobeLink>,
+    /// Sites attached through the multi links.
+    multi_sites: usize,
 }
 
 impl Links {
@@ -43,21 +59,104 @@ impl Links {
     pub fn per_site(&self) -> usize {
         self.per_site.len()
     }
+
+    /// Sites really attached, by either kind of link.
+    pub fn attached(&self) -> usize {
+        self.multi_sites + self.per_site.len()
+    }
+}
+
+/// Raises the soft limit on open files to the hard limit, so that attaching
+/// up to [`MAX_PER_SITE`] sites one by one (two fds each) cannot hit EMFILE
+/// half-way (a warning if it cannot).
+pub fn raise_fd_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes a plain struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        warn!(
+            "cannot read the open-file limit: {}",
+            std::io::Error::last_os_error()
+        );
+        return;
+    }
+    if limit.rlim_cur < limit.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: limit.rlim_max,
+            rlim_max: limit.rlim_max,
+        };
+        // SAFETY: setrlimit reads a plain struct we own.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+            warn!(
+                "cannot raise the open-file limit from {} to {}: {}",
+                limit.rlim_cur,
+                limit.rlim_max,
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+}
+
+/// Whether `count` sites may be attached one link each: refused (before
+/// anything is attached that way) above [`MAX_PER_SITE`] or when the
+/// open-file limit has no room for two fds per site.
+fn check_per_site(count: usize) -> Result<()> {
+    if count > MAX_PER_SITE {
+        bail!(
+            "refusing to attach {count} probe sites with a link each (at most {MAX_PER_SITE}: \
+             every one costs two file descriptors and ~0.1 s of kernel time to detach); \
+             use --attach multi (Linux 6.6+) or select fewer probes (--probes, --events)"
+        );
+    }
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes a plain struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+        let needed = 2 * count as u64 + SPARE_FDS;
+        if limit.rlim_cur < needed {
+            bail!(
+                "refusing to attach {count} probe sites with a link each: that needs ~{needed} \
+                 open files and the limit is {} (ulimit -n); use --attach multi (Linux 6.6+) \
+                 or select fewer probes (--probes, --events)",
+                limit.rlim_cur
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Attaches the programs to `sites` in `target`'s files, with the cookie that
 /// tells the shared program which event kind (or argument spec) a site has.
+///
+/// A site the kernel refuses is skipped with a warning naming it; only when
+/// no site at all could be attached is that an error. Sites to be attached
+/// one link each are counted first: above [`MAX_PER_SITE`] nothing more is
+/// attached and the whole trace fails.
 pub fn attach_sites(loaded: &mut Loaded, target: &Target, sites: &[AttachSite]) -> Result<Links> {
     let mut links = Links::default();
     let one_by_one: Vec<&AttachSite> = match &loaded.multi {
-        Some(programs) => attach_multi(programs, target, sites, &mut links),
-        None => sites.iter().collect(),
+        Some(programs) => attach_multi(programs, target, sites, &mut links)?,
+        None => {
+            check_per_site(sites.len())?;
+            sites.iter().collect()
+        }
     };
     if one_by_one.is_empty() {
         return Ok(links);
     }
     let pmu_type = perf_link::uprobe_pmu_type()
         .context("this kernel has no uprobe PMU (needs CONFIG_UPROBE_EVENTS)")?;
+    // One link per site. The kernel lets go of these one at a time, each
+    // after an RCU grace period (~0.1 s): on a normal stop Session::detach
+    // waits for it, and if the loader is SIGKILLed the kernel still releases
+    // them one by one as it closes the fds, the semaphores staying raised
+    // (the target running its probe code) until the last is gone. Multi
+    // links go at once. Hence MAX_PER_SITE, checked before getting here.
+    let mut last_error = None;
     for selected in one_by_one {
         let name = program_name(selected.kind);
         let program: &mut UProbe = loaded
@@ -78,32 +177,43 @@ pub fn attach_sites(loaded: &mut Loaded, target: &Target, sites: &[AttachSite]) 
             ref_ctr_offset: site.semaphore_offset,
             pid: target.pid,
         };
-        let link = perf_link::attach(
+        match perf_link::attach(
             pmu_type,
             program.fd()?.as_fd(),
             &link_target,
             selected.cookie,
-        )
-        .with_context(|| {
-            format!(
-                "attaching to {}:{} at {:#x} in {}",
-                site.provider, site.name, site.address, file.name
-            )
-        })?;
-        links.per_site.push(link);
+        ) {
+            Ok(link) => links.per_site.push(link),
+            Err(e) => {
+                let what = format!(
+                    "{}:{} at {:#x} in {}",
+                    site.provider, site.name, site.address, file.name
+                );
+                warn!("skipping probe {what}: the kernel refused to attach it: {e}");
+                last_error = Some(anyhow::Error::new(e).context(format!("attaching to {what}")));
+            }
+        }
+    }
+    if links.attached() == 0 {
+        let error = last_error.expect("at least one site was tried");
+        return Err(error.context(format!(
+            "none of the {} probe sites could be attached",
+            sites.len()
+        )));
     }
     Ok(links)
 }
 
 /// One uprobe_multi link per file and program. Returns the sites of links
 /// the kernel refused, to be attached one by one (which names the site at
-/// fault if that fails too).
+/// fault if that fails too), unless there are more of them than
+/// [`MAX_PER_SITE`]: then the kernel's refusal is the error.
 fn attach_multi<'s>(
     programs: &MultiPrograms,
     target: &Target,
     sites: &'s [AttachSite],
     links: &mut Links,
-) -> Vec<&'s AttachSite> {
+) -> Result<Vec<&'s AttachSite>> {
     let mut groups: BTreeMap<(usize, &str), Vec<&AttachSite>> = BTreeMap::new();
     for selected in sites {
         groups
@@ -124,8 +234,19 @@ fn attach_multi<'s>(
             .collect();
         let program = programs.get(name).expect("loaded for every selected kind");
         match uprobe_multi::attach(program.as_fd(), &file.read_at, &multi_sites, target.pid) {
-            Ok(link) => links.multi.push(link),
+            Ok(link) => {
+                links.multi.push(link);
+                links.multi_sites += group.len();
+            }
             Err(e) => {
+                if let Err(limit) = check_per_site(refused.len() + group.len()) {
+                    bail!(
+                        "the kernel refused the uprobe_multi link for {} sites of {} ({name}): \
+                         {e}; not falling back to one link per site: {limit:#}",
+                        group.len(),
+                        file.name
+                    );
+                }
                 warn!(
                     "{} sites of {} for {name}: {e}; attaching them one by one",
                     group.len(),
@@ -135,5 +256,5 @@ fn attach_multi<'s>(
             }
         }
     }
-    refused
+    Ok(refused)
 }

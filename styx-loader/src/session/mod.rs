@@ -76,6 +76,9 @@ impl Session {
         // tracing cleanly, not kill the loader.
         let sigint = signal(SignalKind::interrupt())?;
         let sigterm = signal(SignalKind::terminate())?;
+        // Room for a link per site (up to attach::MAX_PER_SITE) before any
+        // is attached, rather than EMFILE half-way.
+        attach::raise_fd_limit();
         let mut programs: Vec<&'static str> = selection
             .sites
             .iter()
@@ -109,7 +112,7 @@ impl Session {
         let links = attach::attach_sites(&mut loaded, target, &selection.sites)?;
         eprintln!(
             "styx-loader: attached {} probe sites in {} in {:.0} ms; Ctrl-C to stop",
-            selection.sites.len(),
+            links.attached(),
             target.name,
             attach_started.elapsed().as_secs_f64() * 1e3
         );

@@ -14,6 +14,7 @@ Examples:
   sudo styx-loader --pid 1234 -e branch,interrupt --duration 5 --output trace.jsonl -o jsonl
   sudo styx-loader --pid 1234 --probes 'myprov:*'     also another provider's USDT probes
   sudo styx-loader -o jsonl --output t.jsonl -- ./my-emulator rom.bin   run and trace from the start
+  sudo styx-loader --user \"$SUDO_USER\" -- ./my-emulator rom.bin   the same, run as you, not root
   sudo styx-loader --binary ./my-emulator -e marker   every process running it, also later ones
   sudo styx-loader --pid 1234 -o raw --output run.styx   a capture: read it later with `styx-loader read`
   sudo styx-loader --pid 1234 --capture run.styx      text now, and a capture of the same events
@@ -131,6 +132,17 @@ pub struct TraceArgs {
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
 
+    /// Run the command after `--` as USER (a name or a numeric uid) instead
+    /// of root, as `strace -u` does: with USER's uid, primary group and
+    /// supplementary groups. The environment is passed on unchanged (HOME,
+    /// USER and PATH stay the loader's). Without --user the command runs as
+    /// root, also under sudo (whoever may run the loader with sudo may run
+    /// the command so, and an emulator needing root would otherwise fail
+    /// only under the tracer); to run it as yourself, give
+    /// `--user "$SUDO_USER"`.
+    #[arg(short = 'u', long, value_name = "USER")]
+    pub user: Option<String>,
+
     /// Output format.
     #[arg(short = 'o', long = "format", value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -170,7 +182,10 @@ pub struct TraceArgs {
 
     /// How to attach: `multi` links every site of a file at once and lets go
     /// at once (Linux 6.6+); `per-site` uses one link per site as bpftrace
-    /// does, and detaching then takes the kernel ~0.1 s per site.
+    /// does, and detaching then takes the kernel ~0.1 s per site (at most
+    /// 4,096 sites). If the loader is killed (SIGKILL), the kernel still
+    /// releases per-site links one by one, ~0.1 s each, the semaphores
+    /// staying raised meanwhile; multi links go at once.
     #[arg(long, value_enum, default_value_t = AttachMode::Multi)]
     pub attach: AttachMode,
 
@@ -186,6 +201,7 @@ pub struct TraceArgs {
 
 impl TraceArgs {
     /// The selected event kinds, all of them when none were named.
+    #[cfg_attr(not(feature = "trace"), allow(dead_code))]
     pub fn kinds(&self) -> Vec<EventKind> {
         if self.events.is_empty() {
             EventKind::ALL.to_vec()

@@ -53,10 +53,21 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<i32> {
             "loading eBPF programs needs root (CAP_BPF and CAP_PERFMON): run it with sudo"
         );
     }
-    // Fork before the runtime starts threads.
+    // Look the user up before anything starts, and fork before the runtime
+    // starts threads.
+    if args.user.is_some() && args.command.is_empty() {
+        anyhow::bail!(
+            "--user is for a command given after `--`; it does not apply to --pid or --binary"
+        );
+    }
+    let run_as = args
+        .user
+        .as_deref()
+        .map(session::spawn::RunAs::lookup)
+        .transpose()?;
     let held = match args.command.as_slice() {
         [] => None,
-        command => Some(session::spawn::hold(command)?),
+        command => Some(session::spawn::hold(command, run_as.as_ref())?),
     };
     tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -39,7 +39,18 @@ pub enum TargetError {
     /// No process has that pid.
     #[error("no process with pid {0}")]
     NoProcess(u32),
-    /// `/proc/PID/exe` cannot be read.
+    /// `/proc/PID/exe` may not be read (EACCES, EPERM): reading it needs
+    /// the right to ptrace the process (`PTRACE_MODE_READ`), which a user
+    /// lacks over another user's process, and root can lack too (a
+    /// process of another user namespace, a security module).
+    #[error("no permission to read the executable of pid {pid} ({hint})")]
+    NoPermission {
+        /// The process.
+        pid: u32,
+        /// What to do: run with sudo, or why root was refused.
+        hint: &'static str,
+    },
+    /// `/proc/PID/exe` cannot be read for another reason than permission.
     #[error(
         "cannot find the executable of pid {pid} (is it a kernel thread, or did it exit?): {cause}"
     )]
@@ -106,8 +117,19 @@ impl Target {
             return Err(TargetError::NoProcess(pid));
         }
         let exe_link = proc_dir.join("exe");
-        let exe = std::fs::read_link(&exe_link)
-            .map_err(|cause| TargetError::NoExecutable { pid, cause })?;
+        let exe = std::fs::read_link(&exe_link).map_err(|cause| match cause.raw_os_error() {
+            Some(libc::EACCES | libc::EPERM) => TargetError::NoPermission {
+                pid,
+                // SAFETY: geteuid has no preconditions.
+                hint: if unsafe { libc::geteuid() } == 0 {
+                    "even root may not ptrace it here: another user namespace, or a \
+                     security module says no"
+                } else {
+                    "another user's process: run it with sudo"
+                },
+            },
+            _ => TargetError::NoExecutable { pid, cause },
+        })?;
         let exe_name = exe.display().to_string();
         let mut files = mapped_files(pid)?;
         // The executable first, reached through /proc/PID/exe.

@@ -4,6 +4,10 @@
 //! This forks by hand (std's `Command::spawn` waits for the `exec`, which
 //! here must wait for the attach) and so must run before the async runtime
 //! starts any threads.
+//!
+//! With `--user`, the child takes the user's groups, gid and uid (in that
+//! order, each checked) just before `exec`. The user and their groups are
+//! looked up before forking, so the child only makes system calls.
 
 use anyhow::{bail, Context, Result};
 use std::ffi::CString;
@@ -19,8 +23,102 @@ pub struct Held {
     go: OwnedFd,
 }
 
-/// Forks a child that will exec `command` once [`Held::release`] is called.
-pub fn hold(command: &[String]) -> Result<Held> {
+/// Who the command runs as, looked up before forking.
+#[derive(Debug)]
+pub struct RunAs {
+    /// The user's name, as the user database spells it.
+    pub name: String,
+    pub uid: libc::uid_t,
+    pub gid: libc::gid_t,
+    /// Supplementary groups, as `initgroups` would set them.
+    pub groups: Vec<libc::gid_t>,
+}
+
+impl RunAs {
+    /// Looks up `user`, a name or a numeric uid, in the user database.
+    pub fn lookup(user: &str) -> Result<RunAs> {
+        let entry = match user.parse::<libc::uid_t>() {
+            Ok(uid) => passwd_entry(|pwd, buf, len, found| {
+                // SAFETY: every pointer is valid for the call; buf has len bytes.
+                unsafe { libc::getpwuid_r(uid, pwd, buf, len, found) }
+            })
+            .with_context(|| format!("looking up uid {uid}"))?
+            .ok_or_else(|| anyhow::anyhow!("--user {user}: no user has uid {uid}"))?,
+            Err(_) => {
+                let name = CString::new(user).context("the --user name contains a NUL byte")?;
+                passwd_entry(|pwd, buf, len, found| {
+                    // SAFETY: as above; name is a C string.
+                    unsafe { libc::getpwnam_r(name.as_ptr(), pwd, buf, len, found) }
+                })
+                .with_context(|| format!("looking up user {user:?}"))?
+                .ok_or_else(|| anyhow::anyhow!("--user {user:?}: no such user"))?
+            }
+        };
+        let (name, uid, gid) = entry;
+        let groups = group_list(&name, gid)
+            .with_context(|| format!("looking up the groups of user {name:?}"))?;
+        Ok(RunAs {
+            name: name.to_string_lossy().into_owned(),
+            uid,
+            gid,
+            groups,
+        })
+    }
+}
+
+/// Calls a `getpw*_r` function with a growing buffer: the entry's name, uid
+/// and gid, or None when there is no such user.
+fn passwd_entry(
+    call: impl Fn(
+        *mut libc::passwd,
+        *mut libc::c_char,
+        libc::size_t,
+        *mut *mut libc::passwd,
+    ) -> libc::c_int,
+) -> Result<Option<(CString, libc::uid_t, libc::gid_t)>> {
+    let mut buf = vec![0 as libc::c_char; 1024];
+    loop {
+        // SAFETY: passwd is plain data; zeroed is a valid value to overwrite.
+        let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        match call(&mut pwd, buf.as_mut_ptr(), buf.len(), &mut found) {
+            libc::ERANGE if buf.len() < 1 << 20 => buf.resize(buf.len() * 4, 0),
+            0 if found.is_null() => return Ok(None),
+            0 => {
+                // SAFETY: on success pw_name points to a C string inside buf.
+                let name = unsafe { std::ffi::CStr::from_ptr(pwd.pw_name) }.to_owned();
+                return Ok(Some((name, pwd.pw_uid, pwd.pw_gid)));
+            }
+            // Some NSS modules say "not found" with an errno.
+            libc::ENOENT | libc::ESRCH | libc::EBADF | libc::EPERM => return Ok(None),
+            errno => return Err(std::io::Error::from_raw_os_error(errno).into()),
+        }
+    }
+}
+
+/// The groups `initgroups(name, gid)` would give, `gid` among them.
+fn group_list(name: &CString, gid: libc::gid_t) -> Result<Vec<libc::gid_t>> {
+    let mut groups: Vec<libc::gid_t> = vec![0; 64];
+    loop {
+        let mut n = groups.len() as libc::c_int;
+        // SAFETY: groups has room for n entries; name is a C string.
+        let ok = unsafe { libc::getgrouplist(name.as_ptr(), gid, groups.as_mut_ptr(), &mut n) };
+        if ok >= 0 {
+            groups.truncate(n.max(0) as usize);
+            return Ok(groups);
+        }
+        // -1: too small, n is the size needed.
+        let needed = (n.max(0) as usize).max(groups.len() * 2);
+        if needed > 1 << 16 {
+            bail!("more than 65536 groups");
+        }
+        groups.resize(needed, 0);
+    }
+}
+
+/// Forks a child that will exec `command` once [`Held::release`] is called,
+/// as `user` when one is given.
+pub fn hold(command: &[String], user: Option<&RunAs>) -> Result<Held> {
     let program = find_program(&command[0])?;
     let path = CString::new(program.as_os_str().as_bytes()).context("program path has a NUL")?;
     let args: Vec<CString> = command
@@ -38,19 +136,52 @@ pub fn hold(command: &[String]) -> Result<Held> {
     }
     // SAFETY: fresh descriptors owned by nobody else.
     let (wait_end, go) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // What the child says if it cannot become the user or exec: written
+    // now, since the child must not allocate.
+    let (switch_failed, exec_failed) = match user {
+        Some(u) => (
+            format!(
+                "styx-loader: error: cannot switch to user {} (uid {}, gid {})\n",
+                u.name, u.uid, u.gid
+            ),
+            format!(
+                "styx-loader: error: user {} cannot run {} (can they read and execute it?)\n",
+                u.name,
+                program.display()
+            ),
+        ),
+        None => (String::new(), String::new()),
+    };
     // SAFETY: the process is single-threaded here; the child only calls
-    // async-signal-safe functions (close, read, execv, _exit).
+    // async-signal-safe functions (close, read, setgroups, setgid, setuid,
+    // write, execv, _exit).
     match unsafe { libc::fork() } {
         -1 => Err(std::io::Error::last_os_error()).context("fork"),
         0 => unsafe {
             libc::close(go.as_raw_fd());
             let mut byte = 0u8;
             // One byte means go; end of file means the loader gave up.
-            if libc::read(wait_end.as_raw_fd(), (&mut byte as *mut u8).cast(), 1) == 1 {
-                libc::execv(path.as_ptr(), argv.as_ptr());
-                libc::_exit(127);
+            if libc::read(wait_end.as_raw_fd(), (&mut byte as *mut u8).cast(), 1) != 1 {
+                libc::_exit(126)
             }
-            libc::_exit(126)
+            let say = |text: &str| {
+                libc::write(2, text.as_ptr().cast(), text.len());
+            };
+            if let Some(u) = user {
+                // Groups, then gid, then uid: after setuid, no more changes.
+                if libc::setgroups(u.groups.len(), u.groups.as_ptr()) != 0
+                    || libc::setgid(u.gid) != 0
+                    || libc::setuid(u.uid) != 0
+                {
+                    say(&switch_failed);
+                    libc::_exit(127);
+                }
+            }
+            libc::execv(path.as_ptr(), argv.as_ptr());
+            if user.is_some() {
+                say(&exec_failed);
+            }
+            libc::_exit(127)
         },
         pid => Ok(Held {
             pid: pid as u32,

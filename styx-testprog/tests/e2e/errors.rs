@@ -81,6 +81,59 @@ fn not_root_is_told_to_use_sudo() {
 }
 
 #[test]
+fn unknown_user_is_one_clear_line_before_anything_starts() {
+    require_root();
+    let testprog = testprog_path();
+    let testprog = testprog.to_str().unwrap();
+    for (args, says) in [
+        (
+            vec!["--user", "no-such-user-here", "--", testprog],
+            "--user \"no-such-user-here\": no such user",
+        ),
+        (
+            vec!["--user", "4000000000", "--", testprog],
+            "--user 4000000000: no user has uid 4000000000",
+        ),
+        (
+            vec!["--user", "nobody", "--pid", "1"],
+            "--user is for a command given after `--`",
+        ),
+    ] {
+        let (status, _, stderr) = run_loader(&args);
+        assert_eq!(status.code(), Some(1), "{args:?}: {stderr}");
+        let errors: Vec<&str> = stderr.lines().filter(|l| l.contains("error")).collect();
+        assert_eq!(errors.len(), 1, "{stderr}");
+        assert!(errors[0].contains(says), "{args:?}: {stderr}");
+        assert!(!stderr.contains("attached"), "{stderr}");
+    }
+}
+
+/// `list --pid` of another user's process: a permission problem, said so.
+#[test]
+fn list_of_another_users_process_says_permission() {
+    require_root();
+    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = sleeper.id().to_string();
+    let output = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(loader_path())
+        .args(["list", "--pid", &pid])
+        .output()
+        .expect("running setpriv (util-linux)");
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        error_line(&stderr),
+        format!(
+            "styx-loader: error: no permission to read the executable of pid {pid} \
+             (another user's process: run it with sudo)"
+        )
+    );
+}
+
+#[test]
 fn full_disk_is_an_error_with_a_count() {
     require_root();
     let mut prog = TestProg::spawn(None);

@@ -40,6 +40,14 @@ pub fn program_name(kind: EventKind) -> &'static str {
 /// tracing is refused before anything is attached.
 pub const MAX_PER_SITE: usize = 4096;
 
+/// The most sites attached at all. Every process that maps a traced file
+/// gets a breakpoint written per site while the kernel maps it (100,000
+/// sites held a process started under `--binary` in the kernel for over
+/// 20 s before `main`), and each site costs kernel memory; real emulators
+/// have hundreds. Above this, tracing is refused before anything is
+/// attached.
+pub const MAX_SITES: usize = 20_000;
+
 /// File descriptors kept free for everything else the loader opens (maps,
 /// programs, outputs, /proc files) when checking room for per-site links.
 const SPARE_FDS: u64 = 64;
@@ -137,6 +145,14 @@ fn check_per_site(count: usize) -> Result<()> {
 /// one link each are counted first: above [`MAX_PER_SITE`] nothing more is
 /// attached and the whole trace fails.
 pub fn attach_sites(loaded: &mut Loaded, target: &Target, sites: &[AttachSite]) -> Result<Links> {
+    if sites.len() > MAX_SITES {
+        bail!(
+            "refusing to attach {} probe sites (at most {MAX_SITES}: the kernel writes a \
+             breakpoint per site into every process that maps the file, delaying each); \
+             select fewer probes (--probes, --events)",
+            sites.len()
+        );
+    }
     let mut links = Links::default();
     let one_by_one: Vec<&AttachSite> = match &loaded.multi {
         Some(programs) => attach_multi(programs, target, sites, &mut links)?,

@@ -314,3 +314,52 @@ fn per_site_links_do_not_hit_a_low_soft_open_file_limit() {
     prog.run("go 1", "done");
     prog.finish();
 }
+
+/// A C program with `sites` probe sites of `many:bulk` (nops and notes
+/// written by an assembler loop: a C probe per site takes minutes to
+/// compile at this size).
+fn build_bulk(dir: &Path, sites: usize) -> PathBuf {
+    let source = format!(
+        r#"#include <stdio.h>
+#include <sys/sdt.h>
+__asm__(".pushsection .text\n.rept {sites}\n990: nop\n"
+        ".pushsection .note.stapsdt,\"?\",\"note\"\n.balign 4\n"
+        ".4byte 992f-991f, 994f-993f, 3\n991: .asciz \"stapsdt\"\n992: .balign 4\n"
+        "993: .8byte 990b\n.8byte _.stapsdt.base\n.8byte 0\n"
+        ".asciz \"many\"\n.asciz \"bulk\"\n.asciz \"\"\n994: .balign 4\n"
+        ".popsection\n.endr\nret\n.popsection\n");
+int main(void) {{ DTRACE_PROBE(many, one); puts("ready"); return 0; }}
+"#
+    );
+    let c = dir.join("bulk.c");
+    std::fs::write(&c, source).unwrap();
+    let binary = dir.join("bulk");
+    cc(&["-O1", "-o", binary.to_str().unwrap(), c.to_str().unwrap()]);
+    binary
+}
+
+#[test]
+fn more_sites_than_the_limit_are_refused_before_attaching() {
+    require_root();
+    let dir = scratch("bulk-sites");
+    let binary = build_bulk(&dir, 20_001);
+    let (listed, _, _) = run_loader(&["list", binary.to_str().unwrap(), "many:bulk"]);
+    assert!(listed.success(), "the bulk binary lists");
+    let (status, _, stderr) = run_loader(&[
+        "--binary",
+        binary.to_str().unwrap(),
+        "--probes",
+        "many:*",
+        "-o",
+        "jsonl",
+    ]);
+    assert!(!status.success(), "{stderr}");
+    assert!(
+        stderr.contains("refusing to attach 20002 probe sites (at most 20000"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("attached"),
+        "nothing was attached: {stderr}"
+    );
+}

@@ -78,18 +78,10 @@ impl Links {
 /// up to [`MAX_PER_SITE`] sites one by one (two fds each) cannot hit EMFILE
 /// half-way (a warning if it cannot).
 pub fn raise_fd_limit() {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
+    let limit = match open_file_limit() {
+        Ok(limit) => limit,
+        Err(e) => return warn!("cannot read the open-file limit: {e}"),
     };
-    // SAFETY: getrlimit writes a plain struct we own.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        warn!(
-            "cannot read the open-file limit: {}",
-            std::io::Error::last_os_error()
-        );
-        return;
-    }
     if limit.rlim_cur < limit.rlim_max {
         let raised = libc::rlimit {
             rlim_cur: limit.rlim_max,
@@ -107,6 +99,19 @@ pub fn raise_fd_limit() {
     }
 }
 
+/// RLIMIT_NOFILE, soft and hard.
+fn open_file_limit() -> std::io::Result<libc::rlimit> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes a plain struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(limit)
+}
+
 /// Whether `count` sites may be attached one link each: refused (before
 /// anything is attached that way) above [`MAX_PER_SITE`] or when the
 /// open-file limit has no room for two fds per site.
@@ -118,12 +123,7 @@ fn check_per_site(count: usize) -> Result<()> {
              use --attach multi (Linux 6.6+) or select fewer probes (--probes, --events)"
         );
     }
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes a plain struct we own.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+    if let Ok(limit) = open_file_limit() {
         let needed = 2 * count as u64 + SPARE_FDS;
         if limit.rlim_cur < needed {
             bail!(

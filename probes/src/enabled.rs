@@ -2,66 +2,84 @@
 //! choosing between an instrumented and a plain interpreter loop once per
 //! block of guest instructions instead of checking every probe on the way.
 //!
-//! Each event type's semaphore is the `usdt` crate's, a `u16` the kernel
-//! raises while a tracer is attached to that type's sites; reading it is
-//! what a probe does before deciding to fire.
+//! Each event type's semaphore is a 32-bit word the kernel raises while a
+//! tracer is attached to that type's sites (per event or in batches);
+//! reading it is what a probe does before deciding to fire.
 
+#[cfg(not(feature = "disabled"))]
+use core::cell::UnsafeCell;
 use styx_common::EventKind;
 
-/// Declares every styx event type's semaphore, from styx-common's event
-/// catalogue: `__usdt_sema_styx_<probe>`, the name the `usdt` crate gives it.
+/// Declares every styx event type's semaphore word, from styx-common's event
+/// catalogue: a static named as the probe, in `.probes`.
 #[cfg(not(feature = "disabled"))]
 macro_rules! semaphores {
     ($(
         $(#[$doc:meta])* $kind:ident = $id:literal, $probe:ident, $shape:ident $(($n:literal))?,
-            [$($arg:ident),*], [$($field:ident: $ty:ident),*];
+            $delivery:ident, [$($arg:ident),*], [$($field:ident: $ty:ident),*];
     )*) => {
-        // The `usdt` crate defines a semaphore (weak, hidden, in `.probes`)
-        // wherever a site of its type is compiled. Defining each one here the
-        // same way lets these reads link in a program with no site of some
-        // type; the linker keeps one definition, shared by every site.
-        core::arch::global_asm!(
-            $(
-                concat!(".ifndef __usdt_sema_styx_", stringify!($probe)),
-                ".pushsection .probes, \"aw\", \"progbits\"",
-                concat!(".weak __usdt_sema_styx_", stringify!($probe)),
-                concat!(".hidden __usdt_sema_styx_", stringify!($probe)),
-                concat!("__usdt_sema_styx_", stringify!($probe), ":"),
-                ".zero 2",
-                concat!(".type __usdt_sema_styx_", stringify!($probe), ", @object"),
-                concat!(".size __usdt_sema_styx_", stringify!($probe), ", 2"),
-                ".popsection",
-                ".endif",
-            )*
-        );
-
+        /// One semaphore word per event type, named as its probe.
+        #[doc(hidden)]
         #[allow(non_upper_case_globals)]
-        unsafe extern "C" {
+        pub mod semaphores {
+            use super::Semaphore;
             $(
-                #[link_name = concat!("__usdt_sema_styx_", stringify!($probe))]
-                static $probe: u16;
+                #[link_section = ".probes"]
+                pub static $probe: Semaphore = Semaphore::new();
             )*
         }
 
         #[inline(always)]
-        fn semaphore(kind: EventKind) -> u16 {
-            // SAFETY: a `u16` the kernel changes under us: read it volatile, as the probes do.
-            unsafe {
-                match kind {
-                    $(EventKind::$kind => (&raw const $probe).read_volatile(),)*
-                    // Other providers' probes: not styx's to report.
-                    EventKind::Usdt => 0,
-                }
+        fn semaphore(kind: EventKind) -> u32 {
+            match kind {
+                $(EventKind::$kind => semaphores::$probe.state(),)*
+                // Other providers' probes: not styx's to report.
+                EventKind::Usdt => 0,
             }
         }
 
         #[inline(always)]
         fn any_semaphore() -> bool {
-            // SAFETY: as in `semaphore`.
-            unsafe { 0 $(| (&raw const $probe).read_volatile())* != 0 }
+            0 $(| semaphores::$probe.state())* != 0
         }
     };
 }
+
+/// An event type's semaphore word (`styx_common::batch::Semaphore`): the
+/// kernel counts its low half up for each tracer attached to the type's
+/// per-event sites, its high half for each attached to its batch-enable
+/// site. A probe loads the word once; zero means nobody traces the type.
+#[cfg(not(feature = "disabled"))]
+#[doc(hidden)]
+#[repr(C, align(4))]
+pub struct Semaphore(UnsafeCell<u32>);
+
+// SAFETY: only the kernel writes it; reads are volatile.
+#[cfg(not(feature = "disabled"))]
+unsafe impl Sync for Semaphore {}
+
+/// The low half's bits: per-event tracers.
+#[cfg(not(feature = "disabled"))]
+pub(crate) const PER_EVENT: u32 = 0xffff;
+
+#[cfg(not(feature = "disabled"))]
+impl Semaphore {
+    const fn new() -> Semaphore {
+        Semaphore(UnsafeCell::new(0))
+    }
+
+    /// The word as the kernel last left it.
+    #[inline(always)]
+    pub fn state(&self) -> u32 {
+        // SAFETY: a word the kernel changes under us: read it volatile.
+        unsafe { self.0.get().read_volatile() }
+    }
+}
+
+#[cfg(not(feature = "disabled"))]
+const _: () = assert!(
+    core::mem::size_of::<Semaphore>() == core::mem::size_of::<styx_common::batch::Semaphore>()
+);
 
 /// A zero-sized marker that starts `.probes` (the semaphores' section) on a
 /// page boundary: the section takes the largest alignment of its parts. With

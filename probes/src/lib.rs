@@ -25,13 +25,28 @@
 //! with [`any_enabled`] or [`enabled`].
 
 // Reached only through the macros; not part of the API.
+#[cfg(not(feature = "disabled"))]
+mod batch;
 mod enabled;
 #[doc(hidden)]
 pub mod fire;
 mod macros;
+#[cfg(not(feature = "disabled"))]
+mod site;
 mod span;
 
 pub use enabled::{any_enabled, enabled};
+
+/// Hands this thread's batched events to the tracer now, rather than when
+/// its batch fills, the thread exits or the process exits. For an emulator
+/// that pauses (at a breakpoint, between frames) and wants the reader to
+/// have everything so far. Costs one probe hit while events are pending,
+/// nothing otherwise.
+#[inline]
+pub fn flush() {
+    #[cfg(not(feature = "disabled"))]
+    batch::flush_pending();
+}
 pub use span::{next_span_id, Span};
 pub use styx_common::{Branch, BranchKind, EventKind, InterruptKind};
 

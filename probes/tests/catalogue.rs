@@ -55,3 +55,54 @@ fn every_catalogued_event_has_its_probe_and_no_other() {
         );
     }
 }
+
+/// Every batched type has one batch-enable site whose semaphore is the high
+/// half of the type's word (the per-event sites' address + 2); per-event
+/// types have none; one flush site takes (head, start, len).
+#[cfg(not(feature = "disabled"))]
+#[test]
+fn batch_sites_match_the_catalogue() {
+    use styx_common::batch::{BATCHED_HALF_OFFSET, BATCH_PROVIDER, FLUSH_PROBE};
+    use styx_common::Delivery;
+    every_probe();
+    let exe = std::env::current_exe().unwrap();
+    let table = read_probe_table(&exe).expect("reading this test's own notes");
+    let batch: Vec<_> = table
+        .sites
+        .iter()
+        .filter(|s| s.provider == BATCH_PROVIDER)
+        .collect();
+    for &kind in EventKind::ALL.iter().filter(|&&k| k != EventKind::Usdt) {
+        let enable: Vec<_> = batch
+            .iter()
+            .filter(|s| s.name == kind.probe_name())
+            .collect();
+        let per_event = table
+            .sites
+            .iter()
+            .find(|s| s.provider == "styx" && s.name == kind.probe_name())
+            .expect("a per-event site");
+        match kind.delivery() {
+            Delivery::Batched => {
+                assert_eq!(enable.len(), 1, "styx_batch:{}", kind.probe_name());
+                assert_eq!(
+                    enable[0].semaphore,
+                    per_event.semaphore + BATCHED_HALF_OFFSET,
+                    "styx_batch:{} raises another word's high half",
+                    kind.probe_name()
+                );
+            }
+            Delivery::PerEvent => assert!(enable.is_empty(), "styx_batch:{}", kind.probe_name()),
+        }
+    }
+    let flush: Vec<_> = batch.iter().filter(|s| s.name == FLUSH_PROBE).collect();
+    assert_eq!(flush.len(), 1);
+    assert_eq!(flush[0].args, "8@%rdi 8@%rsi 8@%rdx");
+    assert_eq!(
+        batch.len(),
+        1 + EventKind::ALL
+            .iter()
+            .filter(|k| k.delivery() == Delivery::Batched)
+            .count()
+    );
+}

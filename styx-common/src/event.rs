@@ -34,6 +34,19 @@ impl Shape {
     }
 }
 
+/// How events of a type reach the reader when styx-loader traces them in
+/// batches (its default; `--delivery per-event` takes every type one hit
+/// each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delivery {
+    /// Appended to the thread's batch buffer; one probe hit per batch
+    /// (see [`crate::batch`]).
+    Batched,
+    /// One probe hit per event. Before it fires, the thread's pending batch
+    /// is flushed, so a thread's events keep their order.
+    PerEvent,
+}
+
 /// How an event field reads, and where its value comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FieldType {
@@ -79,47 +92,50 @@ pub struct FieldDef {
 /// what it needs: this crate builds [`EventKind`] from them (and through it
 /// the field walk, capture header and formats of styx-events), styx-probe
 /// its semaphores. A row is
-/// `Variant = id, probe_name, Shape, [probe arguments], [field: FieldType, …];`:
+/// `Variant = id, probe_name, Shape, Delivery, [probe arguments], [field: FieldType, …];`:
 /// the probe arguments are the USDT probe's (a string is two: pointer and
-/// length), the fields what outputs show, in order.
+/// length), the fields what outputs show, in order. [`Delivery`] says
+/// whether styx-loader takes the type in batches by default: the frequent
+/// ones are; the rare ones (interrupts, control, spans, markers) stay one
+/// probe hit each, so they reach the reader at once.
 #[macro_export]
 macro_rules! event_catalogue {
     ($callback:ident) => {
         $callback! {
             /// An instruction word was fetched at `pc`.
-            InsnFetch = 1, insn_fetch, Args(2), [pc, insn], [pc: Hex, insn: Hex];
+            InsnFetch = 1, insn_fetch, Args(2), Batched, [pc, insn], [pc: Hex, insn: Hex];
             /// The instruction at `pc` was executed.
-            InsnExec = 2, insn_exec, Args(2), [pc, insn], [pc: Hex, insn: Hex];
+            InsnExec = 2, insn_exec, Args(2), Batched, [pc, insn], [pc: Hex, insn: Hex];
             /// A basic block of `size` bytes at `pc`: reported on entry by translating
             /// emulators, on completion by interpreters.
-            Block = 3, block, Args(2), [pc, size], [pc: Hex, size: Dec];
+            Block = 3, block, Args(2), Batched, [pc, size], [pc: Hex, size: Dec];
             /// Guest memory was read: `size` bytes at `addr`, value `val`.
-            MemRead = 4, mem_read, MemAccess, [pc, addr, val, size],
+            MemRead = 4, mem_read, MemAccess, Batched, [pc, addr, val, size],
                 [pc: Hex, addr: Hex, val: Hex, size: Size];
             /// Guest memory was written.
-            MemWrite = 5, mem_write, MemAccess, [pc, addr, val, size],
+            MemWrite = 5, mem_write, MemAccess, Batched, [pc, addr, val, size],
                 [pc: Hex, addr: Hex, val: Hex, size: Size];
             /// A register was read.
-            RegRead = 6, reg_read, Args(3), [pc, reg, val], [pc: Hex, reg: Dec, val: Hex];
+            RegRead = 6, reg_read, Args(3), Batched, [pc, reg, val], [pc: Hex, reg: Dec, val: Hex];
             /// A register was written; `old` is its previous value.
-            RegWrite = 7, reg_write, Args(4), [pc, reg, val, old],
+            RegWrite = 7, reg_write, Args(4), Batched, [pc, reg, val, old],
                 [pc: Hex, reg: Dec, val: Hex, old: Hex];
             /// Control flow left `pc` for `target`; `kind` is an encoded [`crate::Branch`].
-            Branch = 8, branch, Args(3), [pc, target, kind],
+            Branch = 8, branch, Args(3), Batched, [pc, target, kind],
                 [pc: Hex, target: Hex, kind: Branch];
             /// An interrupt service routine was entered or left ([`crate::InterruptKind`]).
-            Interrupt = 9, interrupt, Args(4), [kind, num, old_pc, new_pc],
+            Interrupt = 9, interrupt, Args(4), PerEvent, [kind, num, old_pc, new_pc],
                 [kind: Interrupt, num: Dec, old_pc: Hex, new_pc: Hex];
             /// An emulator control event (reset, pause, breakpoint…): meaning is the emulator's.
-            Control = 10, control, Args(3), [code, a, b], [code: Dec, a: Hex, b: Hex];
+            Control = 10, control, Args(3), PerEvent, [code, a, b], [code: Dec, a: Hex, b: Hex];
             /// A span of work began.
-            SpanBegin = 11, span_begin, Span, [category, category_len, name, name_len, id],
+            SpanBegin = 11, span_begin, Span, PerEvent, [category, category_len, name, name_len, id],
                 [category: Text, name: Text, id: Dec];
             /// A span of work ended.
-            SpanEnd = 12, span_end, Span, [category, category_len, name, name_len, id],
+            SpanEnd = 12, span_end, Span, PerEvent, [category, category_len, name, name_len, id],
                 [category: Text, name: Text, id: Dec];
             /// A one-off text message.
-            Marker = 13, marker, Marker, [text, text_len], [text: Text];
+            Marker = 13, marker, Marker, PerEvent, [text, text_len], [text: Text];
         }
     };
 }
@@ -127,7 +143,7 @@ macro_rules! event_catalogue {
 macro_rules! define_event_kinds {
     ($(
         $(#[$doc:meta])* $variant:ident = $id:literal, $probe:ident, $shape:ident $(($n:literal))?,
-            [$($arg:ident),*], [$($field:ident: $ty:ident),*];
+            $delivery:ident, [$($arg:ident),*], [$($field:ident: $ty:ident),*];
     )*) => {
         /// One styx event type; the discriminant is the `kind` byte of a record.
         #[repr(u8)]
@@ -155,6 +171,14 @@ macro_rules! define_event_kinds {
                 match self {
                     $(EventKind::$variant => Shape::$shape $(($n))?,)*
                     EventKind::Usdt => Shape::Usdt,
+                }
+            }
+
+            /// How styx-loader takes events of this type by default.
+            pub const fn delivery(self) -> Delivery {
+                match self {
+                    $(EventKind::$variant => Delivery::$delivery,)*
+                    EventKind::Usdt => Delivery::PerEvent,
                 }
             }
 

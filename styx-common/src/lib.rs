@@ -8,6 +8,9 @@
 //! - [`Shape::Marker`]: a [`MarkerRecord`] (the text, truncated to fit);
 //! - [`Shape::Usdt`]: a [`UsdtRecord`] (any USDT probe's arguments).
 //!
+//! A batch of events is one record too: a [`batch::BatchRecord`] and the
+//! events' items (see [`batch`]).
+//!
 //! The kernel's ring buffer adds an 8-byte header to every record and rounds its
 //! size up to 8, so a `mem_read` (24 + 3 × 8 = 48 bytes) costs 56 bytes of ring.
 #![no_std]
@@ -16,13 +19,14 @@
 #[cfg(test)]
 extern crate std;
 
+pub mod batch;
 mod branch;
 mod event;
 mod layout;
 mod usdt;
 
 pub use branch::{Branch, BranchKind, InterruptKind};
-pub use event::{EventKind, FieldDef, FieldType, Shape, EVENT_KIND_SLOTS, PROVIDER};
+pub use event::{Delivery, EventKind, FieldDef, FieldType, Shape, EVENT_KIND_SLOTS, PROVIDER};
 pub use layout::{
     ArgsRecord, MarkerRecord, RecordHeader, SpanRecord, MARKER_TEXT_MAX, SPAN_CATEGORY_MAX,
     SPAN_NAME_MAX,

@@ -10,7 +10,7 @@ use core::ffi::c_void;
 use styx_common::{ArgsRecord, MarkerRecord, RecordHeader, Shape, SpanRecord};
 
 // No wake-up per event (~0.9 µs each): the loader drains on a short timer.
-const SUBMIT_FLAGS: u64 = BPF_RB_NO_WAKEUP as u64;
+pub(crate) const SUBMIT_FLAGS: u64 = BPF_RB_NO_WAKEUP as u64;
 
 /// The header for an event of `kind` from the current thread, or None if the
 /// process is not the one being traced.
@@ -47,7 +47,7 @@ fn begin<T: 'static>(ctx: &ProbeContext, shape: Shape) -> Option<(RecordHeader, 
     match EVENTS.reserve::<T>(0) {
         Some(entry) => Some((header, entry)),
         None => {
-            dropped(ctx, kind);
+            dropped(ctx, kind, 1);
             None
         }
     }

@@ -5,6 +5,7 @@
 #![no_std]
 #![no_main]
 
+mod batch;
 mod emit;
 mod usdt;
 
@@ -25,6 +26,12 @@ static EVENTS: RingBuf = RingBuf::with_byte_size(DEFAULT_RING_BYTES, 0);
 /// Events lost because `EVENTS` was full, per event kind, per CPU.
 #[map]
 static DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(EVENT_KIND_SLOTS, 0);
+
+/// Batched events lost because the copy from the thread's memory failed
+/// (a page not resident), per event kind, per CPU; slot 0 counts batches
+/// whose head could not be read at all.
+#[map]
+static FAULTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(EVENT_KIND_SLOTS, 0);
 
 /// Argument specs of the generic USDT sites, indexed by their attach cookie.
 /// The loader sizes and fills it before attaching.
@@ -72,6 +79,23 @@ pub fn styx_marker(ctx: ProbeContext) -> u32 {
     0
 }
 
+/// A thread's batch of events (`styx_batch:flush`); a full ring loses it,
+/// counted per event kind.
+#[uprobe]
+pub fn styx_batch(ctx: ProbeContext) -> u32 {
+    batch::flush::<false>(&ctx);
+    0
+}
+
+/// A thread's batch of events, `--lossless`: on a full ring the thread is
+/// told to wait and retry. A separate program because the helper that tells
+/// it (`bpf_probe_write_user`) makes the kernel log a warning when loaded.
+#[uprobe]
+pub fn styx_batch_lossless(ctx: ProbeContext) -> u32 {
+    batch::flush::<true>(&ctx);
+    0
+}
+
 /// Any USDT probe: the cookie indexes its argument spec in `SPECS`.
 #[uprobe]
 pub fn styx_usdt(ctx: ProbeContext) -> u32 {
@@ -105,19 +129,20 @@ fn wanted(tgid: u32) -> bool {
     target == 0 || target == tgid
 }
 
-/// Counts an event the ring had no room for; logs at the 1st, 2nd, 4th, 8th…
-/// drop per CPU, so a full ring cannot flood the log too.
+/// Counts `lost` events the ring had no room for; logs when the count
+/// passes a power of two, per CPU, so a full ring cannot flood the log too.
 #[inline(always)]
-fn dropped(ctx: &ProbeContext, kind: u8) {
+fn dropped(ctx: &ProbeContext, kind: u8, lost: u64) {
     let Some(count) = DROPS.get_ptr_mut(kind as u32) else {
         return;
     };
     // SAFETY: per-CPU slot, so no other writer runs concurrently.
-    let n = unsafe {
-        *count += 1;
-        *count
+    let (before, n) = unsafe {
+        let before = *count;
+        *count += lost;
+        (before, *count)
     };
-    if n & (n - 1) == 0 {
+    if (before ^ n) > before {
         warn!(
             ctx,
             "styx: ring buffer full: {} events of kind {} dropped on this CPU", n, kind

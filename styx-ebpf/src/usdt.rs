@@ -31,7 +31,7 @@ pub fn record(ctx: &ProbeContext) {
         return;
     };
     let Some(mut entry) = EVENTS.reserve::<UsdtRecord>(0) else {
-        dropped(ctx, kind);
+        dropped(ctx, kind, 1);
         return;
     };
     let mut args = [0u64; MAX_USDT_ARGS];

@@ -3,7 +3,8 @@
 //! the consumer benchmark feed it captures.
 //!
 //! The pipeline, in module order:
-//! 1. [`event`]: a ring-buffer record decoded into an [`event::Event`];
+//! 1. [`event`]: a ring-buffer record decoded into an [`event::Event`], or
+//!    [`batch`]: a batch record split into its events;
 //! 2. [`fields`]: an event's fields in order, named and typed, walked from
 //!    styx-common's event catalogue: the one place every format learns how
 //!    an event reads;
@@ -17,6 +18,7 @@
 //!    gives events back to any format).
 #![warn(missing_docs)]
 
+pub mod batch;
 pub mod bytes;
 pub mod capture;
 pub mod escape;

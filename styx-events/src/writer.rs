@@ -15,6 +15,21 @@ pub trait EventWriter {
     fn flush(&mut self) -> io::Result<()>;
     /// Ends the output (trailers, closing brackets) and flushes it.
     fn finish(&mut self, totals: &Totals<'_>) -> io::Result<()>;
+    /// Whether [`EventWriter::batch`] takes batch records whole (the raw
+    /// capture stores them as they are); else the caller splits them and
+    /// hands over their events.
+    fn takes_batches(&self) -> bool {
+        false
+    }
+    /// Takes a whole batch record (see [`crate::batch`]); called only when
+    /// [`EventWriter::takes_batches`] says so.
+    fn batch(&mut self, record: &[u8]) -> io::Result<()> {
+        let _ = record;
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this output takes batches split into events",
+        ))
+    }
     /// After [`EventWriter::event`] or [`EventWriter::flush`] failed:
     /// whether part of the output still works, so that it should still be
     /// [`EventWriter::finish`]ed (a [`Tee`] whose other writers do). A
@@ -132,6 +147,12 @@ impl EventWriter for Tee {
     }
     fn flush(&mut self) -> io::Result<()> {
         self.each(|w| w.flush())
+    }
+    fn takes_batches(&self) -> bool {
+        self.writers.iter().flatten().all(|w| w.takes_batches())
+    }
+    fn batch(&mut self, record: &[u8]) -> io::Result<()> {
+        self.each(|w| w.batch(record))
     }
     fn finish(&mut self, totals: &Totals<'_>) -> io::Result<()> {
         self.each(|w| w.finish(totals))

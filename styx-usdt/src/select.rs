@@ -7,12 +7,26 @@ use crate::compile;
 use crate::note::{ProbeSite, ProbeTable};
 use crate::symbols::Symbols;
 use std::collections::BTreeMap;
-use styx_common::{EventKind, Shape, UsdtSpec, PROVIDER};
+use styx_common::batch::{BATCH_PROVIDER, FLUSH_PROBE};
+use styx_common::{Delivery, EventKind, Shape, UsdtSpec, PROVIDER};
 
-/// A site to attach, the event it reports, and its attach cookie.
+/// What attaching to a site is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Its hits are events of this kind ([`EventKind::Usdt`] for other
+    /// providers).
+    Event(EventKind),
+    /// Raises the batched half of this kind's semaphore: the emulator then
+    /// appends its events to batches. Never runs.
+    BatchEnable(EventKind),
+    /// Hands over batches (`styx_batch:flush`).
+    BatchFlush,
+}
+
+/// A site to attach, what for, and its attach cookie.
 pub struct AttachSite {
-    /// The event the site reports ([`EventKind::Usdt`] for other providers).
-    pub kind: EventKind,
+    /// What its hits are.
+    pub role: Role,
     /// Which of the target's files the site is in.
     pub file: usize,
     /// The site as its note describes it.
@@ -66,6 +80,9 @@ pub fn expected_spec(kind: EventKind) -> String {
 pub struct Wanted<'a> {
     /// styx event types.
     pub kinds: &'a [EventKind],
+    /// Take the batched types ([`Delivery::Batched`]) in batches, from
+    /// files that have batch sites; else every type one hit per event.
+    pub batched: bool,
     /// `provider:probe` globs of other providers' probes.
     pub usdt_globs: &'a [glob::Pattern],
 }
@@ -80,14 +97,34 @@ impl Wanted<'_> {
         symbols: &mut Symbols<'_>,
         selection: &mut Selection,
     ) {
-        for site in table.sites.iter().filter(|s| s.provider != PROVIDER) {
+        // styx_batch's sites are styx's own plumbing, not events to match.
+        let others = |s: &&ProbeSite| s.provider != PROVIDER && s.provider != BATCH_PROVIDER;
+        for site in table.sites.iter().filter(others) {
             let name = format!("{}:{}", site.provider, site.name);
             if self.usdt_globs.iter().any(|g| g.matches(&name)) {
                 select_usdt(file, site, symbols, selection);
             }
         }
+        let batching = self.batched && has_batch_sites(table);
+        let per_event = |kind: EventKind| !batching || kind.delivery() == Delivery::PerEvent;
         for site in table.sites.iter().filter(|s| s.provider == PROVIDER) {
-            select_styx(file, site, self.kinds, selection);
+            select_styx(file, site, self.kinds, per_event, selection);
+        }
+        if batching {
+            select_batch(file, table, self.kinds, selection);
+        } else if self.batched
+            && self.kinds.iter().any(|k| {
+                k.delivery() == Delivery::Batched
+                    && table
+                        .sites
+                        .iter()
+                        .any(|s| s.provider == PROVIDER && s.name == k.probe_name())
+            })
+        {
+            selection.rejected.push(format!(
+                "file {file} has styx probes but no batch sites (built with an older \
+                 styx-probe): its events are taken one probe hit each, ~100x slower"
+            ));
         }
         limit_semaphore_sites(selection);
     }
@@ -127,7 +164,55 @@ fn limit_semaphore_sites(selection: &mut Selection) {
     }
 }
 
-fn select_styx(file: usize, site: &ProbeSite, kinds: &[EventKind], selection: &mut Selection) {
+/// Whether the file's styx-probe hands over batches: it has the flush site.
+fn has_batch_sites(table: &ProbeTable) -> bool {
+    table
+        .sites
+        .iter()
+        .any(|s| s.provider == BATCH_PROVIDER && s.name == FLUSH_PROBE)
+}
+
+/// The flush site, and the batch-enable site of each wanted batched kind.
+fn select_batch(file: usize, table: &ProbeTable, kinds: &[EventKind], selection: &mut Selection) {
+    let wanted = |kind: &EventKind| kinds.contains(kind) && kind.delivery() == Delivery::Batched;
+    if !kinds.iter().any(wanted) {
+        return;
+    }
+    for site in table.sites.iter().filter(|s| s.provider == BATCH_PROVIDER) {
+        let role = if site.name == FLUSH_PROBE {
+            if site.args != FLUSH_SPEC {
+                selection.rejected.push(format!(
+                    "{}:{} at {:#x} has argument spec {:?}, expected {FLUSH_SPEC:?}: not attached",
+                    site.provider, site.name, site.address, site.args
+                ));
+                continue;
+            }
+            Role::BatchFlush
+        } else {
+            match EventKind::from_probe_name(&site.name).filter(wanted) {
+                Some(kind) => Role::BatchEnable(kind),
+                None => continue,
+            }
+        };
+        selection.sites.push(AttachSite {
+            role,
+            file,
+            site: site.clone(),
+            cookie: 0,
+        });
+    }
+}
+
+/// The flush probe's arguments: (head, start, len).
+const FLUSH_SPEC: &str = "8@%rdi 8@%rsi 8@%rdx";
+
+fn select_styx(
+    file: usize,
+    site: &ProbeSite,
+    kinds: &[EventKind],
+    per_event: impl Fn(EventKind) -> bool,
+    selection: &mut Selection,
+) {
     let kind = EventKind::from_probe_name(&site.name).filter(|k| k.shape() != Shape::Usdt);
     let Some(kind) = kind else {
         selection.rejected.push(format!(
@@ -136,7 +221,7 @@ fn select_styx(file: usize, site: &ProbeSite, kinds: &[EventKind], selection: &m
         ));
         return;
     };
-    if !kinds.contains(&kind) {
+    if !kinds.contains(&kind) || !per_event(kind) {
         return;
     }
     let expected = expected_spec(kind);
@@ -148,7 +233,7 @@ fn select_styx(file: usize, site: &ProbeSite, kinds: &[EventKind], selection: &m
         return;
     }
     selection.sites.push(AttachSite {
-        kind,
+        role: Role::Event(kind),
         file,
         site: site.clone(),
         cookie: kind as u64,
@@ -169,7 +254,7 @@ fn select_usdt(
     match compiled {
         Ok(spec) => {
             selection.sites.push(AttachSite {
-                kind: EventKind::Usdt,
+                role: Role::Event(EventKind::Usdt),
                 file,
                 site: site.clone(),
                 cookie: selection.usdt.len() as u64,
@@ -250,6 +335,7 @@ mod tests {
         let file = crate::target::ElfFile::at(std::path::Path::new("/nonexistent"));
         let globs = [glob::Pattern::new("p:*").unwrap()];
         let wanted = Wanted {
+            batched: true,
             kinds: &[],
             usdt_globs: &globs,
         };

@@ -28,7 +28,18 @@
 //! Meta records: `0x00` THREAD `pid tid` (varints) defines the next thread
 //! index (0, 1, …) and makes it the current thread; `0x10` END closes the
 //! capture: `events` then `dropped` (varints), then per event kind with
-//! either non-zero `kind:u8 events dropped`, ended by kind 0.
+//! either non-zero `kind:u8 events dropped`, ended by kind 0; `0x20` BATCH
+//! `len` (varint) then a batch record as the eBPF program wrote it (see
+//! `styx_common::batch`: 136 bytes, then the items, at most
+//! [`MAX_BATCH_RECORD`] in all), which the reader splits into its events.
+//! BATCH records change neither the current thread nor the previous values
+//! deltas are taken from.
+//!
+//! Batches are stored as they come, not re-encoded per event: that keeps the
+//! loader at ~1 ns an event where re-encoding costs ~25 ns and cannot keep
+//! up with batched delivery. They take 8 bytes per item word and argument
+//! (a `mem_read` 32, an `insn_exec` 24) plus 16 per time mark every ~32
+//! events; events delivered one hit each keep the delta encoding below.
 //!
 //! Deltas against the previous value make the common case small: a
 //! `mem_read` a few µs after the last event, at a nearby pc and address,
@@ -62,6 +73,14 @@ pub const MAX_HEADER: usize = 16 << 20;
 /// Meta record tags (kind nibble 0).
 const TAG_THREAD: u8 = 0x00;
 const TAG_END: u8 = 0x10;
+const TAG_BATCH: u8 = 0x20;
+
+/// The longest batch record a capture holds (and a reader takes).
+pub const MAX_BATCH_RECORD: usize =
+    core::mem::size_of::<styx_common::batch::BatchRecord>() + styx_common::batch::BATCH_BYTES;
+
+/// The most bytes a BATCH record takes: tag, length, record.
+const MAX_BATCH_ENTRY: usize = 1 + 10 + MAX_BATCH_RECORD;
 /// Event tag bit: a thread index follows.
 const TAG_THREAD_FOLLOWS: u8 = 0x10;
 /// Event tag bits 5-7: how `aux` is stored.

@@ -2,7 +2,9 @@
 
 use super::varint::{get, unzigzag};
 use super::{aux_from_code, ARG_SLOTS, AUX_EXPLICIT, AUX_SHIFT, MAGIC, MAX_RECORD};
+use super::{MAX_BATCH_ENTRY, MAX_BATCH_RECORD, TAG_BATCH};
 use super::{MAX_HEADER, TAG_END, TAG_THREAD, TAG_THREAD_FOLLOWS, VERSION};
+use crate::batch::Batches;
 use crate::event::{Body, Event, Text};
 use crate::header::Header;
 use std::io::{self, Read};
@@ -94,6 +96,10 @@ pub struct Reader<R: Read> {
     prev: [[u64; ARG_SLOTS]; EVENT_KIND_SLOTS as usize],
     threads: Vec<(u32, u32)>,
     current: Option<(u32, u32)>,
+    /// The events of the last BATCH record not yet returned, and which is next.
+    pending: Vec<Event<'static>>,
+    pending_at: usize,
+    batches: Batches,
     /// Events returned so far.
     pub events: u64,
     /// How the capture ended, once read to its end.
@@ -171,6 +177,9 @@ impl<R: Read> Reader<R> {
             prev: [[0; ARG_SLOTS]; EVENT_KIND_SLOTS as usize],
             threads: Vec::new(),
             current: None,
+            pending: Vec::new(),
+            pending_at: 0,
+            batches: Batches::new(),
             events: 0,
             ending: Ending::Reading,
         })
@@ -180,14 +189,17 @@ impl<R: Read> Reader<R> {
     #[allow(clippy::should_implement_trait)] // lends from self: not an Iterator
     #[inline(always)]
     pub fn next(&mut self) -> Result<Option<Event<'_>>, CaptureError> {
-        // The common case inline in the caller's loop; the rest apart.
-        if let Some((header, kind, args)) = self.fast_args() {
-            self.events += 1;
-            return Ok(Some(Event {
-                header,
-                kind,
-                body: Body::Args(args),
-            }));
+        // The common case inline in the caller's loop; the rest apart
+        // (also a batch's events, which come before the next record).
+        if self.pending_at >= self.pending.len() {
+            if let Some((header, kind, args)) = self.fast_args() {
+                self.events += 1;
+                return Ok(Some(Event {
+                    header,
+                    kind,
+                    body: Body::Args(args),
+                }));
+            }
         }
         self.next_slow()
     }
@@ -195,6 +207,18 @@ impl<R: Read> Reader<R> {
     #[inline(never)]
     fn next_slow(&mut self) -> Result<Option<Event<'_>>, CaptureError> {
         loop {
+            if let Some(event) = self.pending.get(self.pending_at) {
+                self.pending_at += 1;
+                self.events += 1;
+                return Ok(Some(Event {
+                    header: event.header,
+                    kind: event.kind,
+                    body: match event.body {
+                        Body::Args(args) => Body::Args(args),
+                        _ => unreachable!("batches hold argument events only"),
+                    },
+                }));
+            }
             // Records the fast path takes can follow a refill.
             if let Some((header, kind, args)) = self.fast_args() {
                 self.events += 1;
@@ -233,6 +257,8 @@ impl<R: Read> Reader<R> {
                     };
                     return Ok(None);
                 }
+                // A BATCH record is longer than the others: read on.
+                Err(Stop::Short) if self.end - self.pos < MAX_BATCH_ENTRY => self.refill()?,
                 Err(Stop::Short) => {
                     return Err(self.corrupt("a record longer than any record can be".into()))
                 }
@@ -416,6 +442,32 @@ impl<R: Read> Reader<R> {
                 self.end = *pos;
                 self.eof = true;
                 Ok(())
+            }
+            TAG_BATCH => {
+                let len = get(bytes, pos).ok_or(Stop::Short)? as usize;
+                if len > MAX_BATCH_RECORD {
+                    return Err(Stop::Bad(format!("batch record of {len} bytes")));
+                }
+                let record = bytes.get(*pos..*pos + len).ok_or(Stop::Short)?;
+                *pos += len;
+                self.pending.clear();
+                self.pending_at = 0;
+                let pending = &mut self.pending;
+                let split = self.batches.split(record, |event| {
+                    pending.push(Event {
+                        header: event.header,
+                        kind: event.kind,
+                        body: match event.body {
+                            Body::Args(args) => Body::Args(args),
+                            _ => unreachable!("batches hold argument events only"),
+                        },
+                    });
+                    Ok::<(), ()>(())
+                });
+                match split {
+                    Ok(_) => Ok(()),
+                    Err(e) => Err(Stop::Bad(e.to_string())),
+                }
             }
             other => Err(Stop::Bad(format!("unknown record tag {other:#04x}"))),
         }

@@ -1,7 +1,7 @@
 //! Writes events as a raw capture (see the module above for the layout).
 
 use super::varint::{put, zigzag};
-use super::{aux_code, ARG_SLOTS, AUX_EXPLICIT, AUX_SHIFT, MAGIC, TAG_END, TAG_THREAD};
+use super::{aux_code, ARG_SLOTS, AUX_EXPLICIT, AUX_SHIFT, MAGIC, TAG_BATCH, TAG_END, TAG_THREAD};
 use super::{TAG_THREAD_FOLLOWS, VERSION};
 use crate::bytes::Bytes;
 use crate::event::{Body, Event, Text};
@@ -121,6 +121,18 @@ impl<W: Write> EventWriter for CaptureWriter<W> {
 
     fn flush(&mut self) -> io::Result<()> {
         self.out.flush()
+    }
+
+    fn takes_batches(&self) -> bool {
+        true
+    }
+
+    fn batch(&mut self, record: &[u8]) -> io::Result<()> {
+        let buf = &mut self.out.buf;
+        buf.push(TAG_BATCH);
+        put(buf, record.len() as u64);
+        buf.extend_from_slice(record);
+        self.out.event_done()
     }
 
     fn finish(&mut self, totals: &Totals<'_>) -> io::Result<()> {

@@ -14,12 +14,18 @@ use aya::programs::UProbe;
 use log::warn;
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, OwnedFd};
-use styx_common::{EventKind, Shape};
-use styx_usdt::select::AttachSite;
+use styx_common::Shape;
+use styx_usdt::select::{AttachSite, Role};
 use styx_usdt::target::Target;
 
-/// The eBPF program that handles events of this kind.
-pub fn program_name(kind: EventKind) -> &'static str {
+/// The eBPF program a site is attached to. A batch-enable site never runs;
+/// it takes the flush program, which is loaded anyway.
+pub fn program_name(role: Role, lossless: bool) -> &'static str {
+    let kind = match role {
+        Role::Event(kind) => kind,
+        Role::BatchEnable(_) | Role::BatchFlush if lossless => return "styx_batch_lossless",
+        Role::BatchEnable(_) | Role::BatchFlush => return "styx_batch",
+    };
     match kind.shape() {
         Shape::Args(2) => "styx_args2",
         Shape::Args(3) => "styx_args3",
@@ -144,7 +150,12 @@ fn check_per_site(count: usize) -> Result<()> {
 /// no site at all could be attached is that an error. Sites to be attached
 /// one link each are counted first: above [`MAX_PER_SITE`] nothing more is
 /// attached and the whole trace fails.
-pub fn attach_sites(loaded: &mut Loaded, target: &Target, sites: &[AttachSite]) -> Result<Links> {
+pub fn attach_sites(
+    loaded: &mut Loaded,
+    target: &Target,
+    sites: &[&AttachSite],
+    lossless: bool,
+) -> Result<Links> {
     if sites.len() > MAX_SITES {
         bail!(
             "refusing to attach {} probe sites (at most {MAX_SITES}: the kernel writes a \
@@ -155,10 +166,10 @@ pub fn attach_sites(loaded: &mut Loaded, target: &Target, sites: &[AttachSite]) 
     }
     let mut links = Links::default();
     let one_by_one: Vec<&AttachSite> = match &loaded.multi {
-        Some(programs) => attach_multi(programs, target, sites, &mut links)?,
+        Some(programs) => attach_multi(programs, target, sites, lossless, &mut links)?,
         None => {
             check_per_site(sites.len())?;
-            sites.iter().collect()
+            sites.to_vec()
         }
     };
     if one_by_one.is_empty() {
@@ -174,7 +185,7 @@ pub fn attach_sites(loaded: &mut Loaded, target: &Target, sites: &[AttachSite]) 
     // links go at once. Hence MAX_PER_SITE, checked before getting here.
     let mut last_error = None;
     for selected in one_by_one {
-        let name = program_name(selected.kind);
+        let name = program_name(selected.role, lossless);
         let program: &mut UProbe = loaded
             .ebpf
             .program_mut(name)
@@ -227,13 +238,14 @@ pub fn attach_sites(loaded: &mut Loaded, target: &Target, sites: &[AttachSite]) 
 fn attach_multi<'s>(
     programs: &MultiPrograms,
     target: &Target,
-    sites: &'s [AttachSite],
+    sites: &[&'s AttachSite],
+    lossless: bool,
     links: &mut Links,
 ) -> Result<Vec<&'s AttachSite>> {
     let mut groups: BTreeMap<(usize, &str), Vec<&AttachSite>> = BTreeMap::new();
-    for selected in sites {
+    for &selected in sites {
         groups
-            .entry((selected.file, program_name(selected.kind)))
+            .entry((selected.file, program_name(selected.role, lossless)))
             .or_default()
             .push(selected);
     }

@@ -1,5 +1,5 @@
 //! Loads styx's eBPF object: its programs, the `EVENTS` ring buffer, the
-//! per-CPU `DROPS` counters and the `SPECS` table of other providers' sites.
+//! per-CPU `DROPS` and `FAULTS` counters and the `SPECS` table of other providers' sites.
 
 use super::compat::multi_programs::{self, MultiPrograms};
 use super::AttachMode;
@@ -43,6 +43,8 @@ pub struct Loaded {
     pub(super) multi: Option<MultiPrograms>,
     pub ring: RingBuf<MapData>,
     pub drops: PerCpuArray<MapData, u64>,
+    /// Batched events lost because copying them from the emulator failed.
+    pub faults: PerCpuArray<MapData, u64>,
 }
 
 /// Loads the object, sized and filled for `options`.
@@ -86,19 +88,26 @@ pub fn load(options: &LoadOptions<'_>) -> Result<Loaded> {
         ebpf.take_map("DROPS")
             .ok_or_else(|| anyhow!("no DROPS map"))?,
     )?;
+    let faults = PerCpuArray::try_from(
+        ebpf.take_map("FAULTS")
+            .ok_or_else(|| anyhow!("no FAULTS map"))?,
+    )?;
     Ok(Loaded {
         ebpf,
         multi,
         ring,
         drops,
+        faults,
     })
 }
 
-/// Ring-full drops per event kind (index = kind id), summed over CPUs.
-pub fn read_drops(drops: &PerCpuArray<MapData, u64>) -> Result<Vec<u64>> {
+/// A per-kind counter map (`DROPS`: ring-full drops; `FAULTS`: failed
+/// copies, slot 0 counting batches whose head was unreadable), summed
+/// over CPUs; index = kind id.
+pub fn read_counts(counts: &PerCpuArray<MapData, u64>) -> Result<Vec<u64>> {
     (0..EVENT_KIND_SLOTS)
         .map(|kind| {
-            let per_cpu = drops.get(&kind, 0).context("reading the DROPS map")?;
+            let per_cpu = counts.get(&kind, 0).context("reading a counter map")?;
             Ok(per_cpu.iter().sum())
         })
         .collect()

@@ -1,7 +1,7 @@
 //! The default command: trace a process, a command started here, or a
 //! binary system-wide, from the command line to the exit code.
 
-use crate::cli::TraceArgs;
+use crate::cli::{Delivery, TraceArgs};
 use crate::outputs::{self, Outputs};
 use crate::session::spawn::{self, Held};
 use crate::session::{self, Session};
@@ -20,6 +20,9 @@ pub async fn run(args: TraceArgs, held: Option<Held>) -> Result<i32> {
         (None, Some(path)) => Target::binary(path)?,
         (None, None) => Target::from_pid(args.pid.expect("clap requires a target"))?,
     };
+    if args.lossless && args.delivery == Delivery::PerEvent {
+        bail!("--lossless needs --delivery batched: a full ring loses per-event hits");
+    }
     let selection = find_sites(&args, &target)?;
     let usdt = selection
         .usdt
@@ -43,6 +46,7 @@ pub async fn run(args: TraceArgs, held: Option<Held>) -> Result<i32> {
         ebpf_log: args.ebpf_log,
         duration: args.duration,
         live: session::live_line_wanted(args.quiet, args.output.is_some()),
+        lossless: args.lossless,
     };
     let mut session = Session::start(&target, &selection, out, options)?;
     let spawned = held.is_some();
@@ -64,6 +68,7 @@ fn find_sites(args: &TraceArgs, target: &Target) -> Result<Selection> {
     let kinds = args.kinds();
     let wanted = Wanted {
         kinds: &kinds,
+        batched: args.delivery == Delivery::Batched,
         usdt_globs: &args.probes,
     };
     let mut selection = Selection::default();

@@ -2,7 +2,9 @@
 
 use aya::maps::{MapData, RingBuf};
 use std::io;
+use styx_common::batch::BATCH_RECORD_KIND;
 use styx_common::EVENT_KIND_SLOTS;
+use styx_events::batch::{BatchError, Batches};
 use styx_events::event::{decode, DecodeError, Event};
 use styx_events::writer::{EventWriter, Totals};
 
@@ -16,6 +18,12 @@ pub struct Counts {
     pub events: [u64; EVENT_KIND_SLOTS as usize],
     pub undecodable: u64,
     pub first_undecodable: Option<DecodeError>,
+    /// Batch records that were malformed (their events before the fault
+    /// are counted as events).
+    pub bad_batches: u64,
+    pub first_bad_batch: Option<BatchError>,
+    /// Batched events that arrived twice and were given once.
+    pub duplicates: u64,
 }
 
 impl Counts {
@@ -43,6 +51,8 @@ pub struct Sink {
     /// is how a reader says it has seen enough.
     pub error: Option<io::Error>,
     open: bool,
+    /// What each thread's batches gave so far.
+    batches: Batches,
     /// Once closed: whether part of the output still works and is to be
     /// finished (the capture beside a closed `-o`, see [`EventWriter::can_finish`]).
     finishable: bool,
@@ -56,6 +66,7 @@ impl Sink {
             unwritten: Counts::default(),
             error: None,
             open: true,
+            batches: Batches::new(),
             finishable: false,
         }
     }
@@ -66,15 +77,72 @@ impl Sink {
 
     /// Takes what is in the ring, up to a budget.
     pub fn drain(&mut self, ring: &mut RingBuf<MapData>) -> Drained {
-        if !self.open {
-            return drain(ring, &mut Discard, &mut self.unwritten).expect("discarding never fails");
+        let mut taken = 0;
+        while taken < BUDGET {
+            let Some(item) = ring.next() else { break };
+            taken += 1;
+            self.record(&item);
         }
-        match drain(ring, &mut *self.out, &mut self.written) {
-            Ok(drained) => drained,
-            Err(e) => {
+        // Flush per drain so a reader sees events within a tick, not per buffer.
+        if taken > 0 && self.open {
+            if let Err(e) = self.out.flush() {
                 self.failed(e);
-                Drained::Budget
             }
+        }
+        if taken == BUDGET {
+            Drained::Budget
+        } else {
+            Drained::All
+        }
+    }
+
+    /// Writes out the events of one record (an event, or a batch of them).
+    pub fn record(&mut self, bytes: &[u8]) {
+        let (out, counts): (&mut dyn EventWriter, _) = if self.open {
+            (&mut *self.out, &mut self.written)
+        } else {
+            (&mut Discard, &mut self.unwritten)
+        };
+        let written = match bytes.get(16) {
+            // Stored whole by an output that can (the raw capture): the
+            // loader then only walks the item words to count them.
+            Some(&BATCH_RECORD_KIND)
+                if out.takes_batches() && self.batches.take_whole(bytes, &mut counts.events) =>
+            {
+                out.batch(bytes)
+            }
+            Some(&BATCH_RECORD_KIND) => {
+                let split = self.batches.split(bytes, |event| {
+                    counts.events[event.kind as usize] += 1;
+                    out.event(event)
+                });
+                match split {
+                    Ok(Ok(split)) => {
+                        counts.duplicates += split.duplicates;
+                        Ok(())
+                    }
+                    Ok(Err(e)) => Err(e),
+                    Err(error) => {
+                        counts.bad_batches += 1;
+                        counts.first_bad_batch.get_or_insert(error);
+                        Ok(())
+                    }
+                }
+            }
+            _ => match decode(bytes) {
+                Ok(event) => {
+                    counts.events[event.kind as usize] += 1;
+                    out.event(&event)
+                }
+                Err(error) => {
+                    counts.undecodable += 1;
+                    counts.first_undecodable.get_or_insert(error);
+                    Ok(())
+                }
+            },
+        };
+        if let Err(e) = written {
+            self.failed(e);
         }
     }
 
@@ -122,37 +190,4 @@ impl EventWriter for Discard {
     fn finish(&mut self, _: &Totals<'_>) -> io::Result<()> {
         Ok(())
     }
-}
-
-/// Reads what is in the ring (up to a budget) and writes it out, stopping at
-/// the first write error.
-fn drain(
-    ring: &mut RingBuf<MapData>,
-    out: &mut dyn EventWriter,
-    counts: &mut Counts,
-) -> io::Result<Drained> {
-    let mut taken = 0;
-    while taken < BUDGET {
-        let Some(item) = ring.next() else { break };
-        taken += 1;
-        match decode(&item) {
-            Ok(event) => {
-                counts.events[event.kind as usize] += 1;
-                out.event(&event)?;
-            }
-            Err(error) => {
-                counts.undecodable += 1;
-                counts.first_undecodable.get_or_insert(error);
-            }
-        }
-    }
-    // Flush per drain so a reader sees events within a tick, not per buffer.
-    if taken > 0 {
-        out.flush()?;
-    }
-    Ok(if taken == BUDGET {
-        Drained::Budget
-    } else {
-        Drained::All
-    })
 }

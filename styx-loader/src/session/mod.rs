@@ -9,6 +9,7 @@
 
 pub mod drain;
 pub mod live;
+pub mod partial;
 pub mod report;
 pub mod spawn;
 
@@ -18,16 +19,18 @@ use crate::bpf::AttachMode;
 use anyhow::{bail, Context, Result};
 use drain::{Drained, Sink};
 use live::LiveLine;
+use partial::FlushSite;
 use report::{Stop, Summary};
 use std::io::{self, IsTerminal};
 use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 use styx_events::writer::EventWriter;
 use styx_usdt::select::Selection;
+use styx_usdt::select::{AttachSite, Role};
 use styx_usdt::target::Target;
 use tokio::io::unix::AsyncFd;
 use tokio::signal::unix::{signal, Signal, SignalKind};
-use tokio::time::{interval, sleep_until, Interval, MissedTickBehavior};
+use tokio::time::{interval, sleep, sleep_until, Interval, MissedTickBehavior};
 
 /// How often the ring is drained.
 const DRAIN_EVERY: Duration = Duration::from_millis(1);
@@ -44,12 +47,20 @@ pub struct Options {
     pub duration: Option<Duration>,
     /// Draw the live line (on a terminal, not `--quiet`).
     pub live: bool,
+    /// Batches wait for room in the ring instead of being lost.
+    pub lossless: bool,
 }
 
 /// An attached session.
 pub struct Session {
     loaded: Loaded,
     links: Links,
+    /// The batch-enable sites: detached first when stopping.
+    batch_links: Links,
+    /// Where to read partial batches from when stopping (a process target
+    /// with batch sites).
+    flush_sites: Vec<FlushSite>,
+    pid: Option<u32>,
     sink: Sink,
     logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
     /// Becomes readable when the traced process exits.
@@ -82,7 +93,7 @@ impl Session {
         let mut programs: Vec<&'static str> = selection
             .sites
             .iter()
-            .map(|s| attach::program_name(s.kind))
+            .map(|s| attach::program_name(s.role, options.lossless))
             .collect();
         programs.sort_unstable();
         programs.dedup();
@@ -109,10 +120,30 @@ impl Session {
             None => None,
         };
         let attach_started = Instant::now();
-        let links = attach::attach_sites(&mut loaded, target, &selection.sites)?;
+        // The flush site before the batch-enable sites: no batch may be
+        // handed over before something takes it.
+        let (enable, rest): (Vec<&AttachSite>, Vec<&AttachSite>) = selection
+            .sites
+            .iter()
+            .partition(|s| matches!(s.role, Role::BatchEnable(_)));
+        let links = attach::attach_sites(&mut loaded, target, &rest, options.lossless)?;
+        let batch_links = if enable.is_empty() {
+            Links::default()
+        } else {
+            attach::attach_sites(&mut loaded, target, &enable, options.lossless)?
+        };
+        let flush_sites = selection
+            .sites
+            .iter()
+            .filter(|s| s.role == Role::BatchFlush)
+            .map(|s| FlushSite {
+                file: target.files[s.file].clone(),
+                site: s.site.clone(),
+            })
+            .collect();
         eprintln!(
             "styx-loader: attached {} probe sites in {} in {:.0} ms; Ctrl-C to stop",
-            links.attached(),
+            links.attached() + batch_links.attached(),
             target.name,
             attach_started.elapsed().as_secs_f64() * 1e3
         );
@@ -121,6 +152,9 @@ impl Session {
         Ok(Session {
             loaded,
             links,
+            batch_links,
+            flush_sites,
+            pid: target.pid,
             sink: Sink::new(out),
             logger,
             exit_fd,
@@ -156,7 +190,7 @@ impl Session {
                         logger.flush();
                     }
                     if live.due() {
-                        live.draw(&self.sink.written.events, &load::read_drops(&self.loaded.drops)?);
+                        live.draw(&self.sink.written.events, &load::read_counts(&self.loaded.drops)?);
                     }
                     if !self.sink.is_open() {
                         break if self.sink.error.is_some() { Stop::OutputFailed } else { Stop::OutputClosed };
@@ -184,7 +218,48 @@ impl Session {
     /// about that for a whole multi link; the events still arriving
     /// meanwhile are kept.
     pub async fn detach(&mut self) {
+        // No thread appends to a batch once its type's enable site is gone;
+        // then what the threads still hold is read from the process while
+        // the flush site still takes what they hand over meanwhile.
+        let batch_links = std::mem::take(&mut self.batch_links);
+        if batch_links.attached() > 0 {
+            self.detach_links(batch_links).await;
+            self.take_partial_batches().await;
+        }
         let links = std::mem::take(&mut self.links);
+        self.detach_links(links).await;
+        if let Some(logger) = self.logger.as_mut() {
+            logger.flush();
+        }
+    }
+
+    /// Reads the batches threads still hold from the process (see
+    /// [`partial`]); a warning if it cannot.
+    async fn take_partial_batches(&mut self) {
+        let Some(pid) = self.pid else { return };
+        if self.flush_sites.is_empty() {
+            return;
+        }
+        // A thread that loaded its semaphore just before the detach may be
+        // appending still: let it finish (a few ns; 2 ms covers a preempted
+        // one in all but pathological cases), draining meanwhile.
+        sleep(Duration::from_millis(2)).await;
+        self.sink.drain(&mut self.loaded.ring);
+        match partial::read(pid, &self.flush_sites) {
+            Ok(partial) => {
+                for record in &partial.records {
+                    self.sink.record(record);
+                }
+            }
+            Err(e) => log::warn!(
+                "could not read the batches pid {pid}'s threads still hold (their events \
+                 since their last flush are lost): {e:#}"
+            ),
+        }
+    }
+
+    /// Lets go of `links`, draining meanwhile.
+    async fn detach_links(&mut self, links: Links) {
         if links.per_site() > 10 {
             eprintln!(
                 "styx-loader: detaching {} probe sites one by one (the kernel needs ~0.1 s each)",
@@ -204,15 +279,13 @@ impl Session {
                 break;
             }
         }
-        if let Some(logger) = self.logger.as_mut() {
-            logger.flush();
-        }
     }
 
     /// Ends the output with the run's totals and prints the summary; an
     /// error if the output failed.
     pub fn finish(mut self, stop: Stop) -> Result<()> {
-        let drops = load::read_drops(&self.loaded.drops)?;
+        let drops = load::read_counts(&self.loaded.drops)?;
+        let faults = load::read_counts(&self.loaded.faults)?;
         self.sink.finish(&drops);
         report::print(&Summary {
             target: &self.target_name,
@@ -220,6 +293,7 @@ impl Session {
             elapsed: self.elapsed,
             sink: &self.sink,
             drops: &drops,
+            faults: &faults,
             ring_size: self.options.ring_bytes,
         });
         if let Some(e) = &self.sink.error {

@@ -23,6 +23,9 @@ pub struct Summary<'a> {
     pub sink: &'a Sink,
     /// Ring-full drops per event kind (index = kind id).
     pub drops: &'a [u64],
+    /// Batched events whose copy from the emulator failed, per kind; slot
+    /// 0: batches whose head could not be read.
+    pub faults: &'a [u64],
     pub ring_size: u32,
 }
 
@@ -44,15 +47,39 @@ pub fn print(s: &Summary<'_>) {
         s.elapsed.as_secs_f64(),
     );
     for &kind in EventKind::ALL {
-        let (n, lost) = (written.events[kind as usize], s.drops[kind as usize]);
-        if n > 0 || lost > 0 {
-            let lost = if lost > 0 {
-                format!("  ({lost} dropped: ring buffer full)")
-            } else {
-                String::new()
-            };
-            eprintln!("  {:<11} {n:>12}{lost}", kind.probe_name());
+        let i = kind as usize;
+        let (n, lost, faulted) = (written.events[i], s.drops[i], s.faults[i]);
+        if n > 0 || lost > 0 || faulted > 0 {
+            let mut notes = String::new();
+            if lost > 0 {
+                notes += &format!("  ({lost} dropped: ring buffer full)");
+            }
+            if faulted > 0 {
+                notes += &format!("  ({faulted} lost: copy from the process failed)");
+            }
+            eprintln!("  {:<11} {n:>12}{notes}", kind.probe_name());
         }
+    }
+    let faulted: u64 = s.faults[1..].iter().sum();
+    if faulted > 0 || s.faults[0] > 0 {
+        log::warn!(
+            "{faulted} batched events were lost because the kernel could not copy them from \
+             the process (a page of the batch buffer not resident), and {} batches whose \
+             head could not be read at all",
+            s.faults[0]
+        );
+    }
+    if written.duplicates > 0 {
+        log::debug!(
+            "{} batched events arrived twice and were written once",
+            written.duplicates
+        );
+    }
+    if let Some(first) = &written.first_bad_batch {
+        log::warn!(
+            "{} batch records were malformed (first: {first})",
+            written.bad_batches
+        );
     }
     if dropped > 0 {
         log::warn!(

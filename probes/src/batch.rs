@@ -1,0 +1,462 @@
+//! Batched delivery on the emulator's side (layouts and the protocol in
+//! `styx_common::batch`): a per-thread buffer that events of batched types
+//! are appended to while a tracer takes them in batches, and the one flush
+//! probe that hands a batch to the tracer.
+//!
+//! Nothing here exists until a thread appends its first event: the buffer
+//! (16 KiB) is allocated then, registered where a stopping loader and the
+//! process's exit find it, and reused by a later thread once its owner has
+//! exited, so memory stays bounded by the most threads tracing at once. The
+//! hot path is a thread-local load, a bounds check and the stores.
+
+use crate::enabled::semaphores;
+use core::cell::{Cell, UnsafeCell};
+use core::ptr::null_mut;
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::Once;
+use std::time::Duration;
+use styx_common::batch::{
+    item_bytes, item_word, BatchHead, ALONE_SEQ, BATCH_BYTES, BATCH_MAGIC, ITEM_TIME,
+    MARK_EVERY_BYTES, REGISTRY_SLOTS, STATUS_RING_FULL,
+};
+use styx_common::EVENT_KIND_SLOTS;
+
+/// [`BatchHead`] as the owner writes it: the fields other threads, the
+/// loader (`taken_*`, by `process_vm_writev`) or the eBPF program (`status`)
+/// also touch are atomics. Same layout (checked below).
+#[repr(C)]
+struct Head {
+    magic: u32,
+    tid: AtomicU32,
+    seq: AtomicU64,
+    len: AtomicU32,
+    cap: u32,
+    taken_seq: AtomicU64,
+    taken_len: AtomicU32,
+    status: AtomicU32,
+    /// Only the owner writes these; only the eBPF program reads them.
+    counts: UnsafeCell<[u32; EVENT_KIND_SLOTS as usize]>,
+}
+
+const _: () = assert!(core::mem::size_of::<Head>() == core::mem::size_of::<BatchHead>());
+const _: () =
+    assert!(core::mem::offset_of!(Head, counts) == core::mem::offset_of!(BatchHead, counts));
+const _: () =
+    assert!(core::mem::offset_of!(Head, status) == core::mem::offset_of!(BatchHead, status));
+// The flush probe's readers find the items right after the head.
+const _: () = assert!(core::mem::offset_of!(Buffer, items) == core::mem::size_of::<BatchHead>());
+
+/// A thread's buffer: the head, the items right after it (where the flush
+/// probe's readers expect them), then the owner's private state.
+#[repr(C, align(8))]
+struct Buffer {
+    head: Head,
+    items: UnsafeCell<[u8; BATCH_BYTES]>,
+    /// The fast path appends while `len + item <= limit`: the next time
+    /// mark's offset, or the capacity.
+    limit: Cell<u32>,
+    /// Whether a thread owns the buffer (0: free for the next thread).
+    owned: AtomicU32,
+}
+
+// SAFETY: the owner alone writes the non-atomic parts; other threads only
+// read atomics and hand the buffer's address to the flush probe.
+unsafe impl Sync for Buffer {}
+
+/// Where every registered buffer is: a stopping loader reads it (found
+/// through [`FLUSH`]), and the process's exit flushes what it lists.
+#[doc(hidden)]
+pub struct Registry([AtomicPtr<Buffer>; REGISTRY_SLOTS]);
+
+static REGISTRY: Registry = Registry([const { AtomicPtr::new(null_mut()) }; REGISTRY_SLOTS]);
+
+/// The flush site's semaphore and, beside it, the registry's address
+/// (`styx_common::batch::FlushSemaphore`).
+#[doc(hidden)]
+#[repr(C, align(8))]
+pub struct FlushSemaphore {
+    listeners: UnsafeCell<u16>,
+    _reserved: [u16; 3],
+    registry: *const Registry,
+}
+
+// SAFETY: `listeners` is the kernel's; the pointer never changes.
+unsafe impl Sync for FlushSemaphore {}
+
+const _: () = assert!(
+    core::mem::size_of::<FlushSemaphore>()
+        == core::mem::size_of::<styx_common::batch::FlushSemaphore>()
+);
+
+#[doc(hidden)]
+#[link_section = ".probes"]
+pub static FLUSH: FlushSemaphore = FlushSemaphore {
+    listeners: UnsafeCell::new(0),
+    _reserved: [0; 3],
+    registry: &raw const REGISTRY,
+};
+
+thread_local! {
+    /// This thread's buffer; null until its first batched event. No
+    /// destructor, so reading it is a plain thread-local load.
+    static CURRENT: Cell<*mut Buffer> = const { Cell::new(null_mut()) };
+    /// Flushes and releases this thread's buffer when the thread exits.
+    static OWNER: Owner = const { Owner };
+}
+
+struct Owner;
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        let buffer = CURRENT.with(|c| c.replace(null_mut()));
+        if !buffer.is_null() {
+            // SAFETY: this thread's buffer, valid until released here.
+            unsafe {
+                flush_owned(&*buffer);
+                release(buffer);
+            }
+        }
+    }
+}
+
+/// Appends an event of `kind` with `N` arguments to this thread's batch.
+#[inline(always)]
+pub(crate) fn push<const N: usize>(kind: u8, aux: u8, args: [u64; N]) {
+    let buffer = CURRENT.with(Cell::get);
+    let need = item_bytes(N) as u32;
+    if !buffer.is_null() {
+        // SAFETY: this thread's own buffer, which only it appends to.
+        unsafe {
+            let buffer = &*buffer;
+            let len = buffer.head.len.load(Ordering::Relaxed);
+            if len + need <= buffer.limit.get() {
+                append(buffer, len, kind, aux, &args);
+                return;
+            }
+        }
+    }
+    push_slow(kind, aux, &args);
+}
+
+/// Writes an item at `len`, which the caller checked has room.
+#[inline(always)]
+unsafe fn append(buffer: &Buffer, len: u32, kind: u8, aux: u8, args: &[u64]) {
+    let at = (buffer.items.get() as *mut u8).add(len as usize) as *mut u64;
+    at.write(item_word(kind, aux));
+    for (i, &arg) in args.iter().enumerate() {
+        at.add(1 + i).write(arg);
+    }
+    (*buffer.head.counts.get())[kind as usize] += 1;
+    // Release: a thread flushing this buffer at process exit sees the items.
+    buffer
+        .head
+        .len
+        .store(len + item_bytes(args.len()) as u32, Ordering::Release);
+}
+
+/// The next item does not fit before `limit`: a time mark is due, the
+/// buffer is full, or this thread has none yet.
+#[cold]
+#[inline(never)]
+fn push_slow(kind: u8, aux: u8, args: &[u64]) {
+    let Some(buffer) = current_or_new() else {
+        return push_alone(kind, aux, args);
+    };
+    let need = item_bytes(args.len()) as u32;
+    let mark = item_bytes(1) as u32;
+    let head = &buffer.head;
+    // A loader that stopped took part of this batch: hand over the rest and
+    // start afresh, rather than append after what it took.
+    if head.taken_seq.load(Ordering::Acquire) == head.seq.load(Ordering::Relaxed)
+        || head.len.load(Ordering::Relaxed) + mark + need > head.cap
+    {
+        flush_owned(buffer);
+    }
+    let len = head.len.load(Ordering::Relaxed);
+    // SAFETY: room for the mark and the item was made above.
+    unsafe {
+        if len + need > buffer.limit.get() {
+            // A time mark: the thread's clock now, before the event.
+            append(buffer, len, ITEM_TIME, 0, &[monotonic_ns()]);
+            let after_mark = len + mark;
+            buffer
+                .limit
+                .set((after_mark + MARK_EVERY_BYTES).min(head.cap));
+            append(buffer, after_mark, kind, aux, args);
+        } else {
+            append(buffer, len, kind, aux, args);
+        }
+    }
+}
+
+/// Flushes this thread's pending events, if it has any: before a per-event
+/// probe fires (so the thread's events reach the reader in order) and from
+/// [`crate::flush`].
+#[inline(always)]
+pub(crate) fn flush_pending() {
+    let buffer = CURRENT.with(Cell::get);
+    if !buffer.is_null() {
+        // SAFETY: this thread's own buffer.
+        let buffer = unsafe { &*buffer };
+        if buffer.head.len.load(Ordering::Relaxed) != 0 {
+            flush_owned(buffer);
+        }
+    }
+}
+
+/// Hands the batch to the tracer and starts the next one.
+#[cold]
+fn flush_owned(buffer: &Buffer) {
+    let head = &buffer.head;
+    let len = head.len.load(Ordering::Relaxed);
+    let seq = head.seq.load(Ordering::Relaxed);
+    let start = if head.taken_seq.load(Ordering::Acquire) == seq {
+        let taken = head.taken_len.load(Ordering::Relaxed).min(len);
+        // The counts are for what is handed over (ring-full losses).
+        // SAFETY: the owner's items and counts.
+        unsafe { recount(buffer, taken, len) };
+        taken
+    } else {
+        0
+    };
+    hand_over(buffer, start, len);
+    head.seq.store(seq + 1, Ordering::Release);
+    head.len.store(0, Ordering::Release);
+    // SAFETY: the owner's counts.
+    unsafe { *head.counts.get() = [0; EVENT_KIND_SLOTS as usize] };
+    // The next event writes a time mark first.
+    buffer.limit.set(0);
+}
+
+/// Fires the flush probe for items `start..len`; in lossless mode (the eBPF
+/// program reports a full ring in `status`) waits and tries again. When no
+/// tracer is attached the probe is a `nop`, `status` stays 0 and nothing
+/// waits: a loader killed mid-wait cannot hold the emulator.
+fn hand_over(buffer: &Buffer, start: u32, len: u32) {
+    if start >= len {
+        return;
+    }
+    let mut wait = Duration::from_micros(20);
+    loop {
+        buffer.head.status.store(0, Ordering::Relaxed);
+        fire_flush(
+            buffer as *const Buffer as u64,
+            start as u64,
+            (len - start) as u64,
+        );
+        if buffer.head.status.load(Ordering::Acquire) != STATUS_RING_FULL {
+            return;
+        }
+        std::thread::sleep(wait);
+        wait = (wait * 2).min(Duration::from_millis(1));
+    }
+}
+
+/// Recomputes the per-kind counts for items `from..to`.
+unsafe fn recount(buffer: &Buffer, from: u32, to: u32) {
+    let counts = &mut *buffer.head.counts.get();
+    *counts = [0; EVENT_KIND_SLOTS as usize];
+    let items = &*buffer.items.get();
+    let mut at = from as usize;
+    while at + 8 <= to as usize {
+        let kind = items[at];
+        let args = match styx_common::EventKind::from_id(kind) {
+            Some(kind) => {
+                counts[kind as usize] += 1;
+                kind.shape().record_args()
+            }
+            None => 1, // a time mark
+        };
+        at += item_bytes(args);
+    }
+}
+
+/// The one flush site, and the batch-enable sites, which never run: a
+/// tracer attaches to `styx_batch:<type>` only to raise that type's
+/// batched half (`+2`). Not inlined, so each is one site per binary.
+#[inline(never)]
+fn fire_flush(buffer: u64, start: u64, len: u64) {
+    crate::site::probe_site!(
+        styx_batch,
+        flush,
+        FLUSH,
+        0,
+        "8@%rdi 8@%rsi 8@%rdx",
+        ["rdi" = buffer, "rsi" = start, "rdx" = len]
+    );
+    styx_common::event_catalogue!(batch_enable_sites);
+}
+
+/// One never-run site per batched event type, jumped over.
+macro_rules! batch_enable_sites {
+    ($(
+        $(#[$doc:meta])* $kind:ident = $id:literal, $probe:ident, $shape:ident $(($n:literal))?,
+            $delivery:ident, [$($arg:ident),*], [$($field:ident: $ty:ident),*];
+    )*) => {
+        $(batch_enable_site!($delivery, $probe);)*
+    };
+}
+use batch_enable_sites;
+
+macro_rules! batch_enable_site {
+    (Batched, $probe:ident) => {
+        crate::site::probe_site!(@skipped styx_batch, $probe, semaphores::$probe, 2);
+    };
+    (PerEvent, $probe:ident) => {};
+}
+use batch_enable_site;
+
+/// This thread's buffer, taken or allocated on its first event; None while
+/// the thread is being torn down (its thread-locals destroyed).
+fn current_or_new() -> Option<&'static Buffer> {
+    let buffer = CURRENT.with(Cell::get);
+    if !buffer.is_null() {
+        // SAFETY: this thread's buffer lives until the thread exits.
+        return Some(unsafe { &*buffer });
+    }
+    // Registers the destructor that flushes and releases it.
+    OWNER.try_with(|_| ()).ok()?;
+    let buffer = acquire();
+    CURRENT.with(|c| c.set(buffer as *const Buffer as *mut Buffer));
+    Some(buffer)
+}
+
+/// A free registered buffer, or a new one (registered if a slot is free).
+fn acquire() -> &'static Buffer {
+    static AT_EXIT: Once = Once::new();
+    AT_EXIT.call_once(|| {
+        // SAFETY: registers a plain function; failure only means the exit
+        // flush does not run (then a stopping loader still reads the
+        // buffers, if it is tracing this process).
+        unsafe { libc::atexit(flush_all_at_exit) };
+    });
+    let tid = unsafe { libc::gettid() } as u32;
+    for slot in &REGISTRY.0 {
+        let buffer = slot.load(Ordering::Acquire);
+        if buffer.is_null() {
+            break;
+        }
+        // SAFETY: registered buffers are never freed.
+        let buffer = unsafe { &*buffer };
+        if buffer
+            .owned
+            .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+        {
+            buffer.head.tid.store(tid, Ordering::Relaxed);
+            return buffer;
+        }
+    }
+    let buffer: &'static Buffer = Box::leak(Box::new(Buffer {
+        head: Head {
+            magic: BATCH_MAGIC,
+            tid: AtomicU32::new(tid),
+            seq: AtomicU64::new(0),
+            len: AtomicU32::new(0),
+            cap: BATCH_BYTES as u32,
+            taken_seq: AtomicU64::new(u64::MAX),
+            taken_len: AtomicU32::new(0),
+            status: AtomicU32::new(0),
+            counts: UnsafeCell::new([0; EVENT_KIND_SLOTS as usize]),
+        },
+        items: UnsafeCell::new([0; BATCH_BYTES]),
+        limit: Cell::new(0),
+        owned: AtomicU32::new(1),
+    }));
+    // Slots fill from the front and are never emptied, so the first null
+    // one is free unless another thread takes it first.
+    for slot in &REGISTRY.0 {
+        let free = slot.compare_exchange(
+            null_mut(),
+            buffer as *const Buffer as *mut Buffer,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+        if free.is_ok() {
+            return buffer;
+        }
+    }
+    // More threads than slots: this one's buffer is freed at its exit (see
+    // `release`) and a stopping loader cannot see it.
+    buffer
+}
+
+/// Gives a thread's buffer back: to the next thread if registered, else
+/// to the allocator.
+unsafe fn release(buffer: *mut Buffer) {
+    let registered = REGISTRY
+        .0
+        .iter()
+        .any(|slot| slot.load(Ordering::Acquire) == buffer);
+    if registered {
+        (*buffer).owned.store(0, Ordering::Release);
+    } else {
+        drop(Box::from_raw(buffer));
+    }
+}
+
+/// An event fired while its thread is being torn down (after its buffer
+/// was flushed and released): handed over alone from a buffer on the stack.
+#[cold]
+fn push_alone(kind: u8, aux: u8, args: &[u64]) {
+    #[repr(C)]
+    struct Alone {
+        head: Head,
+        items: [u64; 8],
+    }
+    let mut alone = Alone {
+        head: Head {
+            magic: BATCH_MAGIC,
+            tid: AtomicU32::new(unsafe { libc::gettid() } as u32),
+            seq: AtomicU64::new(ALONE_SEQ),
+            len: AtomicU32::new(0),
+            cap: 64,
+            taken_seq: AtomicU64::new(0),
+            taken_len: AtomicU32::new(0),
+            status: AtomicU32::new(0),
+            counts: UnsafeCell::new([0; EVENT_KIND_SLOTS as usize]),
+        },
+        items: [0; 8],
+    };
+    alone.items[0] = item_word(ITEM_TIME, 0);
+    alone.items[1] = monotonic_ns();
+    alone.items[2] = item_word(kind, aux);
+    alone.items[3..3 + args.len()].copy_from_slice(args);
+    alone.head.counts.get_mut()[kind as usize] = 1;
+    let len = 8 * (3 + args.len()) as u64;
+    fire_flush(&raw const alone as u64, 0, len);
+}
+
+/// At process exit (return from `main`, `exit()` from any thread), every
+/// registered buffer's pending events are handed over, other threads'
+/// too; they may still be appending, and the loader keeps each byte of a
+/// batch once. Events fired after this (in later exit handlers) are lost.
+extern "C" fn flush_all_at_exit() {
+    for slot in &REGISTRY.0 {
+        let buffer = slot.load(Ordering::Acquire);
+        if buffer.is_null() {
+            break;
+        }
+        // SAFETY: registered buffers are never freed.
+        let buffer = unsafe { &*buffer };
+        let head = &buffer.head;
+        let len = head.len.load(Ordering::Acquire);
+        let start = if head.taken_seq.load(Ordering::Acquire) == head.seq.load(Ordering::Acquire) {
+            head.taken_len.load(Ordering::Relaxed).min(len)
+        } else {
+            0
+        };
+        hand_over(buffer, start, len);
+    }
+}
+
+/// `CLOCK_MONOTONIC` now, in ns (the vDSO: no system call).
+fn monotonic_ns() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes the struct we pass.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
+}

@@ -1,0 +1,115 @@
+//! A USDT probe site: a `nop` at the call site and the ELF note that
+//! describes it (SystemTap's `stapsdt` format, which bpftrace, perf and
+//! styx-loader read). Written here rather than by the `usdt` crate because
+//! styx's semaphores are 32-bit words whose halves belong to different
+//! sites (see `styx_common::batch`), and a note must be able to name either
+//! half.
+//!
+//! Every argument is a `u64` in the next SysV argument register
+//! (`8@%rdi 8@%rsi …`), which is where styx's eBPF programs read them.
+
+/// Emits a probe site. `$sema` is a static whose address (plus `$offset`
+/// bytes) the note gives as the semaphore; the arguments go in registers.
+/// `$options` are the `asm!` options: `readonly` where the tracer only reads
+/// the process's memory, none where it may write (the flush probe's status).
+macro_rules! probe_site {
+    ($provider:ident, $probe:ident, $sema:path, $offset:literal, $spec:literal,
+     [$($reg:tt = $val:expr),*] $(, $option:ident)*) => {
+        $crate::site::probe_site!(@ "", "", $provider, $probe, $sema, $offset, $spec, [$($reg = $val),*] $(, $option)*)
+    };
+    // A site that never runs: jumped over, there only to be attached to.
+    (@skipped $provider:ident, $probe:ident, $sema:path, $offset:literal) => {
+        $crate::site::probe_site!(@ "jmp 995f", "995:", $provider, $probe, $sema, $offset, "", [], nomem)
+    };
+    (@ $before:literal, $after:literal, $provider:ident, $probe:ident, $sema:path, $offset:literal,
+     $spec:literal, [$($reg:tt = $val:expr),*] $(, $option:ident)*) => {
+        // SAFETY: a `nop` and data in other sections; the values are only
+        // placed in registers.
+        unsafe {
+            core::arch::asm!(
+                $before,
+                "990: nop",
+                ".pushsection .note.stapsdt, \"\", \"note\"",
+                ".balign 4",
+                ".4byte 992f-991f, 994f-993f, 3",
+                "991: .asciz \"stapsdt\"",
+                "992: .balign 4",
+                "993: .8byte 990b",
+                ".8byte _.stapsdt.base",
+                concat!(".8byte {sema}+", $offset),
+                concat!(".asciz \"", stringify!($provider), "\""),
+                concat!(".asciz \"", stringify!($probe), "\""),
+                concat!(".asciz \"", $spec, "\""),
+                "994: .balign 4",
+                ".popsection",
+                // The base tools compare with the note's second address to
+                // detect a prelinked file; one per file, shared by every note.
+                ".ifndef _.stapsdt.base",
+                ".pushsection .stapsdt.base, \"aGR\", \"progbits\", .stapsdt.base, comdat",
+                ".weak _.stapsdt.base",
+                ".hidden _.stapsdt.base",
+                "_.stapsdt.base:",
+                ".space 1",
+                ".size _.stapsdt.base, 1",
+                ".popsection",
+                ".endif",
+                $after,
+                sema = sym $sema,
+                $(in($reg) $val,)*
+                options(nostack, preserves_flags $(, $option)*),
+            );
+        }
+    };
+}
+
+/// A site of styx's own provider for `$args` (2 to 5 values), gated on the
+/// low (per-event) half of `$sema`. The closure's values must be live at the
+/// `nop`; the tracer may read memory they point to (`readonly`).
+macro_rules! event_site {
+    ($probe:ident, $sema:path, [$a:expr, $b:expr]) => {
+        $crate::site::probe_site!(
+            styx,
+            $probe,
+            $sema,
+            0,
+            "8@%rdi 8@%rsi",
+            ["rdi" = $a, "rsi" = $b],
+            readonly
+        )
+    };
+    ($probe:ident, $sema:path, [$a:expr, $b:expr, $c:expr]) => {
+        $crate::site::probe_site!(
+            styx,
+            $probe,
+            $sema,
+            0,
+            "8@%rdi 8@%rsi 8@%rdx",
+            ["rdi" = $a, "rsi" = $b, "rdx" = $c],
+            readonly
+        )
+    };
+    ($probe:ident, $sema:path, [$a:expr, $b:expr, $c:expr, $d:expr]) => {
+        $crate::site::probe_site!(
+            styx,
+            $probe,
+            $sema,
+            0,
+            "8@%rdi 8@%rsi 8@%rdx 8@%rcx",
+            ["rdi" = $a, "rsi" = $b, "rdx" = $c, "rcx" = $d],
+            readonly
+        )
+    };
+    ($probe:ident, $sema:path, [$a:expr, $b:expr, $c:expr, $d:expr, $e:expr]) => {
+        $crate::site::probe_site!(
+            styx,
+            $probe,
+            $sema,
+            0,
+            "8@%rdi 8@%rsi 8@%rdx 8@%rcx 8@%r8",
+            ["rdi" = $a, "rsi" = $b, "rdx" = $c, "rcx" = $d, "r8" = $e],
+            readonly
+        )
+    };
+}
+
+pub(crate) use {event_site, probe_site};

@@ -1,0 +1,156 @@
+//! Copies a thread's batch of events into one ring record (the protocol is
+//! in `styx_common::batch`): the flush probe passes the buffer's head and
+//! the byte range of items; the record is the head, the range, and the
+//! items, stamped with the kernel's time. Ring space is reserved in one of
+//! two fixed sizes (the verifier wants a constant), the copy bounded by it.
+
+use crate::emit::SUBMIT_FLAGS;
+use crate::{dropped, wanted, EVENTS, FAULTS};
+use aya_ebpf::helpers::generated::bpf_probe_read_user;
+use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_write_user};
+use aya_ebpf::programs::ProbeContext;
+use core::ffi::c_void;
+use core::mem::{offset_of, size_of};
+use styx_common::batch::{
+    BatchHead, BatchRecord, BATCH_BYTES, BATCH_RECORD_KIND, SMALL_BATCH_BYTES, STATUS_RING_FULL,
+};
+use styx_common::{RecordHeader, EVENT_KIND_SLOTS};
+
+/// A ring record of a batch with room for `N` bytes of items.
+#[repr(C)]
+struct Chunk<const N: usize> {
+    record: BatchRecord,
+    items: [u8; N],
+}
+
+/// Arguments `(head, start, len)`. `LOSSLESS`: on a full ring, tell the
+/// thread (its head's `status`) to wait and retry instead of losing events.
+#[inline(always)]
+pub fn flush<const LOSSLESS: bool>(ctx: &ProbeContext) {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tgid = (pid_tgid >> 32) as u32;
+    if !wanted(tgid) {
+        return;
+    }
+    let head_at = arg(ctx, 0);
+    let (start, len) = (arg(ctx, 1), arg(ctx, 2));
+    let mut head = BatchHead::default();
+    // SAFETY: writes into a local of the size given; a bad address only
+    // makes the helper fail.
+    let rc = unsafe {
+        bpf_probe_read_user(
+            &mut head as *mut BatchHead as *mut c_void,
+            size_of::<BatchHead>() as u32,
+            head_at as *const c_void,
+        )
+    };
+    if rc < 0 {
+        // Slot 0 (no event kind): batches whose head could not be read.
+        count(FAULTS.get_ptr_mut(0), 1);
+        return;
+    }
+    let items_at = head_at + size_of::<BatchHead>() as u64 + start;
+    let place = Place {
+        head: &head,
+        head_at,
+        items_at,
+        start,
+        len,
+        tgid,
+    };
+    if len <= SMALL_BATCH_BYTES as u64 {
+        copy::<SMALL_BATCH_BYTES, LOSSLESS>(ctx, &place);
+    } else {
+        copy::<BATCH_BYTES, LOSSLESS>(ctx, &place);
+    }
+}
+
+/// What is being flushed, and where it is in the thread's memory.
+struct Place<'a> {
+    head: &'a BatchHead,
+    head_at: u64,
+    items_at: u64,
+    start: u64,
+    len: u64,
+    tgid: u32,
+}
+
+#[inline(always)]
+fn copy<const N: usize, const LOSSLESS: bool>(ctx: &ProbeContext, place: &Place<'_>) {
+    let Some(mut entry) = EVENTS.reserve::<Chunk<N>>(0) else {
+        if LOSSLESS {
+            let status = (place.head_at + offset_of!(BatchHead, status) as u64) as *mut u32;
+            // SAFETY: writes 4 bytes of the thread's own head, which asked
+            // for this by flushing in lossless mode; a bad address only
+            // makes the helper fail (then the thread does not wait).
+            let _ = unsafe { bpf_probe_write_user(status, &STATUS_RING_FULL) };
+        } else {
+            each_kind(place.head, |kind, n| dropped(ctx, kind, n));
+        }
+        return;
+    };
+    let n = if place.len > N as u64 {
+        N as u32
+    } else {
+        place.len as u32
+    };
+    let chunk = entry.as_mut_ptr();
+    // SAFETY: `chunk` is reserved ring memory of Chunk<N>'s size; the record
+    // is written whole and at most N bytes of items after it.
+    let rc = unsafe {
+        (*chunk).record = BatchRecord {
+            header: RecordHeader {
+                ts_ns: bpf_ktime_get_ns(),
+                pid: place.tgid,
+                // The buffer's owner: at process exit one thread flushes
+                // every thread's buffer.
+                tid: place.head.tid,
+                kind: BATCH_RECORD_KIND,
+                aux: 0,
+                _reserved: [0; 6],
+            },
+            head: *place.head,
+            start: place.start as u32,
+            len: n,
+        };
+        bpf_probe_read_user(
+            (*chunk).items.as_mut_ptr() as *mut c_void,
+            n,
+            place.items_at as *const c_void,
+        )
+    };
+    if rc < 0 {
+        // A page of the range is not resident (or not mapped): the copy
+        // fails whole. Counted per kind, from the head's counts.
+        entry.discard(0);
+        each_kind(place.head, |kind, n| count(FAULTS.get_ptr_mut(kind as u32), n));
+        return;
+    }
+    entry.submit(SUBMIT_FLAGS);
+}
+
+/// Calls `f(kind, events)` for each kind the batch has events of.
+#[inline(always)]
+fn each_kind(head: &BatchHead, mut f: impl FnMut(u8, u64)) {
+    let mut kind = 1;
+    while kind < EVENT_KIND_SLOTS as usize {
+        let n = head.counts[kind];
+        if n != 0 {
+            f(kind as u8, n as u64);
+        }
+        kind += 1;
+    }
+}
+
+#[inline(always)]
+fn count(slot: Option<*mut u64>, n: u64) {
+    if let Some(slot) = slot {
+        // SAFETY: a per-CPU slot: no other writer runs concurrently.
+        unsafe { *slot += n };
+    }
+}
+
+#[inline(always)]
+fn arg(ctx: &ProbeContext, n: usize) -> u64 {
+    ctx.arg::<u64>(n).unwrap_or(0)
+}

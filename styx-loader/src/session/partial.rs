@@ -1,0 +1,220 @@
+//! Partial batches, read from the traced process when the loader stops.
+//!
+//! An emulator thread hands over a batch when it fills, flushes, exits or
+//! fires a per-event probe. One that goes on running (or sits idle) after
+//! the loader stops would keep its last partial batch. So, once the
+//! batch-enable sites are detached (no thread appends any more) and before
+//! the flush site is, the loader reads every registered buffer from the
+//! process (`process_vm_readv`), gives what it holds as batch records, and
+//! writes back what it took (`taken_seq`, `taken_len`), so that the thread
+//! hands over only what follows. The registry is found through the flush
+//! site's note: its semaphore's address, plus 8, holds the registry's
+//! (`styx_common::batch::FlushSemaphore`). Everything read is bounded by the
+//! registry's fixed size and each buffer's capacity.
+
+use anyhow::{anyhow, bail, Context, Result};
+use std::fs;
+use std::mem::{offset_of, size_of};
+use std::os::unix::fs::MetadataExt;
+use styx_common::batch::{
+    BatchHead, BatchRecord, BATCH_BYTES, BATCH_MAGIC, BATCH_RECORD_KIND, REGISTRY_POINTER_OFFSET,
+    REGISTRY_SLOTS,
+};
+use styx_common::RecordHeader;
+use styx_usdt::note::ProbeSite;
+use styx_usdt::target::ElfFile;
+
+/// A flush site, in a file of the target.
+pub struct FlushSite {
+    pub file: ElfFile,
+    pub site: ProbeSite,
+}
+
+/// What reading the process gave: batch records, as the eBPF program would
+/// have written them (timed now), and how many threads' buffers were read.
+#[derive(Default)]
+pub struct Partial {
+    pub records: Vec<Vec<u8>>,
+    pub buffers: usize,
+}
+
+/// Reads the partial batches of process `pid` through each flush site.
+pub fn read(pid: u32, sites: &[FlushSite]) -> Result<Partial> {
+    let mut partial = Partial::default();
+    // An exited process (a zombie until reaped) maps nothing; its exit
+    // handed its batches over.
+    let maps = fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    if maps.is_empty() {
+        return Ok(partial);
+    }
+    for flush in sites {
+        let registry = registry_address(pid, &maps, flush)?;
+        let mut slots = vec![0u8; REGISTRY_SLOTS * 8];
+        remote::read(pid, registry, &mut slots).context("reading the batch registry")?;
+        let now = monotonic_ns();
+        for slot in slots.chunks_exact(8) {
+            let buffer = u64::from_le_bytes(slot.try_into().expect("8 bytes"));
+            if buffer == 0 {
+                break;
+            }
+            if let Some(record) = read_buffer(pid, buffer, now)? {
+                partial.records.push(record);
+            }
+            partial.buffers += 1;
+        }
+    }
+    Ok(partial)
+}
+
+/// One buffer's pending items as a batch record, and marks them taken; None
+/// when it holds nothing new.
+fn read_buffer(pid: u32, at: u64, now: u64) -> Result<Option<Vec<u8>>> {
+    let mut head_bytes = [0u8; size_of::<BatchHead>()];
+    remote::read(pid, at, &mut head_bytes).context("reading a batch buffer's head")?;
+    let head: BatchHead = bytemuck::pod_read_unaligned(&head_bytes);
+    if head.magic != BATCH_MAGIC {
+        bail!("the batch registry lists {at:#x}, which is not a batch buffer");
+    }
+    let len = head.len.min(head.cap).min(BATCH_BYTES as u32);
+    let start = if head.taken_seq == head.seq {
+        head.taken_len.min(len)
+    } else {
+        0
+    };
+    if start >= len {
+        return Ok(None);
+    }
+    let record_len = size_of::<BatchRecord>();
+    let mut record = vec![0u8; record_len + (len - start) as usize];
+    let items_at = at + size_of::<BatchHead>() as u64 + start as u64;
+    remote::read(pid, items_at, &mut record[record_len..]).context("reading a batch buffer")?;
+    let fixed = BatchRecord {
+        header: RecordHeader {
+            ts_ns: now,
+            pid,
+            tid: head.tid,
+            kind: BATCH_RECORD_KIND,
+            aux: 0,
+            _reserved: [0; 6],
+        },
+        head,
+        start,
+        len: len - start,
+    };
+    record[..record_len].copy_from_slice(bytemuck::bytes_of(&fixed));
+    // Taken: the length first, so a thread that sees its seq taken sees
+    // how much of it too.
+    let taken_len_at = at + offset_of!(BatchHead, taken_len) as u64;
+    let taken_seq_at = at + offset_of!(BatchHead, taken_seq) as u64;
+    remote::write(pid, taken_len_at, &len.to_le_bytes()).context("marking a batch taken")?;
+    remote::write(pid, taken_seq_at, &head.seq.to_le_bytes()).context("marking a batch taken")?;
+    Ok(Some(record))
+}
+
+/// The registry's address in the process: read beside the flush site's
+/// semaphore, placed with the load bias of the file's mapping.
+fn registry_address(pid: u32, maps: &str, flush: &FlushSite) -> Result<u64> {
+    let bias = load_bias(pid, maps, &flush.file, &flush.site)?;
+    let pointer_at = bias
+        .wrapping_add(flush.site.semaphore)
+        .wrapping_add(REGISTRY_POINTER_OFFSET);
+    let mut pointer = [0u8; 8];
+    remote::read(pid, pointer_at, &mut pointer).context("reading the batch registry's address")?;
+    Ok(u64::from_le_bytes(pointer))
+}
+
+/// Runtime address minus link-time address for `file` in process `pid`:
+/// from the mapping (same device and inode) that holds the site's code.
+fn load_bias(pid: u32, maps: &str, file: &ElfFile, site: &ProbeSite) -> Result<u64> {
+    let meta = fs::metadata(&file.read_at).with_context(|| format!("reading {}", file.name))?;
+    let (major, minor) = (libc::major(meta.dev()), libc::minor(meta.dev()));
+    for line in maps.lines() {
+        let mut fields = line.split_whitespace();
+        let (Some(range), Some(_perms), Some(offset), Some(dev), Some(inode)) = (
+            fields.next(),
+            fields.next(),
+            fields.next(),
+            fields.next(),
+            fields.next(),
+        ) else {
+            continue;
+        };
+        let same_file = inode.parse::<u64>().ok() == Some(meta.ino())
+            && dev == format!("{major:02x}:{minor:02x}");
+        let (Some((start, end)), Ok(offset)) =
+            (range.split_once('-'), u64::from_str_radix(offset, 16))
+        else {
+            continue;
+        };
+        let (Ok(start), Ok(end)) = (u64::from_str_radix(start, 16), u64::from_str_radix(end, 16))
+        else {
+            continue;
+        };
+        if same_file && (offset..offset + (end - start)).contains(&site.file_offset) {
+            let runtime = start + (site.file_offset - offset);
+            return Ok(runtime.wrapping_sub(site.address));
+        }
+    }
+    Err(anyhow!(
+        "{} is not mapped in process {pid} where its flush site is",
+        file.name
+    ))
+}
+
+fn monotonic_ns() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes the struct we pass.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
+}
+
+/// The traced process's memory: the two system calls.
+mod remote {
+    use std::io;
+
+    /// Fills `buf` from address `at` of process `pid`.
+    pub fn read(pid: u32, at: u64, buf: &mut [u8]) -> io::Result<()> {
+        let local = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        let remote = libc::iovec {
+            iov_base: at as *mut libc::c_void,
+            iov_len: buf.len(),
+        };
+        // SAFETY: the local iovec covers `buf`; the remote one is only
+        // read by the kernel, which checks it.
+        let n = unsafe { libc::process_vm_readv(pid as i32, &local, 1, &remote, 1, 0) };
+        complete(n, buf.len())
+    }
+
+    /// Writes `bytes` at address `at` of process `pid`.
+    pub fn write(pid: u32, at: u64, bytes: &[u8]) -> io::Result<()> {
+        let local = libc::iovec {
+            iov_base: bytes.as_ptr() as *mut libc::c_void,
+            iov_len: bytes.len(),
+        };
+        let remote = libc::iovec {
+            iov_base: at as *mut libc::c_void,
+            iov_len: bytes.len(),
+        };
+        // SAFETY: the kernel only reads the local iovec's bytes and checks
+        // the remote range.
+        let n = unsafe { libc::process_vm_writev(pid as i32, &local, 1, &remote, 1, 0) };
+        complete(n, bytes.len())
+    }
+
+    fn complete(n: isize, wanted: usize) -> io::Result<()> {
+        match n {
+            n if n < 0 => Err(io::Error::last_os_error()),
+            n if n as usize != wanted => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("{n} of {wanted} bytes"),
+            )),
+            _ => Ok(()),
+        }
+    }
+}

@@ -16,13 +16,13 @@ use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::Once;
 use std::time::Duration;
 use styx_common::batch::{
-    item_bytes, item_word, BatchHead, ALONE_SEQ, BATCH_BYTES, BATCH_MAGIC, ITEM_TIME,
-    MARK_EVERY_BYTES, REGISTRY_SLOTS, STATUS_RING_FULL,
+    item_bytes, item_word, BatchHead, ALONE_SEQ, BATCH_BYTES, BATCH_LAYOUT_VERSION, BATCH_MAGIC,
+    ITEM_TIME, MARK_EVERY_BYTES, REGISTRY_SLOTS,
 };
 use styx_common::EVENT_KIND_SLOTS;
 
 /// [`BatchHead`] as the owner writes it: the fields other threads, the
-/// loader (`taken_*`, by `process_vm_writev`) or the eBPF program (`status`)
+/// loader (`taken_*`, by `process_vm_writev`)
 /// also touch are atomics. Same layout (checked below).
 #[repr(C)]
 struct Head {
@@ -33,7 +33,7 @@ struct Head {
     cap: u32,
     taken_seq: AtomicU64,
     taken_len: AtomicU32,
-    status: AtomicU32,
+    _reserved: u32,
     /// Only the owner writes these; only the eBPF program reads them.
     counts: UnsafeCell<[u32; EVENT_KIND_SLOTS as usize]>,
 }
@@ -42,7 +42,7 @@ const _: () = assert!(core::mem::size_of::<Head>() == core::mem::size_of::<Batch
 const _: () =
     assert!(core::mem::offset_of!(Head, counts) == core::mem::offset_of!(BatchHead, counts));
 const _: () =
-    assert!(core::mem::offset_of!(Head, status) == core::mem::offset_of!(BatchHead, status));
+    assert!(core::mem::offset_of!(Head, taken_len) == core::mem::offset_of!(BatchHead, taken_len));
 // The flush probe's readers find the items right after the head.
 const _: () = assert!(core::mem::offset_of!(Buffer, items) == core::mem::size_of::<BatchHead>());
 
@@ -70,17 +70,23 @@ pub struct Registry([AtomicPtr<Buffer>; REGISTRY_SLOTS]);
 
 static REGISTRY: Registry = Registry([const { AtomicPtr::new(null_mut()) }; REGISTRY_SLOTS]);
 
-/// The flush site's semaphore and, beside it, the registry's address
-/// (`styx_common::batch::FlushSemaphore`).
+/// The flush site's semaphore and, beside it, the registry's address and
+/// lossless mode's flow control (`styx_common::batch::FlushSemaphore`).
 #[doc(hidden)]
 #[repr(C, align(8))]
 pub struct FlushSemaphore {
     listeners: UnsafeCell<u16>,
-    _reserved: [u16; 3],
+    layout_version: u16,
+    _reserved: u32,
     registry: *const Registry,
+    flushed: AtomicU64,
+    credit: AtomicU64,
+    credit_owner: AtomicU32,
+    _reserved2: u32,
 }
 
-// SAFETY: `listeners` is the kernel's; the pointer never changes.
+// SAFETY: `listeners` is the kernel's (read volatile); the pointer never
+// changes; the rest are atomics.
 unsafe impl Sync for FlushSemaphore {}
 
 const _: () = assert!(
@@ -92,8 +98,13 @@ const _: () = assert!(
 #[link_section = ".probes"]
 pub static FLUSH: FlushSemaphore = FlushSemaphore {
     listeners: UnsafeCell::new(0),
-    _reserved: [0; 3],
+    layout_version: BATCH_LAYOUT_VERSION,
+    _reserved: 0,
     registry: &raw const REGISTRY,
+    flushed: AtomicU64::new(0),
+    credit: AtomicU64::new(0),
+    credit_owner: AtomicU32::new(0),
+    _reserved2: 0,
 };
 
 thread_local! {
@@ -228,23 +239,47 @@ fn flush_owned(buffer: &Buffer) {
     buffer.limit.set(0);
 }
 
-/// Fires the flush probe for items `start..len`; in lossless mode (the eBPF
-/// program reports a full ring in `status`) waits and tries again. When no
-/// tracer is attached the probe is a `nop`, `status` stays 0 and nothing
-/// waits: a loader killed mid-wait cannot hold the emulator.
+/// Fires the flush probe for items `start..len`, after waiting for credit
+/// in lossless mode (`styx_common::batch::FlushSemaphore` says how).
 fn hand_over(buffer: &Buffer, start: u32, len: u32) {
     if start >= len {
         return;
     }
+    if FLUSH.credit_owner.load(Ordering::Relaxed) != 0 {
+        wait_for_credit();
+    }
+    FLUSH.flushed.fetch_add(1, Ordering::Relaxed);
+    fire_flush(
+        buffer as *const Buffer as u64,
+        start as u64,
+        (len - start) as u64,
+    );
+}
+
+/// Lossless mode: waits while the loader has not taken enough of the
+/// batches already flushed. Gives up waiting, and turns flow control off,
+/// when the loader is gone (its pid dead, or nothing attached to the flush
+/// site), so a killed loader cannot hold the emulator.
+#[cold]
+fn wait_for_credit() {
     let mut wait = Duration::from_micros(20);
     loop {
-        buffer.head.status.store(0, Ordering::Relaxed);
-        fire_flush(
-            buffer as *const Buffer as u64,
-            start as u64,
-            (len - start) as u64,
-        );
-        if buffer.head.status.load(Ordering::Acquire) != STATUS_RING_FULL {
+        let owner = FLUSH.credit_owner.load(Ordering::Acquire);
+        if owner == 0
+            || FLUSH.flushed.load(Ordering::Relaxed) < FLUSH.credit.load(Ordering::Acquire)
+        {
+            return;
+        }
+        // SAFETY: reads the kernel's counter volatile; kill(pid, 0) only
+        // asks whether the process exists.
+        let listening = unsafe { FLUSH.listeners.get().read_volatile() } != 0;
+        let alive = unsafe { libc::kill(owner as libc::pid_t, 0) } == 0
+            || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH);
+        if !listening || !alive {
+            let _ =
+                FLUSH
+                    .credit_owner
+                    .compare_exchange(owner, 0, Ordering::AcqRel, Ordering::Relaxed);
             return;
         }
         std::thread::sleep(wait);
@@ -356,7 +391,7 @@ fn acquire() -> &'static Buffer {
             cap: BATCH_BYTES as u32,
             taken_seq: AtomicU64::new(u64::MAX),
             taken_len: AtomicU32::new(0),
-            status: AtomicU32::new(0),
+            _reserved: 0,
             counts: UnsafeCell::new([0; EVENT_KIND_SLOTS as usize]),
         },
         items: UnsafeCell::new([0; BATCH_BYTES]),
@@ -413,7 +448,7 @@ fn push_alone(kind: u8, aux: u8, args: &[u64]) {
             cap: 64,
             taken_seq: AtomicU64::new(0),
             taken_len: AtomicU32::new(0),
-            status: AtomicU32::new(0),
+            _reserved: 0,
             counts: UnsafeCell::new([0; EVENT_KIND_SLOTS as usize]),
         },
         items: [0; 8],

@@ -58,10 +58,6 @@ pub const ITEM_TIME: u8 = 0;
 /// [`BatchHead::magic`]: "styx" little-endian.
 pub const BATCH_MAGIC: u32 = u32::from_le_bytes(*b"styx");
 
-/// [`BatchHead::status`] after a flush the eBPF program could not take
-/// because the ring was full, in lossless mode: the thread waits and retries.
-pub const STATUS_RING_FULL: u32 = 1;
-
 /// [`BatchHead::seq`] of a batch of one event, fired by a thread being torn
 /// down after its buffer was released: never a duplicate of another.
 pub const ALONE_SEQ: u64 = u64::MAX;
@@ -120,8 +116,8 @@ pub struct BatchHead {
     pub taken_seq: u64,
     /// See `taken_seq`.
     pub taken_len: u32,
-    /// [`STATUS_RING_FULL`] or 0; written by the eBPF program.
-    pub status: u32,
+    /// Zero.
+    pub _reserved: u32,
     /// Events per kind in the items being flushed.
     pub counts: [u32; EVENT_KIND_SLOTS as usize],
 }
@@ -147,24 +143,67 @@ pub struct BatchRecord {
 /// ([`FlushSemaphore::registry`]).
 pub const REGISTRY_SLOTS: usize = 1024;
 
-/// The flush probe's semaphore, with the address of the thread registry
-/// beside it (so a loader finds the registry from the note alone, in
-/// stripped binaries too).
+/// The flush probe's semaphore, with what a loader reaches through it
+/// (found from the note alone, in stripped binaries too): the thread
+/// registry, and lossless mode's flow control.
+///
+/// Lossless mode (`--lossless`) is credit-based, because under kernel
+/// lockdown (integrity) an eBPF program may not write into the process: the
+/// loader writes, with `process_vm_writev`, its pid to `credit_owner` and
+/// every ~1 ms `credit` = the batches it has taken (or seen lost) since it
+/// set `flushed` to 0, plus what half its ring holds. A thread about to
+/// flush waits (20 µs, doubling to 1 ms) while `flushed >= credit`, then
+/// counts itself in `flushed`. It stops waiting, for good, when
+/// `credit_owner` is 0 or no longer a live process, or nothing listens on
+/// the flush site: a loader killed mid-wait cannot hold the emulator.
 #[repr(C, align(8))]
 pub struct FlushSemaphore {
     /// Raised by attaching to the flush site.
     pub listeners: u16,
+    /// [`BATCH_LAYOUT_VERSION`]: a loader reads it before it writes here
+    /// or reads the registry, and leaves a process built with another
+    /// layout alone.
+    pub layout_version: u16,
     /// Zero.
-    pub _reserved: [u16; 3],
+    pub _reserved: u32,
     /// Address of the registry: `REGISTRY_SLOTS` pointers to [`BatchHead`]s
     /// (null: free).
     pub registry: u64,
+    /// Batches flushed by every thread (counted up by the emulator; set to
+    /// 0 by a lossless loader as it starts).
+    pub flushed: u64,
+    /// Lossless mode: batches the emulator may have flushed before it waits.
+    pub credit: u64,
+    /// Lossless mode: the loader's pid; 0: no flow control.
+    pub credit_owner: u32,
+    /// Zero.
+    pub _reserved2: u32,
 }
 
+/// The layout of [`FlushSemaphore`], [`BatchHead`] and the items this
+/// crate describes; changes whenever they do.
+pub const BATCH_LAYOUT_VERSION: u16 = 1;
+
+/// Offset of [`FlushSemaphore::layout_version`] from the semaphore's address.
+pub const LAYOUT_VERSION_OFFSET: u64 = 2;
 /// Offset of [`FlushSemaphore::registry`] from the semaphore's address.
 pub const REGISTRY_POINTER_OFFSET: u64 = 8;
+/// Offset of [`FlushSemaphore::flushed`].
+pub const FLUSHED_OFFSET: u64 = 16;
+/// Offset of [`FlushSemaphore::credit`].
+pub const CREDIT_OFFSET: u64 = 24;
+/// Offset of [`FlushSemaphore::credit_owner`].
+pub const CREDIT_OWNER_OFFSET: u64 = 32;
 
 const _: () = assert!(core::mem::size_of::<BatchHead>() == 104);
 const _: () = assert!(core::mem::size_of::<BatchRecord>() == 136);
 const _: () = assert!(core::mem::size_of::<Semaphore>() == 4);
-const _: () = assert!(core::mem::size_of::<FlushSemaphore>() == 16);
+const _: () = assert!(core::mem::size_of::<FlushSemaphore>() == 40);
+const _: () =
+    assert!(core::mem::offset_of!(FlushSemaphore, registry) as u64 == REGISTRY_POINTER_OFFSET);
+const _: () =
+    assert!(core::mem::offset_of!(FlushSemaphore, layout_version) as u64 == LAYOUT_VERSION_OFFSET);
+const _: () = assert!(core::mem::offset_of!(FlushSemaphore, flushed) as u64 == FLUSHED_OFFSET);
+const _: () = assert!(core::mem::offset_of!(FlushSemaphore, credit) as u64 == CREDIT_OFFSET);
+const _: () =
+    assert!(core::mem::offset_of!(FlushSemaphore, credit_owner) as u64 == CREDIT_OWNER_OFFSET);

@@ -5,14 +5,14 @@
 //! two fixed sizes (the verifier wants a constant), the copy bounded by it.
 
 use crate::emit::SUBMIT_FLAGS;
-use crate::{dropped, wanted, EVENTS, FAULTS};
+use crate::{dropped, wanted, DROPS, EVENTS, FAULTS};
 use aya_ebpf::helpers::generated::bpf_probe_read_user;
-use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_write_user};
+use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns};
 use aya_ebpf::programs::ProbeContext;
 use core::ffi::c_void;
-use core::mem::{offset_of, size_of};
+use core::mem::size_of;
 use styx_common::batch::{
-    BatchHead, BatchRecord, BATCH_BYTES, BATCH_RECORD_KIND, SMALL_BATCH_BYTES, STATUS_RING_FULL,
+    BatchHead, BatchRecord, BATCH_BYTES, BATCH_RECORD_KIND, SMALL_BATCH_BYTES,
 };
 use styx_common::{RecordHeader, EVENT_KIND_SLOTS};
 
@@ -23,10 +23,11 @@ struct Chunk<const N: usize> {
     items: [u8; N],
 }
 
-/// Arguments `(head, start, len)`. `LOSSLESS`: on a full ring, tell the
-/// thread (its head's `status`) to wait and retry instead of losing events.
+/// Arguments `(head, start, len)`. Slot 0 of `DROPS` and `FAULTS` counts
+/// lost batches (which lossless mode's flow control counts as taken); the
+/// other slots their events per kind.
 #[inline(always)]
-pub fn flush<const LOSSLESS: bool>(ctx: &ProbeContext) {
+pub fn flush(ctx: &ProbeContext) {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     if !wanted(tgid) {
@@ -45,30 +46,28 @@ pub fn flush<const LOSSLESS: bool>(ctx: &ProbeContext) {
         )
     };
     if rc < 0 {
-        // Slot 0 (no event kind): batches whose head could not be read.
+        // Its events cannot be counted: only the batch.
         count(FAULTS.get_ptr_mut(0), 1);
         return;
     }
     let items_at = head_at + size_of::<BatchHead>() as u64 + start;
     let place = Place {
         head: &head,
-        head_at,
         items_at,
         start,
         len,
         tgid,
     };
     if len <= SMALL_BATCH_BYTES as u64 {
-        copy::<SMALL_BATCH_BYTES, LOSSLESS>(ctx, &place);
+        copy::<SMALL_BATCH_BYTES>(ctx, &place);
     } else {
-        copy::<BATCH_BYTES, LOSSLESS>(ctx, &place);
+        copy::<BATCH_BYTES>(ctx, &place);
     }
 }
 
 /// What is being flushed, and where it is in the thread's memory.
 struct Place<'a> {
     head: &'a BatchHead,
-    head_at: u64,
     items_at: u64,
     start: u64,
     len: u64,
@@ -76,17 +75,10 @@ struct Place<'a> {
 }
 
 #[inline(always)]
-fn copy<const N: usize, const LOSSLESS: bool>(ctx: &ProbeContext, place: &Place<'_>) {
+fn copy<const N: usize>(ctx: &ProbeContext, place: &Place<'_>) {
     let Some(mut entry) = EVENTS.reserve::<Chunk<N>>(0) else {
-        if LOSSLESS {
-            let status = (place.head_at + offset_of!(BatchHead, status) as u64) as *mut u32;
-            // SAFETY: writes 4 bytes of the thread's own head, which asked
-            // for this by flushing in lossless mode; a bad address only
-            // makes the helper fail (then the thread does not wait).
-            let _ = unsafe { bpf_probe_write_user(status, &STATUS_RING_FULL) };
-        } else {
-            each_kind(place.head, |kind, n| dropped(ctx, kind, n));
-        }
+        count(DROPS.get_ptr_mut(0), 1);
+        each_kind(place.head, |kind, n| dropped(ctx, kind, n));
         return;
     };
     let n = if place.len > N as u64 {
@@ -123,7 +115,10 @@ fn copy<const N: usize, const LOSSLESS: bool>(ctx: &ProbeContext, place: &Place<
         // A page of the range is not resident (or not mapped): the copy
         // fails whole. Counted per kind, from the head's counts.
         entry.discard(0);
-        each_kind(place.head, |kind, n| count(FAULTS.get_ptr_mut(kind as u32), n));
+        count(FAULTS.get_ptr_mut(0), 1);
+        each_kind(place.head, |kind, n| {
+            count(FAULTS.get_ptr_mut(kind as u32), n)
+        });
         return;
     }
     entry.submit(SUBMIT_FLAGS);

@@ -23,13 +23,14 @@ const DEFAULT_RING_BYTES: u32 = 8 << 20;
 #[map]
 static EVENTS: RingBuf = RingBuf::with_byte_size(DEFAULT_RING_BYTES, 0);
 
-/// Events lost because `EVENTS` was full, per event kind, per CPU.
+/// Events lost because `EVENTS` was full, per event kind, per CPU; slot 0
+/// counts the batches lost so.
 #[map]
 static DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(EVENT_KIND_SLOTS, 0);
 
 /// Batched events lost because the copy from the thread's memory failed
-/// (a page not resident), per event kind, per CPU; slot 0 counts batches
-/// whose head could not be read at all.
+/// (a page not resident), per event kind, per CPU; slot 0 counts the
+/// batches lost so (and those whose head could not be read at all).
 #[map]
 static FAULTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(EVENT_KIND_SLOTS, 0);
 
@@ -83,16 +84,7 @@ pub fn styx_marker(ctx: ProbeContext) -> u32 {
 /// counted per event kind.
 #[uprobe]
 pub fn styx_batch(ctx: ProbeContext) -> u32 {
-    batch::flush::<false>(&ctx);
-    0
-}
-
-/// A thread's batch of events, `--lossless`: on a full ring the thread is
-/// told to wait and retry. A separate program because the helper that tells
-/// it (`bpf_probe_write_user`) makes the kernel log a warning when loaded.
-#[uprobe]
-pub fn styx_batch_lossless(ctx: ProbeContext) -> u32 {
-    batch::flush::<true>(&ctx);
+    batch::flush(&ctx);
     0
 }
 

@@ -192,13 +192,14 @@ pub struct TraceArgs {
     #[arg(long, value_enum, default_value_t = Delivery::Batched)]
     pub delivery: Delivery,
 
-    /// Batched delivery never loses events to a full ring buffer: the
-    /// emulator thread whose batch does not fit waits (20 µs, doubling up
-    /// to 1 ms, retrying) until the loader has made room. Costs nothing
-    /// while the loader keeps up. If the loader dies, waiting threads go on
-    /// at their next try (the probe is gone), losing that batch. The kernel
-    /// logs a warning when the lossless program loads (it writes one word
-    /// into the emulator: the "ring full, retry" status).
+    /// Batched delivery never loses events to a full ring buffer: an
+    /// emulator thread about to hand over a batch waits (20 µs, doubling
+    /// up to 1 ms) while the loader is more than half a ring behind. Costs
+    /// nothing while the loader keeps up (a compare per batch); the
+    /// emulator runs at the output's pace when it does not. If the loader
+    /// dies, waiting threads go on at their next look (its pid is gone).
+    /// Needs one process (--pid or a command). Events of the per-event
+    /// types (interrupts, control, spans, markers) can still be dropped.
     #[arg(long)]
     pub lossless: bool,
 

@@ -20,10 +20,9 @@ use styx_usdt::target::Target;
 
 /// The eBPF program a site is attached to. A batch-enable site never runs;
 /// it takes the flush program, which is loaded anyway.
-pub fn program_name(role: Role, lossless: bool) -> &'static str {
+pub fn program_name(role: Role) -> &'static str {
     let kind = match role {
         Role::Event(kind) => kind,
-        Role::BatchEnable(_) | Role::BatchFlush if lossless => return "styx_batch_lossless",
         Role::BatchEnable(_) | Role::BatchFlush => return "styx_batch",
     };
     match kind.shape() {
@@ -150,12 +149,7 @@ fn check_per_site(count: usize) -> Result<()> {
 /// no site at all could be attached is that an error. Sites to be attached
 /// one link each are counted first: above [`MAX_PER_SITE`] nothing more is
 /// attached and the whole trace fails.
-pub fn attach_sites(
-    loaded: &mut Loaded,
-    target: &Target,
-    sites: &[&AttachSite],
-    lossless: bool,
-) -> Result<Links> {
+pub fn attach_sites(loaded: &mut Loaded, target: &Target, sites: &[&AttachSite]) -> Result<Links> {
     if sites.len() > MAX_SITES {
         bail!(
             "refusing to attach {} probe sites (at most {MAX_SITES}: the kernel writes a \
@@ -166,7 +160,7 @@ pub fn attach_sites(
     }
     let mut links = Links::default();
     let one_by_one: Vec<&AttachSite> = match &loaded.multi {
-        Some(programs) => attach_multi(programs, target, sites, lossless, &mut links)?,
+        Some(programs) => attach_multi(programs, target, sites, &mut links)?,
         None => {
             check_per_site(sites.len())?;
             sites.to_vec()
@@ -185,7 +179,7 @@ pub fn attach_sites(
     // links go at once. Hence MAX_PER_SITE, checked before getting here.
     let mut last_error = None;
     for selected in one_by_one {
-        let name = program_name(selected.role, lossless);
+        let name = program_name(selected.role);
         let program: &mut UProbe = loaded
             .ebpf
             .program_mut(name)
@@ -239,13 +233,12 @@ fn attach_multi<'s>(
     programs: &MultiPrograms,
     target: &Target,
     sites: &[&'s AttachSite],
-    lossless: bool,
     links: &mut Links,
 ) -> Result<Vec<&'s AttachSite>> {
     let mut groups: BTreeMap<(usize, &str), Vec<&AttachSite>> = BTreeMap::new();
     for &selected in sites {
         groups
-            .entry((selected.file, program_name(selected.role, lossless)))
+            .entry((selected.file, program_name(selected.role)))
             .or_default()
             .push(selected);
     }

@@ -101,14 +101,25 @@ pub fn load(options: &LoadOptions<'_>) -> Result<Loaded> {
     })
 }
 
-/// A per-kind counter map (`DROPS`: ring-full drops; `FAULTS`: failed
-/// copies, slot 0 counting batches whose head was unreadable), summed
-/// over CPUs; index = kind id.
-pub fn read_counts(counts: &PerCpuArray<MapData, u64>) -> Result<Vec<u64>> {
-    (0..EVENT_KIND_SLOTS)
+/// What a per-kind counter map (`DROPS`: ring full; `FAULTS`: the copy
+/// from the process failed) holds, summed over CPUs.
+pub struct Lost {
+    /// Events per kind id (slot 0 is always 0).
+    pub events: Vec<u64>,
+    /// Batches (slot 0 of the map): lossless mode's flow control counts
+    /// them as taken; FAULTS also counts there batches whose head could not
+    /// be read, whose events are unknown.
+    pub batches: u64,
+}
+
+/// Reads a per-kind counter map.
+pub fn read_lost(counts: &PerCpuArray<MapData, u64>) -> Result<Lost> {
+    let mut events = (0..EVENT_KIND_SLOTS)
         .map(|kind| {
             let per_cpu = counts.get(&kind, 0).context("reading a counter map")?;
             Ok(per_cpu.iter().sum())
         })
-        .collect()
+        .collect::<Result<Vec<u64>>>()?;
+    let batches = std::mem::take(&mut events[0]);
+    Ok(Lost { events, batches })
 }

@@ -23,6 +23,9 @@ pub async fn run(args: TraceArgs, held: Option<Held>) -> Result<i32> {
     if args.lossless && args.delivery == Delivery::PerEvent {
         bail!("--lossless needs --delivery batched: a full ring loses per-event hits");
     }
+    if args.lossless && target.pid.is_none() {
+        bail!("--lossless needs one process (--pid or a command after --), not --binary");
+    }
     let selection = find_sites(&args, &target)?;
     let usdt = selection
         .usdt

@@ -53,6 +53,8 @@ pub struct Sink {
     open: bool,
     /// What each thread's batches gave so far.
     batches: Batches,
+    /// Batch records taken from the ring.
+    pub batch_records: u64,
     /// Once closed: whether part of the output still works and is to be
     /// finished (the capture beside a closed `-o`, see [`EventWriter::can_finish`]).
     finishable: bool,
@@ -67,6 +69,7 @@ impl Sink {
             error: None,
             open: true,
             batches: Batches::new(),
+            batch_records: 0,
             finishable: false,
         }
     }
@@ -98,6 +101,9 @@ impl Sink {
 
     /// Writes out the events of one record (an event, or a batch of them).
     pub fn record(&mut self, bytes: &[u8]) {
+        if bytes.get(16) == Some(&BATCH_RECORD_KIND) {
+            self.batch_records += 1;
+        }
         let (out, counts): (&mut dyn EventWriter, _) = if self.open {
             (&mut *self.out, &mut self.written)
         } else {

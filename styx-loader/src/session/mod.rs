@@ -8,6 +8,8 @@
 //! costs ~0.9 µs), so a 1 ms tick is the ring's only reader.
 
 pub mod drain;
+pub mod flow;
+pub mod flush_block;
 pub mod live;
 pub mod partial;
 pub mod report;
@@ -18,8 +20,9 @@ use crate::bpf::load::{self, LoadOptions, Loaded};
 use crate::bpf::AttachMode;
 use anyhow::{bail, Context, Result};
 use drain::{Drained, Sink};
+use flow::Flow;
+use flush_block::FlushSite;
 use live::LiveLine;
-use partial::FlushSite;
 use report::{Stop, Summary};
 use std::io::{self, IsTerminal};
 use std::os::fd::OwnedFd;
@@ -61,6 +64,8 @@ pub struct Session {
     /// with batch sites).
     flush_sites: Vec<FlushSite>,
     pid: Option<u32>,
+    /// Lossless mode's flow control.
+    flow: Option<Flow>,
     sink: Sink,
     logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
     /// Becomes readable when the traced process exits.
@@ -93,7 +98,7 @@ impl Session {
         let mut programs: Vec<&'static str> = selection
             .sites
             .iter()
-            .map(|s| attach::program_name(s.role, options.lossless))
+            .map(|s| attach::program_name(s.role))
             .collect();
         programs.sort_unstable();
         programs.dedup();
@@ -126,11 +131,11 @@ impl Session {
             .sites
             .iter()
             .partition(|s| matches!(s.role, Role::BatchEnable(_)));
-        let links = attach::attach_sites(&mut loaded, target, &rest, options.lossless)?;
+        let links = attach::attach_sites(&mut loaded, target, &rest)?;
         let batch_links = if enable.is_empty() {
             Links::default()
         } else {
-            attach::attach_sites(&mut loaded, target, &enable, options.lossless)?
+            attach::attach_sites(&mut loaded, target, &enable)?
         };
         let flush_sites = selection
             .sites
@@ -155,6 +160,10 @@ impl Session {
             batch_links,
             flush_sites,
             pid: target.pid,
+            flow: match (options.lossless, target.pid) {
+                (true, Some(pid)) => Some(Flow::new(pid, options.ring_bytes)),
+                _ => None,
+            },
             sink: Sink::new(out),
             logger,
             exit_fd,
@@ -186,11 +195,12 @@ impl Session {
                         // at signals and the clock.
                         self.tick.reset_immediately();
                     }
+                    grant_credit(self.flow.as_mut(), &self.loaded, &self.sink, &self.flush_sites)?;
                     if let Some(logger) = self.logger.as_mut() {
                         logger.flush();
                     }
                     if live.due() {
-                        live.draw(&self.sink.written.events, &load::read_counts(&self.loaded.drops)?);
+                        live.draw(&self.sink.written.events, &load::read_lost(&self.loaded.drops)?.events);
                     }
                     if !self.sink.is_open() {
                         break if self.sink.error.is_some() { Stop::OutputFailed } else { Stop::OutputClosed };
@@ -226,6 +236,12 @@ impl Session {
             self.detach_links(batch_links).await;
             self.take_partial_batches().await;
         }
+        // Lossless flow control stays until here (lifting it earlier would
+        // let threads flood a ring nobody made room in); a thread waiting
+        // for credit goes on now.
+        if let Some(flow) = self.flow.as_mut() {
+            flow.release();
+        }
         let links = std::mem::take(&mut self.links);
         self.detach_links(links).await;
         if let Some(logger) = self.logger.as_mut() {
@@ -245,6 +261,14 @@ impl Session {
         // one in all but pathological cases), draining meanwhile.
         sleep(Duration::from_millis(2)).await;
         self.sink.drain(&mut self.loaded.ring);
+        if let Err(e) = grant_credit(
+            self.flow.as_mut(),
+            &self.loaded,
+            &self.sink,
+            &self.flush_sites,
+        ) {
+            log::warn!("{e:#}");
+        }
         match partial::read(pid, &self.flush_sites) {
             Ok(partial) => {
                 for record in &partial.records {
@@ -275,7 +299,16 @@ impl Session {
                     _ = self.tick.tick() => {}
                 }
             }
-            if let (Drained::All, true) = (self.sink.drain(&mut self.loaded.ring), detached) {
+            let drained = self.sink.drain(&mut self.loaded.ring);
+            if let Err(e) = grant_credit(
+                self.flow.as_mut(),
+                &self.loaded,
+                &self.sink,
+                &self.flush_sites,
+            ) {
+                log::warn!("{e:#}");
+            }
+            if let (Drained::All, true) = (drained, detached) {
                 break;
             }
         }
@@ -284,8 +317,8 @@ impl Session {
     /// Ends the output with the run's totals and prints the summary; an
     /// error if the output failed.
     pub fn finish(mut self, stop: Stop) -> Result<()> {
-        let drops = load::read_counts(&self.loaded.drops)?;
-        let faults = load::read_counts(&self.loaded.faults)?;
+        let drops = load::read_lost(&self.loaded.drops)?.events;
+        let faults = load::read_lost(&self.loaded.faults)?;
         self.sink.finish(&drops);
         report::print(&Summary {
             target: &self.target_name,
@@ -306,6 +339,21 @@ impl Session {
         }
         Ok(())
     }
+}
+
+/// Lossless mode: grants the emulator credit for the batches taken (or
+/// seen lost) so far.
+fn grant_credit(
+    flow: Option<&mut Flow>,
+    loaded: &Loaded,
+    sink: &Sink,
+    sites: &[FlushSite],
+) -> Result<()> {
+    let Some(flow) = flow else {
+        return Ok(());
+    };
+    let lost = load::read_lost(&loaded.drops)?.batches + load::read_lost(&loaded.faults)?.batches;
+    flow.grant(sites, sink.batch_records + lost)
 }
 
 /// Whether the live line may be drawn: on a terminal, unless events go to

@@ -12,23 +12,15 @@
 //! (`styx_common::batch::FlushSemaphore`). Everything read is bounded by the
 //! registry's fixed size and each buffer's capacity.
 
-use anyhow::{anyhow, bail, Context, Result};
+use super::flush_block::{self, remote, FlushSite};
+use anyhow::{bail, Context, Result};
 use std::fs;
 use std::mem::{offset_of, size_of};
-use std::os::unix::fs::MetadataExt;
 use styx_common::batch::{
     BatchHead, BatchRecord, BATCH_BYTES, BATCH_MAGIC, BATCH_RECORD_KIND, REGISTRY_POINTER_OFFSET,
     REGISTRY_SLOTS,
 };
 use styx_common::RecordHeader;
-use styx_usdt::note::ProbeSite;
-use styx_usdt::target::ElfFile;
-
-/// A flush site, in a file of the target.
-pub struct FlushSite {
-    pub file: ElfFile,
-    pub site: ProbeSite,
-}
 
 /// What reading the process gave: batch records, as the eBPF program would
 /// have written them (timed now), and how many threads' buffers were read.
@@ -48,7 +40,11 @@ pub fn read(pid: u32, sites: &[FlushSite]) -> Result<Partial> {
         return Ok(partial);
     }
     for flush in sites {
-        let registry = registry_address(pid, &maps, flush)?;
+        let block = flush_block::address(pid, &maps, flush)?;
+        let mut pointer = [0u8; 8];
+        remote::read(pid, block + REGISTRY_POINTER_OFFSET, &mut pointer)
+            .context("reading the batch registry's address")?;
+        let registry = u64::from_le_bytes(pointer);
         let mut slots = vec![0u8; REGISTRY_SLOTS * 8];
         remote::read(pid, registry, &mut slots).context("reading the batch registry")?;
         let now = monotonic_ns();
@@ -111,56 +107,6 @@ fn read_buffer(pid: u32, at: u64, now: u64) -> Result<Option<Vec<u8>>> {
     Ok(Some(record))
 }
 
-/// The registry's address in the process: read beside the flush site's
-/// semaphore, placed with the load bias of the file's mapping.
-fn registry_address(pid: u32, maps: &str, flush: &FlushSite) -> Result<u64> {
-    let bias = load_bias(pid, maps, &flush.file, &flush.site)?;
-    let pointer_at = bias
-        .wrapping_add(flush.site.semaphore)
-        .wrapping_add(REGISTRY_POINTER_OFFSET);
-    let mut pointer = [0u8; 8];
-    remote::read(pid, pointer_at, &mut pointer).context("reading the batch registry's address")?;
-    Ok(u64::from_le_bytes(pointer))
-}
-
-/// Runtime address minus link-time address for `file` in process `pid`:
-/// from the mapping (same device and inode) that holds the site's code.
-fn load_bias(pid: u32, maps: &str, file: &ElfFile, site: &ProbeSite) -> Result<u64> {
-    let meta = fs::metadata(&file.read_at).with_context(|| format!("reading {}", file.name))?;
-    let (major, minor) = (libc::major(meta.dev()), libc::minor(meta.dev()));
-    for line in maps.lines() {
-        let mut fields = line.split_whitespace();
-        let (Some(range), Some(_perms), Some(offset), Some(dev), Some(inode)) = (
-            fields.next(),
-            fields.next(),
-            fields.next(),
-            fields.next(),
-            fields.next(),
-        ) else {
-            continue;
-        };
-        let same_file = inode.parse::<u64>().ok() == Some(meta.ino())
-            && dev == format!("{major:02x}:{minor:02x}");
-        let (Some((start, end)), Ok(offset)) =
-            (range.split_once('-'), u64::from_str_radix(offset, 16))
-        else {
-            continue;
-        };
-        let (Ok(start), Ok(end)) = (u64::from_str_radix(start, 16), u64::from_str_radix(end, 16))
-        else {
-            continue;
-        };
-        if same_file && (offset..offset + (end - start)).contains(&site.file_offset) {
-            let runtime = start + (site.file_offset - offset);
-            return Ok(runtime.wrapping_sub(site.address));
-        }
-    }
-    Err(anyhow!(
-        "{} is not mapped in process {pid} where its flush site is",
-        file.name
-    ))
-}
-
 fn monotonic_ns() -> u64 {
     let mut now = libc::timespec {
         tv_sec: 0,
@@ -169,52 +115,4 @@ fn monotonic_ns() -> u64 {
     // SAFETY: writes the struct we pass.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
     now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
-}
-
-/// The traced process's memory: the two system calls.
-mod remote {
-    use std::io;
-
-    /// Fills `buf` from address `at` of process `pid`.
-    pub fn read(pid: u32, at: u64, buf: &mut [u8]) -> io::Result<()> {
-        let local = libc::iovec {
-            iov_base: buf.as_mut_ptr().cast(),
-            iov_len: buf.len(),
-        };
-        let remote = libc::iovec {
-            iov_base: at as *mut libc::c_void,
-            iov_len: buf.len(),
-        };
-        // SAFETY: the local iovec covers `buf`; the remote one is only
-        // read by the kernel, which checks it.
-        let n = unsafe { libc::process_vm_readv(pid as i32, &local, 1, &remote, 1, 0) };
-        complete(n, buf.len())
-    }
-
-    /// Writes `bytes` at address `at` of process `pid`.
-    pub fn write(pid: u32, at: u64, bytes: &[u8]) -> io::Result<()> {
-        let local = libc::iovec {
-            iov_base: bytes.as_ptr() as *mut libc::c_void,
-            iov_len: bytes.len(),
-        };
-        let remote = libc::iovec {
-            iov_base: at as *mut libc::c_void,
-            iov_len: bytes.len(),
-        };
-        // SAFETY: the kernel only reads the local iovec's bytes and checks
-        // the remote range.
-        let n = unsafe { libc::process_vm_writev(pid as i32, &local, 1, &remote, 1, 0) };
-        complete(n, bytes.len())
-    }
-
-    fn complete(n: isize, wanted: usize) -> io::Result<()> {
-        match n {
-            n if n < 0 => Err(io::Error::last_os_error()),
-            n if n as usize != wanted => Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!("{n} of {wanted} bytes"),
-            )),
-            _ => Ok(()),
-        }
-    }
 }

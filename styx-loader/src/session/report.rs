@@ -2,6 +2,7 @@
 //! that did not make it to the output.
 
 use super::drain::Sink;
+use crate::bpf::load::Lost;
 use std::time::Duration;
 use styx_common::EventKind;
 
@@ -23,9 +24,8 @@ pub struct Summary<'a> {
     pub sink: &'a Sink,
     /// Ring-full drops per event kind (index = kind id).
     pub drops: &'a [u64],
-    /// Batched events whose copy from the emulator failed, per kind; slot
-    /// 0: batches whose head could not be read.
-    pub faults: &'a [u64],
+    /// Batched events whose copy from the emulator failed.
+    pub faults: &'a Lost,
     pub ring_size: u32,
 }
 
@@ -48,7 +48,7 @@ pub fn print(s: &Summary<'_>) {
     );
     for &kind in EventKind::ALL {
         let i = kind as usize;
-        let (n, lost, faulted) = (written.events[i], s.drops[i], s.faults[i]);
+        let (n, lost, faulted) = (written.events[i], s.drops[i], s.faults.events[i]);
         if n > 0 || lost > 0 || faulted > 0 {
             let mut notes = String::new();
             if lost > 0 {
@@ -60,13 +60,13 @@ pub fn print(s: &Summary<'_>) {
             eprintln!("  {:<11} {n:>12}{notes}", kind.probe_name());
         }
     }
-    let faulted: u64 = s.faults[1..].iter().sum();
-    if faulted > 0 || s.faults[0] > 0 {
+    let faulted: u64 = s.faults.events.iter().sum();
+    if s.faults.batches > 0 {
         log::warn!(
-            "{faulted} batched events were lost because the kernel could not copy them from \
-             the process (a page of the batch buffer not resident), and {} batches whose \
-             head could not be read at all",
-            s.faults[0]
+            "{} batches were lost because the kernel could not copy them from the process \
+             (a page of the batch buffer not resident): {faulted} events, plus those of \
+             batches whose head could not be read at all",
+            s.faults.batches
         );
     }
     if written.duplicates > 0 {

@@ -1,0 +1,124 @@
+//! The flush site's semaphore block (`styx_common::batch::FlushSemaphore`)
+//! in the traced process, and the two system calls that read and write
+//! the process's memory: how the loader reaches the batch registry
+//! ([`super::partial`]) and lossless mode's flow control ([`super::flow`]).
+
+use anyhow::{anyhow, bail, Context, Result};
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use styx_common::batch::{BATCH_LAYOUT_VERSION, LAYOUT_VERSION_OFFSET};
+use styx_usdt::note::ProbeSite;
+use styx_usdt::target::ElfFile;
+
+/// A flush site, in a file of the target.
+pub struct FlushSite {
+    pub file: ElfFile,
+    pub site: ProbeSite,
+}
+
+/// The flush site's semaphore block in process `pid` (whose
+/// `/proc/PID/maps` is `maps`): its link-time address placed with the load
+/// bias of the file's mapping, once its layout version says it is the
+/// block this loader knows (nothing is written to a process otherwise).
+pub fn address(pid: u32, maps: &str, flush: &FlushSite) -> Result<u64> {
+    let bias = load_bias(pid, maps, &flush.file, &flush.site)?;
+    let block = bias.wrapping_add(flush.site.semaphore);
+    let mut version = [0u8; 2];
+    remote::read(pid, block + LAYOUT_VERSION_OFFSET, &mut version)
+        .context("reading the flush site's semaphore block")?;
+    let version = u16::from_le_bytes(version);
+    if version != BATCH_LAYOUT_VERSION {
+        bail!(
+            "{} was built with a styx-probe whose batch layout is version {version}, this \
+             loader knows version {BATCH_LAYOUT_VERSION}",
+            flush.file.name
+        );
+    }
+    Ok(block)
+}
+
+/// Runtime address minus link-time address for `file` in process `pid`:
+/// from the mapping (same device and inode) that holds the site's code.
+fn load_bias(pid: u32, maps: &str, file: &ElfFile, site: &ProbeSite) -> Result<u64> {
+    let meta = fs::metadata(&file.read_at).with_context(|| format!("reading {}", file.name))?;
+    let (major, minor) = (libc::major(meta.dev()), libc::minor(meta.dev()));
+    for line in maps.lines() {
+        let mut fields = line.split_whitespace();
+        let (Some(range), Some(_perms), Some(offset), Some(dev), Some(inode)) = (
+            fields.next(),
+            fields.next(),
+            fields.next(),
+            fields.next(),
+            fields.next(),
+        ) else {
+            continue;
+        };
+        let same_file = inode.parse::<u64>().ok() == Some(meta.ino())
+            && dev == format!("{major:02x}:{minor:02x}");
+        let (Some((start, end)), Ok(offset)) =
+            (range.split_once('-'), u64::from_str_radix(offset, 16))
+        else {
+            continue;
+        };
+        let (Ok(start), Ok(end)) = (u64::from_str_radix(start, 16), u64::from_str_radix(end, 16))
+        else {
+            continue;
+        };
+        if same_file && (offset..offset + (end - start)).contains(&site.file_offset) {
+            let runtime = start + (site.file_offset - offset);
+            return Ok(runtime.wrapping_sub(site.address));
+        }
+    }
+    Err(anyhow!(
+        "{} is not mapped in process {pid} where its flush site is",
+        file.name
+    ))
+}
+
+/// The traced process's memory: the two system calls.
+pub mod remote {
+    use std::io;
+
+    /// Fills `buf` from address `at` of process `pid`.
+    pub fn read(pid: u32, at: u64, buf: &mut [u8]) -> io::Result<()> {
+        let local = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        let remote = libc::iovec {
+            iov_base: at as *mut libc::c_void,
+            iov_len: buf.len(),
+        };
+        // SAFETY: the local iovec covers `buf`; the remote one is only
+        // read by the kernel, which checks it.
+        let n = unsafe { libc::process_vm_readv(pid as i32, &local, 1, &remote, 1, 0) };
+        complete(n, buf.len())
+    }
+
+    /// Writes `bytes` at address `at` of process `pid`.
+    pub fn write(pid: u32, at: u64, bytes: &[u8]) -> io::Result<()> {
+        let local = libc::iovec {
+            iov_base: bytes.as_ptr() as *mut libc::c_void,
+            iov_len: bytes.len(),
+        };
+        let remote = libc::iovec {
+            iov_base: at as *mut libc::c_void,
+            iov_len: bytes.len(),
+        };
+        // SAFETY: the kernel only reads the local iovec's bytes and checks
+        // the remote range.
+        let n = unsafe { libc::process_vm_writev(pid as i32, &local, 1, &remote, 1, 0) };
+        complete(n, bytes.len())
+    }
+
+    fn complete(n: isize, wanted: usize) -> io::Result<()> {
+        match n {
+            n if n < 0 => Err(io::Error::last_os_error()),
+            n if n as usize != wanted => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("{n} of {wanted} bytes"),
+            )),
+            _ => Ok(()),
+        }
+    }
+}

@@ -360,10 +360,14 @@ fn current_or_new() -> Option<&'static Buffer> {
 fn acquire() -> &'static Buffer {
     static AT_EXIT: Once = Once::new();
     AT_EXIT.call_once(|| {
-        // SAFETY: registers a plain function; failure only means the exit
+        // SAFETY: register plain functions; failure only means the exit
         // flush does not run (then a stopping loader still reads the
-        // buffers, if it is tracing this process).
-        unsafe { libc::atexit(flush_all_at_exit) };
+        // buffers, if it is tracing this process), or a forked child
+        // hands over its parent's pending events as its own.
+        unsafe {
+            libc::atexit(flush_all_at_exit);
+            libc::pthread_atfork(None, None, Some(forget_in_child));
+        }
     });
     let tid = unsafe { libc::gettid() } as u32;
     for slot in &REGISTRY.0 {
@@ -483,6 +487,27 @@ extern "C" fn flush_all_at_exit() {
         };
         hand_over(buffer, start, len);
     }
+}
+
+/// In a forked child: the buffers are copies of the parent's, holding the
+/// parent's pending events (the parent hands them over). The child starts
+/// with none: every buffer empty and free, this thread without one.
+extern "C" fn forget_in_child() {
+    for slot in &REGISTRY.0 {
+        let buffer = slot.load(Ordering::Acquire);
+        if buffer.is_null() {
+            break;
+        }
+        // SAFETY: registered buffers are never freed; the child has one
+        // thread, this one.
+        let buffer = unsafe { &*buffer };
+        buffer.head.len.store(0, Ordering::Release);
+        // SAFETY: as above: no other thread.
+        unsafe { *buffer.head.counts.get() = [0; EVENT_KIND_SLOTS as usize] };
+        buffer.limit.set(0);
+        buffer.owned.store(0, Ordering::Release);
+    }
+    let _ = CURRENT.try_with(|c| c.set(null_mut()));
 }
 
 /// `CLOCK_MONOTONIC` now, in ns (the vDSO: no system call).

@@ -312,3 +312,166 @@ fn read_u64(bytes: &[u8], at: usize) -> Option<u64> {
     let chunk = bytes.get(at..at.checked_add(8)?)?;
     Some(u64::from_le_bytes(chunk.try_into().expect("8 bytes")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use styx_common::batch::{item_word, BatchHead, BATCH_RECORD_KIND};
+
+    /// A batch record of thread 7 in process 1, flushed at `end_ns`.
+    fn record(seq: u64, start: u32, end_ns: u64, items: &[u64]) -> Vec<u8> {
+        let fixed = BatchRecord {
+            header: RecordHeader {
+                ts_ns: end_ns,
+                pid: 1,
+                tid: 7,
+                kind: BATCH_RECORD_KIND,
+                ..RecordHeader::default()
+            },
+            head: BatchHead {
+                seq,
+                ..BatchHead::default()
+            },
+            start,
+            len: (items.len() * 8) as u32,
+        };
+        let mut bytes = bytemuck::bytes_of(&fixed).to_vec();
+        for item in items {
+            bytes.extend_from_slice(&item.to_le_bytes());
+        }
+        bytes
+    }
+
+    fn mark(ns: u64) -> [u64; 2] {
+        [item_word(ITEM_TIME, 0), ns]
+    }
+
+    fn insn(pc: u64) -> [u64; 3] {
+        [item_word(EventKind::InsnExec as u8, 0), pc, 0xea]
+    }
+
+    /// (ts, first argument) of each event given.
+    fn split(batches: &mut Batches, bytes: &[u8]) -> Result<Vec<(u64, u64)>, BatchError> {
+        let mut got = Vec::new();
+        batches
+            .split(bytes, |event| {
+                let Body::Args(args) = event.body else {
+                    unreachable!()
+                };
+                assert_eq!((event.header.pid, event.header.tid), (1, 7));
+                got.push((event.header.ts_ns, args[0]));
+                Ok::<(), ()>(())
+            })?
+            .unwrap();
+        Ok(got)
+    }
+
+    #[test]
+    fn events_are_timed_between_the_marks_around_them_and_the_flush() {
+        let items: Vec<u64> = [
+            &mark(1000)[..],
+            &insn(1),
+            &insn(2),
+            &mark(1400),
+            &insn(3),
+            &insn(4),
+            &insn(5),
+            &insn(6),
+        ]
+        .concat();
+        let got = split(&mut Batches::new(), &record(0, 0, 2200, &items)).unwrap();
+        // 1000 and 1400 exact; 2 halfway between them; 4, 5, 6 a quarter
+        // of the way each towards the flush (as if a mark followed 6).
+        assert_eq!(
+            got,
+            [(1000, 1), (1200, 2), (1400, 3), (1600, 4), (1800, 5), (2000, 6)]
+        );
+    }
+
+    #[test]
+    fn events_before_any_mark_take_the_next_marks_time_or_the_flushes() {
+        let items: Vec<u64> = [&insn(1)[..], &mark(500), &insn(2)].concat();
+        let got = split(&mut Batches::new(), &record(0, 64, 900, &items)).unwrap();
+        assert_eq!(got, [(500, 1), (500, 2)]);
+        let got = split(&mut Batches::new(), &record(0, 0, 900, &insn(3))).unwrap();
+        assert_eq!(got, [(900, 3)]);
+    }
+
+    #[test]
+    fn bytes_of_a_batch_given_before_are_not_given_again() {
+        let mut batches = Batches::new();
+        let first: Vec<u64> = [&mark(10)[..], &insn(1), &insn(2)].concat();
+        assert_eq!(split(&mut batches, &record(3, 0, 50, &first)).unwrap().len(), 2);
+        // The same batch, longer (read again later): only the new event.
+        let longer: Vec<u64> = [&first[..], &insn(3)].concat();
+        let got = split(&mut batches, &record(3, 0, 60, &longer)).unwrap();
+        assert_eq!(got.iter().map(|e| e.1).collect::<Vec<_>>(), [3]);
+        // Its rest handed over from where a loader took it: nothing new.
+        assert!(split(&mut batches, &record(3, 64, 70, &insn(3))).unwrap().is_empty());
+        // An older batch arriving late was given already.
+        assert!(split(&mut batches, &record(2, 0, 80, &first)).unwrap().is_empty());
+        // A newer one is.
+        assert_eq!(split(&mut batches, &record(4, 0, 90, &first)).unwrap().len(), 2);
+        // Batches of one event, from a thread being torn down, all count.
+        for _ in 0..2 {
+            assert_eq!(split(&mut batches, &record(ALONE_SEQ, 0, 99, &insn(9))).unwrap().len(), 1);
+        }
+    }
+
+    #[test]
+    fn whole_batches_are_counted_per_kind_once() {
+        let mut batches = Batches::new();
+        let mut counts = [0u64; 16];
+        let mem = [item_word(EventKind::MemRead as u8, 4), 1, 2, 3];
+        let items: Vec<u64> = [&mark(10)[..], &insn(1), &mem, &insn(2)].concat();
+        assert!(batches.take_whole(&record(0, 0, 20, &items), &mut counts));
+        assert_eq!(counts[EventKind::InsnExec as usize], 2);
+        assert_eq!(counts[EventKind::MemRead as usize], 1);
+        assert_eq!(counts.iter().sum::<u64>(), 3);
+        // Overlapping what was taken: to be split instead, counts untouched.
+        assert!(!batches.take_whole(&record(0, 0, 30, &items), &mut counts));
+        assert_eq!(counts.iter().sum::<u64>(), 3);
+        // A bad item: split instead (which reports it).
+        let bad: Vec<u64> = [&insn(1)[..], &[item_word(EventKind::Marker as u8, 0)]].concat();
+        assert!(!batches.take_whole(&record(1, 0, 30, &bad), &mut counts));
+    }
+
+    #[test]
+    fn malformed_batches_give_what_precedes_the_fault_then_say_why() {
+        let mut batches = Batches::new();
+        let bad: Vec<u64> = [&insn(1)[..], &[item_word(EventKind::Marker as u8, 0)]].concat();
+        let mut got = Vec::new();
+        let error = batches
+            .split(&record(0, 0, 5, &bad), |e| {
+                got.push(e.header.ts_ns);
+                Ok::<(), ()>(())
+            })
+            .unwrap_err();
+        assert_eq!(got.len(), 1);
+        assert_eq!(
+            error,
+            BatchError::UnknownKind {
+                offset: 24,
+                kind: EventKind::Marker as u8
+            }
+        );
+        // Cut inside an item.
+        let mut cut = record(1, 0, 5, &insn(1));
+        let len = cut.len();
+        cut.truncate(len - 8);
+        assert!(matches!(
+            batches.split(&cut, |_| Ok::<(), ()>(())),
+            Err(BatchError::Short { .. })
+        ));
+        let mut lying = record(2, 0, 5, &insn(1));
+        lying[RECORD - 4..RECORD].copy_from_slice(&16u32.to_le_bytes());
+        assert_eq!(
+            batches.split(&lying, |_| Ok::<(), ()>(())).unwrap_err(),
+            BatchError::Truncated(0)
+        );
+        assert!(matches!(
+            batches.split(&[0u8; 10], |_| Ok::<(), ()>(())),
+            Err(BatchError::Short { len: 10, .. })
+        ));
+    }
+}

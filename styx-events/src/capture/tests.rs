@@ -499,3 +499,83 @@ fn any_bytes_give_events_or_an_error() {
         let _ = through_every_format(&bytes);
     }
 }
+
+/// A batch record of thread 9 with `n` insn_exec events (one time mark).
+fn batch_record(n: u64) -> Vec<u8> {
+    use styx_common::batch::{item_word, BatchHead, BatchRecord, BATCH_RECORD_KIND, ITEM_TIME};
+    let mut items = vec![item_word(ITEM_TIME, 0), 5_000];
+    for i in 0..n {
+        items.extend([item_word(EventKind::InsnExec as u8, 0), 0x600 + i, i]);
+    }
+    let fixed = BatchRecord {
+        header: RecordHeader {
+            ts_ns: 5_000 + n,
+            pid: 42,
+            tid: 9,
+            kind: BATCH_RECORD_KIND,
+            ..RecordHeader::default()
+        },
+        head: BatchHead::default(),
+        start: 0,
+        len: (items.len() * 8) as u32,
+    };
+    let mut bytes = bytemuck::bytes_of(&fixed).to_vec();
+    for item in items {
+        bytes.extend_from_slice(&item.to_le_bytes());
+    }
+    bytes
+}
+
+/// Batches stored whole read back as their events, in place, between the
+/// events around them, also across refills and cut anywhere.
+#[test]
+fn batch_records_read_back_as_their_events_in_place() {
+    let events = events();
+    let usdt = UsdtProbes::from_infos(&header().usdt);
+    // The largest batch there is: ~16 KiB of items.
+    let n = (styx_common::batch::BATCH_BYTES as u64 - 16) / 24;
+    let batch = batch_record(n);
+    assert!(batch.len() <= MAX_BATCH_RECORD);
+    let mut split = Vec::new();
+    crate::batch::Batches::new()
+        .split(&batch, |e| {
+            let mut line = Bytes::default();
+            jsonl(&mut line, e, &usdt, &mut Repeats::default());
+            split.push(String::from_utf8(line.as_slice().to_vec()).unwrap());
+            Ok::<(), ()>(())
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(split.len() as u64, n);
+
+    let mut writer = CaptureWriter::new(Vec::new(), &header()).unwrap();
+    assert!(writer.takes_batches());
+    for e in &events[..5] {
+        writer.event(e).unwrap();
+    }
+    writer.batch(&batch).unwrap();
+    for e in &events[5..] {
+        writer.event(e).unwrap();
+    }
+    writer.flush().unwrap();
+    let bytes = writer.into_inner();
+    let all = lines(&events, &usdt);
+    let expected: Vec<String> = [&all[..5], &split[..], &all[5..]].concat();
+    let (got, _) = read(&bytes);
+    assert_eq!(got, expected);
+    // A batch costs its record and 4 bytes (tag, length) beyond it.
+    let without = write(&events).len();
+    assert!(bytes.len() <= without + batch.len() + 4, "{} bytes", bytes.len());
+
+    for cut in (0..bytes.len()).step_by(97) {
+        let Ok(mut reader) = Reader::open(&bytes[..cut]) else {
+            continue;
+        };
+        let mut n = 0;
+        while reader.next().unwrap().is_some() {
+            n += 1;
+        }
+        // Before the batch is whole: only the 5 events before it.
+        assert!(n <= 5 || n >= 5 + split.len(), "cut at {cut}: {n}");
+    }
+}

@@ -35,6 +35,11 @@ impl Flow {
         }
     }
 
+    /// The process.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
     /// Grants credit for `taken` batches (received or seen lost since the
     /// start) plus the window; on the first call that finds the flush
     /// blocks, also takes the emulator's count of flushes back to 0 and
@@ -44,14 +49,17 @@ impl Flow {
         if self.blocks.is_empty() {
             let maps =
                 std::fs::read_to_string(format!("/proc/{}/maps", self.pid)).unwrap_or_default();
-            let Ok(blocks) = sites
-                .iter()
-                .map(|site| flush_block::address(self.pid, &maps, site))
-                .collect::<Result<Vec<u64>>>()
-            else {
-                // Not mapped yet: no flush can have happened either.
+            // The files mapped now (a library opened later is not
+            // flow-controlled); none yet: no flush can have happened either.
+            let mut blocks = Vec::new();
+            for site in sites {
+                if let Some(block) = flush_block::address(self.pid, &maps, site)? {
+                    blocks.push(block);
+                }
+            }
+            if blocks.is_empty() {
                 return Ok(());
-            };
+            }
             for &block in &blocks {
                 remote::write(self.pid, block + FLUSHED_OFFSET, &0u64.to_le_bytes())
                     .context("starting lossless flow control")?;

@@ -3,7 +3,7 @@
 //! the process's memory: how the loader reaches the batch registry
 //! ([`super::partial`]) and lossless mode's flow control ([`super::flow`]).
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use styx_common::batch::{BATCH_LAYOUT_VERSION, LAYOUT_VERSION_OFFSET};
@@ -20,8 +20,11 @@ pub struct FlushSite {
 /// `/proc/PID/maps` is `maps`): its link-time address placed with the load
 /// bias of the file's mapping, once its layout version says it is the
 /// block this loader knows (nothing is written to a process otherwise).
-pub fn address(pid: u32, maps: &str, flush: &FlushSite) -> Result<u64> {
-    let bias = load_bias(pid, maps, &flush.file, &flush.site)?;
+/// None when the process does not map the file.
+pub fn address(pid: u32, maps: &str, flush: &FlushSite) -> Result<Option<u64>> {
+    let Some(bias) = load_bias(maps, &flush.file, &flush.site)? else {
+        return Ok(None);
+    };
     let block = bias.wrapping_add(flush.site.semaphore);
     let mut version = [0u8; 2];
     remote::read(pid, block + LAYOUT_VERSION_OFFSET, &mut version)
@@ -34,12 +37,32 @@ pub fn address(pid: u32, maps: &str, flush: &FlushSite) -> Result<u64> {
             flush.file.name
         );
     }
-    Ok(block)
+    Ok(Some(block))
+}
+
+/// The processes that map a flush site's file (for `--binary`, whose
+/// processes the loader does not know by pid).
+pub fn pids_mapping(sites: &[FlushSite]) -> Vec<u32> {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut pids: Vec<u32> = dir
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+        .filter(|pid| {
+            let maps = fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+            sites
+                .iter()
+                .any(|site| matches!(load_bias(&maps, &site.file, &site.site), Ok(Some(_))))
+        })
+        .collect();
+    pids.sort_unstable();
+    pids
 }
 
 /// Runtime address minus link-time address for `file` in process `pid`:
 /// from the mapping (same device and inode) that holds the site's code.
-fn load_bias(pid: u32, maps: &str, file: &ElfFile, site: &ProbeSite) -> Result<u64> {
+fn load_bias(maps: &str, file: &ElfFile, site: &ProbeSite) -> Result<Option<u64>> {
     let meta = fs::metadata(&file.read_at).with_context(|| format!("reading {}", file.name))?;
     let (major, minor) = (libc::major(meta.dev()), libc::minor(meta.dev()));
     for line in maps.lines() {
@@ -66,13 +89,10 @@ fn load_bias(pid: u32, maps: &str, file: &ElfFile, site: &ProbeSite) -> Result<u
         };
         if same_file && (offset..offset + (end - start)).contains(&site.file_offset) {
             let runtime = start + (site.file_offset - offset);
-            return Ok(runtime.wrapping_sub(site.address));
+            return Ok(Some(runtime.wrapping_sub(site.address)));
         }
     }
-    Err(anyhow!(
-        "{} is not mapped in process {pid} where its flush site is",
-        file.name
-    ))
+    Ok(None)
 }
 
 /// The traced process's memory: the two system calls.

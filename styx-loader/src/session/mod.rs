@@ -195,7 +195,7 @@ impl Session {
                         // at signals and the clock.
                         self.tick.reset_immediately();
                     }
-                    grant_credit(self.flow.as_mut(), &self.loaded, &self.sink, &self.flush_sites)?;
+                    grant_credit(&mut self.flow, &self.loaded, &self.sink, &self.flush_sites);
                     if let Some(logger) = self.logger.as_mut() {
                         logger.flush();
                     }
@@ -252,7 +252,6 @@ impl Session {
     /// Reads the batches threads still hold from the process (see
     /// [`partial`]); a warning if it cannot.
     async fn take_partial_batches(&mut self) {
-        let Some(pid) = self.pid else { return };
         if self.flush_sites.is_empty() {
             return;
         }
@@ -261,24 +260,24 @@ impl Session {
         // one in all but pathological cases), draining meanwhile.
         sleep(Duration::from_millis(2)).await;
         self.sink.drain(&mut self.loaded.ring);
-        if let Err(e) = grant_credit(
-            self.flow.as_mut(),
-            &self.loaded,
-            &self.sink,
-            &self.flush_sites,
-        ) {
-            log::warn!("{e:#}");
-        }
-        match partial::read(pid, &self.flush_sites) {
-            Ok(partial) => {
-                for record in &partial.records {
-                    self.sink.record(record);
+        grant_credit(&mut self.flow, &self.loaded, &self.sink, &self.flush_sites);
+        let pids = match self.pid {
+            Some(pid) => vec![pid],
+            // --binary: every process running it now.
+            None => flush_block::pids_mapping(&self.flush_sites),
+        };
+        for pid in pids {
+            match partial::read(pid, &self.flush_sites) {
+                Ok(partial) => {
+                    for record in &partial.records {
+                        self.sink.record(record);
+                    }
                 }
+                Err(e) => log::warn!(
+                    "could not read the batches pid {pid}'s threads still hold (their events \
+                     since their last flush are lost): {e:#}"
+                ),
             }
-            Err(e) => log::warn!(
-                "could not read the batches pid {pid}'s threads still hold (their events \
-                 since their last flush are lost): {e:#}"
-            ),
         }
     }
 
@@ -300,14 +299,7 @@ impl Session {
                 }
             }
             let drained = self.sink.drain(&mut self.loaded.ring);
-            if let Err(e) = grant_credit(
-                self.flow.as_mut(),
-                &self.loaded,
-                &self.sink,
-                &self.flush_sites,
-            ) {
-                log::warn!("{e:#}");
-            }
+            grant_credit(&mut self.flow, &self.loaded, &self.sink, &self.flush_sites);
             if let (Drained::All, true) = (drained, detached) {
                 break;
             }
@@ -342,18 +334,24 @@ impl Session {
 }
 
 /// Lossless mode: grants the emulator credit for the batches taken (or
-/// seen lost) so far.
-fn grant_credit(
-    flow: Option<&mut Flow>,
-    loaded: &Loaded,
-    sink: &Sink,
-    sites: &[FlushSite],
-) -> Result<()> {
-    let Some(flow) = flow else {
-        return Ok(());
+/// seen lost) so far. If that fails (the process exited, or its memory
+/// cannot be written), says so once and stops: the emulator then goes on
+/// without waiting.
+fn grant_credit(flow: &mut Option<Flow>, loaded: &Loaded, sink: &Sink, sites: &[FlushSite]) {
+    let Some(control) = flow.as_mut() else {
+        return;
     };
-    let lost = load::read_lost(&loaded.drops)?.batches + load::read_lost(&loaded.faults)?.batches;
-    flow.grant(sites, sink.batch_records + lost)
+    let granted = load::read_lost(&loaded.drops)
+        .and_then(|drops| Ok(drops.batches + load::read_lost(&loaded.faults)?.batches))
+        .and_then(|lost| control.grant(sites, sink.batch_records + lost));
+    if let Err(e) = granted {
+        let exited = !std::path::Path::new(&format!("/proc/{}/maps", control.pid())).exists();
+        if !exited {
+            log::warn!("lossless flow control stopped, batches may be lost from here: {e:#}");
+        }
+        control.release();
+        *flow = None;
+    }
 }
 
 /// Whether the live line may be drawn: on a terminal, unless events go to

@@ -40,7 +40,9 @@ pub fn read(pid: u32, sites: &[FlushSite]) -> Result<Partial> {
         return Ok(partial);
     }
     for flush in sites {
-        let block = flush_block::address(pid, &maps, flush)?;
+        let Some(block) = flush_block::address(pid, &maps, flush)? else {
+            continue;
+        };
         let mut pointer = [0u8; 8];
         remote::read(pid, block + REGISTRY_POINTER_OFFSET, &mut pointer)
             .context("reading the batch registry's address")?;

@@ -295,11 +295,9 @@ unsafe fn recount(buffer: &Buffer, from: u32, to: u32) {
     let mut at = from as usize;
     while at + 8 <= to as usize {
         let kind = items[at];
+        counts[kind as usize & 0x0f] += 1;
         let args = match styx_common::EventKind::from_id(kind) {
-            Some(kind) => {
-                counts[kind as usize] += 1;
-                kind.shape().record_args()
-            }
+            Some(kind) => kind.shape().record_args(),
             None => 1, // a time mark
         };
         at += item_bytes(args);

@@ -118,7 +118,8 @@ pub struct BatchHead {
     pub taken_len: u32,
     /// Zero.
     pub _reserved: u32,
-    /// Events per kind in the items being flushed.
+    /// Events per kind in the items being flushed; slot 0 ([`ITEM_TIME`])
+    /// counts the time marks.
     pub counts: [u32; EVENT_KIND_SLOTS as usize],
 }
 

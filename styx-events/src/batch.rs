@@ -107,7 +107,16 @@ impl Batches {
             Some(&(newest, to)) => seq > newest || (seq == newest && to <= batch.start as u64),
             None => true,
         };
-        if !fresh || !count_items(items, counts) {
+        if !fresh {
+            return false;
+        }
+        // A whole batch handed over by its owner carries its counts per kind
+        // (what the kernel would have reported lost): taken when they add
+        // up with whole time marks to its length, so the loader need not
+        // touch the items. Else (a batch read from its middle, a count that
+        // raced an append at process exit), the items are walked.
+        let whole = batch.start == 0 && batch.head.len as usize == len;
+        if !(whole && counts_fit(&batch.head.counts, len, counts)) && !count_items(items, counts) {
             return false;
         }
         if seq != ALONE_SEQ {
@@ -252,6 +261,28 @@ impl Batches {
     }
 }
 
+/// Adds a batch head's counts to `counts` if they fit a batch of `len`
+/// bytes exactly: its events' items and its time marks (counted in slot
+/// 0). The reader walks the items anyway and fails on any that do not
+/// parse.
+fn counts_fit(head_counts: &[u32], len: usize, counts: &mut [u64]) -> bool {
+    let mut bytes = 0usize;
+    for (kind, &n) in head_counts.iter().enumerate() {
+        match ARGS_OF.get(kind).copied().flatten() {
+            Some(args) => bytes += n as usize * item_bytes(args),
+            None if n == 0 => {}
+            None => return false,
+        }
+    }
+    if bytes != len {
+        return false;
+    }
+    for (count, &n) in counts.iter_mut().zip(head_counts).skip(1) {
+        *count += n as u64;
+    }
+    true
+}
+
 /// Adds the events of `items` per kind to `counts`, walking only their
 /// words; false (counts unchanged) if an item is bad or cut off.
 fn count_items(items: &[u8], counts: &mut [u64]) -> bool {
@@ -384,7 +415,14 @@ mod tests {
         // of the way each towards the flush (as if a mark followed 6).
         assert_eq!(
             got,
-            [(1000, 1), (1200, 2), (1400, 3), (1600, 4), (1800, 5), (2000, 6)]
+            [
+                (1000, 1),
+                (1200, 2),
+                (1400, 3),
+                (1600, 4),
+                (1800, 5),
+                (2000, 6)
+            ]
         );
     }
 
@@ -401,20 +439,39 @@ mod tests {
     fn bytes_of_a_batch_given_before_are_not_given_again() {
         let mut batches = Batches::new();
         let first: Vec<u64> = [&mark(10)[..], &insn(1), &insn(2)].concat();
-        assert_eq!(split(&mut batches, &record(3, 0, 50, &first)).unwrap().len(), 2);
+        assert_eq!(
+            split(&mut batches, &record(3, 0, 50, &first))
+                .unwrap()
+                .len(),
+            2
+        );
         // The same batch, longer (read again later): only the new event.
         let longer: Vec<u64> = [&first[..], &insn(3)].concat();
         let got = split(&mut batches, &record(3, 0, 60, &longer)).unwrap();
         assert_eq!(got.iter().map(|e| e.1).collect::<Vec<_>>(), [3]);
         // Its rest handed over from where a loader took it: nothing new.
-        assert!(split(&mut batches, &record(3, 64, 70, &insn(3))).unwrap().is_empty());
+        assert!(split(&mut batches, &record(3, 64, 70, &insn(3)))
+            .unwrap()
+            .is_empty());
         // An older batch arriving late was given already.
-        assert!(split(&mut batches, &record(2, 0, 80, &first)).unwrap().is_empty());
+        assert!(split(&mut batches, &record(2, 0, 80, &first))
+            .unwrap()
+            .is_empty());
         // A newer one is.
-        assert_eq!(split(&mut batches, &record(4, 0, 90, &first)).unwrap().len(), 2);
+        assert_eq!(
+            split(&mut batches, &record(4, 0, 90, &first))
+                .unwrap()
+                .len(),
+            2
+        );
         // Batches of one event, from a thread being torn down, all count.
         for _ in 0..2 {
-            assert_eq!(split(&mut batches, &record(ALONE_SEQ, 0, 99, &insn(9))).unwrap().len(), 1);
+            assert_eq!(
+                split(&mut batches, &record(ALONE_SEQ, 0, 99, &insn(9)))
+                    .unwrap()
+                    .len(),
+                1
+            );
         }
     }
 
@@ -434,6 +491,32 @@ mod tests {
         // A bad item: split instead (which reports it).
         let bad: Vec<u64> = [&insn(1)[..], &[item_word(EventKind::Marker as u8, 0)]].concat();
         assert!(!batches.take_whole(&record(1, 0, 30, &bad), &mut counts));
+
+        // A whole batch's own counts are taken when they fit its length,
+        // without walking its items: these say one mem_read and four marks
+        // (which fits), where the items have more…
+        let mut trusted = record(2, 0, 40, &items);
+        let counts_at = RECORD - 8 - 64;
+        let with_counts = |bytes: &mut Vec<u8>, marks: u32, insns: u32, reads: u32, len: u32| {
+            bytes[counts_at..][..4].copy_from_slice(&marks.to_le_bytes());
+            bytes[counts_at + 4 * EventKind::InsnExec as usize..][..4]
+                .copy_from_slice(&insns.to_le_bytes());
+            bytes[counts_at + 4 * EventKind::MemRead as usize..][..4]
+                .copy_from_slice(&reads.to_le_bytes());
+            let head_len_at = std::mem::offset_of!(BatchRecord, head) + 16;
+            bytes[head_len_at..][..4].copy_from_slice(&len.to_le_bytes());
+        };
+        with_counts(&mut trusted, 4, 0, 1, (items.len() * 8) as u32);
+        let mut counts = [0u64; 16];
+        assert!(batches.take_whole(&trusted, &mut counts));
+        assert_eq!(counts[EventKind::InsnExec as usize], 0);
+        assert_eq!(counts[EventKind::MemRead as usize], 1);
+        // …and walked when they do not: one insn_exec too many.
+        let mut lying = record(3, 0, 40, &items);
+        with_counts(&mut lying, 1, 3, 1, (items.len() * 8) as u32);
+        let mut counts = [0u64; 16];
+        assert!(batches.take_whole(&lying, &mut counts));
+        assert_eq!(counts[EventKind::InsnExec as usize], 2);
     }
 
     #[test]

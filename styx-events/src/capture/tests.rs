@@ -565,7 +565,11 @@ fn batch_records_read_back_as_their_events_in_place() {
     assert_eq!(got, expected);
     // A batch costs its record and 4 bytes (tag, length) beyond it.
     let without = write(&events).len();
-    assert!(bytes.len() <= without + batch.len() + 4, "{} bytes", bytes.len());
+    assert!(
+        bytes.len() <= without + batch.len() + 4,
+        "{} bytes",
+        bytes.len()
+    );
 
     for cut in (0..bytes.len()).step_by(97) {
         let Ok(mut reader) = Reader::open(&bytes[..cut]) else {

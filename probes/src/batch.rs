@@ -230,7 +230,7 @@ fn flush_owned(buffer: &Buffer) {
     } else {
         0
     };
-    hand_over(buffer, start, len);
+    hand_over(buffer, start, len, seq);
     head.seq.store(seq + 1, Ordering::Release);
     head.len.store(0, Ordering::Release);
     // SAFETY: the owner's counts.
@@ -239,9 +239,11 @@ fn flush_owned(buffer: &Buffer) {
     buffer.limit.set(0);
 }
 
-/// Fires the flush probe for items `start..len`, after waiting for credit
-/// in lossless mode (`styx_common::batch::FlushSemaphore` says how).
-fn hand_over(buffer: &Buffer, start: u32, len: u32) {
+/// Fires the flush probe for items `start..len` of batch `seq`, after
+/// waiting for credit in lossless mode (`styx_common::batch::FlushSemaphore`
+/// says how). The batch's number and owner go with it as the caller read
+/// them: at process exit another thread may have moved on meanwhile.
+fn hand_over(buffer: &Buffer, start: u32, len: u32, seq: u64) {
     if start >= len {
         return;
     }
@@ -253,6 +255,8 @@ fn hand_over(buffer: &Buffer, start: u32, len: u32) {
         buffer as *const Buffer as u64,
         start as u64,
         (len - start) as u64,
+        seq,
+        buffer.head.tid.load(Ordering::Relaxed) as u64,
     );
 }
 
@@ -308,14 +312,20 @@ unsafe fn recount(buffer: &Buffer, from: u32, to: u32) {
 /// tracer attaches to `styx_batch:<type>` only to raise that type's
 /// batched half (`+2`). Not inlined, so each is one site per binary.
 #[inline(never)]
-fn fire_flush(buffer: u64, start: u64, len: u64) {
+fn fire_flush(buffer: u64, start: u64, len: u64, seq: u64, tid: u64) {
     crate::site::probe_site!(
         styx_batch,
         flush,
         FLUSH,
         0,
-        "8@%rdi 8@%rsi 8@%rdx",
-        ["rdi" = buffer, "rsi" = start, "rdx" = len]
+        "8@%rdi 8@%rsi 8@%rdx 8@%rcx 8@%r8",
+        [
+            "rdi" = buffer,
+            "rsi" = start,
+            "rdx" = len,
+            "rcx" = seq,
+            "r8" = tid
+        ]
     );
     styx_common::event_catalogue!(batch_enable_sites);
 }
@@ -461,7 +471,8 @@ fn push_alone(kind: u8, aux: u8, args: &[u64]) {
     alone.items[3..3 + args.len()].copy_from_slice(args);
     alone.head.counts.get_mut()[kind as usize] = 1;
     let len = 8 * (3 + args.len()) as u64;
-    fire_flush(&raw const alone as u64, 0, len);
+    let tid = alone.head.tid.load(Ordering::Relaxed) as u64;
+    fire_flush(&raw const alone as u64, 0, len, ALONE_SEQ, tid);
 }
 
 /// At process exit (return from `main`, `exit()` from any thread), every
@@ -477,13 +488,14 @@ extern "C" fn flush_all_at_exit() {
         // SAFETY: registered buffers are never freed.
         let buffer = unsafe { &*buffer };
         let head = &buffer.head;
+        let seq = head.seq.load(Ordering::Acquire);
         let len = head.len.load(Ordering::Acquire);
-        let start = if head.taken_seq.load(Ordering::Acquire) == head.seq.load(Ordering::Acquire) {
+        let start = if head.taken_seq.load(Ordering::Acquire) == seq {
             head.taken_len.load(Ordering::Relaxed).min(len)
         } else {
             0
         };
-        hand_over(buffer, start, len);
+        hand_over(buffer, start, len, seq);
     }
 }
 

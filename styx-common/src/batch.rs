@@ -15,7 +15,7 @@
 //!    written before the first event at or past every [`MARK_EVERY_BYTES`]).
 //! 3. When the buffer is full, at `styx_probe::flush()`, before a per-event
 //!    type's probe fires, at thread exit and at process exit, the thread
-//!    fires `styx_batch:flush(head, start, len)`. The eBPF program copies
+//!    fires `styx_batch:flush(head, start, len, seq, tid)`. The eBPF program copies
 //!    head and items whole into one ring record ([`BatchRecord`] + items),
 //!    stamped with the kernel's time: the end of the batch.
 //! 4. The loader splits the record into events, timing each by
@@ -33,8 +33,10 @@ use crate::EVENT_KIND_SLOTS;
 pub const BATCH_PROVIDER: &str = "styx_batch";
 
 /// The probe a thread fires to hand over a batch: arguments
-/// `(head, start, len)`, the buffer's [`BatchHead`] and the byte range of
-/// items to copy.
+/// `(head, start, len, seq, tid)`, the buffer's [`BatchHead`], the byte
+/// range of items to copy, and the batch's number and owner as the flushing
+/// thread read them (at process exit one thread flushes every thread's
+/// buffer, whose head may have moved on by the time the probe fires).
 pub const FLUSH_PROBE: &str = "flush";
 
 /// Bytes of items a thread's buffer holds (16 KiB: batches of ~500

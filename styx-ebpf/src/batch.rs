@@ -23,7 +23,7 @@ struct Chunk<const N: usize> {
     items: [u8; N],
 }
 
-/// Arguments `(head, start, len)`. Slot 0 of `DROPS` and `FAULTS` counts
+/// Arguments `(head, start, len, seq, tid)`. Slot 0 of `DROPS` and `FAULTS` counts
 /// lost batches (which lossless mode's flow control counts as taken); the
 /// other slots their events per kind.
 #[inline(always)]
@@ -35,6 +35,7 @@ pub fn flush(ctx: &ProbeContext) {
     }
     let head_at = arg(ctx, 0);
     let (start, len) = (arg(ctx, 1), arg(ctx, 2));
+    let (seq, tid) = (arg(ctx, 3), arg(ctx, 4) as u32);
     let mut head = BatchHead::default();
     // SAFETY: writes into a local of the size given; a bad address only
     // makes the helper fail.
@@ -51,6 +52,9 @@ pub fn flush(ctx: &ProbeContext) {
         return;
     }
     let items_at = head_at + size_of::<BatchHead>() as u64 + start;
+    // The batch's number and owner as the flushing thread read them.
+    head.seq = seq;
+    head.tid = tid;
     let place = Place {
         head: &head,
         items_at,

@@ -7,8 +7,17 @@
 //!   and argument closures that ran (0 while no tracer is attached).
 //! - `enabled`: answers `enabled any=0|1 kinds=K,…`: what
 //!   `styx_probe::any_enabled` says, and each event type `enabled` names.
+//! - `fire-main ROUNDS`: fires ROUNDS rounds on the main thread, which stays
+//!   (so batched events wait in its batch). Answers like `fire`.
+//! - `flush`: calls `styx_probe::flush()` on the main thread; answers `flushed`.
+//! - `park ROUNDS THREADS`: THREADS threads fire ROUNDS rounds each and then
+//!   wait, their batches pending, until `unpark`. Answers like `fire` once
+//!   all have fired.
+//! - `unpark`: lets the parked threads exit; answers `unparked` once they have.
+//! - `exit-thread CODE`: a new thread calls `exit(CODE)`, the parked ones still
+//!   waiting.
 //! - `exit CODE`: exits with CODE.
-//! - `quit`: exits.
+//! - `quit`: exits (returns from `main`).
 //!
 //! Its first act is a `marker` "testprog start", which only a tracer that
 //! attached before the program started can see.
@@ -54,6 +63,13 @@ struct Recorder {
 }
 
 impl Recorder {
+    /// Writes out what was recorded so far.
+    fn flush(&self) {
+        if let Some(out) = &self.out {
+            out.lock().expect("recorder lock").flush().expect("flush");
+        }
+    }
+
     fn record(&self, event: &str, fields: Value) {
         let Some(out) = &self.out else { return };
         let mut line = json!({
@@ -156,6 +172,50 @@ fn fire_round(rec: &Recorder, thread: u64, i: u64) {
     fire!(rec, marker, (text.as_str()), {"text": text});
 }
 
+/// Threads that fired and now wait for `unpark`, their batches pending.
+struct Parked {
+    release: std::sync::mpsc::Sender<()>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+fn park(rec: &'static Recorder, rounds: u64, threads: u64) -> Parked {
+    let (release, wait) = std::sync::mpsc::channel::<()>();
+    let wait = std::sync::Arc::new(Mutex::new(wait));
+    let (fired, done) = std::sync::mpsc::channel();
+    let threads = (0..threads)
+        .map(|thread| {
+            let (wait, fired) = (wait.clone(), fired.clone());
+            std::thread::spawn(move || {
+                for i in 0..rounds {
+                    fire_round(rec, thread, i);
+                }
+                fired.send(()).expect("main waits");
+                // Disconnected by `unpark`: every thread wakes then.
+                let _ = wait.lock().expect("lock").recv();
+            })
+        })
+        .collect::<Vec<_>>();
+    for _ in &threads {
+        done.recv().expect("a parked thread fired");
+    }
+    Parked { release, threads }
+}
+
+fn answer(line: &str) {
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{line}")
+        .and_then(|()| stdout.flush())
+        .expect("writing stdout");
+}
+
+fn done_line() -> String {
+    format!(
+        "done calls={} evaluated={}",
+        CALLS.load(Ordering::Relaxed),
+        EVALUATED.load(Ordering::Relaxed)
+    )
+}
+
 fn run_threads(rec: &Recorder, rounds: u64, threads: u64) {
     std::thread::scope(|scope| {
         for thread in 0..threads {
@@ -195,7 +255,9 @@ fn main() {
         }
         None => None,
     };
-    let rec = Recorder { out };
+    // Static: parked threads outlive the loop's borrows.
+    let rec: &'static Recorder = Box::leak(Box::new(Recorder { out }));
+    let mut parked: Option<Parked> = None;
     let stdout = std::io::stdout();
     for line in std::io::stdin().lock().lines() {
         let line = line.expect("reading stdin");
@@ -206,7 +268,7 @@ fn main() {
                 let threads = threads.parse().expect("threads");
                 CALLS.store(0, Ordering::Relaxed);
                 EVALUATED.store(0, Ordering::Relaxed);
-                run_threads(&rec, rounds, threads);
+                run_threads(rec, rounds, threads);
                 if let Some(out) = &rec.out {
                     out.lock().expect("recorder lock").flush().expect("flush");
                 }
@@ -225,6 +287,42 @@ fn main() {
                 writeln!(stdout, "{}", enabled_line())
                     .and_then(|()| stdout.flush())
                     .expect("writing stdout");
+            }
+            ["fire-main", rounds] => {
+                CALLS.store(0, Ordering::Relaxed);
+                EVALUATED.store(0, Ordering::Relaxed);
+                for i in 0..rounds.parse().expect("rounds") {
+                    fire_round(rec, 0, i);
+                }
+                rec.flush();
+                answer(&done_line());
+            }
+            ["flush"] => {
+                styx_probe::flush();
+                answer("flushed");
+            }
+            ["park", rounds, threads] => {
+                CALLS.store(0, Ordering::Relaxed);
+                EVALUATED.store(0, Ordering::Relaxed);
+                let threads = threads.parse().expect("threads");
+                parked = Some(park(rec, rounds.parse().expect("rounds"), threads));
+                rec.flush();
+                answer(&done_line());
+            }
+            ["unpark"] => {
+                if let Some(Parked { release, threads }) = parked.take() {
+                    drop(release);
+                    for thread in threads {
+                        thread.join().expect("a parked thread");
+                    }
+                }
+                answer("unparked");
+            }
+            ["exit-thread", code] => {
+                let code = code.parse().expect("exit code");
+                std::thread::spawn(move || std::process::exit(code))
+                    .join()
+                    .expect("exits");
             }
             ["exit", code] => std::process::exit(code.parse().expect("exit code")),
             ["quit"] => return,

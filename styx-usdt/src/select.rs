@@ -122,8 +122,9 @@ impl Wanted<'_> {
             })
         {
             selection.rejected.push(format!(
-                "file {file} has styx probes but no batch sites (built with an older \
-                 styx-probe): its events are taken one probe hit each, ~100x slower"
+                "file {file} has styx probes but no batch flush site this loader reads \
+                 (built with another styx-probe): its events are taken one probe hit \
+                 each, ~100x slower"
             ));
         }
         limit_semaphore_sites(selection);
@@ -164,12 +165,15 @@ fn limit_semaphore_sites(selection: &mut Selection) {
     }
 }
 
-/// Whether the file's styx-probe hands over batches: it has the flush site.
+/// Whether the file's styx-probe hands over batches as this loader takes
+/// them: it has the flush site, with the arguments expected. (Without one,
+/// batch-enable sites must not be attached: events would be batched and
+/// never handed over.)
 fn has_batch_sites(table: &ProbeTable) -> bool {
     table
         .sites
         .iter()
-        .any(|s| s.provider == BATCH_PROVIDER && s.name == FLUSH_PROBE)
+        .any(|s| s.provider == BATCH_PROVIDER && s.name == FLUSH_PROBE && s.args == FLUSH_SPEC)
 }
 
 /// The flush site, and the batch-enable site of each wanted batched kind.
@@ -203,8 +207,8 @@ fn select_batch(file: usize, table: &ProbeTable, kinds: &[EventKind], selection:
     }
 }
 
-/// The flush probe's arguments: (head, start, len).
-const FLUSH_SPEC: &str = "8@%rdi 8@%rsi 8@%rdx";
+/// The flush probe's arguments: (head, start, len, seq, tid).
+const FLUSH_SPEC: &str = "8@%rdi 8@%rsi 8@%rdx 8@%rcx 8@%r8";
 
 fn select_styx(
     file: usize,

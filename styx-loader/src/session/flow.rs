@@ -51,9 +51,11 @@ impl Flow {
                 std::fs::read_to_string(format!("/proc/{}/maps", self.pid)).unwrap_or_default();
             // The files mapped now (a library opened later is not
             // flow-controlled); none yet: no flush can have happened either.
+            // Errors too are tried again at the next drain: a command
+            // started here may be half-way through `exec`.
             let mut blocks = Vec::new();
             for site in sites {
-                if let Some(block) = flush_block::address(self.pid, &maps, site)? {
+                if let Ok(Some(block)) = flush_block::address(self.pid, &maps, site) {
                     blocks.push(block);
                 }
             }

@@ -206,7 +206,9 @@ fn a_capture_of_a_killed_loader_reads_to_its_last_whole_record() {
         .and_then(|w| w.split(' ').next())
         .and_then(|n| n.parse::<u64>().ok())
         .unwrap_or_else(|| panic!("no byte count in {warnings}"));
-    assert!(lost < 200, "{warnings}");
+    // At most one record: the longest is a batch (136 bytes and up to
+    // 16 KiB of items, stored whole).
+    assert!(lost < 136 + 16384 + 16, "{warnings}");
     assert!(size > 300_000);
 }
 
@@ -295,7 +297,10 @@ fn a_full_disk_stops_with_a_clear_error_and_a_readable_capture() {
     assert!(ok, "{warnings}");
     assert!(warnings.contains("was cut short"), "{warnings}");
     let read = jsonl.lines().count();
-    assert!(read > 2000, "{read} events in {size} bytes");
+    // The test program flushes its batch before each of its per-event
+    // types fires, several times a round: small batch records, ~100 bytes
+    // an event here.
+    assert!(read > 500, "{read} events in {size} bytes");
     assert_prefix_of_fired(&by_thread(&jsonl), &by_tid(read_jsonl(&expect)));
     drop(disk);
 }

@@ -36,7 +36,7 @@ fn lists_a_files_probes_filtered_by_a_glob() {
     let mem_sites = table
         .sites
         .iter()
-        .filter(|s| s.name.starts_with("mem_"))
+        .filter(|s| s.provider == "styx" && s.name.starts_with("mem_"))
         .count();
     let site_lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with("    ")).collect();
     assert_eq!(site_lines.len(), mem_sites);
@@ -47,9 +47,23 @@ fn lists_a_files_probes_filtered_by_a_glob() {
         );
     }
 
+    // Everything: the 13 event probes, and batched delivery's plumbing (the
+    // flush probe and a batch-enable probe per batched type), which
+    // bpftrace -l lists too.
     let (ok, stdout, _) = list(&[binary.to_str().unwrap()]);
     assert!(ok);
-    assert_eq!(probes(&stdout).len(), 13, "{stdout}");
+    let all = probes(&stdout);
+    assert_eq!(
+        all.iter().filter(|p| p.starts_with("styx:")).count(),
+        13,
+        "{stdout}"
+    );
+    assert_eq!(
+        all.iter().filter(|p| p.starts_with("styx_batch:")).count(),
+        1 + 8,
+        "{stdout}"
+    );
+    assert_eq!(all.len(), 13 + 9, "{stdout}");
 }
 
 #[test]

@@ -9,6 +9,7 @@
 
 mod support;
 
+mod batched;
 mod binary;
 mod bpftrace;
 mod capture;

@@ -140,8 +140,13 @@ impl TestProg {
         }
     }
 
+    /// Sends `command` without waiting for an answer.
+    pub fn send_only(&mut self, command: &str) {
+        self.send(command);
+    }
+
     /// Sends `command` and returns its one-line answer.
-    fn ask(&mut self, command: &str) -> String {
+    pub fn ask(&mut self, command: &str) -> String {
         self.send(command);
         self.read_line()
     }
@@ -149,7 +154,12 @@ impl TestProg {
     /// styx-testprog: fires `rounds` rounds of every probe on each of
     /// `threads` threads.
     pub fn fire(&mut self, rounds: u64, threads: u64) -> Fired {
-        let answer = self.ask(&format!("fire {rounds} {threads}"));
+        self.fire_by(&format!("fire {rounds} {threads}"))
+    }
+
+    /// styx-testprog: a command answered like `fire` (`fire-main`, `park`).
+    pub fn fire_by(&mut self, command: &str) -> Fired {
+        let answer = self.ask(command);
         let number = |name: &str| -> u64 { field(&answer, name).parse().expect("number") };
         Fired {
             calls: number("calls"),
@@ -258,41 +268,62 @@ pub fn by_tid(events: Vec<Value>) -> BTreeMap<u64, Vec<Value>> {
     map
 }
 
-/// The current value of every styx semaphore in a live process, by probe
-/// name, read from its memory through /proc.
-pub fn semaphores(pid: u32) -> BTreeMap<String, u16> {
+/// The current value of every styx semaphore word in a live process, by
+/// probe name, read from its memory through /proc: the low half counts
+/// per-event sites attached (bpftrace, `--delivery per-event`), the high
+/// half batch-enable sites (`styx_batch:<type>`, the default delivery).
+pub fn semaphores(pid: u32) -> BTreeMap<String, u32> {
     let exe = std::fs::read_link(format!("/proc/{pid}/exe")).expect("readlink exe");
     file_semaphores(pid, &exe)
 }
 
 /// The semaphores of the probes in `file` (the executable or a library) as
 /// process `pid` sees them, by probe name.
-pub fn file_semaphores(pid: u32, file: &Path) -> BTreeMap<String, u16> {
+pub fn file_semaphores(pid: u32, file: &Path) -> BTreeMap<String, u32> {
     let table = styx_usdt::note::read_probe_table(file).expect("reading probe notes");
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("reading maps");
     let exe_path = file;
     let mem = std::fs::File::open(format!("/proc/{pid}/mem")).expect("opening /proc/PID/mem");
     let mut values = BTreeMap::new();
-    for site in table.sites.iter().filter(|s| s.semaphore != 0) {
+    let styx = |s: &&styx_usdt::note::ProbeSite| s.provider == "styx" && s.semaphore != 0;
+    for site in table.sites.iter().filter(styx) {
         let address = runtime_address(&maps, exe_path, site.semaphore_offset)
             .unwrap_or_else(|| panic!("semaphore of {} not mapped", site.name));
-        let mut bytes = [0u8; 2];
+        let mut bytes = [0u8; 4];
         std::os::unix::fs::FileExt::read_exact_at(&mem, &mut bytes, address)
             .expect("reading semaphore");
-        values.insert(site.name.clone(), u16::from_ne_bytes(bytes));
+        values.insert(site.name.clone(), u32::from_ne_bytes(bytes));
     }
     values
 }
 
-/// How many probe sites each styx probe has in a live process's executable.
-pub fn sites_per_probe(pid: u32) -> BTreeMap<String, u16> {
+/// How many per-event sites each styx probe has in a live process's
+/// executable.
+pub fn sites_per_probe(pid: u32) -> BTreeMap<String, u32> {
     let exe = PathBuf::from(format!("/proc/{pid}/exe"));
     let table = styx_usdt::note::read_probe_table(&exe).expect("reading probe notes");
     let mut counts = BTreeMap::new();
-    for site in &table.sites {
+    for site in table.sites.iter().filter(|s| s.provider == "styx") {
         *counts.entry(site.name.clone()).or_default() += 1;
     }
     counts
+}
+
+/// The semaphore words one loader with the default (batched) delivery
+/// raises, attached to every type: a batch-enable site for each batched
+/// type (high half), every per-event site of the others (low half).
+pub fn words_of_one_batched_loader(pid: u32) -> BTreeMap<String, u32> {
+    sites_per_probe(pid)
+        .into_iter()
+        .map(|(name, sites)| {
+            let kind = styx_common::EventKind::from_probe_name(&name).expect("a styx event");
+            let word = match kind.delivery() {
+                styx_common::Delivery::Batched => 1 << 16,
+                styx_common::Delivery::PerEvent => sites,
+            };
+            (name, word)
+        })
+        .collect()
 }
 
 /// Where a file offset of `exe` is mapped in a process, from its maps.

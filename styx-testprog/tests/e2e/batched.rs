@@ -1,0 +1,509 @@
+//! Batched delivery (the default): every event arrives, exactly and in
+//! order, however its batch is handed over (full, `flush()`, thread exit,
+//! process exit, the loader stopping); both delivery modes give the same
+//! events; a full ring counts lost events per type; `--lossless` loses
+//! none and cannot hold the emulator once the loader is killed.
+
+use crate::support::*;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The event types styx-probe batches.
+const BATCHED: &str = "insn_fetch,insn_exec,block,mem_read,mem_write,reg_read,reg_write,branch";
+
+/// A test program and a loader tracing it (`--pid`) into JSON lines.
+struct Traced {
+    prog: TestProg,
+    loader: Loader,
+    expect: PathBuf,
+    out: PathBuf,
+}
+
+fn traced(name: &str, loader_args: &[&str]) -> Traced {
+    require_root();
+    let dir = scratch(name);
+    let (expect, out) = (dir.join("expected.jsonl"), dir.join("traced.jsonl"));
+    let prog = TestProg::spawn(Some(&expect));
+    let mut args = vec!["-o", "jsonl", "--output", out.to_str().unwrap()];
+    args.extend_from_slice(loader_args);
+    let loader = prog.attach_loader(&args);
+    Traced {
+        prog,
+        loader,
+        expect,
+        out,
+    }
+}
+
+/// Every fired event arrived, each thread's in the order fired; returns
+/// how many.
+fn assert_every_event_arrived(expect: &Path, out: &Path) -> usize {
+    let expected = read_jsonl(expect);
+    let traced = read_jsonl(out);
+    assert_eq!(traced.len(), expected.len(), "events traced vs fired");
+    let (expected, traced) = (by_tid(expected), by_tid(traced));
+    assert_eq!(
+        traced.keys().collect::<Vec<_>>(),
+        expected.keys().collect::<Vec<_>>()
+    );
+    for (tid, want) in &expected {
+        for (i, (w, g)) in want.iter().zip(&traced[tid]).enumerate() {
+            assert_eq!(g, w, "thread {tid}, event {i}");
+        }
+    }
+    expected.values().map(Vec::len).sum()
+}
+
+fn lines_in(path: &Path) -> usize {
+    std::fs::read_to_string(path).map_or(0, |text| text.lines().count())
+}
+
+#[test]
+fn full_batches_flush_and_thread_exits_hand_over_every_event_in_order() {
+    let Traced {
+        mut prog,
+        loader,
+        expect,
+        out,
+    } = traced("batched-handover", &["-e", BATCHED]);
+    // ~2,700 events a thread, ~80 KB: several full batches, then part of
+    // one, which waits until the threads exit.
+    let parked = prog.fire_by("park 300 2");
+    assert_eq!(parked.evaluated, 2 * 300 * 8, "the 8 batched types only");
+    eventually("full batches arrive while the threads wait", || {
+        lines_in(&out) >= 2 * 2 * 16384 / 32
+    });
+    assert!(lines_in(&out) < parked.evaluated as usize, "the rest waits");
+    prog.ask("unpark");
+    eventually("thread exits hand over the rest", || {
+        lines_in(&out) == parked.evaluated as usize
+    });
+    // styx_probe::flush(): the main thread's events arrive while it lives.
+    let main = prog.fire_by("fire-main 40");
+    assert!(main.evaluated < 16384 / 32, "less than a batch");
+    assert_eq!(prog.ask("flush").trim(), "flushed");
+    eventually("flush() hands them over", || {
+        lines_in(&out) == (parked.evaluated + main.evaluated) as usize
+    });
+    prog.quit();
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{stderr:?}");
+    let n = assert_every_event_arrived(&expect, &out);
+    let summary = summary_of(&stderr).line;
+    assert!(summary.contains(&format!("{n} events")), "{summary}");
+    assert!(summary.contains("; 0 dropped"), "{summary}");
+}
+
+#[test]
+fn returning_from_main_hands_over_every_threads_batch() {
+    let Traced {
+        mut prog,
+        loader,
+        expect,
+        out,
+    } = traced("batched-return", &["-e", BATCHED]);
+    prog.fire_by("park 40 3");
+    prog.fire_by("fire-main 30");
+    assert_eq!(lines_in(&out), 0, "all still in partial batches");
+    // Return from main: the exit handler flushes the parked threads' too.
+    prog.quit();
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{stderr:?}");
+    assert_eq!(assert_every_event_arrived(&expect, &out), (3 * 40 + 30) * 8);
+}
+
+#[test]
+fn exit_from_another_thread_hands_over_every_threads_batch() {
+    let Traced {
+        mut prog,
+        loader,
+        expect,
+        out,
+    } = traced("batched-exit", &["-e", BATCHED]);
+    prog.fire_by("park 40 3");
+    prog.fire_by("fire-main 30");
+    let pid = prog.pid();
+    prog.send_only("exit-thread 7");
+    let status = prog.child.wait().unwrap();
+    assert_eq!(status.code(), Some(7), "pid {pid}");
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{stderr:?}");
+    assert_eq!(assert_every_event_arrived(&expect, &out), (3 * 40 + 30) * 8);
+}
+
+#[test]
+fn stopping_the_loader_takes_the_batches_threads_still_hold() {
+    let Traced {
+        mut prog,
+        loader,
+        expect,
+        out,
+    } = traced("batched-stop", &["-e", BATCHED]);
+    // Idle threads, each with part of a batch, and the main thread too.
+    prog.fire_by("park 40 2");
+    prog.fire_by("fire-main 30");
+    assert_eq!(lines_in(&out), 0);
+    let stopped = Instant::now();
+    loader.signal(libc::SIGINT);
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{stderr:?}");
+    assert!(stopped.elapsed() < Duration::from_secs(2));
+    let n = assert_every_event_arrived(&expect, &out);
+    assert_eq!(n, (2 * 40 + 30) * 8);
+
+    // The program goes on; a second loader gets what is fired from then
+    // on, and nothing the first one took.
+    let (expect2, out2) = (
+        out.with_file_name("expected2"),
+        out.with_file_name("traced2"),
+    );
+    let loader = prog.attach_loader(&[
+        "-e",
+        BATCHED,
+        "-o",
+        "jsonl",
+        "--output",
+        out2.to_str().unwrap(),
+    ]);
+    let before = read_jsonl(&expect).len();
+    prog.fire_by("fire-main 10");
+    prog.ask("unpark");
+    prog.quit();
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{stderr:?}");
+    let fired: Vec<Value> = read_jsonl(&expect).split_off(before);
+    std::fs::write(
+        &expect2,
+        fired.iter().map(|v| format!("{v}\n")).collect::<String>(),
+    )
+    .unwrap();
+    assert_eq!(assert_every_event_arrived(&expect2, &out2), 10 * 8);
+}
+
+#[test]
+fn eight_threads_at_once_lose_nothing() {
+    let Traced {
+        mut prog,
+        loader,
+        expect,
+        out,
+    } = traced("batched-eight", &["-e", BATCHED]);
+    let fired = prog.fire(1500, 8);
+    prog.quit();
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{stderr:?}");
+    assert_eq!(
+        assert_every_event_arrived(&expect, &out) as u64,
+        fired.evaluated
+    );
+    assert_eq!(by_tid(read_jsonl(&out)).len(), 8);
+}
+
+/// One deterministic run (all 13 types, two threads) traced in `mode`,
+/// written live as jsonl and as a capture; the capture is then read as
+/// jsonl, text, chrome and perfetto.
+fn outputs_in(mode: &str) -> BTreeMap<&'static str, Vec<u8>> {
+    require_root();
+    let dir = scratch(&format!("delivery-{mode}"));
+    let (out, capture) = (dir.join("live.jsonl"), dir.join("run.styx"));
+    let mut prog = TestProg::spawn(None);
+    let loader = prog.attach_loader(&[
+        "--delivery",
+        mode,
+        "-o",
+        "jsonl",
+        "--output",
+        out.to_str().unwrap(),
+        "--capture",
+        capture.to_str().unwrap(),
+    ]);
+    prog.fire(300, 2);
+    prog.quit();
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{stderr:?}");
+    let mut outputs = BTreeMap::new();
+    outputs.insert("live jsonl", std::fs::read(&out).unwrap());
+    for format in ["jsonl", "text", "chrome", "perfetto"] {
+        let file = dir.join(format!("read.{format}"));
+        let (status, _, stderr) = run_loader(&[
+            "read",
+            capture.to_str().unwrap(),
+            "-o",
+            format,
+            "--output",
+            file.to_str().unwrap(),
+        ]);
+        assert!(status.success(), "{stderr}");
+        outputs.insert(format, std::fs::read(&file).unwrap());
+    }
+    outputs
+}
+
+/// Span ids come from a counter both threads share: which thread takes
+/// which depends on timing, not on delivery.
+const SPAN_ID: &str = "id";
+
+/// What an output says of each thread's events, in order, without times
+/// and thread ids (two runs' differ): one sequence per thread, the
+/// sequences sorted.
+fn normalized(format: &str, bytes: &[u8]) -> Vec<Vec<String>> {
+    let mut threads: Vec<u64> = Vec::new();
+    let mut per_thread: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+    let mut push = |tid: u64, what: String| {
+        let index = threads.iter().position(|&t| t == tid).unwrap_or_else(|| {
+            threads.push(tid);
+            threads.len() - 1
+        });
+        per_thread.entry(index).or_default().push(what);
+    };
+    let text = String::from_utf8_lossy(bytes);
+    match format {
+        "live jsonl" | "jsonl" => {
+            for line in text.lines() {
+                let mut v: Value = serde_json::from_str(line).unwrap();
+                let tid = v["tid"].as_u64().unwrap();
+                for key in ["ts_ns", "pid", "tid", SPAN_ID] {
+                    v.as_object_mut().unwrap().remove(key);
+                }
+                push(tid, v.to_string());
+            }
+        }
+        "text" => {
+            // time, pid/tid, then the event: keep what follows the tid.
+            for line in text.lines() {
+                let words: Vec<&str> = line.split_whitespace().collect();
+                let tid = words[1]
+                    .split_once('/')
+                    .and_then(|(_, tid)| tid.parse().ok())
+                    .unwrap_or_else(|| panic!("{line}"));
+                let event: Vec<&str> = words[2..]
+                    .iter()
+                    .copied()
+                    .filter(|w| !w.starts_with("id="))
+                    .collect();
+                push(tid, event.join(" "));
+            }
+        }
+        "chrome" => {
+            // The JSON array form of the trace-event format.
+            let trace: Value = serde_json::from_str(&text).unwrap();
+            for e in trace.as_array().unwrap() {
+                // Counters are rates over time windows: timing, not events.
+                if e["ph"] == "C" || e["ph"] == "M" {
+                    continue;
+                }
+                let mut e = e.clone();
+                // Process-wide events (no thread) go with thread 0.
+                let tid = e["tid"].as_u64().unwrap_or(0);
+                for key in ["ts", "pid", "tid", "dur"] {
+                    e.as_object_mut().unwrap().remove(key);
+                }
+                if let Some(args) = e.get_mut("args").and_then(Value::as_object_mut) {
+                    args.remove(SPAN_ID);
+                }
+                push(tid, e.to_string());
+            }
+        }
+        "perfetto" => {
+            use perfetto_protos::trace::Trace;
+            use perfetto_protos::track_event::track_event::Type;
+            use protobuf::Message;
+            let trace = Trace::parse_from_bytes(bytes).expect("a Perfetto trace");
+            for p in trace.packet.iter().filter(|p| p.has_track_event()) {
+                let e = p.track_event();
+                if e.type_() == Type::TYPE_COUNTER {
+                    continue;
+                }
+                let annotations: Vec<String> = e
+                    .debug_annotations
+                    .iter()
+                    .filter(|a| a.name() != SPAN_ID)
+                    .map(|a| format!("{a:?}"))
+                    .collect();
+                push(
+                    e.track_uuid(),
+                    format!("{:?} {} {}", e.type_(), e.name(), annotations.join(",")),
+                );
+            }
+        }
+        other => panic!("{other}"),
+    }
+    let mut sequences: Vec<Vec<String>> = per_thread.into_values().collect();
+    sequences.sort();
+    sequences
+}
+
+#[test]
+fn both_delivery_modes_give_the_same_events_in_every_output() {
+    let batched = outputs_in("batched");
+    let per_event = outputs_in("per-event");
+    for (format, bytes) in &batched {
+        let (b, p) = (
+            normalized(format, bytes),
+            normalized(format, &per_event[format]),
+        );
+        assert_eq!(b.len(), 2, "{format}: two threads");
+        assert!(b.iter().all(|events| events.len() > 1000), "{format}");
+        for (thread, (events, other)) in b.iter().zip(&p).enumerate() {
+            let first = events.iter().zip(other).position(|(x, y)| x != y);
+            assert!(
+                first.is_none() && events.len() == other.len(),
+                "{format}, thread {thread}: {} events batched, {} per-event; first \
+                 difference at {first:?}: {:?} vs {:?}",
+                events.len(),
+                other.len(),
+                first.map(|i| &events[i]),
+                first.map(|i| &other[i]),
+            );
+        }
+    }
+}
+
+#[test]
+fn batched_times_never_step_back_and_interleave_with_per_event_ones() {
+    let Traced {
+        mut prog,
+        loader,
+        out,
+        ..
+    } = traced("batched-times", &[]);
+    prog.fire(500, 2);
+    prog.quit();
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{stderr:?}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    let mut last: BTreeMap<u64, (u64, String)> = BTreeMap::new();
+    let mut kinds = std::collections::BTreeSet::new();
+    for line in text.lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        let (tid, ts) = (v["tid"].as_u64().unwrap(), v["ts_ns"].as_u64().unwrap());
+        let event = v["event"].as_str().unwrap().to_string();
+        if let Some((before, what)) = last.get(&tid) {
+            // Batched events (times from the thread's clock) and per-event
+            // ones (the kernel's) on one clock: a thread's times in the
+            // order its events were fired.
+            assert!(
+                ts >= *before,
+                "thread {tid}: {event} at {ts} after {what} at {before}"
+            );
+        }
+        kinds.insert(event.clone());
+        last.insert(tid, (ts, event));
+    }
+    assert_eq!(kinds.len(), 13, "{kinds:?}");
+}
+
+#[test]
+fn a_full_ring_counts_the_lost_events_per_type() {
+    // A 4 KiB ring cannot hold a full batch (16.5 KiB): every full batch is
+    // lost, counted as its events; the small last ones fit.
+    let Traced {
+        mut prog,
+        loader,
+        expect,
+        out,
+    } = traced("batched-full-ring", &["-e", BATCHED, "--ring-size", "4K"]);
+    prog.fire(400, 2);
+    prog.quit();
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{stderr:?}");
+    let mut fired: BTreeMap<String, u64> = BTreeMap::new();
+    for e in read_jsonl(&expect) {
+        *fired
+            .entry(e["event"].as_str().unwrap().to_string())
+            .or_default() += 1;
+    }
+    let traced = read_jsonl(&out).len() as u64;
+    let summary = summary_of(&stderr);
+    let mut lost_total = 0;
+    for (kind, n) in &fired {
+        let written = summary.events_of(kind);
+        let lost = dropped_of(&stderr, kind);
+        assert!(lost > 0, "{kind}: {stderr:?}");
+        assert_eq!(written + lost, *n, "{kind}: written + dropped = fired");
+        lost_total += lost;
+    }
+    assert_eq!(traced + lost_total, fired.values().sum::<u64>());
+}
+
+/// The "(N dropped: ring buffer full)" of a type's summary line.
+fn dropped_of(stderr: &[String], kind: &str) -> u64 {
+    stderr
+        .iter()
+        .find(|l| l.split_whitespace().next() == Some(kind))
+        .and_then(|l| l.split('(').nth(1))
+        .and_then(|l| l.split_whitespace().next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+#[test]
+fn lossless_loses_nothing_through_a_small_ring() {
+    let Traced {
+        mut prog,
+        loader,
+        expect,
+        out,
+    } = traced(
+        "batched-lossless",
+        &["-e", BATCHED, "--ring-size", "64K", "--lossless"],
+    );
+    let fired = prog.fire(3000, 2);
+    prog.quit();
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{stderr:?}");
+    assert_eq!(
+        assert_every_event_arrived(&expect, &out) as u64,
+        fired.evaluated
+    );
+    assert!(
+        summary_of(&stderr).line.contains("; 0 dropped"),
+        "{stderr:?}"
+    );
+}
+
+#[test]
+fn lossless_never_holds_the_emulator_once_the_loader_is_killed() {
+    require_root();
+    let mut prog = TestProg::spawn(None);
+    // Events to a pipe nobody reads: the loader blocks on its output, the
+    // ring fills, and the emulator waits for credit.
+    let pid = prog.pid().to_string();
+    let loader = spawn_loader(
+        &[
+            "--pid",
+            &pid,
+            "-e",
+            BATCHED,
+            "--ring-size",
+            "64K",
+            "--lossless",
+            "-o",
+            "jsonl",
+        ],
+        std::process::Stdio::piped(),
+    );
+    eventually("the loader attached", || {
+        semaphores(prog.pid()).values().any(|v| *v > 0)
+    });
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(500));
+        loader.signal(libc::SIGKILL);
+        loader
+    });
+    let started = Instant::now();
+    let fired = prog.fire(20_000, 2);
+    let took = started.elapsed();
+    drop(killer.join().unwrap());
+    assert!(fired.calls > 0);
+    assert!(
+        took > Duration::from_millis(400),
+        "the emulator should have waited for the stuck loader ({took:?})"
+    );
+    assert!(
+        took < Duration::from_secs(20),
+        "the emulator went on once the loader was gone ({took:?})"
+    );
+    prog.quit();
+}

@@ -97,13 +97,24 @@ pub struct Reader<R: Read> {
     threads: Vec<(u32, u32)>,
     current: Option<(u32, u32)>,
     /// The events of the last BATCH record not yet returned, and which is next.
-    pending: Vec<Event<'static>>,
+    pending: Vec<ArgsEvent>,
     pending_at: usize,
     batches: Batches,
     /// Events returned so far.
     pub events: u64,
     /// How the capture ended, once read to its end.
     pub ending: Ending,
+}
+
+/// An event whose body is its arguments, in parts.
+type ArgsEvent = (RecordHeader, EventKind, [u64; 4]);
+
+fn args_event((header, kind, args): ArgsEvent) -> Event<'static> {
+    Event {
+        header,
+        kind,
+        body: Body::Args(args),
+    }
 }
 
 /// An event's parts, before its strings are borrowed from the buffer.
@@ -192,13 +203,9 @@ impl<R: Read> Reader<R> {
         // The common case inline in the caller's loop; the rest apart
         // (also a batch's events, which come before the next record).
         if self.pending_at >= self.pending.len() {
-            if let Some((header, kind, args)) = self.fast_args() {
+            if let Some(event) = self.fast_args() {
                 self.events += 1;
-                return Ok(Some(Event {
-                    header,
-                    kind,
-                    body: Body::Args(args),
-                }));
+                return Ok(Some(args_event(event)));
             }
         }
         self.next_slow()
@@ -207,26 +214,15 @@ impl<R: Read> Reader<R> {
     #[inline(never)]
     fn next_slow(&mut self) -> Result<Option<Event<'_>>, CaptureError> {
         loop {
-            if let Some(event) = self.pending.get(self.pending_at) {
+            if let Some(&event) = self.pending.get(self.pending_at) {
                 self.pending_at += 1;
                 self.events += 1;
-                return Ok(Some(Event {
-                    header: event.header,
-                    kind: event.kind,
-                    body: match event.body {
-                        Body::Args(args) => Body::Args(args),
-                        _ => unreachable!("batches hold argument events only"),
-                    },
-                }));
+                return Ok(Some(args_event(event)));
             }
             // Records the fast path takes can follow a refill.
-            if let Some((header, kind, args)) = self.fast_args() {
+            if let Some(event) = self.fast_args() {
                 self.events += 1;
-                return Ok(Some(Event {
-                    header,
-                    kind,
-                    body: Body::Args(args),
-                }));
+                return Ok(Some(args_event(event)));
             }
             if !matches!(self.ending, Ending::Reading) {
                 return Ok(None);
@@ -272,7 +268,7 @@ impl<R: Read> Reader<R> {
     /// certainly buffered. None for anything else, which [`Reader::record`]
     /// then decodes.
     #[inline(always)]
-    fn fast_args(&mut self) -> Option<(RecordHeader, EventKind, [u64; 4])> {
+    fn fast_args(&mut self) -> Option<ArgsEvent> {
         if self.end - self.pos < MAX_RECORD {
             return None;
         }
@@ -454,14 +450,10 @@ impl<R: Read> Reader<R> {
                 self.pending_at = 0;
                 let pending = &mut self.pending;
                 let split = self.batches.split(record, |event| {
-                    pending.push(Event {
-                        header: event.header,
-                        kind: event.kind,
-                        body: match event.body {
-                            Body::Args(args) => Body::Args(args),
-                            _ => unreachable!("batches hold argument events only"),
-                        },
-                    });
+                    // Batches hold events of argument shapes only.
+                    if let Body::Args(args) = event.body {
+                        pending.push((event.header, event.kind, args));
+                    }
                     Ok::<(), ()>(())
                 });
                 match split {

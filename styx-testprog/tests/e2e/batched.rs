@@ -96,41 +96,37 @@ fn full_batches_flush_and_thread_exits_hand_over_every_event_in_order() {
     assert!(summary.contains("; 0 dropped"), "{summary}");
 }
 
-#[test]
-fn returning_from_main_hands_over_every_threads_batch() {
+/// Three parked threads and the main thread, each with part of a batch,
+/// then the process ends by `how`: every event arrives.
+fn process_exit_hands_over_every_threads_batch(name: &str, how: impl FnOnce(TestProg)) {
     let Traced {
         mut prog,
         loader,
         expect,
         out,
-    } = traced("batched-return", &["-e", BATCHED]);
+    } = traced(name, &["-e", BATCHED]);
     prog.fire_by("park 40 3");
     prog.fire_by("fire-main 30");
     assert_eq!(lines_in(&out), 0, "all still in partial batches");
-    // Return from main: the exit handler flushes the parked threads' too.
-    prog.quit();
+    how(prog);
     let (status, stderr) = loader.finish();
     assert!(status.success(), "{stderr:?}");
     assert_eq!(assert_every_event_arrived(&expect, &out), (3 * 40 + 30) * 8);
 }
 
 #[test]
+fn returning_from_main_hands_over_every_threads_batch() {
+    // The exit handler flushes the parked threads' batches too.
+    process_exit_hands_over_every_threads_batch("batched-return", TestProg::quit);
+}
+
+#[test]
 fn exit_from_another_thread_hands_over_every_threads_batch() {
-    let Traced {
-        mut prog,
-        loader,
-        expect,
-        out,
-    } = traced("batched-exit", &["-e", BATCHED]);
-    prog.fire_by("park 40 3");
-    prog.fire_by("fire-main 30");
-    let pid = prog.pid();
-    prog.send_only("exit-thread 7");
-    let status = prog.child.wait().unwrap();
-    assert_eq!(status.code(), Some(7), "pid {pid}");
-    let (status, stderr) = loader.finish();
-    assert!(status.success(), "{stderr:?}");
-    assert_eq!(assert_every_event_arrived(&expect, &out), (3 * 40 + 30) * 8);
+    process_exit_hands_over_every_threads_batch("batched-exit", |mut prog| {
+        prog.send_only("exit-thread 7");
+        let status = prog.child.wait().unwrap();
+        assert_eq!(status.code(), Some(7));
+    });
 }
 
 #[test]

@@ -116,7 +116,9 @@ impl Batches {
         // touch the items. Else (a batch read from its middle, a count that
         // raced an append at process exit), the items are walked.
         let whole = batch.start == 0 && batch.head.len as usize == len;
-        if !(whole && counts_fit(&batch.head.counts, len, counts)) && !count_items(items, counts) {
+        let counted =
+            (whole && counts_fit(&batch.head.counts, len, counts)) || count_items(items, counts);
+        if !counted {
             return false;
         }
         if seq != ALONE_SEQ {

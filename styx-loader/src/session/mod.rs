@@ -132,12 +132,7 @@ impl Session {
             .iter()
             .partition(|s| matches!(s.role, Role::BatchEnable(_)));
         let links = attach::attach_sites(&mut loaded, target, &rest)?;
-        let batch_links = if enable.is_empty() {
-            Links::default()
-        } else {
-            attach::attach_sites(&mut loaded, target, &enable)?
-        };
-        let flush_sites = selection
+        let flush_sites: Vec<FlushSite> = selection
             .sites
             .iter()
             .filter(|s| s.role == Role::BatchFlush)
@@ -146,6 +141,19 @@ impl Session {
                 site: s.site.clone(),
             })
             .collect();
+        // Lossless flow control in place before any batch can be made (a
+        // running process; a command started here gets it once it has
+        // mapped its program, at the first drain after `exec`).
+        let mut flow = match (options.lossless, target.pid) {
+            (true, Some(pid)) => Some(Flow::new(pid, options.ring_bytes)),
+            _ => None,
+        };
+        grant_credit(&mut flow, &loaded, 0, &flush_sites);
+        let batch_links = if enable.is_empty() {
+            Links::default()
+        } else {
+            attach::attach_sites(&mut loaded, target, &enable)?
+        };
         eprintln!(
             "styx-loader: attached {} probe sites in {} in {:.0} ms; Ctrl-C to stop",
             links.attached() + batch_links.attached(),
@@ -160,10 +168,7 @@ impl Session {
             batch_links,
             flush_sites,
             pid: target.pid,
-            flow: match (options.lossless, target.pid) {
-                (true, Some(pid)) => Some(Flow::new(pid, options.ring_bytes)),
-                _ => None,
-            },
+            flow,
             sink: Sink::new(out),
             logger,
             exit_fd,
@@ -195,7 +200,7 @@ impl Session {
                         // at signals and the clock.
                         self.tick.reset_immediately();
                     }
-                    grant_credit(&mut self.flow, &self.loaded, &self.sink, &self.flush_sites);
+                    grant_credit(&mut self.flow, &self.loaded, self.sink.batch_records, &self.flush_sites);
                     if let Some(logger) = self.logger.as_mut() {
                         logger.flush();
                     }
@@ -260,7 +265,12 @@ impl Session {
         // one in all but pathological cases), draining meanwhile.
         sleep(Duration::from_millis(2)).await;
         self.sink.drain(&mut self.loaded.ring);
-        grant_credit(&mut self.flow, &self.loaded, &self.sink, &self.flush_sites);
+        grant_credit(
+            &mut self.flow,
+            &self.loaded,
+            self.sink.batch_records,
+            &self.flush_sites,
+        );
         let pids = match self.pid {
             Some(pid) => vec![pid],
             // --binary: every process running it now.
@@ -299,7 +309,12 @@ impl Session {
                 }
             }
             let drained = self.sink.drain(&mut self.loaded.ring);
-            grant_credit(&mut self.flow, &self.loaded, &self.sink, &self.flush_sites);
+            grant_credit(
+                &mut self.flow,
+                &self.loaded,
+                self.sink.batch_records,
+                &self.flush_sites,
+            );
             if let (Drained::All, true) = (drained, detached) {
                 break;
             }
@@ -333,17 +348,17 @@ impl Session {
     }
 }
 
-/// Lossless mode: grants the emulator credit for the batches taken (or
-/// seen lost) so far. If that fails (the process exited, or its memory
+/// Lossless mode: grants the emulator credit for the batches taken
+/// (`received` records, or seen lost) so far. If that fails (the process exited, or its memory
 /// cannot be written), says so once and stops: the emulator then goes on
 /// without waiting.
-fn grant_credit(flow: &mut Option<Flow>, loaded: &Loaded, sink: &Sink, sites: &[FlushSite]) {
+fn grant_credit(flow: &mut Option<Flow>, loaded: &Loaded, received: u64, sites: &[FlushSite]) {
     let Some(control) = flow.as_mut() else {
         return;
     };
     let granted = load::read_lost(&loaded.drops)
         .and_then(|drops| Ok(drops.batches + load::read_lost(&loaded.faults)?.batches))
-        .and_then(|lost| control.grant(sites, sink.batch_records + lost));
+        .and_then(|lost| control.grant(sites, received + lost));
     if let Err(e) = granted {
         let exited = !std::path::Path::new(&format!("/proc/{}/maps", control.pid())).exists();
         if !exited {

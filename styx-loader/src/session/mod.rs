@@ -360,7 +360,9 @@ fn grant_credit(flow: &mut Option<Flow>, loaded: &Loaded, received: u64, sites: 
         .and_then(|drops| Ok(drops.batches + load::read_lost(&loaded.faults)?.batches))
         .and_then(|lost| control.grant(sites, received + lost));
     if let Err(e) = granted {
-        let exited = !std::path::Path::new(&format!("/proc/{}/maps", control.pid())).exists();
+        // An exited process maps nothing (a zombie until reaped).
+        let exited = std::fs::read_to_string(format!("/proc/{}/maps", control.pid()))
+            .map_or(true, |maps| maps.is_empty());
         if !exited {
             log::warn!("lossless flow control stopped, batches may be lost from here: {e:#}");
         }

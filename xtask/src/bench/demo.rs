@@ -1,8 +1,10 @@
 //! Case 1: the 6502 demo running its programs, probes compiled out, detached,
 //! and traced by styx-loader (raw capture to /dev/null) from its first
-//! instruction, for one event type and for all of them.
+//! instruction, for one event type and for all of them, with batched and
+//! with per-event delivery.
 
 use super::stats::Samples;
+use super::tracer::{copy_failures, Delivery};
 use super::{Binaries, Plan};
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;
@@ -16,24 +18,40 @@ pub enum Variant {
     CompiledOut,
     Detached,
     /// Traced, `insn_exec` only: one event per instruction.
-    AttachedOne,
-    AttachedAll,
+    One(Delivery),
+    /// Traced, every event type.
+    All(Delivery),
 }
 
 impl Variant {
-    pub const ALL: [Variant; 4] = [
+    pub const ALL: [Variant; 6] = [
         Variant::CompiledOut,
         Variant::Detached,
-        Variant::AttachedOne,
-        Variant::AttachedAll,
+        Variant::One(Delivery::Batched),
+        Variant::All(Delivery::Batched),
+        Variant::One(Delivery::PerEvent),
+        Variant::All(Delivery::PerEvent),
     ];
 
     pub fn label(self) -> &'static str {
         match self {
             Variant::CompiledOut => "probes compiled out",
             Variant::Detached => "probes detached",
-            Variant::AttachedOne => "attached: `insn_exec` only",
-            Variant::AttachedAll => "attached: all 13 event types",
+            Variant::One(Delivery::Batched) => "batched: `insn_exec` only",
+            Variant::All(Delivery::Batched) => "batched: all 13 event types",
+            Variant::One(Delivery::PerEvent) => "per-event: `insn_exec` only",
+            Variant::All(Delivery::PerEvent) => "per-event: all 13 event types",
+        }
+    }
+
+    /// Repeats of the demo's programs per run.
+    pub fn repeat(self, plan: &Plan) -> u64 {
+        match self {
+            Variant::CompiledOut | Variant::Detached => plan.demo_repeat,
+            Variant::One(Delivery::Batched) => plan.demo_repeat_batched_one,
+            Variant::All(Delivery::Batched) => plan.demo_repeat_batched_all,
+            Variant::One(Delivery::PerEvent) => plan.demo_repeat_per_event_one,
+            Variant::All(Delivery::PerEvent) => plan.demo_repeat_per_event_all,
         }
     }
 }
@@ -42,7 +60,11 @@ impl Variant {
 pub struct Row {
     /// M guest instructions per second.
     pub speed: Samples,
+    /// Traced: per round, how many times slower than compiled out (the
+    /// round's median compiled-out speed / this run's).
+    pub slowdown: Samples,
     pub events: u64,
+    /// Lost, as styx-loader's summary counts them (ring full, failed copies).
     pub lost: u64,
 }
 
@@ -60,6 +82,7 @@ pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> 
     std::thread::sleep(std::time::Duration::from_secs(1));
     // Pairs of back-to-back runs, alternating which goes first, so drift
     // and whatever ran just before weigh on both alike.
+    let mut compiled_out = Samples::default();
     for pair in 0..plan.demo_pairs {
         let mut order = [Variant::CompiledOut, Variant::Detached];
         if pair % 2 == 1 {
@@ -74,23 +97,25 @@ pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> 
             };
             let speed = plain(demo, plan.demo_repeat)?;
             results.rows.entry(variant).or_default().speed.push(speed);
+            if variant == Variant::CompiledOut {
+                compiled_out.push(speed);
+            }
             speeds.insert(variant, speed);
         }
         results
             .detached_slowdown
             .push(speeds[&Variant::CompiledOut] / speeds[&Variant::Detached]);
     }
-    for (variant, only, repeat) in [
-        (
-            Variant::AttachedOne,
-            Some("insn_exec"),
-            plan.demo_repeat_traced_one,
-        ),
-        (Variant::AttachedAll, None, plan.demo_repeat_traced_all),
-    ] {
-        let (speed, events, lost) = traced(bins, only, repeat)?;
-        let row = results.rows.entry(variant).or_default();
+    for variant in &Variant::ALL[2..] {
+        let (delivery, only) = match *variant {
+            Variant::One(delivery) => (delivery, Some("insn_exec")),
+            Variant::All(delivery) => (delivery, None),
+            _ => unreachable!("traced variants only"),
+        };
+        let (speed, events, lost) = traced(bins, delivery, only, variant.repeat(plan))?;
+        let row = results.rows.entry(*variant).or_default();
         row.speed.push(speed);
+        row.slowdown.push(compiled_out.median() / speed);
         row.events += events;
         row.lost += lost;
     }
@@ -113,10 +138,23 @@ fn plain(demo: &Path, repeat: u64) -> Result<f64> {
 }
 
 /// Speed, events received and events lost, traced from the first instruction.
-fn traced(bins: &Binaries, only: Option<&str>, repeat: u64) -> Result<(f64, u64, u64)> {
-    let mut args: Vec<&OsStr> = ["-o", "raw", "--output", "/dev/null", "--quiet"]
-        .map(OsStr::new)
-        .to_vec();
+fn traced(
+    bins: &Binaries,
+    delivery: Delivery,
+    only: Option<&str>,
+    repeat: u64,
+) -> Result<(f64, u64, u64)> {
+    let mut args: Vec<&OsStr> = [
+        "-o",
+        "raw",
+        "--output",
+        "/dev/null",
+        "--quiet",
+        "--delivery",
+        delivery.arg(),
+    ]
+    .map(OsStr::new)
+    .to_vec();
     if let Some(kind) = only {
         args.extend([OsStr::new("-e"), OsStr::new(kind)]);
     }
@@ -130,7 +168,8 @@ fn traced(bins: &Binaries, only: Option<&str>, repeat: u64) -> Result<(f64, u64,
     let (status, stderr) = loader.finish();
     anyhow::ensure!(status.success(), "traced styx-demo failed: {stderr:?}");
     let summary = Summary::find(&stderr)?;
-    Ok((speed(&stdout)?, summary.events, summary.dropped))
+    let lost = summary.dropped + copy_failures(&stderr);
+    Ok((speed(&stdout)?, summary.events, lost))
 }
 
 /// The demo's speed line: `N instructions in S s: X M instructions/s`.

@@ -2,20 +2,26 @@
 //! every round (this machine is noisy: rounds interleave the cases, and the
 //! report gives medians with their spread), written to BENCHMARKS.md.
 //!
-//! - case 1, [`demo`]: the 6502 demo compiled out, detached, attached;
-//! - cases 2, 3 and 5, [`stream`]: one event stream through styx (both
-//!   probe-site encodings), bpftrace, an ipmpsc ring and ftrace's trace_marker;
-//! - case 4, [`consumers`]: capture conversion rates.
+//! - case 1, [`demo`]: the 6502 demo compiled out, detached, attached
+//!   (batched and per-event delivery);
+//! - cases 2, 3 and 5, [`stream`]: one event stream through styx (batched
+//!   and per-event delivery, to /dev/null and to a file, both probe-site
+//!   encodings), bpftrace, an ipmpsc ring and ftrace's trace_marker; [`disk`]
+//!   measures the disk the file captures go to;
+//! - case 4, [`consumers`]: capture conversion rates;
+//! - [`site`]: the instructions a detached probe runs, from the binary.
 
 mod consumers;
 mod demo;
+mod disk;
 mod machine;
 mod report;
+mod site;
 mod stats;
 mod stream;
 mod tracer;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -26,15 +32,24 @@ pub struct Plan {
     pub rounds: usize,
     /// Back-to-back compiled-out/detached demo runs per round.
     pub demo_pairs: usize,
-    /// Demo repeats (all four programs) when not traced, and when traced.
+    /// Demo repeats (all four programs) when not traced, and when traced
+    /// (`insn_exec` only, all types) with per-event and batched delivery.
     pub demo_repeat: u64,
-    pub demo_repeat_traced_one: u64,
-    pub demo_repeat_traced_all: u64,
-    /// Events per attached or seed-approach run.
+    pub demo_repeat_per_event_one: u64,
+    pub demo_repeat_per_event_all: u64,
+    pub demo_repeat_batched_one: u64,
+    pub demo_repeat_batched_all: u64,
+    /// Events per per-event or seed-approach run.
     pub stream_events: u64,
+    /// Events per batched run to /dev/null.
+    pub batched_events: u64,
+    /// Events per batched run that goes slower: to a file, or as JSON lines.
+    pub batched_slow_events: u64,
     /// Events per detached run (cheap, so many, for a stable figure).
     pub detached_events: u64,
     pub consumer_events: u64,
+    /// Bytes written per round to measure the disk.
+    pub disk_bytes: u64,
 }
 
 impl Plan {
@@ -45,11 +60,16 @@ impl Plan {
                 rounds: 3,
                 demo_pairs: 2,
                 demo_repeat: 150,
-                demo_repeat_traced_one: 3,
-                demo_repeat_traced_all: 1,
+                demo_repeat_per_event_one: 3,
+                demo_repeat_per_event_all: 1,
+                demo_repeat_batched_one: 60,
+                demo_repeat_batched_all: 20,
                 stream_events: 200_000,
+                batched_events: 20_000_000,
+                batched_slow_events: 5_000_000,
                 detached_events: 20_000_000,
                 consumer_events: 1_000_000,
+                disk_bytes: 256 << 20,
             }
         } else {
             Plan {
@@ -57,11 +77,16 @@ impl Plan {
                 rounds: 7,
                 demo_pairs: 3,
                 demo_repeat: 400,
-                demo_repeat_traced_one: 20,
-                demo_repeat_traced_all: 3,
+                demo_repeat_per_event_one: 20,
+                demo_repeat_per_event_all: 3,
+                demo_repeat_batched_one: 400,
+                demo_repeat_batched_all: 100,
                 stream_events: 2_000_000,
+                batched_events: 100_000_000,
+                batched_slow_events: 50_000_000,
                 detached_events: 200_000_000,
                 consumer_events: 10_000_000,
+                disk_bytes: 1 << 30,
             }
         }
     }
@@ -70,7 +95,9 @@ impl Plan {
 /// The programs measured.
 pub struct Binaries {
     pub loader: PathBuf,
+    /// styx-bench (styx-probe's site) and styx-bench-nop5 (the 5-byte one).
     pub bench: PathBuf,
+    pub bench_nop5: PathBuf,
     pub demo: PathBuf,
     pub demo_off: PathBuf,
     pub consumers: PathBuf,
@@ -81,6 +108,12 @@ pub struct Results {
     pub demo: demo::Results,
     pub stream: stream::Results,
     pub consumers: consumers::Results,
+    /// The detached probe in styx-bench's loop, from its disassembly.
+    pub site: site::Detached,
+    /// What the CPUs did meanwhile.
+    pub cpu: machine::CpuUse,
+    /// Where a batched event's time goes (None: no eBPF statistics).
+    pub breakdown: Option<stream::Breakdown>,
 }
 
 pub fn run(root: &Path, quick: bool) -> Result<()> {
@@ -93,14 +126,21 @@ pub fn run(root: &Path, quick: bool) -> Result<()> {
     let plan = Plan::new(quick);
     let machine = machine::describe()?;
     let started = Instant::now();
-    let mut results = Results::default();
+    let cpu_before = machine::CpuUse::now(started);
+    let mut results = Results {
+        site: site::detached(&bins)?,
+        ..Results::default()
+    };
     for round in 1..=plan.rounds {
         eprintln!("xtask bench: round {round} of {}", plan.rounds);
         demo::round(&bins, &plan, &mut results.demo)?;
         stream::round(&bins, &plan, &mut results.stream)?;
         consumers::round(&bins, &plan, &mut results.consumers)?;
     }
+    eprintln!("xtask bench: a batched run with the kernel's eBPF statistics on");
+    results.breakdown = stream::breakdown(&bins, &plan)?;
     let took = started.elapsed();
+    results.cpu = cpu_before.until(machine::CpuUse::now(started));
     let report = report::render(&machine, &plan, &results, took);
     println!("{report}");
     let path = root.join("BENCHMARKS.md");
@@ -114,6 +154,8 @@ pub fn run(root: &Path, quick: bool) -> Result<()> {
     Ok(())
 }
 
+/// Builds the programs and copies them to `target/bench/`, so that a build
+/// running meanwhile in the same tree cannot change what is measured.
 fn build(root: &Path) -> Result<Binaries> {
     let cargo =
         |args: &[&str]| crate::run_checked(Command::new("cargo").args(args).current_dir(root));
@@ -138,11 +180,24 @@ fn build(root: &Path) -> Result<Binaries> {
         "target/probes-off",
     ])?;
     let release = root.join("target/release");
+    let kept = root.join("target/bench");
+    std::fs::create_dir_all(&kept)?;
+    let keep = |from: PathBuf, name: &str| -> Result<PathBuf> {
+        let to = kept.join(name);
+        let _ = std::fs::remove_file(&to);
+        std::fs::copy(&from, &to)
+            .with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
+        Ok(to)
+    };
     Ok(Binaries {
-        loader: release.join("styx-loader"),
-        bench: release.join("styx-bench"),
-        demo: release.join("styx-demo"),
-        demo_off: root.join("target/probes-off/release/styx-demo"),
-        consumers: release.join("examples/bench-consumers"),
+        loader: keep(release.join("styx-loader"), "styx-loader")?,
+        bench: keep(release.join("styx-bench"), "styx-bench")?,
+        bench_nop5: keep(release.join("styx-bench-nop5"), "styx-bench-nop5")?,
+        demo: keep(release.join("styx-demo"), "styx-demo")?,
+        demo_off: keep(
+            root.join("target/probes-off/release/styx-demo"),
+            "styx-demo-probes-off",
+        )?,
+        consumers: keep(release.join("examples/bench-consumers"), "bench-consumers")?,
     })
 }

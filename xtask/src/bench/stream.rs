@@ -2,12 +2,12 @@
 //! event in a tight loop (styx-bench), sent each way, each tracer attached
 //! in a session of its own on a fresh workload process.
 
+use super::disk;
 use super::stats::Samples;
-use super::tracer::{Session, Tracer, Workload};
+use super::tracer::{bpf_run_stats, Delivery, Session, Styx, Tracer, Workload};
 use super::{Binaries, Plan};
 use anyhow::Result;
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 /// One way of sending and consuming the stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -16,9 +16,18 @@ pub enum Way {
     Loop,
     Detached,
     DetachedNop5,
-    StyxRaw,
-    StyxRawNop5,
-    StyxJsonl,
+    /// styx-loader, batched delivery (the default), raw capture to /dev/null.
+    Batched,
+    /// … JSON lines to /dev/null, `--lossless`.
+    BatchedJsonl,
+    /// … raw capture to a file.
+    BatchedFile,
+    /// … raw capture to a file, `--lossless`.
+    BatchedFileLossless,
+    /// styx-loader, `--delivery per-event`, raw capture to /dev/null.
+    PerEvent,
+    PerEventJsonl,
+    PerEventNop5,
     BpftraceCount,
     BpftraceCountNop5,
     BpftracePrintf,
@@ -27,13 +36,17 @@ pub enum Way {
 }
 
 impl Way {
-    pub const ALL: [Way; 11] = [
+    pub const ALL: [Way; 15] = [
         Way::Loop,
         Way::Detached,
         Way::DetachedNop5,
-        Way::StyxRaw,
-        Way::StyxRawNop5,
-        Way::StyxJsonl,
+        Way::Batched,
+        Way::BatchedJsonl,
+        Way::BatchedFile,
+        Way::BatchedFileLossless,
+        Way::PerEvent,
+        Way::PerEventJsonl,
+        Way::PerEventNop5,
         Way::BpftraceCount,
         Way::BpftraceCountNop5,
         Way::BpftracePrintf,
@@ -46,9 +59,13 @@ impl Way {
             Way::Loop => "no probe (the loop alone)",
             Way::Detached => "styx probe, detached",
             Way::DetachedNop5 => "styx probe on a 5-byte nop, detached",
-            Way::StyxRaw => "styx-loader, raw capture",
-            Way::StyxRawNop5 => "styx-loader, raw capture, 5-byte nop",
-            Way::StyxJsonl => "styx-loader, JSON lines",
+            Way::Batched => "styx-loader batched, raw capture to /dev/null",
+            Way::BatchedJsonl => "styx-loader batched, JSON lines to /dev/null, `--lossless`",
+            Way::BatchedFile => "styx-loader batched, raw capture to a file",
+            Way::BatchedFileLossless => "styx-loader batched, raw capture to a file, `--lossless`",
+            Way::PerEvent => "styx-loader per-event, raw capture to /dev/null",
+            Way::PerEventJsonl => "styx-loader per-event, JSON lines to /dev/null",
+            Way::PerEventNop5 => "styx-loader per-event, raw capture, 5-byte nop",
             Way::BpftraceCount => "bpftrace `count()`",
             Way::BpftraceCountNop5 => "bpftrace `count()`, 5-byte nop",
             Way::BpftracePrintf => "bpftrace `printf`",
@@ -61,20 +78,68 @@ impl Way {
     fn via(self) -> &'static str {
         match self {
             Way::Loop => "none",
-            Way::DetachedNop5 | Way::StyxRawNop5 | Way::BpftraceCountNop5 => "nop5",
+            Way::DetachedNop5 | Way::PerEventNop5 | Way::BpftraceCountNop5 => "nop5",
             Way::Ipmpsc => "ipmpsc",
             Way::TraceMarker => "trace-marker",
             _ => "nop1",
         }
     }
 
-    fn tracer(self) -> Option<Tracer> {
+    /// The styx-bench program that sends the stream this way.
+    fn program(self, bins: &Binaries) -> &std::path::Path {
+        if self.via() == "nop5" {
+            &bins.bench_nop5
+        } else {
+            &bins.bench
+        }
+    }
+
+    pub fn tracer(self) -> Option<Tracer> {
+        let styx = |delivery, raw, to_file, lossless| {
+            Some(Tracer::Styx(Styx {
+                delivery,
+                raw,
+                to_file,
+                lossless,
+            }))
+        };
         match self {
-            Way::StyxRaw | Way::StyxRawNop5 => Some(Tracer::StyxRaw),
-            Way::StyxJsonl => Some(Tracer::StyxJsonl),
+            Way::Batched => styx(Delivery::Batched, true, false, false),
+            Way::BatchedJsonl => styx(Delivery::Batched, false, false, true),
+            Way::BatchedFile => styx(Delivery::Batched, true, true, false),
+            Way::BatchedFileLossless => styx(Delivery::Batched, true, true, true),
+            // The 5-byte-nop site is a plain USDT site with no batched
+            // half: only per-event delivery (or bpftrace) attaches to it.
+            Way::PerEvent | Way::PerEventNop5 => styx(Delivery::PerEvent, true, false, false),
+            Way::PerEventJsonl => styx(Delivery::PerEvent, false, false, false),
             Way::BpftraceCount | Way::BpftraceCountNop5 => Some(Tracer::BpftraceCount),
             Way::BpftracePrintf => Some(Tracer::BpftracePrintf),
             _ => None,
+        }
+    }
+
+    /// Whether the way's events cross with no tracer, or no one reads them.
+    pub fn untraced(self) -> bool {
+        matches!(self, Way::Loop | Way::Detached | Way::DetachedNop5)
+    }
+
+    /// Whether styx-loader writes the stream to a file.
+    pub fn to_file(self) -> bool {
+        matches!(
+            self.tracer(),
+            Some(Tracer::Styx(Styx { to_file: true, .. }))
+        )
+    }
+
+    /// Events per run.
+    pub fn events(self, plan: &Plan) -> u64 {
+        match self {
+            Way::Loop | Way::Detached | Way::DetachedNop5 => plan.detached_events,
+            Way::Batched => plan.batched_events,
+            Way::BatchedJsonl | Way::BatchedFile | Way::BatchedFileLossless => {
+                plan.batched_slow_events
+            }
+            _ => plan.stream_events,
         }
     }
 }
@@ -83,13 +148,24 @@ impl Way {
 #[derive(Default)]
 pub struct Row {
     pub ns_per_event: Samples,
-    /// CPU the consumer (tracer or reader process) spent per event.
+    /// CPU the consumer (tracer or reader process) spent per event it got.
     pub consumer_ns_per_event: Samples,
+    /// Tracers: the share of their CPU time spent in the kernel (from
+    /// 10 ms ticks: coarse for short runs).
+    pub consumer_system_share: Samples,
+    /// Events fired.
     pub events: u64,
+    /// Of them, not received: fired − received.
     pub lost: u64,
+    /// What styx-loader's summaries counted as lost (ring full, failed copies).
+    pub reported_lost: u64,
     /// Attached runs after which the kernel's uprobe trampoline was mapped
     /// in the workload (it optimized the probe site).
     pub trampoline_runs: u64,
+    /// File captures: bytes on disk per event received, and MB/s written
+    /// over the run.
+    pub file_bytes_per_event: Samples,
+    pub file_mb_s: Samples,
 }
 
 #[derive(Default)]
@@ -97,6 +173,8 @@ pub struct Results {
     pub rows: BTreeMap<Way, Row>,
     /// Per-round ratios of two ways' ns per event.
     pub ratios: BTreeMap<(Way, Way), Samples>,
+    /// The disk the file captures were written to.
+    pub disk: disk::Results,
 }
 
 impl Results {
@@ -110,18 +188,37 @@ impl Results {
 }
 
 /// The ratios the report quotes: (numerator, denominator).
-pub const RATIOS: [(Way, Way); 4] = [
-    (Way::StyxRaw, Way::BpftraceCount),
-    (Way::StyxJsonl, Way::BpftraceCount),
-    (Way::StyxRaw, Way::StyxRawNop5),
+pub const RATIOS: [(Way, Way); 8] = [
+    (Way::BpftraceCount, Way::Batched),
+    (Way::PerEvent, Way::Batched),
+    (Way::Batched, Way::Loop),
+    (Way::Detached, Way::Loop),
+    (Way::PerEvent, Way::BpftraceCount),
+    (Way::PerEventJsonl, Way::BpftraceCount),
+    (Way::PerEvent, Way::PerEventNop5),
     (Way::BpftraceCount, Way::BpftraceCountNop5),
 ];
 
-/// One round: every way once.
+/// The traced ways in the order a round runs them: the file captures last.
+const TRACED: [Way; 10] = [
+    Way::PerEvent,
+    Way::PerEventJsonl,
+    Way::PerEventNop5,
+    Way::BpftraceCount,
+    Way::BpftraceCountNop5,
+    Way::BpftracePrintf,
+    Way::Batched,
+    Way::BatchedJsonl,
+    Way::BatchedFile,
+    Way::BatchedFileLossless,
+];
+
+/// One round: every way once; the file captures last, each followed by
+/// writing back what it left in the page cache.
 pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> {
     let mut this_round = BTreeMap::new();
-    // The untraced ways share one workload process.
-    let mut workload = Workload::spawn(&bins.bench)?;
+    // The untraced ways share one workload process per program.
+    let mut workloads = BTreeMap::new();
     for way in [
         Way::Loop,
         Way::Detached,
@@ -129,49 +226,74 @@ pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> 
         Way::Ipmpsc,
         Way::TraceMarker,
     ] {
-        let n = match way {
-            Way::Loop | Way::Detached | Way::DetachedNop5 => plan.detached_events,
-            _ => plan.stream_events,
-        };
+        let program = way.program(bins);
+        if !workloads.contains_key(program) {
+            workloads.insert(program, Workload::spawn(program)?);
+        }
+        let workload = workloads.get_mut(program).expect("spawned");
+        let n = way.events(plan);
         let run = workload.run(way.via(), n)?;
         let row = results.rows.entry(way).or_default();
         row.ns_per_event.push(run.ns_per_event);
         row.events += n;
-        if matches!(way, Way::Ipmpsc | Way::TraceMarker) {
+        if !way.untraced() {
             row.lost += n.saturating_sub(run.received);
             row.consumer_ns_per_event
                 .push(run.reader_cpu_s * 1e9 / n as f64);
         }
         this_round.insert(way, run.ns_per_event);
     }
-    workload.quit()?;
+    for (_, workload) in workloads {
+        workload.quit()?;
+    }
 
-    for way in Way::ALL {
-        let Some(tracer) = way.tracer() else { continue };
-        let mut workload = Workload::spawn(&bins.bench)?;
+    for way in TRACED {
+        let tracer = way.tracer().expect("a traced way");
+        let n = way.events(plan);
+        let mut workload = Workload::spawn(way.program(bins))?;
         let session = Session::start(tracer, &bins.loader, &mut workload)?;
         let cpu_before = session.cpu_seconds()?;
-        let run = workload.run(way.via(), plan.stream_events)?;
-        // The loader drains on a 1 ms timer: let it finish this run's events.
-        std::thread::sleep(Duration::from_millis(50));
-        let cpu = session.cpu_seconds()? - cpu_before;
+        let split_before = session.cpu_split()?;
+        let run = workload.run(way.via(), n)?;
+        let cpu = session.cpu_seconds_when_idle()? - cpu_before;
+        let split_after = session.cpu_split()?;
+        let (user, system) = (
+            split_after.0 - split_before.0,
+            split_after.1 - split_before.1,
+        );
         let trampoline = workload.has_uprobe_trampoline()?;
         anyhow::ensure!(
-            run.evaluated == plan.stream_events,
-            "{}: only {} of {} probes fired",
+            run.evaluated == n,
+            "{}: only {} of {n} probes fired",
             way.label(),
             run.evaluated,
-            plan.stream_events
         );
-        let lost = session.finish(workload)?;
+        let got = session.finish(workload)?;
         let row = results.rows.entry(way).or_default();
         row.ns_per_event.push(run.ns_per_event);
-        row.consumer_ns_per_event
-            .push(cpu * 1e9 / plan.stream_events as f64);
-        row.events += plan.stream_events;
-        row.lost += lost;
+        // Per event received: what the consumer had to handle.
+        let handled = match tracer {
+            Tracer::Styx(_) => got.received.max(1),
+            _ => n,
+        };
+        row.consumer_ns_per_event.push(cpu * 1e9 / handled as f64);
+        if user + system > 0.0 {
+            row.consumer_system_share.push(system / (user + system));
+        }
+        row.events += got.fired;
+        row.lost += got.lost;
+        row.reported_lost += got.reported_lost;
         row.trampoline_runs += u64::from(trampoline);
+        if let Some(bytes) = got.file_bytes {
+            row.file_bytes_per_event
+                .push(bytes as f64 / got.received.max(1) as f64);
+            row.file_mb_s
+                .push(bytes as f64 / (run.ns_per_event * n as f64 / 1e9) / 1e6);
+        }
         this_round.insert(way, run.ns_per_event);
+        if way.to_file() {
+            disk::sync();
+        }
     }
     for (a, b) in RATIOS {
         results
@@ -180,5 +302,51 @@ pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> 
             .or_default()
             .push(this_round[&a] / this_round[&b]);
     }
-    Ok(())
+    disk::round(plan, &mut results.disk)
+}
+
+/// Where a batched event's time goes in the emulator: one more batched run
+/// to /dev/null with the kernel's eBPF statistics on, for the time the
+/// flush probe's program (which copies each batch into the ring) runs.
+#[derive(Default)]
+pub struct Breakdown {
+    pub ns_per_event: f64,
+    pub batches: u64,
+    pub events_per_batch: f64,
+    /// The eBPF program's time per batch, and spread over its events.
+    pub kernel_ns_per_batch: f64,
+    pub kernel_ns_per_event: f64,
+}
+
+const BPF_STATS: &str = "/proc/sys/kernel/bpf_stats_enabled";
+
+/// Measures the [`Breakdown`] once; None if the statistics cannot be
+/// turned on. They are turned back off (as found) afterwards.
+pub fn breakdown(bins: &Binaries, plan: &Plan) -> Result<Option<Breakdown>> {
+    let before = std::fs::read_to_string(BPF_STATS).unwrap_or_default();
+    if std::fs::write(BPF_STATS, "1").is_err() {
+        return Ok(None);
+    }
+    let measured = breakdown_run(bins, plan);
+    let _ = std::fs::write(BPF_STATS, if before.trim() == "1" { "1" } else { "0" });
+    measured.map(Some)
+}
+
+fn breakdown_run(bins: &Binaries, plan: &Plan) -> Result<Breakdown> {
+    let way = Way::Batched;
+    let n = way.events(plan);
+    let mut workload = Workload::spawn(way.program(bins))?;
+    let session = Session::start(way.tracer().expect("traced"), &bins.loader, &mut workload)?;
+    let (ns_before, runs_before) = bpf_run_stats(session.pid())?;
+    let run = workload.run(way.via(), n)?;
+    let (ns_after, runs_after) = bpf_run_stats(session.pid())?;
+    session.finish(workload)?;
+    let (ns, batches) = (ns_after - ns_before, (runs_after - runs_before).max(1));
+    Ok(Breakdown {
+        ns_per_event: run.ns_per_event,
+        batches,
+        events_per_batch: n as f64 / batches as f64,
+        kernel_ns_per_batch: ns as f64 / batches as f64,
+        kernel_ns_per_event: ns as f64 / n as f64,
+    })
 }

@@ -1,17 +1,20 @@
 //! The processes a stream measurement needs: the styx-bench workload, and
-//! the tracer attached to it (styx-loader or bpftrace), with what each
-//! received, lost and spent.
+//! the tracer attached to it (styx-loader in one of its modes, or
+//! bpftrace), with what each received, lost and spent.
 
 use anyhow::{bail, Context, Result};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::mpsc::Receiver;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use styx_testkit::{lines_of, Loader, Summary};
 
-/// styx-bench's handshake events: a probe other than the measured one.
+/// styx-bench's handshake events for bpftrace: `styx_probe::mem_write!`, a
+/// probe other than the measured one. bpftrace attaches to its per-event
+/// sites, so it fires per event whatever styx-loader's delivery; styx-loader
+/// sessions trace `-e mem_read` only and say themselves when attached.
 const READY: &str = "ready";
 
 /// The styx-bench workload, driven over stdin.
@@ -92,17 +95,47 @@ impl Workload {
     }
 }
 
+/// styx-loader's `--delivery`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Delivery {
+    Batched,
+    PerEvent,
+}
+
+impl Delivery {
+    pub fn arg(self) -> &'static str {
+        match self {
+            Delivery::Batched => "batched",
+            Delivery::PerEvent => "per-event",
+        }
+    }
+}
+
+/// How styx-loader is run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Styx {
+    pub delivery: Delivery,
+    /// `-o raw` (a capture) or `-o jsonl`.
+    pub raw: bool,
+    /// To [`capture_path`] rather than /dev/null.
+    pub to_file: bool,
+    pub lossless: bool,
+}
+
 /// Who traces the workload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Tracer {
-    /// styx-loader writing a raw capture to /dev/null.
-    StyxRaw,
-    /// styx-loader writing JSON lines to /dev/null.
-    StyxJsonl,
+    Styx(Styx),
     /// bpftrace counting the events in a map.
     BpftraceCount,
     /// bpftrace printing each event's arguments.
     BpftracePrintf,
+}
+
+/// Where file captures go: the temporary directory (on this machine's
+/// disk, not a tmpfs, which [`super::disk`] reports), removed after each run.
+pub fn capture_path() -> PathBuf {
+    std::env::temp_dir().join("styx-bench-capture.styx")
 }
 
 /// A tracer attached to a workload.
@@ -111,8 +144,6 @@ pub struct Session {
     process: Process,
     /// The tracer's stdout: (lines, the last of its text).
     stdout: JoinHandle<(u64, String)>,
-    /// Events fired before the tracer was told to stop.
-    fired_at_stop: u64,
 }
 
 /// The tracer's process.
@@ -124,20 +155,55 @@ enum Process {
     },
 }
 
+/// What a session got, once stopped.
+pub struct Finished {
+    /// Events of the measured stream fired while it was attached.
+    pub fired: u64,
+    /// Of them, received (styx-loader: written, from its summary).
+    pub received: u64,
+    /// fired − received.
+    pub lost: u64,
+    /// styx-loader's own count of what it lost: dropped because the ring
+    /// was full, and batched events it could not copy from the process.
+    pub reported_lost: u64,
+    /// The capture file's size, for file captures.
+    pub file_bytes: Option<u64>,
+}
+
 impl Session {
     /// Starts `tracer` on the workload and returns once it is attached.
     pub fn start(tracer: Tracer, loader: &Path, workload: &mut Workload) -> Result<Session> {
         let pid = workload.pid().to_string();
         let (process, mut out) = match tracer {
-            Tracer::StyxRaw | Tracer::StyxJsonl => {
-                let format = if tracer == Tracer::StyxRaw {
-                    "raw"
+            Tracer::Styx(styx) => {
+                let format = if styx.raw { "raw" } else { "jsonl" };
+                let output = if styx.to_file {
+                    let path = capture_path();
+                    let _ = std::fs::remove_file(&path);
+                    path
                 } else {
-                    "jsonl"
+                    PathBuf::from("/dev/null")
                 };
-                let args = ["--pid", &pid, "-e", "mem_read", "-o", format];
-                let quiet = ["--quiet", "--output", "/dev/null"];
-                let mut loader = Loader::spawn(loader, args.iter().chain(&quiet), Stdio::piped())?;
+                let mut args: Vec<std::ffi::OsString> = [
+                    "--pid",
+                    &pid,
+                    "-e",
+                    "mem_read",
+                    "-o",
+                    format,
+                    "--delivery",
+                    styx.delivery.arg(),
+                    "--quiet",
+                    "--output",
+                ]
+                .iter()
+                .map(Into::into)
+                .collect();
+                args.push(output.into_os_string());
+                if styx.lossless {
+                    args.push("--lossless".into());
+                }
+                let mut loader = Loader::spawn(loader, args, Stdio::piped())?;
                 let out = loader.child.stdout.take().expect("piped");
                 (Process::Styx(loader), out)
             }
@@ -185,7 +251,6 @@ impl Session {
             tracer,
             process,
             stdout,
-            fired_at_stop: 0,
         };
         session.wait_attached(workload)?;
         Ok(session)
@@ -195,6 +260,9 @@ impl Session {
         let deadline = Instant::now() + Duration::from_secs(60);
         match &mut self.process {
             Process::Styx(loader) => {
+                // The loop starts at once, as an emulator already running
+                // would go on: `--lossless` flow control must be in force
+                // by then.
                 loader.wait_for_line("attached")?;
                 Ok(())
             }
@@ -210,27 +278,52 @@ impl Session {
                     }
                     std::thread::sleep(Duration::from_millis(100));
                 }
-                // The measured probe has two sites (nop1 and nop5) sharing
-                // one semaphore: give bpftrace time for the last of them.
+                // Margin for the measured probe, should bpftrace attach
+                // its programs in another order.
                 std::thread::sleep(Duration::from_millis(500));
                 Ok(())
             }
         }
     }
 
-    /// CPU time the tracer has used so far, in seconds.
-    pub fn cpu_seconds(&self) -> Result<f64> {
-        let pid = match &self.process {
+    pub fn pid(&self) -> u32 {
+        match &self.process {
             Process::Styx(loader) => loader.pid(),
             Process::Bpftrace { child, .. } => child.id(),
-        };
-        cpu_seconds(pid)
+        }
+    }
+
+    /// CPU time the tracer has used so far, in seconds.
+    pub fn cpu_seconds(&self) -> Result<f64> {
+        cpu_seconds(self.pid())
+    }
+
+    /// The tracer's (user, system) CPU time so far, in 10 ms ticks' seconds.
+    pub fn cpu_split(&self) -> Result<(f64, f64)> {
+        cpu_split(self.pid())
+    }
+
+    /// The tracer's CPU time once it has caught up with what was sent: when
+    /// it used less than a quarter of a CPU over 20 ms (at most 5 s later).
+    /// An idle styx-loader still wakes every 1 ms to look at its ring (4%
+    /// of a CPU here, 9% with `--lossless`, which also grants credit then).
+    pub fn cpu_seconds_when_idle(&self) -> Result<f64> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut last = self.cpu_seconds()?;
+        loop {
+            std::thread::sleep(Duration::from_millis(20));
+            let now = self.cpu_seconds()?;
+            if now - last < 5e-3 || Instant::now() > deadline {
+                return Ok(now);
+            }
+            last = now;
+        }
     }
 
     /// Stops the tracer (styx-loader stops when the workload quits) and says
-    /// how many of the events the workload fired it did not receive.
-    pub fn finish(mut self, mut workload: Workload) -> Result<u64> {
-        self.fired_at_stop = workload.fired;
+    /// what it received of the events the workload fired.
+    pub fn finish(self, mut workload: Workload) -> Result<Finished> {
+        let fired = workload.fired;
         let (status, stderr) = match self.process {
             Process::Styx(loader) => {
                 workload.quit()?;
@@ -259,13 +352,65 @@ impl Session {
             self.tracer,
             stderr.join("\n")
         );
-        let received = match self.tracer {
-            Tracer::StyxRaw | Tracer::StyxJsonl => Summary::find(&stderr)?.events,
-            Tracer::BpftraceCount => number_after(&stdout, "@events: ")?,
-            Tracer::BpftracePrintf => lines,
+        let (received, reported_lost) = match self.tracer {
+            Tracer::Styx(_) => {
+                let summary = Summary::find(&stderr)?;
+                (summary.events, summary.dropped + copy_failures(&stderr))
+            }
+            Tracer::BpftraceCount => (number_after(&stdout, "@events: ")?, 0),
+            Tracer::BpftracePrintf => (lines, 0),
         };
-        Ok(self.fired_at_stop.saturating_sub(received))
+        let file_bytes = match self.tracer {
+            Tracer::Styx(Styx { to_file: true, .. }) => {
+                let path = capture_path();
+                let bytes = std::fs::metadata(&path)?.len();
+                std::fs::remove_file(&path)?;
+                Some(bytes)
+            }
+            _ => None,
+        };
+        Ok(Finished {
+            fired,
+            received,
+            lost: fired.saturating_sub(received),
+            reported_lost,
+            file_bytes,
+        })
     }
+}
+
+/// The time its eBPF programs have run in the kernel, in ns, and how many
+/// times they ran, summed over the programs `pid` holds (`/proc/PID/fdinfo`
+/// shows them while `kernel.bpf_stats_enabled` is 1).
+pub fn bpf_run_stats(pid: u32) -> Result<(u64, u64)> {
+    let mut total = (0, 0);
+    for fd in std::fs::read_dir(format!("/proc/{pid}/fdinfo"))? {
+        let Ok(text) = std::fs::read_to_string(fd?.path()) else {
+            continue;
+        };
+        let field = |key: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(key)?.trim().parse::<u64>().ok())
+        };
+        if let (Some(ns), Some(runs)) = (field("run_time_ns:"), field("run_cnt:")) {
+            total.0 += ns;
+            total.1 += runs;
+        }
+    }
+    Ok(total)
+}
+
+/// Batched events styx-loader's summary says it could not copy from the
+/// process: `  mem_read  N  (M lost: copy from the process failed)`.
+pub fn copy_failures(stderr: &[String]) -> u64 {
+    const NOTE: &str = " lost: copy from the process failed)";
+    stderr
+        .iter()
+        .filter_map(|line| {
+            let before = &line[..line.find(NOTE)?];
+            before.rsplit('(').next()?.trim().parse::<u64>().ok()
+        })
+        .sum()
 }
 
 /// The unsigned number right after `prefix` in `text`.
@@ -279,8 +424,20 @@ fn number_after(text: &str, prefix: &str) -> Result<u64> {
         .with_context(|| format!("no number after {prefix:?} in {text:?}"))
 }
 
-/// A process's CPU time (user + system, all threads), in seconds.
+/// A process's CPU time (user + system, all threads), in seconds: the
+/// scheduler's nanosecond count summed over its threads, or where that is
+/// missing the 10 ms ticks of `/proc/PID/stat`.
 pub fn cpu_seconds(pid: u32) -> Result<f64> {
+    if let Some(ns) = schedstat_ns(pid) {
+        return Ok(ns as f64 / 1e9);
+    }
+    let (user, system) = cpu_split(pid)?;
+    Ok(user + system)
+}
+
+/// A process's (user, system) CPU time in seconds, all threads, exited
+/// ones included: `/proc/PID/stat`, in 10 ms ticks.
+pub fn cpu_split(pid: u32) -> Result<(f64, f64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     // Fields after the parenthesized command name; utime and stime are the 12th and 13th.
     let fields: Vec<&str> = stat
@@ -289,10 +446,22 @@ pub fn cpu_seconds(pid: u32) -> Result<f64> {
         .1
         .split_whitespace()
         .collect();
-    let ticks: u64 = fields[11].parse::<u64>()? + fields[12].parse::<u64>()?;
     // SAFETY: sysconf has no preconditions.
     let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    Ok(ticks as f64 / per_second)
+    let seconds = |i: usize| -> Result<f64> { Ok(fields[i].parse::<u64>()? as f64 / per_second) };
+    Ok((seconds(11)?, seconds(12)?))
+}
+
+/// Nanoseconds on a CPU of every live thread of `pid` (the first field of
+/// each `/proc/PID/task/TID/schedstat`). The tracers keep their threads for
+/// the length of a run, so the difference of two readings is the run's.
+fn schedstat_ns(pid: u32) -> Option<u64> {
+    let mut total = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let text = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
+        total += text.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(total)
 }
 
 #[cfg(test)]
@@ -309,6 +478,17 @@ mod tests {
             1234
         );
         assert!(number_after("nothing", "@events: ").is_err());
+    }
+
+    #[test]
+    fn copy_failures_are_summed() {
+        let stderr = [
+            "styx-loader: 10 events from pid 7 (/x) in 1.00 s (process exited); 3 dropped",
+            "  mem_read           7  (3 dropped: ring buffer full)  (12 lost: copy from the process failed)",
+            "  branch             3  (5 lost: copy from the process failed)",
+        ]
+        .map(String::from);
+        assert_eq!(copy_failures(&stderr), 17);
     }
 
     #[test]

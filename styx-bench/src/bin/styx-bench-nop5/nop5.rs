@@ -1,13 +1,17 @@
-//! A `styx:mem_read` probe site on a 5-byte nop instead of the `usdt`
-//! crate's 1-byte one. Linux (6.18 here) traps a uprobe on a 1-byte nop with
-//! int3 every time; one on a 5-byte nop is rewritten after its first hit into
-//! a call to a trampoline that enters the kernel by the `uprobe` syscall,
+//! A `styx:mem_read` probe site on a 5-byte nop instead of styx-probe's
+//! 1-byte one. Linux (6.18 here) traps a uprobe on a 1-byte nop with int3
+//! every time; one on a 5-byte nop is rewritten after its first hit into a
+//! call to a trampoline that enters the kernel by the `uprobe` syscall,
 //! skipping the trap (not faster on every machine: the benchmark measures).
-//! Same provider, name, arguments and semaphore as the styx-probe site, so
-//! any tracer attached to `styx:mem_read` sees both.
+//! Same provider, name and arguments as the styx-probe site, so per-event
+//! tracers (bpftrace, styx-loader `--delivery per-event`) take it for one.
 //!
-//! The note follows the SystemTap SDT v3 layout (see styx-loader's
-//! `stapsdt` module); the semaphore is styx-probe's, defined the same way.
+//! The note follows the SystemTap SDT v3 layout (see styx-probe's `site`
+//! module). Its semaphore is a plain 16-bit USDT semaphore of its own, not
+//! styx-probe's 32-bit word (a Rust static whose halves belong to the
+//! per-event and batched sites, which this site cannot name): so the site
+//! has no batched half, and styx-loader's batched delivery does not attach
+//! to it.
 
 use std::arch::asm;
 
@@ -15,7 +19,7 @@ unsafe extern "C" {
     static __usdt_sema_styx_mem_read: u16;
 }
 
-/// Whether a tracer is attached to `styx:mem_read` (shared with styx-probe's sites).
+/// Whether a tracer is attached to this site (its own semaphore).
 #[inline(always)]
 pub fn enabled() -> bool {
     // SAFETY: a `u16` the kernel raises and lowers: read volatile.

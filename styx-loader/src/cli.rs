@@ -186,7 +186,7 @@ pub struct TraceArgs {
     /// How styx's frequent event types (instructions, blocks, memory and
     /// register accesses, branches) reach the loader. `batched`: each
     /// emulator thread appends them to its own 16 KiB buffer and hands it
-    /// over with one probe hit (~1.5 ns an event instead of ~600 ns; times
+    /// over with one probe hit (~10 ns an event instead of ~600 ns; times
     /// exact every ~32 events and interpolated between; needs the target
     /// built with this styx-probe, else per-event with a warning).
     /// `per-event`: one probe hit (a kernel trap) per event, each with the

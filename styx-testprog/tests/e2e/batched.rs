@@ -503,3 +503,36 @@ fn lossless_never_holds_the_emulator_once_the_loader_is_killed() {
     );
     prog.quit();
 }
+
+#[test]
+fn stopping_the_loader_while_the_emulator_fires_loses_nothing_it_traced() {
+    // The loader stops after 0.3 s while a thread fires for longer: every
+    // event whose closure ran (so was batched) arrives, none after.
+    let Traced {
+        mut prog,
+        loader,
+        expect,
+        out,
+    } = traced(
+        "batched-stop-running",
+        &["-e", BATCHED, "--duration", "0.3"],
+    );
+    let fired = prog.fire(100_000, 1);
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{stderr:?}");
+    assert!(
+        summary_of(&stderr).line.contains("duration reached"),
+        "{stderr:?}"
+    );
+    assert!(
+        fired.evaluated > 0 && fired.evaluated < fired.calls * 8 / 16,
+        "the loader stopped while the thread fired: {} of {} calls traced",
+        fired.evaluated,
+        fired.calls
+    );
+    prog.quit();
+    assert_eq!(
+        assert_every_event_arrived(&expect, &out) as u64,
+        fired.evaluated
+    );
+}

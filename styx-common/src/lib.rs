@@ -22,6 +22,7 @@ extern crate std;
 pub mod batch;
 mod branch;
 mod event;
+pub mod filter;
 mod layout;
 mod usdt;
 

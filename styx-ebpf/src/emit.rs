@@ -1,12 +1,13 @@
 //! Fills ring-buffer records from a probe's arguments.
 
-use crate::{dropped, site_kind, wanted, EVENTS};
+use crate::{dropped, filter, site_kind, wanted, EVENTS};
 use aya_ebpf::bindings::BPF_RB_NO_WAKEUP;
 use aya_ebpf::helpers::generated::bpf_probe_read_user;
 use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns};
 use aya_ebpf::maps::ring_buf::RingBufEntry;
 use aya_ebpf::programs::ProbeContext;
 use core::ffi::c_void;
+use styx_common::filter::VALUE_SLOTS;
 use styx_common::{ArgsRecord, MarkerRecord, RecordHeader, Shape, SpanRecord};
 
 // No wake-up per event (~0.9 µs each): the loader drains on a short timer.
@@ -33,9 +34,14 @@ pub(crate) fn header(kind: u8, aux: u8) -> Option<RecordHeader> {
 }
 
 /// The header and room for a `T` in the ring, for a site of `shape`; None
-/// when the event is not wanted here or the ring is full (counted).
+/// when the event is not wanted here, the filters leave it out (`values`:
+/// its numbers, see `filter::keeps`), or the ring is full (counted).
 #[inline(always)]
-fn begin<T: 'static>(ctx: &ProbeContext, shape: Shape) -> Option<(RecordHeader, RingBufEntry<T>)> {
+fn begin<T: 'static>(
+    ctx: &ProbeContext,
+    shape: Shape,
+    values: &mut [u64; VALUE_SLOTS],
+) -> Option<(RecordHeader, RingBufEntry<T>)> {
     let kind = site_kind(ctx, shape)?;
     // Memory accesses carry their size (probe argument 3) in the header.
     let aux = if shape == Shape::MemAccess {
@@ -44,6 +50,9 @@ fn begin<T: 'static>(ctx: &ProbeContext, shape: Shape) -> Option<(RecordHeader, 
         0
     };
     let header = header(kind, aux)?;
+    if !filter::keeps(&header, values) {
+        return None;
+    }
     match EVENTS.reserve::<T>(0) {
         Some(entry) => Some((header, entry)),
         None => {
@@ -61,15 +70,17 @@ fn arg(ctx: &ProbeContext, n: usize) -> u64 {
 /// N plain u64 arguments.
 #[inline(always)]
 pub fn args<const N: usize>(ctx: &ProbeContext, shape: Shape) {
-    let Some((header, mut entry)) = begin::<ArgsRecord<N>>(ctx, shape) else {
-        return;
-    };
+    let mut values = [0u64; VALUE_SLOTS];
     let mut args = [0u64; N];
     let mut i = 0;
     while i < N {
         args[i] = arg(ctx, i);
+        values[i & 3] = args[i];
         i += 1;
     }
+    let Some((header, mut entry)) = begin::<ArgsRecord<N>>(ctx, shape, &mut values) else {
+        return;
+    };
     entry.write(ArgsRecord { header, args });
     entry.submit(SUBMIT_FLAGS);
 }
@@ -77,7 +88,9 @@ pub fn args<const N: usize>(ctx: &ProbeContext, shape: Shape) {
 /// Probe arguments (category, category_len, name, name_len, id).
 #[inline(always)]
 pub fn span(ctx: &ProbeContext) {
-    let Some((header, mut entry)) = begin::<SpanRecord>(ctx, Shape::Span) else {
+    // A span's one number: its id.
+    let mut values = [arg(ctx, 4), 0, 0, 0, 0, 0, 0, 0];
+    let Some((header, mut entry)) = begin::<SpanRecord>(ctx, Shape::Span, &mut values) else {
         return;
     };
     let (category_len, name_len) = (arg(ctx, 1), arg(ctx, 3));
@@ -99,7 +112,8 @@ pub fn span(ctx: &ProbeContext) {
 /// Probe arguments (text, text_len).
 #[inline(always)]
 pub fn marker(ctx: &ProbeContext) {
-    let Some((header, mut entry)) = begin::<MarkerRecord>(ctx, Shape::Marker) else {
+    let mut values = [0u64; VALUE_SLOTS];
+    let Some((header, mut entry)) = begin::<MarkerRecord>(ctx, Shape::Marker, &mut values) else {
         return;
     };
     let len = arg(ctx, 1);

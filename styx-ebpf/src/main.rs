@@ -7,14 +7,16 @@
 
 mod batch;
 mod emit;
+mod filter;
 mod usdt;
 
 use aya_ebpf::helpers::bpf_get_attach_cookie;
 use aya_ebpf::macros::{map, uprobe};
-use aya_ebpf::maps::{Array, PerCpuArray, RingBuf};
+use aya_ebpf::maps::{Array, LruHashMap, PerCpuArray, RingBuf};
 use aya_ebpf::programs::ProbeContext;
 use aya_ebpf::EbpfContext;
 use aya_log_ebpf::{error, warn};
+use styx_common::filter::FilterProgram;
 use styx_common::{EventKind, Shape, UsdtSpec, EVENT_KIND_SLOTS};
 
 /// Default size; the loader sets the real one (`--ring-size`).
@@ -38,6 +40,27 @@ static FAULTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(EVENT_KIND_SLOTS
 /// The loader sizes and fills it before attaching.
 #[map]
 static SPECS: Array<UsdtSpec> = Array::with_max_entries(1, 0);
+
+/// `--filter`/`--sample` programs by event kind (per-event delivery).
+#[map]
+static FILTERS: Array<FilterProgram> = Array::with_max_entries(EVENT_KIND_SLOTS, 0);
+
+/// Events each thread's filter passed so far, per kind (`tid << 8 | kind`),
+/// for `--sample`. A thread evicted from it counts again from its next event.
+#[map]
+static SAMPLED: LruHashMap<u64, u64> = LruHashMap::with_max_entries(65536, 0);
+
+/// Events the filters (or sampling) left out, per kind, per CPU.
+#[map]
+static FILTERED: PerCpuArray<u64> = PerCpuArray::with_max_entries(EVENT_KIND_SLOTS, 0);
+
+/// A filter program's stack of truth values, per CPU.
+#[map]
+static SCRATCH: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+
+/// Non-zero when `FILTERS` holds programs: saves the lookup otherwise.
+#[no_mangle]
+static FILTERING: u32 = 0;
 
 /// Only events from this process are kept (0: any). Several processes can map
 /// one binary, and every program attached to a site runs for all of them.

@@ -24,6 +24,7 @@ pub mod capture;
 pub mod escape;
 pub mod event;
 pub mod fields;
+pub mod filter;
 pub mod formats;
 pub mod header;
 pub mod lines;

@@ -5,6 +5,7 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
 use styx_common::EventKind;
+use styx_events::filter::Filters;
 use styx_events::formats::{Detail, Format};
 
 const EXAMPLES: &str = "\
@@ -19,6 +20,8 @@ Examples:
   sudo styx-loader --pid 1234 -o raw --output run.styx   a capture: read it later with `styx-loader read`
   sudo styx-loader --pid 1234 --capture run.styx      text now, and a capture of the same events
   sudo styx-loader --pid 1234 -o perfetto --output run.pftrace.gz   for ui.perfetto.dev
+  sudo styx-loader --pid 1234 --filter 'mem_write: addr == 0xd020'   who writes to 0xd020?
+  sudo styx-loader --pid 1234 -e insn_exec --sample 1000   1 instruction in 1000
   styx-loader list ./my-emulator                    what probes a binary has
 
 Events (-e): insn_fetch insn_exec block mem_read mem_write reg_read reg_write
@@ -157,6 +160,24 @@ pub struct TraceArgs {
     #[arg(long = "probes", value_name = "GLOB", value_parser = parse_glob)]
     pub probes: Vec<glob::Pattern>,
 
+    /// Keep only events for which EXPR holds (repeatable: all must hold).
+    /// EXPR compares an event's fields: `addr == 0xd020`, `pc in
+    /// 0x8000..0x9000` (end excluded; `..=` includes it), `val & 0x80 !=
+    /// 0`, `size >= 2`, `kind == call`, `text contains "reset"`, with
+    /// `&&`, `||`, `!` and parentheses. `TYPE[,TYPE]: EXPR` applies it to
+    /// those types only; without, to every traced type that has its
+    /// fields (`tid` and `pid` every type has). With per-event delivery the
+    /// kernel filters (a filtered-out event writes nothing to the ring);
+    /// batched events and text tests are filtered by the loader. The
+    /// summary counts what was filtered out.
+    #[arg(long = "filter", value_name = "EXPR")]
+    pub filters: Vec<String>,
+
+    /// Keep 1 event in N of each type, per thread, after the filters: the
+    /// 1st, (N+1)th, … (a rerun of the same program keeps the same events).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub sample: Option<u64>,
+
     /// Write events to this file instead of stdout.
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -235,6 +256,13 @@ pub enum Delivery {
 }
 
 impl TraceArgs {
+    /// `--filter` and `--sample` compiled for the selected types; an error
+    /// names the expression and points at the offending token.
+    #[cfg_attr(not(feature = "trace"), allow(dead_code))]
+    pub fn compile_filters(&self) -> anyhow::Result<Option<Filters>> {
+        compile_filters(&self.filters, self.sample, &self.kinds())
+    }
+
     /// The selected event kinds, all of them when none were named.
     #[cfg_attr(not(feature = "trace"), allow(dead_code))]
     pub fn kinds(&self) -> Vec<EventKind> {
@@ -243,6 +271,21 @@ impl TraceArgs {
         } else {
             self.events.clone()
         }
+    }
+}
+
+/// `--filter` expressions and `--sample` for `kinds`; None when neither was given.
+pub fn compile_filters(
+    filters: &[String],
+    sample: Option<u64>,
+    kinds: &[EventKind],
+) -> anyhow::Result<Option<Filters>> {
+    if filters.is_empty() && sample.is_none() {
+        return Ok(None);
+    }
+    match Filters::compile(filters, sample.unwrap_or(1), kinds) {
+        Ok(filters) => Ok(Some(filters)),
+        Err((expr, e)) => anyhow::bail!("--filter '{expr}': {e}"),
     }
 }
 

@@ -34,6 +34,8 @@ pub struct TypeCount {
     pub name: String,
     pub events: u64,
     pub dropped: u64,
+    /// Left out by `--filter`/`--sample`.
+    pub filtered: u64,
 }
 
 impl Summary {
@@ -92,7 +94,8 @@ fn is_summary(line: &str) -> bool {
     line.starts_with("styx-loader: ") && line.contains(" events from ")
 }
 
-/// `  NAME  N` or `  NAME  N  (L dropped: ring buffer full)`.
+/// `  NAME  N`, then notes such as `(L dropped: ring buffer full)` and
+/// `(F filtered out)`.
 fn type_count(line: &str) -> Option<TypeCount> {
     if !line.starts_with("  ") {
         return None;
@@ -100,14 +103,21 @@ fn type_count(line: &str) -> Option<TypeCount> {
     let mut words = line.split_whitespace();
     let name = words.next()?.to_string();
     let events = words.next()?.parse().ok()?;
-    let dropped = match words.next() {
-        None => 0,
-        Some(lost) => lost.strip_prefix('(')?.parse().ok()?,
+    // `(COUNT WHAT…)`
+    let note = |what: &str| -> Option<u64> {
+        line.split('(').skip(1).find_map(|note| {
+            let (count, rest) = note.split_once(' ')?;
+            rest.starts_with(what).then(|| count.parse().ok())?
+        })
     };
+    if words.next().is_some_and(|w| !w.starts_with('(')) {
+        return None;
+    }
     Some(TypeCount {
         name,
         events,
-        dropped,
+        dropped: note("dropped").unwrap_or(0),
+        filtered: note("filtered out").unwrap_or(0),
     })
 }
 
@@ -120,7 +130,7 @@ mod tests {
         "styx-loader: attached 26 probe sites in pid 7 (/opt/emu in a dir) in 12 ms; Ctrl-C to stop",
         "styx-loader: 2043 events from pid 7 (/opt/emu in a dir) in 1.52 s (process exited); 12 dropped",
         "  mem_read            1000",
-        "  marker              1043  (12 dropped: ring buffer full)",
+        "  marker              1043  (12 dropped: ring buffer full)  (7 filtered out)",
         "styx-loader: warning: 12 events were dropped because the ring buffer was full; try a larger --ring-size (now 4096 bytes)",
     ];
 
@@ -139,12 +149,14 @@ mod tests {
                 TypeCount {
                     name: "mem_read".into(),
                     events: 1000,
-                    dropped: 0
+                    dropped: 0,
+                    filtered: 0
                 },
                 TypeCount {
                     name: "marker".into(),
                     events: 1043,
-                    dropped: 12
+                    dropped: 12,
+                    filtered: 7
                 },
             ]
         );

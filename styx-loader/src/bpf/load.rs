@@ -7,7 +7,9 @@ use anyhow::{anyhow, Context, Result};
 use aya::maps::{Array, MapData, PerCpuArray, RingBuf};
 use aya::{Ebpf, EbpfLoader};
 use log::warn;
-use styx_common::{UsdtSpec, EVENT_KIND_SLOTS};
+use styx_common::filter::FilterProgram;
+use styx_common::{EventKind, UsdtSpec, EVENT_KIND_SLOTS};
+use styx_events::filter::Filters;
 use styx_usdt::select::UsdtSite;
 
 /// Built from styx-ebpf by `cargo xtask build-ebpf`; committed, so the loader
@@ -26,6 +28,8 @@ pub struct LoadOptions<'a> {
     pub ebpf_log: bool,
     /// Argument specs of the other providers' sites, by cookie.
     pub usdt: &'a [UsdtSite],
+    /// `--filter`/`--sample` programs, each type's where the kernel can run it.
+    pub filters: Option<&'a Filters>,
 }
 
 /// A spec as a map value (aya's Pod is a foreign trait).
@@ -34,6 +38,13 @@ pub struct LoadOptions<'a> {
 struct SpecValue(UsdtSpec);
 // SAFETY: UsdtSpec is repr(C) plain data without padding (bytemuck::Pod).
 unsafe impl aya::Pod for SpecValue {}
+
+/// A filter program as a map value.
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+struct ProgramValue(FilterProgram);
+// SAFETY: FilterProgram is repr(C) plain data without padding (bytemuck::Pod).
+unsafe impl aya::Pod for ProgramValue {}
 
 /// The loaded object and the maps the session reads.
 pub struct Loaded {
@@ -45,14 +56,23 @@ pub struct Loaded {
     pub drops: PerCpuArray<MapData, u64>,
     /// Batched events lost because copying them from the emulator failed.
     pub faults: PerCpuArray<MapData, u64>,
+    /// Per-event events the filters left out in the kernel.
+    pub filtered: PerCpuArray<MapData, u64>,
 }
 
 /// Loads the object, sized and filled for `options`.
 pub fn load(options: &LoadOptions<'_>) -> Result<Loaded> {
     let log_level: u8 = if options.ebpf_log { 0xff } else { 0 };
     let specs = options.usdt.len().max(1) as u32;
+    let kernel_filters = options.filters.filter(|f| {
+        EventKind::ALL
+            .iter()
+            .any(|&k| f.kernel_can(k) && !f.programs[k as usize].keeps_all())
+    });
+    let filtering = kernel_filters.is_some() as u32;
     let mut ebpf = EbpfLoader::new()
         .override_global("TARGET_TGID", &options.pid, true)
+        .override_global("FILTERING", &filtering, true)
         .override_global("AYA_LOG_LEVEL", &log_level, false)
         .map_max_entries("EVENTS", options.ring_bytes)
         .map_max_entries("SPECS", specs)
@@ -66,6 +86,23 @@ pub fn load(options: &LoadOptions<'_>) -> Result<Loaded> {
         spec_map
             .set(i as u32, SpecValue(site.spec), 0)
             .context("filling the SPECS map")?;
+    }
+    if let Some(filters) = kernel_filters {
+        let mut programs: Array<_, ProgramValue> = Array::try_from(
+            ebpf.map_mut("FILTERS")
+                .ok_or_else(|| anyhow!("no FILTERS map"))?,
+        )?;
+        for &kind in EventKind::ALL {
+            if filters.kernel_can(kind) {
+                programs
+                    .set(
+                        kind as u32,
+                        ProgramValue(filters.programs[kind as usize]),
+                        0,
+                    )
+                    .context("filling the FILTERS map")?;
+            }
+        }
     }
     let multi = match options.mode {
         AttachMode::PerSite => None,
@@ -92,12 +129,17 @@ pub fn load(options: &LoadOptions<'_>) -> Result<Loaded> {
         ebpf.take_map("FAULTS")
             .ok_or_else(|| anyhow!("no FAULTS map"))?,
     )?;
+    let filtered = PerCpuArray::try_from(
+        ebpf.take_map("FILTERED")
+            .ok_or_else(|| anyhow!("no FILTERED map"))?,
+    )?;
     Ok(Loaded {
         ebpf,
         multi,
         ring,
         drops,
         faults,
+        filtered,
     })
 }
 

@@ -26,6 +26,8 @@ pub async fn run(args: TraceArgs, held: Option<Held>) -> Result<i32> {
     if args.lossless && target.pid.is_none() {
         bail!("--lossless needs one process (--pid or a command after --), not --binary");
     }
+    // Bad expressions stop here: nothing is attached.
+    let filters = args.compile_filters()?;
     let selection = find_sites(&args, &target)?;
     let usdt = selection
         .usdt
@@ -50,6 +52,7 @@ pub async fn run(args: TraceArgs, held: Option<Held>) -> Result<i32> {
         duration: args.duration,
         live: session::live_line_wanted(args.quiet, args.output.is_some()),
         lossless: args.lossless,
+        filters,
     };
     let mut session = Session::start(&target, &selection, out, options)?;
     let spawned = held.is_some();

@@ -6,6 +6,7 @@ use styx_common::batch::BATCH_RECORD_KIND;
 use styx_common::EVENT_KIND_SLOTS;
 use styx_events::batch::{BatchError, Batches};
 use styx_events::event::{decode, DecodeError, Event};
+use styx_events::filter::Keep;
 use styx_events::writer::{EventWriter, Totals};
 
 /// Records taken per drain at most, so a producer faster than the output
@@ -58,11 +59,19 @@ pub struct Sink {
     /// Once closed: whether part of the output still works and is to be
     /// finished (the capture beside a closed `-o`, see [`EventWriter::can_finish`]).
     finishable: bool,
+    /// `--filter`/`--sample` for what the kernel did not filter.
+    pub keep: Option<Keep>,
+    /// Batches must be split to be filtered (else an output may take them whole).
+    split_batches: bool,
 }
 
 impl Sink {
-    pub fn new(out: Box<dyn EventWriter>) -> Sink {
+    /// Events go to `out`; `keep` filters those the kernel did not, and
+    /// with `split_batches` batches are always split to be filtered.
+    pub fn new(out: Box<dyn EventWriter>, keep: Option<Keep>, split_batches: bool) -> Sink {
         Sink {
+            keep,
+            split_batches,
             out,
             written: Counts::default(),
             unwritten: Counts::default(),
@@ -109,16 +118,23 @@ impl Sink {
         } else {
             (&mut Discard, &mut self.unwritten)
         };
+        let keep = &mut self.keep;
+        let mut keeps = |event: &Event<'_>| keep.as_mut().is_none_or(|k| k.keeps(event));
         let written = match bytes.get(16) {
             // Stored whole by an output that can (the raw capture): the
             // loader then only walks the item words to count them.
             Some(&BATCH_RECORD_KIND)
-                if out.takes_batches() && self.batches.take_whole(bytes, &mut counts.events) =>
+                if out.takes_batches()
+                    && !self.split_batches
+                    && self.batches.take_whole(bytes, &mut counts.events) =>
             {
                 out.batch(bytes)
             }
             Some(&BATCH_RECORD_KIND) => {
                 let split = self.batches.split(bytes, |event| {
+                    if !keeps(event) {
+                        return Ok(());
+                    }
                     counts.events[event.kind as usize] += 1;
                     out.event(event)
                 });
@@ -136,6 +152,7 @@ impl Sink {
                 }
             }
             _ => match decode(bytes) {
+                Ok(event) if !keeps(&event) => Ok(()),
                 Ok(event) => {
                     counts.events[event.kind as usize] += 1;
                     out.event(&event)

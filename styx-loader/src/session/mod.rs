@@ -27,6 +27,8 @@ use report::{Stop, Summary};
 use std::io::{self, IsTerminal};
 use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
+use styx_common::EventKind;
+use styx_events::filter::{Filters, Keep};
 use styx_events::writer::EventWriter;
 use styx_usdt::select::Selection;
 use styx_usdt::select::{AttachSite, Role};
@@ -52,6 +54,8 @@ pub struct Options {
     pub live: bool,
     /// Batches wait for room in the ring instead of being lost.
     pub lossless: bool,
+    /// `--filter` and `--sample`, if given.
+    pub filters: Option<Filters>,
 }
 
 /// An attached session.
@@ -109,6 +113,7 @@ impl Session {
             ring_bytes: options.ring_bytes,
             ebpf_log: options.ebpf_log,
             usdt: &selection.usdt,
+            filters: options.filters.as_ref(),
         })?;
         let logger = if options.ebpf_log {
             Some(aya_log::EbpfLogger::init(&mut loaded.ebpf).context("starting the eBPF logger")?)
@@ -162,6 +167,7 @@ impl Session {
         );
         let mut tick = interval(DRAIN_EVERY);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let (keep, split_batches) = keep_in_loader(options.filters.as_ref(), selection);
         Ok(Session {
             loaded,
             links,
@@ -169,7 +175,7 @@ impl Session {
             flush_sites,
             pid: target.pid,
             flow,
-            sink: Sink::new(out),
+            sink: Sink::new(out, keep, split_batches),
             logger,
             exit_fd,
             sigint,
@@ -326,6 +332,12 @@ impl Session {
     pub fn finish(mut self, stop: Stop) -> Result<()> {
         let drops = load::read_lost(&self.loaded.drops)?.events;
         let faults = load::read_lost(&self.loaded.faults)?;
+        let mut filtered = load::read_lost(&self.loaded.filtered)?.events;
+        if let Some(keep) = &self.sink.keep {
+            for (n, here) in filtered.iter_mut().zip(keep.left_out) {
+                *n += here;
+            }
+        }
         self.sink.finish(&drops);
         report::print(&Summary {
             target: &self.target_name,
@@ -334,6 +346,7 @@ impl Session {
             sink: &self.sink,
             drops: &drops,
             faults: &faults,
+            filtered: &filtered,
             ring_size: self.options.ring_bytes,
         });
         if let Some(e) = &self.sink.error {
@@ -346,6 +359,26 @@ impl Session {
         }
         Ok(())
     }
+}
+
+/// What the loader filters of `filters`: every type whose events the eBPF
+/// programs cannot filter (batched ones, text tests), and whether batches
+/// must be split for it.
+fn keep_in_loader(filters: Option<&Filters>, selection: &Selection) -> (Option<Keep>, bool) {
+    let Some(filters) = filters.filter(|f| f.any()) else {
+        return (None, false);
+    };
+    let batched = |kind| {
+        selection
+            .sites
+            .iter()
+            .any(|s| s.role == Role::BatchEnable(kind))
+    };
+    let in_kernel = |kind| filters.kernel_can(kind) && !batched(kind);
+    let split = EventKind::ALL
+        .iter()
+        .any(|&k| batched(k) && !filters.programs[k as usize].keeps_all());
+    (Some(Keep::new(filters.clone(), in_kernel)), split)
 }
 
 /// Lossless mode: grants the emulator credit for the batches taken

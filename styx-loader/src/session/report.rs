@@ -26,6 +26,8 @@ pub struct Summary<'a> {
     pub drops: &'a [u64],
     /// Batched events whose copy from the emulator failed.
     pub faults: &'a Lost,
+    /// Events `--filter`/`--sample` left out, per kind id.
+    pub filtered: &'a [u64],
     pub ring_size: u32,
 }
 
@@ -49,8 +51,12 @@ pub fn print(s: &Summary<'_>) {
     for &kind in EventKind::ALL {
         let i = kind as usize;
         let (n, lost, faulted) = (written.events[i], s.drops[i], s.faults.events[i]);
-        if n > 0 || lost > 0 || faulted > 0 {
+        let filtered = s.filtered[i];
+        if n > 0 || lost > 0 || faulted > 0 || filtered > 0 {
             let mut notes = String::new();
+            if filtered > 0 {
+                notes += &format!("  ({filtered} filtered out)");
+            }
             if lost > 0 {
                 notes += &format!("  ({lost} dropped: ring buffer full)");
             }

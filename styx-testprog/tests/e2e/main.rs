@@ -17,6 +17,7 @@ mod compile_out;
 mod demo;
 mod enabled;
 mod errors;
+mod filters;
 mod libraries;
 mod list;
 mod live;

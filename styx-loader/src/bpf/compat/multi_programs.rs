@@ -83,6 +83,7 @@ fn map_fd(map: &Map) -> Result<RawFd> {
         | Map::PerCpuArray(data)
         | Map::HashMap(data)
         | Map::PerCpuHashMap(data)
+        | Map::LruHashMap(data)
         | Map::RingBuf(data)
         | Map::PerfEventArray(data) => data,
         other => bail!("styx's eBPF object has an unexpected map type: {other:?}"),

@@ -21,6 +21,7 @@ extern crate std;
 
 pub mod batch;
 mod branch;
+pub mod count;
 mod event;
 pub mod filter;
 mod layout;

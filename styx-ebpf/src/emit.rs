@@ -1,13 +1,13 @@
 //! Fills ring-buffer records from a probe's arguments.
 
-use crate::{dropped, filter, site_kind, wanted, EVENTS};
+use crate::{count, dropped, filter, site_kind, wanted, EVENTS};
 use aya_ebpf::bindings::BPF_RB_NO_WAKEUP;
 use aya_ebpf::helpers::generated::bpf_probe_read_user;
 use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns};
 use aya_ebpf::maps::ring_buf::RingBufEntry;
 use aya_ebpf::programs::ProbeContext;
 use core::ffi::c_void;
-use styx_common::filter::VALUE_SLOTS;
+use styx_common::filter::{SLOT_PID, SLOT_SIZE, SLOT_TID, VALUE_SLOTS};
 use styx_common::{ArgsRecord, MarkerRecord, RecordHeader, Shape, SpanRecord};
 
 // No wake-up per event (~0.9 µs each): the loader drains on a short timer.
@@ -50,7 +50,14 @@ fn begin<T: 'static>(
         0
     };
     let header = header(kind, aux)?;
+    values[SLOT_SIZE as usize] = aux as u64;
+    values[SLOT_TID as usize] = header.tid as u64;
+    values[SLOT_PID as usize] = header.pid as u64;
     if !filter::keeps(&header, values) {
+        return None;
+    }
+    if count::counting() {
+        count::count(kind, values);
         return None;
     }
     match EVENTS.reserve::<T>(0) {

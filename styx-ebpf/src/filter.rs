@@ -7,10 +7,10 @@ use crate::{FILTERED, FILTERING, FILTERS, SAMPLED, SCRATCH};
 use styx_common::filter::{FilterProgram, VALUE_SLOTS};
 use styx_common::RecordHeader;
 
-/// Whether to write an event of `header` with these value slots (0..=3:
-/// its record's arguments in catalogue order).
+/// Whether to write an event of `header` with these value slots (its
+/// record's arguments in catalogue order, its size, thread and process).
 #[inline(always)]
-pub fn keeps(header: &RecordHeader, values: &mut [u64; VALUE_SLOTS]) -> bool {
+pub fn keeps(header: &RecordHeader, values: &[u64; VALUE_SLOTS]) -> bool {
     // SAFETY: a plain read of a global the loader sets before loading.
     if unsafe { core::ptr::read_volatile(&FILTERING) } == 0 {
         return true;
@@ -22,9 +22,6 @@ pub fn keeps(header: &RecordHeader, values: &mut [u64; VALUE_SLOTS]) -> bool {
     if program.flags & FilterProgram::KERNEL == 0 || program.keeps_all() {
         return true;
     }
-    values[styx_common::filter::SLOT_SIZE as usize] = header.aux as u64;
-    values[styx_common::filter::SLOT_TID as usize] = header.tid as u64;
-    values[styx_common::filter::SLOT_PID as usize] = header.pid as u64;
     // The stack of truth values in map memory (see FilterProgram::run).
     let Some(stack) = SCRATCH.get_ptr_mut(0) else {
         return true;

@@ -6,16 +6,18 @@
 #![no_main]
 
 mod batch;
+mod count;
 mod emit;
 mod filter;
 mod usdt;
 
 use aya_ebpf::helpers::bpf_get_attach_cookie;
 use aya_ebpf::macros::{map, uprobe};
-use aya_ebpf::maps::{Array, LruHashMap, PerCpuArray, RingBuf};
+use aya_ebpf::maps::{Array, LruHashMap, PerCpuArray, PerCpuHashMap, RingBuf};
 use aya_ebpf::programs::ProbeContext;
 use aya_ebpf::EbpfContext;
 use aya_log_ebpf::{error, warn};
+use styx_common::count::{CountKey, CountSpec, COUNT_TABLES};
 use styx_common::filter::FilterProgram;
 use styx_common::{EventKind, Shape, UsdtSpec, EVENT_KIND_SLOTS};
 
@@ -61,6 +63,24 @@ static SCRATCH: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 /// Non-zero when `FILTERS` holds programs: saves the lookup otherwise.
 #[no_mangle]
 static FILTERING: u32 = 0;
+
+/// `top`: per table and kind (`table * EVENT_KIND_SLOTS + kind`), where
+/// the key is.
+#[map]
+static COUNT_SPECS: Array<CountSpec> = Array::with_max_entries(COUNT_TABLES * EVENT_KIND_SLOTS, 0);
+
+/// `top`: events counted per key, per CPU; the loader sizes it (`--max-keys`).
+#[map]
+static COUNTS: PerCpuHashMap<CountKey, u64> = PerCpuHashMap::with_max_entries(1, 0);
+
+/// `top`: events whose key did not fit `COUNTS`, per table and kind, per CPU.
+#[map]
+static COUNT_OTHER: PerCpuArray<u64> =
+    PerCpuArray::with_max_entries(COUNT_TABLES * EVENT_KIND_SLOTS, 0);
+
+/// Non-zero: per-event events are counted in `COUNTS`, not written.
+#[no_mangle]
+static COUNTING: u32 = 0;
 
 /// Only events from this process are kept (0: any). Several processes can map
 /// one binary, and every program attached to a site runs for all of them.

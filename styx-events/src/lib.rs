@@ -29,5 +29,6 @@ pub mod formats;
 pub mod header;
 pub mod lines;
 pub mod timeline;
+pub mod top;
 pub mod usdt;
 pub mod writer;

@@ -22,6 +22,7 @@ Examples:
   sudo styx-loader --pid 1234 -o perfetto --output run.pftrace.gz   for ui.perfetto.dev
   sudo styx-loader --pid 1234 --filter 'mem_write: addr == 0xd020'   who writes to 0xd020?
   sudo styx-loader --pid 1234 -e insn_exec --sample 1000   1 instruction in 1000
+  sudo styx-loader top --pid 1234 -e insn_exec           hottest code, live (see top --help)
   styx-loader list ./my-emulator                    what probes a binary has
 
 Events (-e): insn_fetch insn_exec block mem_read mem_write reg_read reg_write
@@ -67,6 +68,73 @@ pub enum Command {
     /// up to its last whole record, with a warning saying what was lost.
     #[command(after_help = READ_EXAMPLES)]
     Read(ReadArgs),
+    /// Count events per key while tracing, like top: which code is hot
+    /// (`--by pc -e insn_exec`), who touches which address (`--by addr`),
+    /// which pages (`--by page`, `--heatmap FILE` draws them). With
+    /// per-event delivery the kernel counts (no event is streamed); batched
+    /// events are counted by the loader. Counts are exact (unless
+    /// --sample); keys beyond --max-keys are counted in an "(other)" row
+    /// per type. On a terminal the table is redrawn every --interval; at
+    /// the end (Ctrl-C, --duration, the process exits) the final table
+    /// goes to stdout or --output, as text or jsonl (-o).
+    #[command(after_help = TOP_EXAMPLES)]
+    Top(TopArgs),
+}
+
+const TOP_EXAMPLES: &str = "\
+Examples:
+  sudo styx-loader top --pid 1234 -e insn_exec              hottest instructions (by pc)
+  sudo styx-loader top --pid 1234 --by addr -e mem_write     most written addresses
+  sudo styx-loader top --pid 1234 --by page --page-size 256 --heatmap mem.svg
+  sudo styx-loader top --by target -e branch --filter 'kind == call' -d 5 -o jsonl -- ./emu rom.bin
+  styx-loader read run.styx --by pc                          the same table from a capture";
+
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    #[command(flatten)]
+    pub top: TopOptions,
+
+    #[command(flatten)]
+    pub trace: TraceArgs,
+}
+
+/// `top`'s own options.
+#[derive(Debug, Args)]
+pub struct TopOptions {
+    #[command(flatten)]
+    pub count: CountArgs,
+
+    /// Redraw the table this often on a terminal (seconds).
+    #[arg(long, value_name = "SECS", default_value = "1", value_parser = parse_seconds)]
+    pub interval: Duration,
+
+    /// Rows of the text table (the largest counts); jsonl gives every row.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub rows: usize,
+}
+
+/// What `top` and `read --by` count per.
+#[derive(Debug, Args)]
+pub struct CountArgs {
+    /// Count per this key: a numeric field (pc, addr, val, size, target,
+    /// reg, num, code, insn, kind, tid, …: each type that has it is
+    /// counted), `page` (the page of addr, see --page-size) or `event`
+    /// (per type).
+    #[arg(long, value_name = "KEY", default_value = "pc")]
+    pub by: String,
+
+    /// Bytes per page for `--by page` and --heatmap (a power of two).
+    #[arg(long, value_name = "BYTES", default_value_t = 4096)]
+    pub page_size: u64,
+
+    /// Also draw reads and writes per page of guest memory as an SVG picture.
+    #[arg(long, value_name = "FILE")]
+    pub heatmap: Option<PathBuf>,
+
+    /// Keys kept at most (per table); events of keys beyond are counted in
+    /// their type's "(other)" row.
+    #[arg(long, value_name = "N", default_value_t = 65536)]
+    pub max_keys: u32,
 }
 
 const READ_EXAMPLES: &str = "\
@@ -74,7 +142,9 @@ Examples:
   sudo styx-loader --pid 1234 -o raw --output run.styx      capture now
   styx-loader read run.styx | less                           read later, as text
   styx-loader read run.styx -o jsonl | jq 'select(.event == \"branch\")'
-  styx-loader read run.styx -o perfetto --output run.pftrace   open in ui.perfetto.dev";
+  styx-loader read run.styx -o perfetto --output run.pftrace   open in ui.perfetto.dev
+  styx-loader read run.styx --by addr --filter 'mem_write: addr in 0xd000..0xe000'
+  styx-loader read run.styx --by page --page-size 256 --heatmap mem.svg";
 
 #[derive(Debug, Args)]
 pub struct ReadArgs {
@@ -93,6 +163,32 @@ pub struct ReadArgs {
     /// (also the wall-clock time).
     #[arg(long, value_enum, default_value_t = Detail::Normal)]
     pub detail: Detail,
+
+    /// Keep only events for which EXPR holds (repeatable; see the trace
+    /// command's --filter).
+    #[arg(long = "filter", value_name = "EXPR")]
+    pub filters: Vec<String>,
+
+    /// Keep 1 event in N of each type, per thread, after the filters.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub sample: Option<u64>,
+
+    /// Instead of the events, print their counts per KEY (as `top` does;
+    /// see `top --help`), as text or jsonl (-o).
+    #[arg(long, value_name = "KEY")]
+    pub by: Option<String>,
+
+    /// Bytes per page for `--by page` and --heatmap (a power of two).
+    #[arg(long, value_name = "BYTES", default_value_t = 4096)]
+    pub page_size: u64,
+
+    /// Draw reads and writes per page of guest memory as an SVG picture.
+    #[arg(long, value_name = "FILE")]
+    pub heatmap: Option<PathBuf>,
+
+    /// Keys kept at most for --by (beyond: an "(other)" row per type).
+    #[arg(long, value_name = "N", default_value_t = 65536)]
+    pub max_keys: u32,
 }
 
 const LIST_EXAMPLES: &str = "\

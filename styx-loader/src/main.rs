@@ -17,17 +17,22 @@ mod outputs;
 mod session;
 
 use clap::Parser;
-use cli::{Cli, Command, TraceArgs};
+use cli::{Cli, Command, TopArgs, TopOptions, TraceArgs};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    Logger::install(cli.trace.ebpf_log);
-    let result = match &cli.command {
-        Some(Command::List(args)) => cmd::list::run(args).map(|()| 0),
-        Some(Command::Read(args)) => cmd::read::run(args).map(|()| 0),
-        None => run_trace(cli.trace),
+    let ebpf_log = match &cli.command {
+        Some(Command::Top(top)) => top.trace.ebpf_log,
+        _ => cli.trace.ebpf_log,
+    };
+    Logger::install(ebpf_log);
+    let result = match cli.command {
+        Some(Command::List(args)) => cmd::list::run(&args).map(|()| 0),
+        Some(Command::Read(args)) => cmd::read::run(&args).map(|()| 0),
+        Some(Command::Top(TopArgs { top, trace })) => run_trace(trace, Some(top)),
+        None => run_trace(cli.trace, None),
     };
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
@@ -39,14 +44,14 @@ fn main() -> ExitCode {
 }
 
 #[cfg(not(feature = "trace"))]
-fn run_trace(_: TraceArgs) -> anyhow::Result<i32> {
+fn run_trace(_: TraceArgs, _: Option<TopOptions>) -> anyhow::Result<i32> {
     anyhow::bail!(
         "this styx-loader was built without the `trace` feature: it can only `list` and `read`"
     )
 }
 
 #[cfg(feature = "trace")]
-fn run_trace(args: TraceArgs) -> anyhow::Result<i32> {
+fn run_trace(args: TraceArgs, top: Option<TopOptions>) -> anyhow::Result<i32> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         anyhow::bail!(
@@ -73,7 +78,7 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<i32> {
         .enable_all()
         .build()
         .map_err(|e| anyhow::anyhow!("starting the async runtime: {e}"))?
-        .block_on(cmd::trace::run(args, held))
+        .block_on(cmd::trace::run(args, held, top))
 }
 
 /// Prints warnings and notes (the libraries' and the loader's own) as `styx-loader: warning: …`

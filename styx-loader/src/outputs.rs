@@ -78,7 +78,7 @@ pub fn open_one(
 /// and mode, so `--output` can name the same file run after run; whoever
 /// could put a regular file there could write it anyway. Other existing
 /// files (`/dev/null`, a named pipe) are written as they are.
-fn create(path: &Path) -> Result<File> {
+pub fn create(path: &Path) -> Result<File> {
     let name = path.display();
     // SAFETY: geteuid has no preconditions.
     let ours = |link: &Metadata| link.uid() == unsafe { libc::geteuid() };

@@ -4,12 +4,14 @@
 use super::compat::multi_programs::{self, MultiPrograms};
 use super::AttachMode;
 use anyhow::{anyhow, Context, Result};
-use aya::maps::{Array, MapData, PerCpuArray, RingBuf};
+use aya::maps::{Array, MapData, PerCpuArray, PerCpuHashMap, RingBuf};
 use aya::{Ebpf, EbpfLoader};
 use log::warn;
+use styx_common::count::{CountKey, CountSpec, COUNT_TABLES};
 use styx_common::filter::FilterProgram;
 use styx_common::{EventKind, UsdtSpec, EVENT_KIND_SLOTS};
 use styx_events::filter::Filters;
+use styx_events::top::{KeyRef, Table};
 use styx_usdt::select::UsdtSite;
 
 /// Built from styx-ebpf by `cargo xtask build-ebpf`; committed, so the loader
@@ -30,6 +32,15 @@ pub struct LoadOptions<'a> {
     pub usdt: &'a [UsdtSite],
     /// `--filter`/`--sample` programs, each type's where the kernel can run it.
     pub filters: Option<&'a Filters>,
+    /// `top`: count per-event events in the kernel instead of writing them.
+    pub counting: Option<&'a Counting>,
+}
+
+/// What `top` counts in the kernel: per table, per kind id, where its key
+/// is (None: not counted there), in a map of at most `max_keys` keys.
+pub struct Counting {
+    pub tables: Vec<[Option<KeyRef>; EVENT_KIND_SLOTS as usize]>,
+    pub max_keys: u32,
 }
 
 /// A spec as a map value (aya's Pod is a foreign trait).
@@ -46,6 +57,18 @@ struct ProgramValue(FilterProgram);
 // SAFETY: FilterProgram is repr(C) plain data without padding (bytemuck::Pod).
 unsafe impl aya::Pod for ProgramValue {}
 
+/// A count key and spec as map keys and values.
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+struct CountKeyValue(CountKey);
+// SAFETY: CountKey is repr(C) plain data without padding (bytemuck::Pod).
+unsafe impl aya::Pod for CountKeyValue {}
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+struct CountSpecValue(CountSpec);
+// SAFETY: CountSpec is repr(C) plain data without padding (bytemuck::Pod).
+unsafe impl aya::Pod for CountSpecValue {}
+
 /// The loaded object and the maps the session reads.
 pub struct Loaded {
     pub ebpf: Ebpf,
@@ -58,6 +81,14 @@ pub struct Loaded {
     pub faults: PerCpuArray<MapData, u64>,
     /// Per-event events the filters left out in the kernel.
     pub filtered: PerCpuArray<MapData, u64>,
+    /// `top`'s counts in the kernel, and its "other" counts, when counting.
+    pub counts: Option<KernelCounts>,
+}
+
+/// `top`'s maps in the kernel.
+pub struct KernelCounts {
+    counts: PerCpuHashMap<MapData, CountKeyValue, u64>,
+    other: PerCpuArray<MapData, u64>,
 }
 
 /// Loads the object, sized and filled for `options`.
@@ -70,9 +101,13 @@ pub fn load(options: &LoadOptions<'_>) -> Result<Loaded> {
             .any(|&k| f.kernel_can(k) && !f.programs[k as usize].keeps_all())
     });
     let filtering = kernel_filters.is_some() as u32;
+    let counting = options.counting.is_some() as u32;
+    let max_keys = options.counting.map_or(1, |c| c.max_keys.max(1));
     let mut ebpf = EbpfLoader::new()
         .override_global("TARGET_TGID", &options.pid, true)
         .override_global("FILTERING", &filtering, true)
+        .override_global("COUNTING", &counting, true)
+        .map_max_entries("COUNTS", max_keys)
         .override_global("AYA_LOG_LEVEL", &log_level, false)
         .map_max_entries("EVENTS", options.ring_bytes)
         .map_max_entries("SPECS", specs)
@@ -101,6 +136,33 @@ pub fn load(options: &LoadOptions<'_>) -> Result<Loaded> {
                         0,
                     )
                     .context("filling the FILTERS map")?;
+            }
+        }
+    }
+    if let Some(counting) = options.counting {
+        let mut specs: Array<_, CountSpecValue> = Array::try_from(
+            ebpf.map_mut("COUNT_SPECS")
+                .ok_or_else(|| anyhow!("no COUNT_SPECS map"))?,
+        )?;
+        for (table, keys) in counting
+            .tables
+            .iter()
+            .enumerate()
+            .take(COUNT_TABLES as usize)
+        {
+            for (kind, key) in keys.iter().enumerate() {
+                let Some(key) = key else { continue };
+                let spec = CountSpec {
+                    active: 1,
+                    slot: key.slot,
+                    shift: key.shift,
+                    _reserved: [0; 5],
+                    mask: key.mask,
+                };
+                let index = table as u32 * EVENT_KIND_SLOTS + kind as u32;
+                specs
+                    .set(index, CountSpecValue(spec), 0)
+                    .context("filling the COUNT_SPECS map")?;
             }
         }
     }
@@ -133,6 +195,20 @@ pub fn load(options: &LoadOptions<'_>) -> Result<Loaded> {
         ebpf.take_map("FILTERED")
             .ok_or_else(|| anyhow!("no FILTERED map"))?,
     )?;
+    let counts = match options.counting {
+        None => None,
+        Some(_) => {
+            let counts = PerCpuHashMap::try_from(
+                ebpf.take_map("COUNTS")
+                    .ok_or_else(|| anyhow!("no COUNTS map"))?,
+            )?;
+            let other = PerCpuArray::try_from(
+                ebpf.take_map("COUNT_OTHER")
+                    .ok_or_else(|| anyhow!("no COUNT_OTHER map"))?,
+            )?;
+            Some(KernelCounts { counts, other })
+        }
+    };
     Ok(Loaded {
         ebpf,
         multi,
@@ -140,7 +216,32 @@ pub fn load(options: &LoadOptions<'_>) -> Result<Loaded> {
         drops,
         faults,
         filtered,
+        counts,
     })
+}
+
+/// `top`'s tables as the kernel counted them so far (none when it does not count).
+pub fn read_counts(loaded: &Loaded, tables: usize, max_keys: usize) -> Result<Vec<Table>> {
+    let Some(KernelCounts { counts, other }) = &loaded.counts else {
+        return Ok(Vec::new());
+    };
+    let mut out: Vec<Table> = (0..tables).map(|_| Table::new(max_keys)).collect();
+    for entry in counts.iter() {
+        let (CountKeyValue(key), per_cpu) = entry.context("reading the COUNTS map")?;
+        if let Some(table) = out.get_mut(key.table as usize) {
+            table.add(key.kind, key.key, per_cpu.iter().sum());
+        }
+    }
+    for (t, table) in out.iter_mut().enumerate() {
+        for kind in 0..EVENT_KIND_SLOTS {
+            let index = t as u32 * EVENT_KIND_SLOTS + kind;
+            let per_cpu = other
+                .get(&index, 0)
+                .context("reading the COUNT_OTHER map")?;
+            table.other[kind as usize] += per_cpu.iter().sum::<u64>();
+        }
+    }
+    Ok(out)
 }
 
 /// What a per-kind counter map (`DROPS`: ring full; `FAULTS`: the copy

@@ -1,14 +1,17 @@
 //! `styx-loader read FILE`: converts a raw capture into another format, any
 //! time later, as often as wanted.
 
-use crate::cli::ReadArgs;
+use crate::cli::{compile_filters, ReadArgs};
+use crate::cmd::top::Counter;
 use crate::outputs;
 use anyhow::{bail, Context, Result};
 use std::fs::File;
 use std::io::{self, Read};
 use styx_common::{EventKind, EVENT_KIND_SLOTS};
 use styx_events::capture::{Ending, Reader};
-use styx_events::writer::Totals;
+use styx_events::filter::Keep;
+use styx_events::formats::Format;
+use styx_events::writer::{EventWriter, Tee, Totals};
 
 /// Converts the capture `args` names.
 pub fn run(args: &ReadArgs) -> Result<()> {
@@ -18,16 +21,52 @@ pub fn run(args: &ReadArgs) -> Result<()> {
     } else {
         Box::new(File::open(&args.file).with_context(|| format!("cannot open {name}"))?)
     };
+    // Every styx type: a capture says which it holds only as it is read.
+    let kinds: Vec<EventKind> = EventKind::ALL
+        .iter()
+        .copied()
+        .filter(|&k| k != EventKind::Usdt)
+        .collect();
+    let mut keep = compile_filters(&args.filters, args.sample, &kinds)?
+        .map(|filters| Keep::new(filters, |_| false));
+    let counter = match (&args.by, &args.heatmap) {
+        (None, None) => None,
+        (by, heatmap) => Some(Counter::new(
+            by.as_deref().unwrap_or("event"),
+            args.page_size,
+            heatmap.as_deref(),
+            args.max_keys,
+            if by.is_some() {
+                args.format
+            } else {
+                Format::Text
+            },
+            &kinds,
+        )?),
+    };
     let mut reader = Reader::open(input).with_context(|| format!("reading {name}"))?;
-    let mut writer = outputs::open_one(
-        args.format,
-        args.output.as_deref(),
-        args.detail,
-        &reader.header,
-    )?;
+    let mut writer: Box<dyn EventWriter> = match (&args.by, &counter) {
+        // The table replaces the events.
+        (Some(_), Some(counter)) => Box::new(counter.writer()),
+        (_, counter) => {
+            let events = outputs::open_one(
+                args.format,
+                args.output.as_deref(),
+                args.detail,
+                &reader.header,
+            )?;
+            match counter {
+                Some(counter) => Box::new(Tee::new(vec![events, Box::new(counter.writer())])),
+                None => events,
+            }
+        }
+    };
     let mut counts = [0u64; EVENT_KIND_SLOTS as usize];
     let outcome = (|| -> Result<()> {
         while let Some(event) = reader.next().with_context(|| format!("reading {name}"))? {
+            if keep.as_mut().is_some_and(|k| !k.keeps(&event)) {
+                continue;
+            }
             counts[event.kind as usize] += 1;
             writer.event(&event)?;
         }
@@ -80,9 +119,15 @@ pub fn run(args: &ReadArgs) -> Result<()> {
         drops: &drops,
     };
     match writer.finish(&totals) {
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
-        other => other.context("writing the output"),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
+        other => other.context("writing the output")?,
     }
+    if let Some(counter) = counter {
+        let tables = counter.merged(&[]);
+        let table_to = args.by.is_some().then_some(args.output.as_deref());
+        counter.write_final(&tables, table_to, None, &format!("styx-loader read {name}"))?;
+    }
+    Ok(())
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

@@ -1,12 +1,18 @@
 //! The default command: trace a process, a command started here, or a
 //! binary system-wide, from the command line to the exit code.
 
-use crate::cli::{Delivery, TraceArgs};
+use crate::bpf::load::Counting;
+use crate::cli::{Delivery, TopOptions, TraceArgs};
+use crate::cmd::top::{self, Counter, Screen};
 use crate::outputs::{self, Outputs};
 use crate::session::spawn::{self, Held};
-use crate::session::{self, Session};
+use crate::session::{self, Refresh, Session};
 use anyhow::{bail, Result};
+use styx_common::EventKind;
+use styx_events::formats::Format;
 use styx_events::header::{Header, UsdtInfo};
+use styx_events::writer::{EventWriter, Tee};
+use styx_usdt::select::Role;
 use styx_usdt::select::{describe_providers, Selection, Wanted};
 use styx_usdt::symbols::Symbols;
 use styx_usdt::target::Target;
@@ -14,7 +20,7 @@ use styx_usdt::target::Target;
 /// Traces until told to stop; returns the exit code styx-loader should end
 /// with: 0, or the spawned command's own. `held` is the command after `--`,
 /// forked before the runtime started.
-pub async fn run(args: TraceArgs, held: Option<Held>) -> Result<i32> {
+pub async fn run(args: TraceArgs, held: Option<Held>, top: Option<TopOptions>) -> Result<i32> {
     let target = match (&held, &args.binary) {
         (Some(held), _) => Target::spawned(held.pid, &held.program),
         (None, Some(path)) => Target::binary(path)?,
@@ -36,15 +42,22 @@ pub async fn run(args: TraceArgs, held: Option<Held>) -> Result<i32> {
         .map(|(id, site)| UsdtInfo::from_spec(id as u32, &site.provider, &site.probe, &site.spec))
         .collect();
     let header = Header::now(target.pid.unwrap_or(0), &target.files[0].name, usdt);
-    let out = outputs::open(
-        &Outputs {
-            format: args.format,
-            output: args.output.as_deref(),
-            capture: args.capture.as_ref(),
-            detail: args.detail,
-        },
-        &header,
-    )?;
+    let (out, counting, refresh) = match &top {
+        None => (
+            outputs::open(
+                &Outputs {
+                    format: args.format,
+                    output: args.output.as_deref(),
+                    capture: args.capture.as_ref(),
+                    detail: args.detail,
+                },
+                &header,
+            )?,
+            None,
+            None,
+        ),
+        Some(top) => counting_outputs(&args, top, &target, &selection, &header)?,
+    };
     let options = session::Options {
         attach: args.attach,
         ring_bytes: args.ring_size,
@@ -53,6 +66,8 @@ pub async fn run(args: TraceArgs, held: Option<Held>) -> Result<i32> {
         live: session::live_line_wanted(args.quiet, args.output.is_some()),
         lossless: args.lossless,
         filters,
+        counting,
+        refresh,
     };
     let mut session = Session::start(&target, &selection, out, options)?;
     let spawned = held.is_some();
@@ -66,6 +81,70 @@ pub async fn run(args: TraceArgs, held: Option<Held>) -> Result<i32> {
         (true, Some(pid)) => spawn::wait_exit_code(pid),
         _ => Ok(0),
     }
+}
+
+/// `top`: events go to the counter (and a capture, if asked for); with no
+/// capture, the kernel counts the per-event types itself.
+fn counting_outputs(
+    args: &TraceArgs,
+    top: &TopOptions,
+    target: &Target,
+    selection: &Selection,
+    header: &Header,
+) -> Result<(Box<dyn EventWriter>, Option<Counting>, Option<Refresh>)> {
+    let c = &top.count;
+    let counter = Counter::new(
+        &c.by,
+        c.page_size,
+        c.heatmap.as_deref(),
+        c.max_keys,
+        args.format,
+        &args.kinds(),
+    )?;
+    let batched = |kind: EventKind| {
+        selection
+            .sites
+            .iter()
+            .any(|s| s.role == Role::BatchEnable(kind))
+    };
+    // A capture needs every event streamed: then the loader counts them all.
+    let counting = args.capture.is_none().then(|| Counting {
+        tables: counter
+            .specs
+            .iter()
+            .map(|spec| {
+                let mut keys = spec.keys;
+                for &kind in EventKind::ALL {
+                    if batched(kind) {
+                        keys[kind as usize] = None;
+                    }
+                }
+                keys
+            })
+            .collect(),
+        max_keys: c.max_keys.max(1),
+    });
+    let mut out: Box<dyn EventWriter> = Box::new(counter.writer());
+    if let Some(path) = &args.capture {
+        out = Box::new(Tee::new(vec![
+            out,
+            outputs::open_one(Format::Raw, Some(path), args.detail, header)?,
+        ]));
+    }
+    let (tables, max_keys) = (counter.specs.len(), counter.max_keys);
+    let mut screen = Screen::new(
+        counter,
+        top.rows,
+        args.output.clone(),
+        format!("styx-loader top: {}", target.name),
+    );
+    let refresh = Refresh {
+        every: top.interval.max(top::MIN_INTERVAL),
+        draw: Box::new(move |kernel, done| screen.draw(kernel, done)),
+        tables,
+        max_keys,
+    };
+    Ok((out, counting, Some(refresh)))
 }
 
 /// The probe sites to attach in the target, or why there are none.

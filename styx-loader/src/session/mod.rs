@@ -16,7 +16,7 @@ pub mod report;
 pub mod spawn;
 
 use crate::bpf::attach::{self, Links};
-use crate::bpf::load::{self, LoadOptions, Loaded};
+use crate::bpf::load::{self, Counting, LoadOptions, Loaded};
 use crate::bpf::AttachMode;
 use anyhow::{bail, Context, Result};
 use drain::{Drained, Sink};
@@ -29,6 +29,7 @@ use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 use styx_common::EventKind;
 use styx_events::filter::{Filters, Keep};
+use styx_events::top::Table;
 use styx_events::writer::EventWriter;
 use styx_usdt::select::Selection;
 use styx_usdt::select::{AttachSite, Role};
@@ -56,6 +57,20 @@ pub struct Options {
     pub lossless: bool,
     /// `--filter` and `--sample`, if given.
     pub filters: Option<Filters>,
+    /// `top` with per-event delivery: count in the kernel.
+    pub counting: Option<Counting>,
+    /// `top`: redraws its table every so often, and at the end.
+    pub refresh: Option<Refresh>,
+}
+
+/// Something to call every `every` while streaming, and once at the end
+/// (`done`), with `top`'s tables as the kernel counted them so far.
+pub struct Refresh {
+    pub every: Duration,
+    pub draw: Box<dyn FnMut(&[Table], bool)>,
+    /// Tables the kernel counts, and their room.
+    pub tables: usize,
+    pub max_keys: usize,
 }
 
 /// An attached session.
@@ -114,6 +129,7 @@ impl Session {
             ebpf_log: options.ebpf_log,
             usdt: &selection.usdt,
             filters: options.filters.as_ref(),
+            counting: options.counting.as_ref(),
         })?;
         let logger = if options.ebpf_log {
             Some(aya_log::EbpfLogger::init(&mut loaded.ebpf).context("starting the eBPF logger")?)
@@ -198,6 +214,7 @@ impl Session {
             .duration
             .map(|d| tokio::time::Instant::now() + d);
         let exit_fd = self.exit_fd.as_ref();
+        let mut next_refresh = Instant::now();
         let stop = loop {
             tokio::select! {
                 _ = self.tick.tick() => {
@@ -212,6 +229,13 @@ impl Session {
                     }
                     if live.due() {
                         live.draw(&self.sink.written.events, &load::read_lost(&self.loaded.drops)?.events);
+                    }
+                    if let Some(refresh) = self.options.refresh.as_mut() {
+                        if Instant::now() >= next_refresh {
+                            next_refresh = Instant::now() + refresh.every;
+                            let tables = load::read_counts(&self.loaded, refresh.tables, refresh.max_keys)?;
+                            (refresh.draw)(&tables, false);
+                        }
                     }
                     if !self.sink.is_open() {
                         break if self.sink.error.is_some() { Stop::OutputFailed } else { Stop::OutputClosed };
@@ -337,6 +361,10 @@ impl Session {
             for (n, here) in filtered.iter_mut().zip(keep.left_out) {
                 *n += here;
             }
+        }
+        if let Some(refresh) = self.options.refresh.as_mut() {
+            let tables = load::read_counts(&self.loaded, refresh.tables, refresh.max_keys)?;
+            (refresh.draw)(&tables, true);
         }
         self.sink.finish(&drops);
         report::print(&Summary {

@@ -25,5 +25,6 @@ mod many_sites;
 mod spawn;
 mod timeline;
 mod together;
+mod top;
 mod trace;
 mod usdt;

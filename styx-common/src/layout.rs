@@ -81,8 +81,28 @@ pub struct MarkerRecord {
     pub text: [u8; MARKER_TEXT_MAX],
 }
 
+/// `kind` of a [`FatalRecord`]: not an event type.
+pub const FATAL_RECORD_KIND: u8 = 0xf0;
+
+/// The traced process is being killed by a signal it does not handle
+/// (SIGSEGV, SIGABRT, …), seen by the kernel as it delivers it (32 bytes);
+/// written after the batches its threads still held.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+#[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct FatalRecord {
+    /// Time, process and the thread the signal is delivered to;
+    /// `kind` is [`FATAL_RECORD_KIND`].
+    pub header: RecordHeader,
+    /// The signal.
+    pub signal: u32,
+    /// Its `si_code`.
+    pub code: i32,
+}
+
 // The documented sizes are part of the format: keep them from drifting.
 const _: () = assert!(core::mem::size_of::<RecordHeader>() == 24);
 const _: () = assert!(core::mem::size_of::<ArgsRecord<3>>() == 48);
 const _: () = assert!(core::mem::size_of::<SpanRecord>() == 136);
 const _: () = assert!(core::mem::size_of::<MarkerRecord>() == 152);
+const _: () = assert!(core::mem::size_of::<FatalRecord>() == 32);

@@ -30,8 +30,8 @@ mod usdt;
 pub use branch::{Branch, BranchKind, InterruptKind};
 pub use event::{Delivery, EventKind, FieldDef, FieldType, Shape, EVENT_KIND_SLOTS, PROVIDER};
 pub use layout::{
-    ArgsRecord, MarkerRecord, RecordHeader, SpanRecord, MARKER_TEXT_MAX, SPAN_CATEGORY_MAX,
-    SPAN_NAME_MAX,
+    ArgsRecord, FatalRecord, MarkerRecord, RecordHeader, SpanRecord, FATAL_RECORD_KIND,
+    MARKER_TEXT_MAX, SPAN_CATEGORY_MAX, SPAN_NAME_MAX,
 };
 pub use usdt::{
     UsdtArg, UsdtRecord, UsdtSpec, ARG_CONST, ARG_HAS_BASE, ARG_HAS_INDEX, ARG_MEM, ARG_REG,

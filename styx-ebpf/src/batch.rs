@@ -9,6 +9,7 @@ use crate::{dropped, wanted, DROPS, EVENTS, FAULTS};
 use aya_ebpf::helpers::generated::bpf_probe_read_user;
 use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns};
 use aya_ebpf::programs::ProbeContext;
+use aya_ebpf::EbpfContext;
 use core::ffi::c_void;
 use core::mem::size_of;
 use styx_common::batch::{
@@ -63,23 +64,23 @@ pub fn flush(ctx: &ProbeContext) {
         tgid,
     };
     if len <= SMALL_BATCH_BYTES as u64 {
-        copy::<SMALL_BATCH_BYTES>(ctx, &place);
+        copy::<SMALL_BATCH_BYTES, _>(ctx, &place);
     } else {
-        copy::<BATCH_BYTES>(ctx, &place);
+        copy::<BATCH_BYTES, _>(ctx, &place);
     }
 }
 
 /// What is being flushed, and where it is in the thread's memory.
-struct Place<'a> {
-    head: &'a BatchHead,
-    items_at: u64,
-    start: u64,
-    len: u64,
-    tgid: u32,
+pub struct Place<'a> {
+    pub head: &'a BatchHead,
+    pub items_at: u64,
+    pub start: u64,
+    pub len: u64,
+    pub tgid: u32,
 }
 
 #[inline(always)]
-fn copy<const N: usize>(ctx: &ProbeContext, place: &Place<'_>) {
+pub fn copy<const N: usize, C: EbpfContext>(ctx: &C, place: &Place<'_>) {
     let Some(mut entry) = EVENTS.reserve::<Chunk<N>>(0) else {
         count(DROPS.get_ptr_mut(0), 1);
         each_kind(place.head, |kind, n| dropped(ctx, kind, n));

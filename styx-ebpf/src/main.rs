@@ -8,13 +8,14 @@
 mod batch;
 mod count;
 mod emit;
+mod fatal;
 mod filter;
 mod usdt;
 
 use aya_ebpf::helpers::bpf_get_attach_cookie;
-use aya_ebpf::macros::{map, uprobe};
+use aya_ebpf::macros::{map, tracepoint, uprobe};
 use aya_ebpf::maps::{Array, LruHashMap, PerCpuArray, PerCpuHashMap, RingBuf};
-use aya_ebpf::programs::ProbeContext;
+use aya_ebpf::programs::{ProbeContext, TracePointContext};
 use aya_ebpf::EbpfContext;
 use aya_log_ebpf::{error, warn};
 use styx_common::count::{CountKey, CountSpec, COUNT_TABLES};
@@ -78,6 +79,11 @@ static COUNTS: PerCpuHashMap<CountKey, u64> = PerCpuHashMap::with_max_entries(1,
 static COUNT_OTHER: PerCpuArray<u64> =
     PerCpuArray::with_max_entries(COUNT_TABLES * EVENT_KIND_SLOTS, 0);
 
+/// `--flight-recorder`: where the traced process's batch registry is (0:
+/// not known yet), for `styx_fatal`.
+#[map]
+static REGISTRY_AT: Array<u64> = Array::with_max_entries(1, 0);
+
 /// Non-zero: per-event events are counted in `COUNTS`, not written.
 #[no_mangle]
 static COUNTING: u32 = 0;
@@ -131,6 +137,13 @@ pub fn styx_batch(ctx: ProbeContext) -> u32 {
     0
 }
 
+/// The traced process is being killed by a signal (`signal:signal_deliver`).
+#[tracepoint]
+pub fn styx_fatal(ctx: TracePointContext) -> u32 {
+    fatal::deliver(&ctx);
+    0
+}
+
 /// Any USDT probe: the cookie indexes its argument spec in `SPECS`.
 #[uprobe]
 pub fn styx_usdt(ctx: ProbeContext) -> u32 {
@@ -167,7 +180,7 @@ fn wanted(tgid: u32) -> bool {
 /// Counts `lost` events the ring had no room for; logs when the count
 /// passes a power of two, per CPU, so a full ring cannot flood the log too.
 #[inline(always)]
-fn dropped(ctx: &ProbeContext, kind: u8, lost: u64) {
+fn dropped<C: EbpfContext>(ctx: &C, kind: u8, lost: u64) {
     let Some(count) = DROPS.get_ptr_mut(kind as u32) else {
         return;
     };

@@ -25,6 +25,7 @@ pub mod escape;
 pub mod event;
 pub mod fields;
 pub mod filter;
+pub mod flight;
 pub mod formats;
 pub mod header;
 pub mod lines;

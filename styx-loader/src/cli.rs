@@ -23,6 +23,8 @@ Examples:
   sudo styx-loader --pid 1234 --filter 'mem_write: addr == 0xd020'   who writes to 0xd020?
   sudo styx-loader --pid 1234 -e insn_exec --sample 1000   1 instruction in 1000
   sudo styx-loader top --pid 1234 -e insn_exec           hottest code, live (see top --help)
+  sudo styx-loader --pid 1234 --flight-recorder 100000 -o raw --output crash.styx
+                        the last 100,000 events a thread, written when the emulator crashes
   styx-loader list ./my-emulator                    what probes a binary has
 
 Events (-e): insn_fetch insn_exec block mem_read mem_write reg_read reg_write
@@ -273,6 +275,25 @@ pub struct TraceArgs {
     /// 1st, (N+1)th, … (a rerun of the same program keeps the same events).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub sample: Option<u64>,
+
+    /// Flight recorder: keep only the last N events of each thread (in
+    /// the loader's memory: nothing is written meanwhile) and write them
+    /// out, in time order, in the -o format: when the loader gets SIGUSR1
+    /// (`kill -USR1 $(pidof styx-loader)`), when the traced process dies of
+    /// a signal it does not handle (SIGSEGV, SIGABRT…: the kernel reports
+    /// it, with the events its threads had not handed over yet), on
+    /// --trigger, and when tracing stops. Each dump is complete on its own:
+    /// with --output FILE, dump n goes to FILE with `.n` before its
+    /// extension (run.1.styx, run.2.styx…); without, one after the other
+    /// on stdout.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub flight_recorder: Option<u64>,
+
+    /// With --flight-recorder: dump when an event matches EXPR (the
+    /// --filter syntax, e.g. 'control: code == 7' or
+    /// 'marker: text contains "panic"'): that event and those before it.
+    #[arg(long, value_name = "EXPR", requires = "flight_recorder")]
+    pub trigger: Option<String>,
 
     /// Write events to this file instead of stdout.
     #[arg(long, value_name = "FILE")]

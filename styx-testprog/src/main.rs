@@ -325,6 +325,19 @@ fn main() {
                     .expect("exits");
             }
             ["exit", code] => std::process::exit(code.parse().expect("exit code")),
+            // Fires rounds on this thread, then dies of SIGSEGV (a real
+            // fault) or SIGABRT, its batch not handed over.
+            ["crash", rounds, how] => {
+                for i in 0..rounds.parse().expect("rounds") {
+                    fire_round(rec, 0, i);
+                }
+                rec.flush();
+                match *how {
+                    // SAFETY: none: the point is to fault.
+                    "segv" => unsafe { std::ptr::null_mut::<u64>().write_volatile(1) },
+                    _ => std::process::abort(),
+                }
+            }
             ["quit"] => return,
             _ => panic!("unknown command {line:?}"),
         }

@@ -403,6 +403,20 @@ impl Filters {
         self.programs.iter().any(|p| !p.keeps_all())
     }
 
+    /// Whether `event` matches its type's expressions (sampling aside);
+    /// None when none applies to its type (`--trigger`).
+    pub fn matches(&self, event: &Event<'_>) -> Option<bool> {
+        let program = &self.programs[event.kind as usize];
+        if program.len == 0 {
+            return None;
+        }
+        let texts = &self.texts;
+        Some(program.keeps(&values(event), |field, cmp, index| {
+            let wanted = texts.get(index as usize).map_or("", String::as_str);
+            text_test(event, field, cmp, wanted.as_bytes())
+        }))
+    }
+
     /// Whether the kernel can apply `kind`'s program (numbers only, short enough).
     pub fn kernel_can(&self, kind: EventKind) -> bool {
         self.programs[kind as usize].flags & FilterProgram::KERNEL != 0

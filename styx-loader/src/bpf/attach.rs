@@ -279,3 +279,18 @@ fn attach_multi<'s>(
     }
     Ok(refused)
 }
+
+/// The flight recorder's `styx_fatal` on the `signal:signal_deliver`
+/// tracepoint (Linux 2.6.32): sees the traced process being killed.
+pub fn attach_fatal(loaded: &mut Loaded) -> Result<()> {
+    let program: &mut aya::programs::TracePoint = loaded
+        .ebpf
+        .program_mut("styx_fatal")
+        .ok_or_else(|| anyhow::anyhow!("no styx_fatal program"))?
+        .try_into()?;
+    program.load().context("loading styx_fatal")?;
+    program.attach("signal", "signal_deliver").context(
+        "attaching styx_fatal to the signal:signal_deliver tracepoint (is tracefs mounted?)",
+    )?;
+    Ok(())
+}

@@ -220,6 +220,18 @@ pub fn load(options: &LoadOptions<'_>) -> Result<Loaded> {
     })
 }
 
+/// Tells `styx_fatal` where the traced process's batch registry is.
+pub fn set_registry(loaded: &mut Loaded, registry: u64) -> Result<()> {
+    let mut at: Array<_, u64> = Array::try_from(
+        loaded
+            .ebpf
+            .map_mut("REGISTRY_AT")
+            .ok_or_else(|| anyhow!("no REGISTRY_AT map"))?,
+    )?;
+    at.set(0, registry, 0)
+        .context("filling the REGISTRY_AT map")
+}
+
 /// `top`'s tables as the kernel counted them so far (none when it does not count).
 pub fn read_counts(loaded: &Loaded, tables: usize, max_keys: usize) -> Result<Vec<Table>> {
     let Some(KernelCounts { counts, other }) = &loaded.counts else {

@@ -2,13 +2,18 @@
 //! binary system-wide, from the command line to the exit code.
 
 use crate::bpf::load::Counting;
-use crate::cli::{Delivery, TopOptions, TraceArgs};
+use crate::cli::{compile_filters, Delivery, TopOptions, TraceArgs};
 use crate::cmd::top::{self, Counter, Screen};
 use crate::outputs::{self, Outputs};
 use crate::session::spawn::{self, Held};
 use crate::session::{self, Refresh, Session};
 use anyhow::{bail, Result};
+use std::cell::RefCell;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use styx_common::EventKind;
+use styx_events::flight::{FlightRecorder, OpenDump, Recording};
 use styx_events::formats::Format;
 use styx_events::header::{Header, UsdtInfo};
 use styx_events::writer::{EventWriter, Tee};
@@ -42,7 +47,17 @@ pub async fn run(args: TraceArgs, held: Option<Held>, top: Option<TopOptions>) -
         .map(|(id, site)| UsdtInfo::from_spec(id as u32, &site.provider, &site.probe, &site.spec))
         .collect();
     let header = Header::now(target.pid.unwrap_or(0), &target.files[0].name, usdt);
+    let flight = match args.flight_recorder {
+        Some(n) if top.is_none() => Some(flight_recorder(&args, n, &header)?),
+        Some(_) => bail!("--flight-recorder is for tracing, not top"),
+        None => None,
+    };
     let (out, counting, refresh) = match &top {
+        None if flight.is_some() => (
+            Box::new(Recording(flight.clone().expect("just checked"))) as Box<dyn EventWriter>,
+            None,
+            None,
+        ),
         None => (
             outputs::open(
                 &Outputs {
@@ -68,6 +83,7 @@ pub async fn run(args: TraceArgs, held: Option<Held>, top: Option<TopOptions>) -
         filters,
         counting,
         refresh,
+        flight,
     };
     let mut session = Session::start(&target, &selection, out, options)?;
     let spawned = held.is_some();
@@ -145,6 +161,56 @@ fn counting_outputs(
         max_keys,
     };
     Ok((out, counting, Some(refresh)))
+}
+
+/// `--flight-recorder N`: a recorder whose dumps open the -o format on
+/// numbered files (or stdout).
+fn flight_recorder(
+    args: &TraceArgs,
+    per_thread: u64,
+    header: &Header,
+) -> Result<Rc<RefCell<FlightRecorder>>> {
+    if args.capture.is_some() {
+        bail!("--capture writes every event; with --flight-recorder use -o raw for dumps");
+    }
+    if args.format == Format::Raw && args.output.is_none() && std::io::stdout().is_terminal() {
+        bail!("-o raw writes a binary capture: give --output FILE, or pipe it");
+    }
+    let trigger = match &args.trigger {
+        None => None,
+        Some(expr) => Some(
+            compile_filters(std::slice::from_ref(expr), None, &args.kinds())
+                .map_err(|e| anyhow::anyhow!("{e:#}").context("--trigger"))?
+                .expect("an expression"),
+        ),
+    };
+    let (format, detail, output, header) = (
+        args.format,
+        args.detail,
+        args.output.clone(),
+        header.clone(),
+    );
+    let open: OpenDump = Box::new(move |n| {
+        let path = output.as_deref().map(|p| numbered(p, n));
+        let writer = outputs::open_one(format, path.as_deref(), detail, &header)
+            .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
+        let place = path.map_or_else(|| "stdout".to_string(), |p| p.display().to_string());
+        Ok((writer, place))
+    });
+    let per_thread = usize::try_from(per_thread).unwrap_or(usize::MAX);
+    Ok(Rc::new(RefCell::new(FlightRecorder::new(
+        per_thread, trigger, open,
+    ))))
+}
+
+/// `run.styx` → `run.<n>.styx`.
+fn numbered(path: &Path, n: u32) -> PathBuf {
+    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}.{n}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.{n}"),
+    };
+    path.with_file_name(name)
 }
 
 /// The probe sites to attach in the target, or why there are none.

@@ -3,7 +3,7 @@
 use aya::maps::{MapData, RingBuf};
 use std::io;
 use styx_common::batch::BATCH_RECORD_KIND;
-use styx_common::EVENT_KIND_SLOTS;
+use styx_common::{FatalRecord, EVENT_KIND_SLOTS, FATAL_RECORD_KIND};
 use styx_events::batch::{BatchError, Batches};
 use styx_events::event::{decode, DecodeError, Event};
 use styx_events::filter::Keep;
@@ -63,6 +63,9 @@ pub struct Sink {
     pub keep: Option<Keep>,
     /// Batches must be split to be filtered (else an output may take them whole).
     split_batches: bool,
+    /// The traced process is being killed: (signal, kernel time), from a
+    /// `FatalRecord` (flight recorder), until the session takes it.
+    pub fatal: Option<(u32, u64)>,
 }
 
 impl Sink {
@@ -72,6 +75,7 @@ impl Sink {
         Sink {
             keep,
             split_batches,
+            fatal: None,
             out,
             written: Counts::default(),
             unwritten: Counts::default(),
@@ -110,6 +114,12 @@ impl Sink {
 
     /// Writes out the events of one record (an event, or a batch of them).
     pub fn record(&mut self, bytes: &[u8]) {
+        if bytes.get(16) == Some(&FATAL_RECORD_KIND) {
+            if let Ok(fatal) = bytemuck::try_pod_read_unaligned::<FatalRecord>(bytes) {
+                self.fatal = Some((fatal.signal, fatal.header.ts_ns));
+            }
+            return;
+        }
         if bytes.get(16) == Some(&BATCH_RECORD_KIND) {
             self.batch_records += 1;
         }

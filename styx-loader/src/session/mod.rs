@@ -24,11 +24,14 @@ use flow::Flow;
 use flush_block::FlushSite;
 use live::LiveLine;
 use report::{Stop, Summary};
+use std::cell::RefCell;
 use std::io::{self, IsTerminal};
 use std::os::fd::OwnedFd;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 use styx_common::EventKind;
 use styx_events::filter::{Filters, Keep};
+use styx_events::flight::FlightRecorder;
 use styx_events::top::Table;
 use styx_events::writer::EventWriter;
 use styx_usdt::select::Selection;
@@ -61,6 +64,8 @@ pub struct Options {
     pub counting: Option<Counting>,
     /// `top`: redraws its table every so often, and at the end.
     pub refresh: Option<Refresh>,
+    /// `--flight-recorder`: dumps on SIGUSR1, the target's death, the stop.
+    pub flight: Option<Rc<RefCell<FlightRecorder>>>,
 }
 
 /// Something to call every `every` while streaming, and once at the end
@@ -91,6 +96,10 @@ pub struct Session {
     exit_fd: Option<AsyncFd<OwnedFd>>,
     sigint: Signal,
     sigterm: Signal,
+    /// The flight recorder's "dump now".
+    sigusr1: Option<Signal>,
+    /// Flight recorder: whether `styx_fatal` knows the batch registry.
+    registry_known: bool,
     tick: Interval,
     options: Options,
     target_name: String,
@@ -111,6 +120,10 @@ impl Session {
         // tracing cleanly, not kill the loader.
         let sigint = signal(SignalKind::interrupt())?;
         let sigterm = signal(SignalKind::terminate())?;
+        let sigusr1 = match options.flight {
+            Some(_) => Some(signal(SignalKind::user_defined1())?),
+            None => None,
+        };
         // Room for a link per site (up to attach::MAX_PER_SITE) before any
         // is attached, rather than EMFILE half-way.
         attach::raise_fd_limit();
@@ -145,6 +158,9 @@ impl Session {
             ),
             None => None,
         };
+        if options.flight.is_some() && target.pid.is_some() {
+            attach::attach_fatal(&mut loaded)?;
+        }
         let attach_started = Instant::now();
         // The flush site before the batch-enable sites: no batch may be
         // handed over before something takes it.
@@ -196,6 +212,8 @@ impl Session {
             exit_fd,
             sigint,
             sigterm,
+            sigusr1,
+            registry_known: false,
             tick,
             options,
             target_name: target.name.clone(),
@@ -213,7 +231,9 @@ impl Session {
             .options
             .duration
             .map(|d| tokio::time::Instant::now() + d);
-        let exit_fd = self.exit_fd.as_ref();
+        // Out of `self` while streaming, which borrows `self` mutably.
+        let exit_fd_owned = self.exit_fd.take();
+        let exit_fd = exit_fd_owned.as_ref();
         let mut next_refresh = Instant::now();
         let stop = loop {
             tokio::select! {
@@ -230,6 +250,9 @@ impl Session {
                     if live.due() {
                         live.draw(&self.sink.written.events, &load::read_lost(&self.loaded.drops)?.events);
                     }
+                    if self.options.flight.is_some() {
+                        self.flight_tick();
+                    }
                     if let Some(refresh) = self.options.refresh.as_mut() {
                         if Instant::now() >= next_refresh {
                             next_refresh = Instant::now() + refresh.every;
@@ -241,6 +264,9 @@ impl Session {
                         break if self.sink.error.is_some() { Stop::OutputFailed } else { Stop::OutputClosed };
                     }
                 }
+                _ = async { self.sigusr1.as_mut().expect("guarded").recv().await }, if self.sigusr1.is_some() => {
+                    self.dump_now().await;
+                }
                 _ = self.sigint.recv() => break Stop::Interrupted,
                 _ = self.sigterm.recv() => break Stop::Terminated,
                 _ = async { exit_fd.expect("guarded").readable().await }, if exit_fd.is_some() => {
@@ -251,6 +277,7 @@ impl Session {
                 }
             }
         };
+        self.exit_fd = exit_fd_owned;
         self.elapsed = self.started.elapsed();
         live.clear();
         Ok(stop)
@@ -321,6 +348,50 @@ impl Session {
         }
     }
 
+    /// Flight recorder, after a drain: dumps if the target is being killed;
+    /// tells `styx_fatal` where the batch registry is once it exists.
+    fn flight_tick(&mut self) {
+        let Some(flight) = &self.options.flight else {
+            return;
+        };
+        if let Some((signal, at)) = self.sink.fatal.take() {
+            let name = signal_name(signal);
+            // Its threads' later events (before the kernel stopped them) are not.
+            flight
+                .borrow_mut()
+                .dump(&format!("the target was killed by {name}"), Some(at));
+        }
+        if !self.registry_known {
+            if let (Some(pid), false) = (self.pid, self.flush_sites.is_empty()) {
+                if let Ok(Some(registry)) = partial::registry(pid, &self.flush_sites) {
+                    self.registry_known = load::set_registry(&mut self.loaded, registry).is_ok();
+                }
+            }
+        }
+    }
+
+    /// SIGUSR1: what is in the ring and what the threads still hold, then a dump.
+    async fn dump_now(&mut self) {
+        self.sink.drain(&mut self.loaded.ring);
+        if let Some(pid) = self.pid {
+            if !self.flush_sites.is_empty() {
+                match partial::read(pid, &self.flush_sites) {
+                    Ok(partial) => {
+                        for record in &partial.records {
+                            self.sink.record(record);
+                        }
+                    }
+                    Err(e) => log::warn!(
+                        "could not read the batches pid {pid}'s threads hold (their latest events are not in this dump): {e:#}"
+                    ),
+                }
+            }
+        }
+        if let Some(flight) = &self.options.flight {
+            flight.borrow_mut().dump("SIGUSR1", None);
+        }
+    }
+
     /// Lets go of `links`, draining meanwhile.
     async fn detach_links(&mut self, links: Links) {
         if links.per_site() > 10 {
@@ -365,6 +436,10 @@ impl Session {
         if let Some(refresh) = self.options.refresh.as_mut() {
             let tables = load::read_counts(&self.loaded, refresh.tables, refresh.max_keys)?;
             (refresh.draw)(&tables, true);
+        }
+        self.flight_tick();
+        if let Some(flight) = &self.options.flight {
+            flight.borrow_mut().dump("tracing stopped", None);
         }
         self.sink.finish(&drops);
         report::print(&Summary {
@@ -430,6 +505,27 @@ fn grant_credit(flow: &mut Option<Flow>, loaded: &Loaded, received: u64, sites: 
         control.release();
         *flow = None;
     }
+}
+
+/// `SIGSEGV` for 11.
+fn signal_name(signal: u32) -> String {
+    let name = match signal as i32 {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGSYS => "SIGSYS",
+        _ => return format!("signal {signal}"),
+    };
+    name.to_string()
 }
 
 /// Whether the live line may be drawn: on a terminal, unless events go to

@@ -64,6 +64,25 @@ pub fn read(pid: u32, sites: &[FlushSite]) -> Result<Partial> {
     Ok(partial)
 }
 
+/// The address of process `pid`'s batch registry (None: the process has
+/// not made it yet, or maps no flush site).
+pub fn registry(pid: u32, sites: &[FlushSite]) -> Result<Option<u64>> {
+    let maps = fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    for flush in sites {
+        let Some(block) = flush_block::address(pid, &maps, flush)? else {
+            continue;
+        };
+        let mut pointer = [0u8; 8];
+        remote::read(pid, block + REGISTRY_POINTER_OFFSET, &mut pointer)
+            .context("reading the batch registry's address")?;
+        let registry = u64::from_le_bytes(pointer);
+        if registry != 0 {
+            return Ok(Some(registry));
+        }
+    }
+    Ok(None)
+}
+
 /// One buffer's pending items as a batch record, and marks them taken; None
 /// when it holds nothing new.
 fn read_buffer(pid: u32, at: u64, now: u64) -> Result<Option<Vec<u8>>> {

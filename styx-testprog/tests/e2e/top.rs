@@ -48,14 +48,21 @@ fn table(rows: &[Value]) -> BTreeMap<(String, u64), u64> {
     rows.iter()
         .filter(|r| r.get("other").is_none())
         .map(|r| {
-            let key = (r["event"].as_str().unwrap().to_string(), r["key"].as_u64().unwrap());
+            let key = (
+                r["event"].as_str().unwrap().to_string(),
+                r["key"].as_u64().unwrap(),
+            );
             (key, r["count"].as_u64().unwrap())
         })
         .collect()
 }
 
 /// The same table counted here from the fired events.
-fn counted(fired: &[Value], kinds: &[&str], key: impl Fn(&Value) -> u64) -> BTreeMap<(String, u64), u64> {
+fn counted(
+    fired: &[Value],
+    kinds: &[&str],
+    key: impl Fn(&Value) -> u64,
+) -> BTreeMap<(String, u64), u64> {
     let mut table = BTreeMap::new();
     for event in fired {
         let name = event["event"].as_str().unwrap();
@@ -72,13 +79,22 @@ fn top_counts_exactly_what_was_fired_in_both_delivery_modes() {
         let (rows, fired, stderr) = top(
             &format!("top-{delivery}"),
             delivery,
-            &["--by", "addr", "-e", "mem_read,mem_write,control", "--filter", "mem_write: size >= 2"],
+            &[
+                "--by",
+                "addr",
+                "-e",
+                "mem_read,mem_write,control",
+                "--filter",
+                "mem_write: size >= 2",
+            ],
         );
         let fired: Vec<Value> = fired
             .into_iter()
             .filter(|e| e["event"] != "mem_write" || e["size"].as_u64() >= Some(2))
             .collect();
-        let want = counted(&fired, &["mem_read", "mem_write"], |e| e["addr"].as_u64().unwrap());
+        let want = counted(&fired, &["mem_read", "mem_write"], |e| {
+            e["addr"].as_u64().unwrap()
+        });
         assert_eq!(table(&rows), want, "{delivery}");
         let total: u64 = want.values().sum();
         let said = stderr
@@ -87,7 +103,9 @@ fn top_counts_exactly_what_was_fired_in_both_delivery_modes() {
             .unwrap_or_else(|| panic!("{stderr:?}"));
         let in_kernel = if delivery == "per-event" { total } else { 0 };
         assert!(
-            said.contains(&format!("counted {total} events by addr ({in_kernel} of them in the kernel")),
+            said.contains(&format!(
+                "counted {total} events by addr ({in_kernel} of them in the kernel"
+            )),
             "{said}"
         );
         // Shares add up to 1.
@@ -128,7 +146,14 @@ fn a_live_table_equals_read_by_of_its_capture_and_the_heatmap_says_the_counts() 
     let (live, fired, _) = top(
         "top-capture-run",
         "batched",
-        &["--by", "page", "--page-size", "16", "--capture", capture.to_str().unwrap()],
+        &[
+            "--by",
+            "page",
+            "--page-size",
+            "16",
+            "--capture",
+            capture.to_str().unwrap(),
+        ],
     );
     let (status, stdout, stderr) = run_loader(&[
         "read",
@@ -143,9 +168,14 @@ fn a_live_table_equals_read_by_of_its_capture_and_the_heatmap_says_the_counts() 
         heat.to_str().unwrap(),
     ]);
     assert!(status.success(), "{stderr}");
-    let read: Vec<Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let read: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(table(&read), table(&live));
-    let want = counted(&fired, &["mem_read", "mem_write"], |e| e["addr"].as_u64().unwrap() & !15);
+    let want = counted(&fired, &["mem_read", "mem_write"], |e| {
+        e["addr"].as_u64().unwrap() & !15
+    });
     assert_eq!(table(&read), want);
     // Each page's cell: its reads and writes.
     let svg = std::fs::read_to_string(&heat).unwrap();
@@ -158,7 +188,8 @@ fn a_live_table_equals_read_by_of_its_capture_and_the_heatmap_says_the_counts() 
     // A field no selected type has: one line, nothing attached.
     let mut prog = TestProg::spawn(None::<&Path>);
     let pid = prog.pid().to_string();
-    let (status, _, stderr) = run_loader(&["top", "--pid", &pid, "--by", "addr", "-e", "insn_exec"]);
+    let (status, _, stderr) =
+        run_loader(&["top", "--pid", &pid, "--by", "addr", "-e", "insn_exec"]);
     assert!(!status.success());
     assert_eq!(
         stderr.trim_end(),

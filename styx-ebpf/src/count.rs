@@ -49,7 +49,7 @@ fn add(key: &CountKey) -> bool {
         increment(count);
         return true;
     }
-    if COUNTS.insert(key, &1, BPF_NOEXIST as u64).is_ok() {
+    if COUNTS.insert(key, 1, BPF_NOEXIST as u64).is_ok() {
         return true;
     }
     // Another CPU may have inserted it meanwhile (this CPU's value is then

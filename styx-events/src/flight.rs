@@ -239,8 +239,11 @@ impl EventWriter for Recording {
 mod tests {
     use super::*;
 
+    /// (tid, pc) of each event, per dump.
+    type Dumps = Rc<RefCell<Vec<Vec<(u32, u64)>>>>;
+
     /// A writer keeping (tid, pc) of what it is given.
-    struct Keeps(Rc<RefCell<Vec<Vec<(u32, u64)>>>>);
+    struct Keeps(Dumps);
 
     impl EventWriter for Keeps {
         fn event(&mut self, e: &Event<'_>) -> io::Result<()> {

@@ -80,7 +80,7 @@ pub enum Command {
     /// the end (Ctrl-C, --duration, the process exits) the final table
     /// goes to stdout or --output, as text or jsonl (-o).
     #[command(after_help = TOP_EXAMPLES)]
-    Top(TopArgs),
+    Top(Box<TopArgs>),
 }
 
 const TOP_EXAMPLES: &str = "\

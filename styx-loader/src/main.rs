@@ -31,7 +31,10 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Some(Command::List(args)) => cmd::list::run(&args).map(|()| 0),
         Some(Command::Read(args)) => cmd::read::run(&args).map(|()| 0),
-        Some(Command::Top(TopArgs { top, trace })) => run_trace(trace, Some(top)),
+        Some(Command::Top(args)) => {
+            let TopArgs { top, trace } = *args;
+            run_trace(trace, Some(top))
+        }
         None => run_trace(cli.trace, None),
     };
     match result {

@@ -99,6 +99,9 @@ pub async fn run(args: TraceArgs, held: Option<Held>, top: Option<TopOptions>) -
     }
 }
 
+/// `top`'s output, what the kernel counts, and how the table is drawn.
+type CountingOutputs = (Box<dyn EventWriter>, Option<Counting>, Option<Refresh>);
+
 /// `top`: events go to the counter (and a capture, if asked for); with no
 /// capture, the kernel counts the per-event types itself.
 fn counting_outputs(
@@ -107,7 +110,7 @@ fn counting_outputs(
     target: &Target,
     selection: &Selection,
     header: &Header,
-) -> Result<(Box<dyn EventWriter>, Option<Counting>, Option<Refresh>)> {
+) -> Result<CountingOutputs> {
     let c = &top.count;
     let counter = Counter::new(
         &c.by,

@@ -68,11 +68,14 @@ pub struct Options {
     pub flight: Option<Rc<RefCell<FlightRecorder>>>,
 }
 
+/// Draws `top`'s tables given the kernel's counts; `true`: the last time.
+pub type Draw = Box<dyn FnMut(&[Table], bool)>;
+
 /// Something to call every `every` while streaming, and once at the end
 /// (`done`), with `top`'s tables as the kernel counted them so far.
 pub struct Refresh {
     pub every: Duration,
-    pub draw: Box<dyn FnMut(&[Table], bool)>,
+    pub draw: Draw,
     /// Tables the kernel counts, and their room.
     pub tables: usize,
     pub max_keys: usize,
@@ -191,6 +194,15 @@ impl Session {
         } else {
             attach::attach_sites(&mut loaded, target, &enable)?
         };
+        // The flight recorder's death watch knows the registry before the
+        // process runs on (a command started here: once it has exec'd).
+        let registry_known = match (&options.flight, target.pid) {
+            (Some(_), Some(pid)) if !flush_sites.is_empty() => {
+                matches!(partial::registry(pid, &flush_sites), Ok(Some(registry))
+                    if load::set_registry(&mut loaded, registry).is_ok())
+            }
+            _ => false,
+        };
         eprintln!(
             "styx-loader: attached {} probe sites in {} in {:.0} ms; Ctrl-C to stop",
             links.attached() + batch_links.attached(),
@@ -213,7 +225,7 @@ impl Session {
             sigint,
             sigterm,
             sigusr1,
-            registry_known: false,
+            registry_known,
             tick,
             options,
             target_name: target.name.clone(),

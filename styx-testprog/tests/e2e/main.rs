@@ -18,6 +18,7 @@ mod demo;
 mod enabled;
 mod errors;
 mod filters;
+mod flight;
 mod libraries;
 mod list;
 mod live;

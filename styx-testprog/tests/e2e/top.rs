@@ -186,7 +186,7 @@ fn a_live_table_equals_read_by_of_its_capture_and_the_heatmap_says_the_counts() 
         assert_eq!(svg.matches(&title).count(), 2, "{title} in both grids");
     }
     // A field no selected type has: one line, nothing attached.
-    let mut prog = TestProg::spawn(None::<&Path>);
+    let prog = TestProg::spawn(None::<&Path>);
     let pid = prog.pid().to_string();
     let (status, _, stderr) =
         run_loader(&["top", "--pid", &pid, "--by", "addr", "-e", "insn_exec"]);

@@ -263,6 +263,20 @@ impl Batches {
     }
 }
 
+/// How many events a batch record holds (from its head's counts when they
+/// add up, else by walking its items); None when it is malformed.
+pub fn events_in(record: &[u8]) -> Option<u64> {
+    let batch: BatchRecord = pod_read_unaligned(record.get(..RECORD)?);
+    let len = batch.len as usize;
+    let items = record
+        .get(RECORD..RECORD + len)
+        .filter(|_| len <= BATCH_BYTES)?;
+    let mut counts = [0u64; styx_common::EVENT_KIND_SLOTS as usize];
+    let whole = batch.start == 0 && batch.head.len as usize == len;
+    ((whole && counts_fit(&batch.head.counts, len, &mut counts)) || count_items(items, &mut counts))
+        .then(|| counts.iter().sum())
+}
+
 /// Adds a batch head's counts to `counts` if they fit a batch of `len`
 /// bytes exactly: its events' items and its time marks (counted in slot
 /// 0). The reader walks the items anyway and fails on any that do not

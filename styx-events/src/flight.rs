@@ -3,19 +3,26 @@
 //! on SIGUSR1, when tracing stops, when the target dies of a signal, or
 //! when an event matches `--trigger` (that event and those before it).
 //!
-//! It takes events as any output does (after `--filter`/`--sample`), copies
-//! each into a fixed ring of N slots per thread, and writes a dump through
-//! a fresh writer of any format: every thread's events merged in time
-//! order, so each dump is complete and ordered on its own.
+//! It takes what any output takes (after `--filter`/`--sample`): batch
+//! records whole where it may (a memory copy per 16 KiB: it keeps up with a
+//! batched emulator), other events copied out one by one; per thread, as
+//! many of the newest as hold N events (and up to a batch more). A dump
+//! splits the batches, keeps each thread's last N events, and writes them
+//! through a fresh writer of any format, every thread's merged in time
+//! order: each dump is complete and ordered on its own.
 
+use crate::batch::{events_in, Batches};
 use crate::event::{Body, Event, Text};
+use bytemuck::pod_read_unaligned;
 use crate::filter::Filters;
 use crate::writer::{EventWriter, Totals};
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::io;
+use std::mem::size_of;
 use std::rc::Rc;
-use styx_common::{EventKind, RecordHeader, EVENT_KIND_SLOTS};
+use styx_common::batch::BATCH_BYTES;
+use styx_common::{Delivery, EventKind, RecordHeader, EVENT_KIND_SLOTS};
 
 /// An event copied out of its record.
 #[derive(Clone, Debug)]
@@ -104,10 +111,39 @@ pub struct Dump {
     pub reason: String,
 }
 
+/// What a thread's ring holds: a batch record whole, or one event.
+enum Kept {
+    Batch(Box<[u8]>, u64),
+    Event(Held),
+}
+
+impl Kept {
+    fn events(&self) -> u64 {
+        match self {
+            Kept::Batch(_, n) => *n,
+            Kept::Event(_) => 1,
+        }
+    }
+}
+
+/// A thread's newest records and how many events they hold.
+#[derive(Default)]
+struct Thread {
+    kept: VecDeque<Kept>,
+    events: u64,
+}
+
+/// Events a thread keeps beyond N, so that a batch that repeats part of
+/// one before it (read from the process, then handed over) cannot leave a
+/// dump short: more than a batch holds.
+const SLACK: u64 = (BATCH_BYTES / 16) as u64;
+
 /// The last N events per thread, and dumps of them.
 pub struct FlightRecorder {
     per_thread: usize,
-    threads: HashMap<u32, VecDeque<Held>>,
+    threads: HashMap<u32, Thread>,
+    /// Batches are split as they come (the trigger tests batched types).
+    split_batches: bool,
     trigger: Option<Filters>,
     open: OpenDump,
     dumps: u32,
@@ -119,9 +155,15 @@ impl FlightRecorder {
     /// Keeps `per_thread` events per thread; `trigger`: an event its
     /// program keeps (among the types it applies to) causes a dump.
     pub fn new(per_thread: usize, trigger: Option<Filters>, open: OpenDump) -> FlightRecorder {
+        let split_batches = trigger.as_ref().is_some_and(|t| {
+            EventKind::ALL
+                .iter()
+                .any(|&k| k.delivery() == Delivery::Batched && t.programs[k as usize].len > 0)
+        });
         FlightRecorder {
             per_thread: per_thread.max(1),
             threads: HashMap::new(),
+            split_batches,
             trigger,
             open,
             dumps: 0,
@@ -129,9 +171,50 @@ impl FlightRecorder {
         }
     }
 
-    /// Events held now.
-    pub fn held(&self) -> usize {
-        self.threads.values().map(VecDeque::len).sum()
+    fn keep(&mut self, tid: u32, kept: Kept) {
+        let thread = self.threads.entry(tid).or_default();
+        thread.events += kept.events();
+        thread.kept.push_back(kept);
+        let wanted = self.per_thread as u64 + SLACK;
+        while let Some(oldest) = thread.kept.front() {
+            if thread.events - oldest.events() < wanted {
+                break;
+            }
+            thread.events -= oldest.events();
+            thread.kept.pop_front();
+        }
+    }
+
+    /// Each thread's last N events (at or before `until`), oldest first.
+    fn last_events(&self, until: Option<u64>) -> Vec<Vec<Held>> {
+        let mut batches = Batches::new();
+        let mut threads: Vec<(u32, &Thread)> = self.threads.iter().map(|(t, k)| (*t, k)).collect();
+        threads.sort_by_key(|(tid, _)| *tid);
+        threads
+            .into_iter()
+            .map(|(_, thread)| {
+                let mut events = Vec::new();
+                for kept in &thread.kept {
+                    match kept {
+                        Kept::Event(held) => events.push(held.clone()),
+                        Kept::Batch(record, _) => {
+                            // Each byte once (a batch read, then handed over).
+                            let _ = batches.split(record, |event| {
+                                events.push(Held::of(event));
+                                Ok::<(), ()>(())
+                            });
+                        }
+                    }
+                }
+                // A thread's events in time order, equal times as they came.
+                events.sort_by_key(|h| h.header.ts_ns);
+                events.retain(|h| until.is_none_or(|t| h.header.ts_ns <= t));
+                let from = events.len().saturating_sub(self.per_thread);
+                events.drain(..from);
+                events
+            })
+            .filter(|events| !events.is_empty())
+            .collect()
     }
 
     /// Writes every thread's events (those at or before `until`, if given)
@@ -162,23 +245,10 @@ impl FlightRecorder {
     }
 
     fn write_dump(&mut self, number: u32, until: Option<u64>) -> io::Result<(u64, usize, String)> {
-        let mut all: Vec<&Held> = self
-            .threads
-            .values()
-            .flat_map(|events| events.iter())
-            .filter(|h| until.is_none_or(|t| h.header.ts_ns <= t))
-            .collect();
+        let threads = self.last_events(until);
+        let mut all: Vec<&Held> = threads.iter().flatten().collect();
         // Stable: a thread's events keep their order at equal times.
         all.sort_by_key(|h| h.header.ts_ns);
-        let threads = self
-            .threads
-            .values()
-            .filter(|events| {
-                events
-                    .iter()
-                    .any(|h| until.is_none_or(|t| h.header.ts_ns <= t))
-            })
-            .count();
         let (mut out, place) = (self.open)(number)?;
         let mut counts = [0u64; EVENT_KIND_SLOTS as usize];
         for held in &all {
@@ -189,17 +259,13 @@ impl FlightRecorder {
             events: &counts,
             drops: &[0; EVENT_KIND_SLOTS as usize],
         })?;
-        Ok((all.len() as u64, threads, place))
+        Ok((all.len() as u64, threads.len(), place))
     }
 }
 
 impl EventWriter for FlightRecorder {
     fn event(&mut self, event: &Event<'_>) -> io::Result<()> {
-        let ring = self.threads.entry(event.header.tid).or_default();
-        if ring.len() == self.per_thread {
-            ring.pop_front();
-        }
-        ring.push_back(Held::of(event));
+        self.keep(event.header.tid, Kept::Event(Held::of(event)));
         let triggered = self
             .trigger
             .as_ref()
@@ -217,6 +283,16 @@ impl EventWriter for FlightRecorder {
     fn finish(&mut self, _: &Totals<'_>) -> io::Result<()> {
         Ok(())
     }
+    fn takes_batches(&self) -> bool {
+        !self.split_batches
+    }
+    fn batch(&mut self, record: &[u8]) -> io::Result<()> {
+        // The caller checked the record (it took it whole).
+        let events = events_in(record).unwrap_or(0);
+        let tid = pod_read_unaligned::<RecordHeader>(&record[..size_of::<RecordHeader>()]).tid;
+        self.keep(tid, Kept::Batch(record.into(), events));
+        Ok(())
+    }
 }
 
 /// The recorder as the session's output, shared with whoever asks for
@@ -226,6 +302,12 @@ pub struct Recording(pub Rc<RefCell<FlightRecorder>>);
 impl EventWriter for Recording {
     fn event(&mut self, event: &Event<'_>) -> io::Result<()> {
         self.0.borrow_mut().event(event)
+    }
+    fn takes_batches(&self) -> bool {
+        self.0.borrow().takes_batches()
+    }
+    fn batch(&mut self, record: &[u8]) -> io::Result<()> {
+        self.0.borrow_mut().batch(record)
     }
     fn flush(&mut self) -> io::Result<()> {
         Ok(())

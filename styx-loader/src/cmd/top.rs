@@ -2,6 +2,7 @@
 //! `top`), shown as a table (redrawn while tracing on a terminal, final at
 //! the end) and, with `--heatmap`, a picture of memory pages.
 
+use crate::cli::CountArgs;
 use crate::outputs;
 use anyhow::{bail, Context, Result};
 use std::cell::RefCell;
@@ -128,6 +129,24 @@ impl Counter {
         }
         Ok(())
     }
+}
+
+/// The types `top` counts when no `-e` is given: those with the key, and
+/// memory accesses for --heatmap.
+pub fn counted_kinds(count: &CountArgs) -> Result<Vec<EventKind>> {
+    let all: Vec<EventKind> = EventKind::ALL
+        .iter()
+        .copied()
+        .filter(|&k| k != EventKind::Usdt)
+        .collect();
+    let spec = KeySpec::new(&count.by, count.page_size, &all).map_err(anyhow::Error::msg)?;
+    let mut kinds: Vec<EventKind> = spec.kinds().collect();
+    if count.heatmap.is_some() {
+        kinds.extend([EventKind::MemRead, EventKind::MemWrite]);
+    }
+    kinds.sort_unstable();
+    kinds.dedup();
+    Ok(kinds)
 }
 
 /// Redraws the table on a terminal while tracing; at the end, writes the

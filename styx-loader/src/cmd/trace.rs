@@ -25,7 +25,12 @@ use styx_usdt::target::Target;
 /// Traces until told to stop; returns the exit code styx-loader should end
 /// with: 0, or the spawned command's own. `held` is the command after `--`,
 /// forked before the runtime started.
-pub async fn run(args: TraceArgs, held: Option<Held>, top: Option<TopOptions>) -> Result<i32> {
+pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions>) -> Result<i32> {
+    if let (Some(top), true) = (&top, args.events.is_empty()) {
+        // `top` traces only the types it counts: the others would cost the
+        // emulator and the loader for nothing.
+        args.events = top::counted_kinds(&top.count)?;
+    }
     let target = match (&held, &args.binary) {
         (Some(held), _) => Target::spawned(held.pid, &held.program),
         (None, Some(path)) => Target::binary(path)?,

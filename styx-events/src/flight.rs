@@ -13,9 +13,9 @@
 
 use crate::batch::{events_in, Batches};
 use crate::event::{Body, Event, Text};
-use bytemuck::pod_read_unaligned;
 use crate::filter::Filters;
 use crate::writer::{EventWriter, Totals};
+use bytemuck::pod_read_unaligned;
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::io;

@@ -664,6 +664,33 @@ mod tests {
         assert!(k.keeps(&other), "another thread counts from its own first");
     }
 
+    /// Whatever is typed gives a program or an error, never a panic:
+    /// every prefix of some expressions, and each with one byte replaced
+    /// by characters the grammar uses (and one it does not).
+    #[test]
+    fn no_input_panics() {
+        let seeds = [
+            r#"mem_write, branch: addr in 0x10..=0x20 && !(val & 0x80 != 0) || kind == call"#,
+            r#"marker: text contains "é\"" || (tid >= 0b101 && pid < 99999999999999999999)"#,
+        ];
+        let alphabet = [
+            '(', ')', '!', '&', '|', '.', '=', '"', ':', ',', '0', 'x', 'é', ' ',
+        ];
+        for seed in seeds {
+            for (at, _) in seed.char_indices() {
+                let _ = Filters::compile(&[seed[..at].to_string()], 3, ALL);
+                for c in alphabet {
+                    let mut mutated = seed.to_string();
+                    mutated.replace_range(
+                        at..at + seed[at..].chars().next().unwrap().len_utf8(),
+                        &c.to_string(),
+                    );
+                    let _ = Filters::compile(&[mutated], 0, ALL);
+                }
+            }
+        }
+    }
+
     #[test]
     fn errors_say_which_types_have_a_field() {
         assert_eq!(

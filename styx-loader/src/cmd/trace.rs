@@ -211,8 +211,12 @@ fn flight_recorder(
     ))))
 }
 
-/// `run.styx` → `run.<n>.styx`.
+/// `run.styx` → `run.<n>.styx`; a path that is not a regular file
+/// (/dev/null, a pipe) stays as it is: every dump goes there.
 fn numbered(path: &Path, n: u32) -> PathBuf {
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+        return path.to_path_buf();
+    }
     let stem = path.file_stem().unwrap_or_default().to_string_lossy();
     let name = match path.extension() {
         Some(ext) => format!("{stem}.{n}.{}", ext.to_string_lossy()),

@@ -9,12 +9,15 @@
 //!   encodings), bpftrace, an ipmpsc ring and ftrace's trace_marker; [`disk`]
 //!   measures the disk the file captures go to;
 //! - case 4, [`consumers`]: capture conversion rates;
+//! - [`questions`]: filtered out, counted (`top`), flight-recorded, against
+//!   streamed, in both delivery modes;
 //! - [`site`]: the instructions a detached probe runs, from the binary.
 
 mod consumers;
 mod demo;
 mod disk;
 mod machine;
+mod questions;
 mod report;
 mod site;
 mod stats;
@@ -108,6 +111,7 @@ pub struct Results {
     pub demo: demo::Results,
     pub stream: stream::Results,
     pub consumers: consumers::Results,
+    pub questions: questions::Results,
     /// The detached probe in styx-bench's loop, from its disassembly.
     pub site: site::Detached,
     /// What the CPUs did meanwhile.
@@ -136,6 +140,7 @@ pub fn run(root: &Path, quick: bool) -> Result<()> {
         demo::round(&bins, &plan, &mut results.demo)?;
         stream::round(&bins, &plan, &mut results.stream)?;
         consumers::round(&bins, &plan, &mut results.consumers)?;
+        questions::round(&bins, &plan, &mut results.questions)?;
     }
     eprintln!("xtask bench: a batched run with the kernel's eBPF statistics on");
     results.breakdown = stream::breakdown(&bins, &plan)?;

@@ -54,6 +54,7 @@ pub fn render(machine: &Machine, plan: &Plan, results: &Results, took: Duration)
     detached(&mut md, results);
     seeds(&mut md, results);
     consumers(&mut md, plan, results);
+    questions(&mut md, plan, results);
     encoding(&mut md, results);
     let _ = writeln!(
         md,
@@ -780,7 +781,7 @@ fn encoding(md: &mut String, r: &Results) {
     let s = &r.stream;
     let _ = writeln!(
         md,
-        "## 6. Probe-site encoding (per-event delivery)\n\n\
+        "## 7. Probe-site encoding (per-event delivery)\n\n\
          styx-probe's site is a 1-byte `nop`, which the kernel traps with `int3` on every \
          hit. On a 5-byte `nop` Linux 6.18 may rewrite the site after its first hit into a call \
          to a trampoline that enters the kernel with the `uprobe` syscall instead. Same probe \
@@ -819,4 +820,98 @@ fn encoding(md: &mut String, r: &Results) {
         );
     }
     let _ = writeln!(md);
+}
+
+/// Filters, `top` and the flight recorder against streaming.
+fn questions(md: &mut String, plan: &Plan, results: &Results) {
+    use super::questions::{label, DELIVERIES, QUESTIONS};
+    use super::tracer::{Delivery, Question};
+    let q = &results.questions;
+    let _ = writeln!(
+        md,
+        "## 6. Asking questions: filters, top, the flight recorder
+"
+    );
+    let _ = writeln!(
+        md,
+        "styx-bench's loop of `mem_read`s ({} events a run with per-event delivery, {} \
+         batched), each way in each round: streamed as a raw capture to /dev/null, every \
+         event filtered out (`--filter 'tid == 0'`: in the kernel for per-event delivery, \
+         by the loader for batched events), counted (`top --by pc`, the loop's 256 pcs: in \
+         the kernel for per-event delivery, nothing streamed; by the loader for batched), and kept by the \
+         flight recorder (the loader keeps the last 100,000, dumped once at the end). \
+         \"vs streamed\": the loop's time per event over the streamed run's in the same \
+         round. Loader CPU is per event fired.\n",
+        plan.stream_events, plan.batched_slow_events
+    );
+    let _ = writeln!(
+        md,
+        "| delivery | events | loop ns/event | vs streamed | loader ns/event | lost (reported) |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|---|---|");
+    for delivery in DELIVERIES {
+        for question in QUESTIONS {
+            let Some(row) = q.rows.get(&(delivery, question)) else {
+                continue;
+            };
+            let vs = match q.ratios.get(&(delivery, question)) {
+                Some(r) if question != Question::None => times(r, 2),
+                _ => "1".into(),
+            };
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {vs} | {} | {} of {} |",
+                match delivery {
+                    Delivery::PerEvent => "per-event",
+                    Delivery::Batched => "batched",
+                },
+                label(question),
+                row.ns_per_event.show(1),
+                row.loader_ns_per_event.show(1),
+                row.dropped,
+                row.events
+            );
+        }
+    }
+    let filtered = q.ratios.get(&(Delivery::PerEvent, Question::FilterAll));
+    if let Some(r) = filtered {
+        let _ = writeln!(
+            md,
+            "\nTarget: filtered-out events cost measurably less than streamed ones: per-event \
+             delivery {} ({} of streamed: the eBPF program returns before reserving ring \
+             space, and the loader has nothing to read). Batched events are filtered by the \
+             loader as it splits them: the emulator's cost is a batched event's either way; \
+             the loader's is {} ns per event, against {} stored whole as a raw capture and {} \
+             written as JSON lines (section 2): where it cannot keep up with the loop, the ring \
+             fills and the drops are counted (`--lossless` makes the emulator wait instead).\n",
+            verdict(r.median() < 0.97),
+            times(r, 2),
+            q.rows
+                .get(&(Delivery::Batched, Question::FilterAll))
+                .map_or("-".into(), |row| row.loader_ns_per_event.show(1)),
+            q.rows
+                .get(&(Delivery::Batched, Question::None))
+                .map_or("-".into(), |row| row.loader_ns_per_event.show(1)),
+            results
+                .stream
+                .rows
+                .get(&super::stream::Way::BatchedJsonl)
+                .map_or("-".into(), |row| row.consumer_ns_per_event.show(1)),
+        );
+    }
+    if let Some(r) = q
+        .ratios
+        .get(&(Delivery::PerEvent, Question::FlightRecorder))
+    {
+        let _ = writeln!(
+            md,
+            "Target: the flight recorder costs the emulator about what the eBPF program does \
+             when streaming: per-event {}, batched {} of streamed (the events still cross \
+             the ring into the loader's memory; nothing is formatted or written).\n",
+            times(r, 2),
+            q.ratios
+                .get(&(Delivery::Batched, Question::FlightRecorder))
+                .map_or("-".into(), |r| times(r, 2)),
+        );
+    }
 }

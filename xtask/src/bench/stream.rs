@@ -4,7 +4,7 @@
 
 use super::disk;
 use super::stats::Samples;
-use super::tracer::{bpf_run_stats, Delivery, Session, Styx, Tracer, Workload};
+use super::tracer::{bpf_run_stats, Delivery, Question, Session, Styx, Tracer, Workload};
 use super::{Binaries, Plan};
 use anyhow::Result;
 use std::collections::BTreeMap;
@@ -101,6 +101,7 @@ impl Way {
                 raw,
                 to_file,
                 lossless,
+                question: Question::None,
             }))
         };
         match self {

@@ -120,6 +120,35 @@ pub struct Styx {
     /// To [`capture_path`] rather than /dev/null.
     pub to_file: bool,
     pub lossless: bool,
+    /// A question asked instead of streaming everything.
+    pub question: Question,
+}
+
+/// What styx-loader is asked (issue: filters, top, flight recorder).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Question {
+    /// Every event streamed.
+    #[default]
+    None,
+    /// `--filter 'tid == 0'`: every event filtered out.
+    FilterAll,
+    /// `top --by pc`: every event counted (256 keys: the loop's pcs).
+    Top,
+    /// `--flight-recorder 100000`: every event kept, the last ones dumped.
+    FlightRecorder,
+}
+
+impl Question {
+    /// The loader's arguments for it: before the usual ones (a
+    /// subcommand), and after.
+    fn args(self) -> (&'static [&'static str], &'static [&'static str]) {
+        match self {
+            Question::None => (&[], &[]),
+            Question::FilterAll => (&[], &["--filter", "tid == 0"]),
+            Question::Top => (&["top"], &["--by", "pc"]),
+            Question::FlightRecorder => (&[], &["--flight-recorder", "100000"]),
+        }
+    }
 }
 
 /// Who traces the workload.
@@ -176,30 +205,38 @@ impl Session {
         let pid = workload.pid().to_string();
         let (process, mut out) = match tracer {
             Tracer::Styx(styx) => {
-                let format = if styx.raw { "raw" } else { "jsonl" };
-                let output = if styx.to_file {
+                let format = if styx.raw && styx.question != Question::Top {
+                    "raw"
+                } else {
+                    "jsonl"
+                };
+                let (before, after) = styx.question.args();
+                let output = if styx.to_file || styx.question == Question::FlightRecorder {
                     let path = capture_path();
                     let _ = std::fs::remove_file(&path);
                     path
                 } else {
                     PathBuf::from("/dev/null")
                 };
-                let mut args: Vec<std::ffi::OsString> = [
-                    "--pid",
-                    &pid,
-                    "-e",
-                    "mem_read",
-                    "-o",
-                    format,
-                    "--delivery",
-                    styx.delivery.arg(),
-                    "--quiet",
-                    "--output",
-                ]
-                .iter()
-                .map(Into::into)
-                .collect();
+                let mut args: Vec<std::ffi::OsString> = before.iter().map(Into::into).collect();
+                args.extend(
+                    [
+                        "--pid",
+                        &pid,
+                        "-e",
+                        "mem_read",
+                        "-o",
+                        format,
+                        "--delivery",
+                        styx.delivery.arg(),
+                        "--quiet",
+                        "--output",
+                    ]
+                    .iter()
+                    .map(Into::into),
+                );
                 args.push(output.into_os_string());
+                args.extend(after.iter().map(Into::into));
                 if styx.lossless {
                     args.push("--lossless".into());
                 }
@@ -360,6 +397,14 @@ impl Session {
             Tracer::BpftraceCount => (number_after(&stdout, "@events: ")?, 0),
             Tracer::BpftracePrintf => (lines, 0),
         };
+        if let Tracer::Styx(Styx {
+            question: Question::FlightRecorder,
+            ..
+        }) = self.tracer
+        {
+            // Its one dump, at the end.
+            let _ = std::fs::remove_file(capture_path().with_extension("1.styx"));
+        }
         let file_bytes = match self.tracer {
             Tracer::Styx(Styx { to_file: true, .. }) => {
                 let path = capture_path();

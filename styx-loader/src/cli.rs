@@ -76,7 +76,9 @@ pub enum Command {
     /// per-event delivery the kernel counts (no event is streamed); batched
     /// events are counted by the loader. Counts are exact (unless
     /// --sample); keys beyond --max-keys are counted in an "(other)" row
-    /// per type. On a terminal the table is redrawn every --interval; at
+    /// per type; batched delivery to one process is --lossless (the
+    /// emulator waits rather than a batch be lost, so it may run at the
+    /// loader's pace while counted). On a terminal the table is redrawn every --interval; at
     /// the end (Ctrl-C, --duration, the process exits) the final table
     /// goes to stdout or --output, as text or jsonl (-o).
     #[command(after_help = TOP_EXAMPLES)]
@@ -121,9 +123,10 @@ pub struct CountArgs {
     /// Count per this key: a numeric field (pc, addr, val, size, target,
     /// reg, num, code, insn, kind, tid, …: each type that has it is
     /// counted), `page` (the page of addr, see --page-size) or `event`
-    /// (per type).
-    #[arg(long, value_name = "KEY", default_value = "pc")]
-    pub by: String,
+    /// (per type). top: pc when not given, and without -e it traces just
+    /// the types it counts.
+    #[arg(long, value_name = "KEY")]
+    pub by: Option<String>,
 
     /// Bytes per page for `--by page` and --heatmap (a power of two).
     #[arg(long, value_name = "BYTES", default_value_t = 4096)]
@@ -175,22 +178,11 @@ pub struct ReadArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub sample: Option<u64>,
 
-    /// Instead of the events, print their counts per KEY (as `top` does;
-    /// see `top --help`), as text or jsonl (-o).
-    #[arg(long, value_name = "KEY")]
-    pub by: Option<String>,
-
-    /// Bytes per page for `--by page` and --heatmap (a power of two).
-    #[arg(long, value_name = "BYTES", default_value_t = 4096)]
-    pub page_size: u64,
-
-    /// Draw reads and writes per page of guest memory as an SVG picture.
-    #[arg(long, value_name = "FILE")]
-    pub heatmap: Option<PathBuf>,
-
-    /// Keys kept at most for --by (beyond: an "(other)" row per type).
-    #[arg(long, value_name = "N", default_value_t = 65536)]
-    pub max_keys: u32,
+    /// Instead of the events, their counts per --by KEY (as `top` prints
+    /// them; see `top --help`), as text or jsonl (-o); --heatmap alone
+    /// draws the picture beside the events.
+    #[command(flatten)]
+    pub count: CountArgs,
 }
 
 const LIST_EXAMPLES: &str = "\
@@ -370,6 +362,13 @@ pub enum Delivery {
     Batched,
     /// One probe hit per event.
     PerEvent,
+}
+
+impl CountArgs {
+    /// `--by`, top's default (`pc`) when not given.
+    pub fn key(&self) -> &str {
+        self.by.as_deref().unwrap_or("pc")
+    }
 }
 
 impl TraceArgs {

@@ -11,8 +11,8 @@
 
 pub mod heatmap;
 
-use crate::event::Event;
-use crate::filter::{field_of, types_with_field, values, FieldRef};
+use crate::event::{Body, Event};
+use crate::filter::{field_of, types_with_field, FieldRef};
 use crate::writer::{EventWriter, Totals};
 use rustc_hash::FxHashMap;
 use std::cell::RefCell;
@@ -20,6 +20,7 @@ use std::fmt::Write as _;
 use std::io;
 use std::rc::Rc;
 use std::time::Duration;
+use styx_common::filter::{SLOT_PID, SLOT_SIZE, SLOT_TID};
 use styx_common::{EventKind, EVENT_KIND_SLOTS};
 
 /// Where one type's key is in its value slots: `(slot >> shift) & mask`,
@@ -108,7 +109,15 @@ impl KeySpec {
     #[inline]
     pub fn key(&self, event: &Event<'_>) -> Option<u64> {
         let key = self.keys[event.kind as usize]?;
-        let value = values(event)[key.slot as usize & 7];
+        // The one slot wanted (what `filter::values` would give for it).
+        let value = match (key.slot, &event.body) {
+            (slot @ 0..=3, Body::Args(args)) => args[slot as usize],
+            (0, Body::Span { id, .. }) => *id,
+            (SLOT_SIZE, _) => event.header.aux.into(),
+            (SLOT_TID, _) => event.header.tid.into(),
+            (SLOT_PID, _) => event.header.pid.into(),
+            _ => 0,
+        };
         Some((value >> key.shift) & key.mask)
     }
 
@@ -372,11 +381,11 @@ mod tests {
     use crate::event::Body;
     use styx_common::RecordHeader;
 
-    fn event(kind: EventKind, args: [u64; 4]) -> Event<'static> {
+    fn event(kind: EventKind, args: [u64; 4], aux: u8) -> Event<'static> {
         Event {
             header: RecordHeader {
                 kind: kind as u8,
-                aux: 1,
+                aux,
                 ..RecordHeader::default()
             },
             kind,
@@ -389,31 +398,51 @@ mod tests {
         let all = [EventKind::InsnExec, EventKind::MemRead, EventKind::Branch];
         let by_pc = KeySpec::new("pc", 4096, &all).unwrap();
         assert_eq!(
-            by_pc.key(&event(EventKind::MemRead, [0x1234, 0x5678, 0, 0])),
+            by_pc.key(&event(EventKind::MemRead, [0x1234, 0x5678, 0, 0], 1)),
             Some(0x1234)
         );
         let by_page = KeySpec::new("page", 256, &all).unwrap();
         assert_eq!(
-            by_page.key(&event(EventKind::MemRead, [0x1234, 0x5678, 0, 0])),
+            by_page.key(&event(EventKind::MemRead, [0x1234, 0x5678, 0, 0], 1)),
             Some(0x56)
         );
-        assert_eq!(by_page.key(&event(EventKind::InsnExec, [1, 2, 0, 0])), None);
+        assert_eq!(
+            by_page.key(&event(EventKind::InsnExec, [1, 2, 0, 0], 1)),
+            None
+        );
         assert_eq!(by_page.show(EventKind::MemRead, 0x56), "0x5600");
         let by_kind = KeySpec::new("kind", 4096, &all).unwrap();
         let call = styx_common::Branch::conditional(styx_common::BranchKind::Call).encode();
         let key = by_kind
-            .key(&event(EventKind::Branch, [1, 2, call, 0]))
+            .key(&event(EventKind::Branch, [1, 2, call, 0], 1))
             .unwrap();
         assert_eq!(by_kind.show(EventKind::Branch, key), "call");
         let by_event = KeySpec::new("event", 4096, &all).unwrap();
         assert_eq!(
-            by_event.key(&event(EventKind::InsnExec, [1, 2, 0, 0])),
+            by_event.key(&event(EventKind::InsnExec, [1, 2, 0, 0], 1)),
             Some(0)
         );
         assert_eq!(
             KeySpec::new("addr", 4096, &[EventKind::InsnExec]).unwrap_err(),
             "--by addr: no selected event type has a field 'addr' (mem_read, mem_write have it)"
         );
+    }
+
+    /// The key's shortcut reads what a filter reads (`filter::values`).
+    #[test]
+    fn keys_read_the_value_slots_filters_read() {
+        let all: Vec<EventKind> = EventKind::ALL[..EventKind::ALL.len() - 1].to_vec();
+        let mut e = event(EventKind::MemWrite, [11, 22, 33, 44], 2);
+        e.header.tid = 77;
+        e.header.pid = 66;
+        for field in ["pc", "addr", "val", "size", "tid", "pid"] {
+            let spec = KeySpec::new(field, 4096, &all).unwrap();
+            let FieldRef::Value { slot, .. } = field_of(EventKind::MemWrite, field).unwrap() else {
+                panic!()
+            };
+            let want = crate::filter::values(&e)[slot as usize];
+            assert_eq!(spec.key(&e), Some(want), "{field}");
+        }
     }
 
     #[test]

@@ -29,13 +29,14 @@ pub fn run(args: &ReadArgs) -> Result<()> {
         .collect();
     let mut keep = compile_filters(&args.filters, args.sample, &kinds)?
         .map(|filters| Keep::new(filters, |_| false));
-    let counter = match (&args.by, &args.heatmap) {
+    let count = &args.count;
+    let counter = match (&count.by, &count.heatmap) {
         (None, None) => None,
         (by, heatmap) => Some(Counter::new(
             by.as_deref().unwrap_or("event"),
-            args.page_size,
+            count.page_size,
             heatmap.as_deref(),
-            args.max_keys,
+            count.max_keys,
             if by.is_some() {
                 args.format
             } else {
@@ -45,7 +46,7 @@ pub fn run(args: &ReadArgs) -> Result<()> {
         )?),
     };
     let mut reader = Reader::open(input).with_context(|| format!("reading {name}"))?;
-    let mut writer: Box<dyn EventWriter> = match (&args.by, &counter) {
+    let mut writer: Box<dyn EventWriter> = match (&count.by, &counter) {
         // The table replaces the events.
         (Some(_), Some(counter)) => Box::new(counter.writer()),
         (_, counter) => {
@@ -124,7 +125,7 @@ pub fn run(args: &ReadArgs) -> Result<()> {
     }
     if let Some(counter) = counter {
         let tables = counter.merged(&[]);
-        let table_to = args.by.is_some().then_some(args.output.as_deref());
+        let table_to = count.by.is_some().then_some(args.output.as_deref());
         counter.write_final(&tables, table_to, None, &format!("styx-loader read {name}"))?;
     }
     Ok(())

@@ -139,7 +139,7 @@ pub fn counted_kinds(count: &CountArgs) -> Result<Vec<EventKind>> {
         .copied()
         .filter(|&k| k != EventKind::Usdt)
         .collect();
-    let spec = KeySpec::new(&count.by, count.page_size, &all).map_err(anyhow::Error::msg)?;
+    let spec = KeySpec::new(count.key(), count.page_size, &all).map_err(anyhow::Error::msg)?;
     let mut kinds: Vec<EventKind> = spec.kinds().collect();
     if count.heatmap.is_some() {
         kinds.extend([EventKind::MemRead, EventKind::MemWrite]);

@@ -40,13 +40,9 @@ pub fn read(pid: u32, sites: &[FlushSite]) -> Result<Partial> {
         return Ok(partial);
     }
     for flush in sites {
-        let Some(block) = flush_block::address(pid, &maps, flush)? else {
+        let Some(registry) = registry_of(pid, &maps, flush)? else {
             continue;
         };
-        let mut pointer = [0u8; 8];
-        remote::read(pid, block + REGISTRY_POINTER_OFFSET, &mut pointer)
-            .context("reading the batch registry's address")?;
-        let registry = u64::from_le_bytes(pointer);
         let mut slots = vec![0u8; REGISTRY_SLOTS * 8];
         remote::read(pid, registry, &mut slots).context("reading the batch registry")?;
         let now = monotonic_ns();
@@ -69,18 +65,23 @@ pub fn read(pid: u32, sites: &[FlushSite]) -> Result<Partial> {
 pub fn registry(pid: u32, sites: &[FlushSite]) -> Result<Option<u64>> {
     let maps = fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
     for flush in sites {
-        let Some(block) = flush_block::address(pid, &maps, flush)? else {
-            continue;
-        };
-        let mut pointer = [0u8; 8];
-        remote::read(pid, block + REGISTRY_POINTER_OFFSET, &mut pointer)
-            .context("reading the batch registry's address")?;
-        let registry = u64::from_le_bytes(pointer);
-        if registry != 0 {
+        if let Some(registry) = registry_of(pid, &maps, flush)?.filter(|&r| r != 0) {
             return Ok(Some(registry));
         }
     }
     Ok(None)
+}
+
+/// The registry's address in the flush block of `flush`, as the process
+/// (whose `maps` these are) maps it.
+fn registry_of(pid: u32, maps: &str, flush: &FlushSite) -> Result<Option<u64>> {
+    let Some(block) = flush_block::address(pid, maps, flush)? else {
+        return Ok(None);
+    };
+    let mut pointer = [0u8; 8];
+    remote::read(pid, block + REGISTRY_POINTER_OFFSET, &mut pointer)
+        .context("reading the batch registry's address")?;
+    Ok(Some(u64::from_le_bytes(pointer)))
 }
 
 /// One buffer's pending items as a batch record, and marks them taken; None

@@ -39,15 +39,7 @@ fn trace(name: &str, delivery: &str, rounds: u64, args: &[&str]) -> Traced {
     let dir = scratch(name);
     let (expect, out) = (dir.join("expected.jsonl"), dir.join("traced.jsonl"));
     let mut prog = TestProg::spawn(Some(&expect));
-    let mut all = vec![
-        "-o",
-        "jsonl",
-        "--output",
-        out.to_str().unwrap(),
-        "--delivery",
-        delivery,
-    ];
-    all.extend_from_slice(args);
+    let all = jsonl_to(&out, delivery, args);
     let loader = prog.attach_loader(&all);
     prog.fire(rounds, 2);
     loader.signal(libc::SIGINT);

@@ -24,16 +24,7 @@ fn record(name: &str, delivery: &str, extra: &[&str]) -> Recording {
     let prog = TestProg::spawn(Some(&expect));
     let out = dir.join("dump.jsonl");
     let n = N.to_string();
-    let mut args = vec![
-        "-o",
-        "jsonl",
-        "--output",
-        out.to_str().unwrap(),
-        "--delivery",
-        delivery,
-        "--flight-recorder",
-        &n,
-    ];
+    let mut args = jsonl_to(&out, delivery, &["--flight-recorder", &n]);
     args.extend_from_slice(extra);
     let loader = prog.attach_loader(&args);
     Recording {

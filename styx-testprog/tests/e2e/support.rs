@@ -232,6 +232,20 @@ pub fn run_loader(args: &[&str]) -> (ExitStatus, String, String) {
     )
 }
 
+/// `-o jsonl --output OUT --delivery DELIVERY`, then `extra`.
+pub fn jsonl_to<'a>(out: &'a Path, delivery: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "-o",
+        "jsonl",
+        "--output",
+        out.to_str().expect("a UTF-8 path"),
+        "--delivery",
+        delivery,
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
 /// The loader's end-of-run summary, from its stderr.
 pub fn summary_of(stderr: &[String]) -> Summary {
     Summary::find(stderr).unwrap_or_else(|e| panic!("{e}"))

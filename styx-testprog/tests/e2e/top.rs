@@ -17,18 +17,8 @@ fn top(name: &str, delivery: &str, args: &[&str]) -> (Vec<Value>, Vec<Value>, Ve
     let (expect, out) = (dir.join("expected.jsonl"), dir.join("top.jsonl"));
     let mut prog = TestProg::spawn(Some(&expect));
     let pid = prog.pid().to_string();
-    let mut all = vec![
-        "top",
-        "--pid",
-        &pid,
-        "-o",
-        "jsonl",
-        "--output",
-        out.to_str().unwrap(),
-        "--delivery",
-        delivery,
-    ];
-    all.extend_from_slice(args);
+    let mut all = vec!["top", "--pid", &pid];
+    all.extend(jsonl_to(&out, delivery, args));
     let loader = attach_loader(&all);
     prog.fire(64, 2);
     loader.signal(libc::SIGINT);

@@ -318,7 +318,7 @@ impl View<'_> {
                         share(n) * 100.0
                     );
                     if let Some(r) = r {
-                        let _ = write!(out, " {:>10}", human(r));
+                        let _ = write!(out, " {:>10}", si(r));
                     }
                     out.push('\n');
                 };
@@ -341,13 +341,13 @@ impl View<'_> {
     }
 }
 
-/// `1.2 M` for people.
-fn human(x: f64) -> String {
-    match x {
-        x if x >= 1e9 => format!("{:.1} G", x / 1e9),
-        x if x >= 1e6 => format!("{:.1} M", x / 1e6),
-        x if x >= 1e3 => format!("{:.1} K", x / 1e3),
-        x => format!("{x:.0}"),
+/// 1234567 → `1.23M`, for people (rates here and on the loader's live line).
+pub fn si(v: f64) -> String {
+    match v {
+        v if v >= 1e9 => format!("{:.2}G", v / 1e9),
+        v if v >= 1e6 => format!("{:.2}M", v / 1e6),
+        v if v >= 1e3 => format!("{:.1}k", v / 1e3),
+        v => format!("{v:.0}"),
     }
 }
 

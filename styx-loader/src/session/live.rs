@@ -5,6 +5,7 @@
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
 use styx_common::EventKind;
+use styx_events::top::si;
 
 /// How often the line is redrawn.
 const EVERY: Duration = Duration::from_millis(500);
@@ -84,16 +85,6 @@ pub fn render(events: &[u64], drops: &[u64], rates: &[(usize, f64)]) -> String {
         si(dropped as f64),
         types.join("  ")
     )
-}
-
-/// 1234567 → `1.23M`.
-fn si(v: f64) -> String {
-    match v {
-        v if v >= 1e9 => format!("{:.2}G", v / 1e9),
-        v if v >= 1e6 => format!("{:.2}M", v / 1e6),
-        v if v >= 1e3 => format!("{:.1}k", v / 1e3),
-        v => format!("{v:.0}"),
-    }
 }
 
 #[cfg(test)]

@@ -277,7 +277,8 @@ pub struct TraceArgs {
     /// --trigger, and when tracing stops. Each dump is complete on its own:
     /// with --output FILE, dump n goes to FILE with `.n` before its
     /// extension (run.1.styx, run.2.styx…); without, one after the other
-    /// on stdout.
+    /// on stdout. Memory: the last N events of every thread (batched
+    /// events as their batches, ~33 bytes each; per-event ones ~100 bytes).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub flight_recorder: Option<u64>,
 

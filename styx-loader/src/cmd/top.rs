@@ -38,7 +38,10 @@ impl Counter {
         let format = match format {
             Format::Text => TableFormat::Text,
             Format::Jsonl => TableFormat::Jsonl,
-            other => bail!("counts are printed as text or jsonl, not {other:?} (-o)"),
+            other => bail!(
+                "counts are printed as text or jsonl, not -o {}",
+                format!("{other:?}").to_lowercase()
+            ),
         };
         let mut specs = vec![KeySpec::new(by, page_size, kinds).map_err(anyhow::Error::msg)?];
         if heatmap.is_some() {

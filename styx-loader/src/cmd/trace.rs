@@ -2,7 +2,7 @@
 //! binary system-wide, from the command line to the exit code.
 
 use crate::bpf::load::Counting;
-use crate::cli::{compile_filters, Delivery, TopOptions, TraceArgs};
+use crate::cli::{Delivery, TopOptions, TraceArgs};
 use crate::cmd::top::{self, Counter, Screen};
 use crate::outputs::{self, Outputs};
 use crate::session::spawn::{self, Held};
@@ -13,6 +13,7 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use styx_common::EventKind;
+use styx_events::filter::Filters;
 use styx_events::flight::{FlightRecorder, OpenDump, Recording};
 use styx_events::formats::Format;
 use styx_events::header::{Header, UsdtInfo};
@@ -189,13 +190,13 @@ fn flight_recorder(
     if args.format == Format::Raw && args.output.is_none() && std::io::stdout().is_terminal() {
         bail!("-o raw writes a binary capture: give --output FILE, or pipe it");
     }
+    // The filter language, without sampling: any event it keeps triggers.
     let trigger = match &args.trigger {
         None => None,
-        Some(expr) => Some(
-            compile_filters(std::slice::from_ref(expr), None, &args.kinds())
-                .map_err(|e| anyhow::anyhow!("{e:#}").context("--trigger"))?
-                .expect("an expression"),
-        ),
+        Some(expr) => match Filters::compile(std::slice::from_ref(expr), 1, &args.kinds()) {
+            Ok(filters) => Some(filters),
+            Err((expr, e)) => bail!("--trigger '{expr}': {e}"),
+        },
     };
     let (format, detail, output, header) = (
         args.format,

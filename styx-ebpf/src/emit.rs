@@ -17,14 +17,28 @@ pub(crate) const SUBMIT_FLAGS: u64 = BPF_RB_NO_WAKEUP as u64;
 /// process is not the one being traced.
 #[inline(always)]
 pub(crate) fn header(kind: u8, aux: u8) -> Option<RecordHeader> {
+    let mut header = untimed_header(kind, aux)?;
+    stamp(&mut header);
+    Some(header)
+}
+
+/// The time: read only for events that are kept (a clock read is ~60 ns).
+#[inline(always)]
+fn stamp(header: &mut RecordHeader) {
+    // SAFETY: reads the monotonic clock; no arguments.
+    header.ts_ns = unsafe { bpf_ktime_get_ns() };
+}
+
+/// [`header`] without its time yet.
+#[inline(always)]
+fn untimed_header(kind: u8, aux: u8) -> Option<RecordHeader> {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     if !wanted(tgid) {
         return None;
     }
     Some(RecordHeader {
-        // SAFETY: reads the monotonic clock; no arguments.
-        ts_ns: unsafe { bpf_ktime_get_ns() },
+        ts_ns: 0,
         pid: tgid,
         tid: pid_tgid as u32,
         kind,
@@ -49,7 +63,7 @@ fn begin<T: 'static>(
     } else {
         0
     };
-    let header = header(kind, aux)?;
+    let mut header = untimed_header(kind, aux)?;
     values[SLOT_SIZE as usize] = aux as u64;
     values[SLOT_TID as usize] = header.tid as u64;
     values[SLOT_PID as usize] = header.pid as u64;
@@ -60,6 +74,7 @@ fn begin<T: 'static>(
         count::count(kind, values);
         return None;
     }
+    stamp(&mut header);
     match EVENTS.reserve::<T>(0) {
         Some(entry) => Some((header, entry)),
         None => {

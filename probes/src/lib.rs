@@ -27,6 +27,7 @@
 // Reached only through the macros; not part of the API.
 #[cfg(not(feature = "disabled"))]
 mod batch;
+mod describe;
 mod enabled;
 #[doc(hidden)]
 pub mod fire;
@@ -48,6 +49,8 @@ pub fn flush() {
     batch::flush_pending();
 }
 pub use span::{next_span_id, Span};
+#[doc(hidden)]
+pub use styx_common::guest as __guest;
 pub use styx_common::{Branch, BranchKind, EventKind, InterruptKind};
 
 /// A value a guest memory access moved. Its width is the access size the

@@ -54,6 +54,9 @@ pub enum FieldType {
     Hex,
     /// A count, number or id from the next argument: decimal for people.
     Dec,
+    /// A register number from the next argument: decimal, and its name
+    /// where the emulator described its guest (`styx_probe::describe!`).
+    Reg,
     /// The access size: kept in the record header's `aux` byte, not an argument.
     Size,
     /// An encoded [`crate::Branch`] from the next argument: its kind's name,
@@ -69,7 +72,7 @@ impl FieldType {
     /// The type a capture header gives the field.
     pub const fn capture_type(self) -> &'static str {
         match self {
-            FieldType::Hex | FieldType::Dec => "u64",
+            FieldType::Hex | FieldType::Dec | FieldType::Reg => "u64",
             FieldType::Size => "u8",
             FieldType::Branch => "branch",
             FieldType::Interrupt => "interrupt",
@@ -116,10 +119,10 @@ macro_rules! event_catalogue {
             MemWrite = 5, mem_write, MemAccess, Batched, [pc, addr, val, size],
                 [pc: Hex, addr: Hex, val: Hex, size: Size];
             /// A register was read.
-            RegRead = 6, reg_read, Args(3), Batched, [pc, reg, val], [pc: Hex, reg: Dec, val: Hex];
+            RegRead = 6, reg_read, Args(3), Batched, [pc, reg, val], [pc: Hex, reg: Reg, val: Hex];
             /// A register was written; `old` is its previous value.
             RegWrite = 7, reg_write, Args(4), Batched, [pc, reg, val, old],
-                [pc: Hex, reg: Dec, val: Hex, old: Hex];
+                [pc: Hex, reg: Reg, val: Hex, old: Hex];
             /// Control flow left `pc` for `target`; `kind` is an encoded [`crate::Branch`].
             Branch = 8, branch, Args(3), Batched, [pc, target, kind],
                 [pc: Hex, target: Hex, kind: Branch];

@@ -24,6 +24,7 @@ mod branch;
 pub mod count;
 mod event;
 pub mod filter;
+pub mod guest;
 mod layout;
 mod usdt;
 

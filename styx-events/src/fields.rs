@@ -3,6 +3,8 @@
 //! `event_catalogue!`), so a new event type needs no change here.
 
 use crate::event::{Body, Event, Text};
+use crate::guest::RegisterNames;
+use crate::header::Header;
 use crate::usdt::UsdtProbes;
 use styx_common::{Branch, EventKind, FieldType, InterruptKind, Shape};
 
@@ -13,6 +15,9 @@ pub enum Field<'a> {
     Hex(&'static str, u64),
     /// A count, size, number or id: decimal for people.
     Dec(&'static str, u64),
+    /// A register: its number, and its name where the guest description
+    /// gives one.
+    Reg(&'static str, u64, Option<&'a str>),
     /// A decoded kind (`call`, `entry`, …).
     Name(&'static str, &'static str),
     /// A flag such as `conditional`.
@@ -56,11 +61,31 @@ impl Iterator for UsdtArgs<'_> {
     }
 }
 
+/// What a session's header names beyond the catalogue: other providers'
+/// probes, and the guest's registers.
+#[derive(Clone, Debug, Default)]
+pub struct Names {
+    /// Other providers' probes, by spec id.
+    pub usdt: UsdtProbes,
+    /// Register names, by number.
+    pub registers: RegisterNames,
+}
+
+impl Names {
+    /// The names `header` gives.
+    pub fn new(header: &Header) -> Names {
+        Names {
+            usdt: UsdtProbes::from_infos(&header.usdt),
+            registers: RegisterNames::new(header.guest.as_ref()),
+        }
+    }
+}
+
 /// Calls `each` with every field of `event` after the common ones
 /// (`ts_ns`, `pid`, `tid`, `event`), as the event catalogue lists them.
 pub fn for_each_field<'a, E>(
     event: &'a Event<'a>,
-    usdt: &'a UsdtProbes,
+    names: &'a Names,
     mut each: impl FnMut(Field<'a>) -> Result<(), E>,
 ) -> Result<(), E> {
     match &event.body {
@@ -72,6 +97,10 @@ pub fn for_each_field<'a, E>(
                 match field.ty {
                     FieldType::Hex => each(Field::Hex(name, next()))?,
                     FieldType::Dec => each(Field::Dec(name, next()))?,
+                    FieldType::Reg => {
+                        let num = next();
+                        each(Field::Reg(name, num, names.registers.get(num)))?
+                    }
                     FieldType::Size => each(Field::Dec(name, event.header.aux.into()))?,
                     FieldType::Branch => {
                         let raw = next();
@@ -107,7 +136,7 @@ pub fn for_each_field<'a, E>(
             truncated(&mut each, text.truncated)
         }
         Body::Usdt { spec_id, args } => {
-            let (provider, probe, signed) = match usdt.get(*spec_id) {
+            let (provider, probe, signed) = match names.usdt.get(*spec_id) {
                 Some(site) => (
                     site.provider.as_str(),
                     site.probe.as_str(),
@@ -131,10 +160,12 @@ pub fn for_each_field<'a, E>(
 /// decoded fields (branch, interrupt), strings, or USDT.
 pub fn is_plain(kind: EventKind) -> bool {
     !kind.fields().is_empty()
-        && kind
-            .fields()
-            .iter()
-            .all(|f| matches!(f.ty, FieldType::Hex | FieldType::Dec | FieldType::Size))
+        && kind.fields().iter().all(|f| {
+            matches!(
+                f.ty,
+                FieldType::Hex | FieldType::Dec | FieldType::Reg | FieldType::Size
+            )
+        })
 }
 
 /// A plain event's values, in field order (see [`is_plain`]).
@@ -185,9 +216,11 @@ mod tests {
                 body: Body::Args(args),
             };
             let mut walked = Vec::new();
-            let _ = for_each_field(&event, &UsdtProbes::default(), |field| {
+            let _ = for_each_field(&event, &Names::default(), |field| {
                 match field {
-                    Field::Hex(name, v) | Field::Dec(name, v) => walked.push((name, v)),
+                    Field::Hex(name, v) | Field::Dec(name, v) | Field::Reg(name, v, _) => {
+                        walked.push((name, v))
+                    }
                     _ => panic!("{kind:?} has a field that is not a plain number"),
                 }
                 Ok::<(), ()>(())

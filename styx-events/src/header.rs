@@ -3,6 +3,7 @@
 //! probes with their argument names and types. Every format starts from it;
 //! a raw capture stores it as JSON.
 
+use crate::guest::Guest;
 use serde::{Deserialize, Serialize};
 use styx_common::{EventKind, Shape, UsdtSpec};
 
@@ -25,6 +26,10 @@ pub struct Header {
     pub events: Vec<EventInfo>,
     /// Other providers' probes (`--probes`), by spec id.
     pub usdt: Vec<UsdtInfo>,
+    /// The guest, as the emulator described it (`styx_probe::describe!`);
+    /// captures written before it have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest: Option<Guest>,
 }
 
 /// Record times are kernel `CLOCK_MONOTONIC` ns; this pair, read one right
@@ -90,6 +95,7 @@ impl Header {
                 .map(|&k| event_info(k))
                 .collect(),
             usdt,
+            guest: None,
         }
     }
 }

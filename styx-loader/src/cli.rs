@@ -169,6 +169,11 @@ pub struct ReadArgs {
     #[arg(long, value_enum, default_value_t = Detail::Normal)]
     pub detail: Detail,
 
+    /// With -o parquet --output DIR/: start a new file in DIR once one
+    /// holds this many MiB.
+    #[arg(long, value_name = "MIB", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
+    pub roll_size: u64,
+
     /// Keep only events for which EXPR holds (repeatable; see the trace
     /// command's --filter).
     #[arg(long = "filter", value_name = "EXPR")]
@@ -302,6 +307,11 @@ pub struct TraceArgs {
     /// (also the wall-clock time).
     #[arg(long, value_enum, default_value_t = Detail::Normal)]
     pub detail: Detail,
+
+    /// With -o parquet --output DIR/: start a new file in DIR once one
+    /// holds this many MiB.
+    #[arg(long, value_name = "MIB", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
+    pub roll_size: u64,
 
     /// Stop after this many seconds (fractions allowed).
     #[arg(short, long, value_name = "SECS", value_parser = parse_seconds)]

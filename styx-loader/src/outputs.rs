@@ -4,10 +4,12 @@
 use anyhow::{anyhow, bail, Context, Result};
 use std::fs::{File, Metadata, OpenOptions};
 use std::io::{self, IsTerminal, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use styx_events::formats::{self, Detail, Format};
 use styx_events::header::Header;
+use styx_events::tools::parquet::is_dir_output;
 use styx_events::writer::{EventWriter, Labeled, Tee};
 
 /// Where events go.
@@ -21,22 +23,39 @@ pub struct Outputs<'a> {
     pub capture: Option<&'a PathBuf>,
     /// Text only.
     pub detail: Detail,
+    /// Parquet in a directory: MiB per file.
+    pub roll_mib: u64,
 }
 
 /// Opens every output and writes their starts.
 #[cfg_attr(not(feature = "trace"), allow(dead_code))]
 pub fn open(outputs: &Outputs<'_>, header: &Header) -> Result<Box<dyn EventWriter>> {
-    if outputs.format == Format::Raw && outputs.output.is_none() && io::stdout().is_terminal() {
-        bail!("-o raw writes a binary capture: give --output FILE, or pipe it");
+    if outputs.format.is_binary() && outputs.output.is_none() && io::stdout().is_terminal() {
+        bail!(
+            "-o {} is binary: give --output FILE, or pipe it",
+            outputs.format.name()
+        );
     }
-    let main = open_one(outputs.format, outputs.output, outputs.detail, header)?;
+    let main = open_one(
+        outputs.format,
+        outputs.output,
+        outputs.detail,
+        outputs.roll_mib,
+        header,
+    )?;
     Ok(match outputs.capture {
         None => main,
         // When the main output closes or fails, the Tee keeps feeding the
         // capture, and the session still finishes it.
         Some(path) => Box::new(Tee::new(vec![
             main,
-            open_one(Format::Raw, Some(path), outputs.detail, header)?,
+            open_one(
+                Format::Raw,
+                Some(path),
+                outputs.detail,
+                outputs.roll_mib,
+                header,
+            )?,
         ])),
     })
 }
@@ -46,9 +65,21 @@ pub fn open_one(
     format: Format,
     path: Option<&Path>,
     detail: Detail,
+    roll_mib: u64,
     header: &Header,
 ) -> Result<Box<dyn EventWriter>> {
     let (out, name): (Box<dyn Write>, String) = match path {
+        Some(dir) if format == Format::Parquet && is_dir_output(dir) => {
+            // Files rolled in the directory, each created as it begins.
+            if !dir.is_dir() {
+                std::fs::DirBuilder::new()
+                    .mode(0o700)
+                    .recursive(true)
+                    .create(dir)
+                    .with_context(|| format!("cannot create {}", dir.display()))?;
+            }
+            (Box::new(io::sink()), dir.display().to_string())
+        }
         Some(path) => {
             let file = create(path)?;
             (Box::new(file), path.display().to_string())
@@ -56,13 +87,19 @@ pub fn open_one(
         None => (Box::new(io::stdout()), "stdout".to_string()),
     };
     let labeled = Labeled::new(out, name.clone());
-    formats::open(
-        format,
-        Box::new(labeled),
-        header,
-        &formats::Options::new(path, detail),
-    )
-    .with_context(|| format!("writing the start of {name}"))
+    let options = formats::Options {
+        // More files beside the output (Tenet's threads, rolled Parquet),
+        // created as carefully as the output.
+        opener: Rc::new(|path: &Path| {
+            create(path)
+                .map(|file| Box::new(file) as Box<dyn Write>)
+                .map_err(|e| io::Error::other(format!("{e:#}")))
+        }),
+        roll_bytes: roll_mib << 20,
+        ..formats::Options::new(path, detail)
+    };
+    formats::open(format, Box::new(labeled), header, &options)
+        .with_context(|| format!("writing the start of {name}"))
 }
 
 /// Opens `path` to write an output, safely when run as root in a directory
@@ -154,7 +191,7 @@ mod tests {
         let (missing, dangling) = (dir.join("missing"), dir.join("dangling"));
         std::os::unix::fs::symlink(&missing, &dangling).unwrap();
         lchown(&dangling, 65534);
-        assert!(open_one(Format::Raw, Some(&dangling), Detail::Normal, &header()).is_err());
+        assert!(open_one(Format::Raw, Some(&dangling), Detail::Normal, 1, &header()).is_err());
         assert!(!missing.exists());
         // Nor is a second name of a file truncated.
         let hard = dir.join("hard");
@@ -191,7 +228,7 @@ mod tests {
     fn new_outputs_are_private_and_old_ones_overwritten() {
         let dir = scratch("mode");
         let new = dir.join("new.styx");
-        let mut writer = open_one(Format::Raw, Some(&new), Detail::Normal, &header()).unwrap();
+        let mut writer = open_one(Format::Raw, Some(&new), Detail::Normal, 1, &header()).unwrap();
         writer.flush().unwrap();
         let mode = std::fs::metadata(&new).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600, "{mode:o}");

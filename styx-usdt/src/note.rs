@@ -19,6 +19,7 @@ use object::read::elf::{ElfFile64, ProgramHeader, SectionHeader};
 use object::{Endianness, Object, ObjectSection, ReadRef};
 use std::collections::HashMap;
 use std::path::Path;
+use styx_common::guest::{GUEST_NOTE_OWNER, NT_STYX_GUEST};
 use thiserror::Error;
 
 /// One probe site: one place in the code where a probe can fire.
@@ -60,7 +61,17 @@ pub struct ProbeTable {
     /// by another writable segment (lld's RELRO layout). For a process
     /// started after attaching, the kernel raises it in the wrong mapping.
     pub shared_semaphore_page: Option<u64>,
+    /// The descriptors of the file's guest description notes
+    /// (`styx_probe::describe!`, layout in `styx_common::guest`), at most
+    /// [`MAX_GUEST_NOTES`] of at most [`MAX_GUEST_NOTE_BYTES`] each; decoded
+    /// by styx-events' `guest`.
+    pub guest_notes: Vec<Vec<u8>>,
 }
+
+/// Guest description notes kept per file (an emulator writes one).
+pub const MAX_GUEST_NOTES: usize = 4;
+/// The largest guest description note kept: thousands of registers.
+pub const MAX_GUEST_NOTE_BYTES: usize = 64 << 10;
 
 /// Why a file's probe notes could not be read at all.
 #[derive(Debug, Error)]
@@ -170,6 +181,18 @@ fn parse_elf<'data, R: ReadRef<'data>>(data: R) -> Result<ProbeTable, ParseError
                     break;
                 }
             };
+            if note.name() == GUEST_NOTE_OWNER && note.n_type(endian).0 == NT_STYX_GUEST {
+                if table.guest_notes.len() >= MAX_GUEST_NOTES
+                    || note.desc().len() > MAX_GUEST_NOTE_BYTES
+                {
+                    table
+                        .problems
+                        .push("a guest description note too large or one too many: skipped".into());
+                } else {
+                    table.guest_notes.push(note.desc().to_vec());
+                }
+                continue;
+            }
             if note.name() != NOTE_OWNER || note.n_type(endian) != NT_STAPSDT {
                 continue;
             }

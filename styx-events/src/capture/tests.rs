@@ -4,10 +4,10 @@
 use super::*;
 use crate::bytes::Bytes;
 use crate::event::{Body, Event, Text};
+use crate::fields::Names;
 use crate::header::{ClockMapping, Header, UsdtInfo};
 use crate::lines::jsonl::jsonl;
 use crate::lines::Repeats;
-use crate::usdt::UsdtProbes;
 use crate::writer::{EventWriter, Totals};
 use styx_common::{EventKind, RecordHeader, UsdtSpec};
 
@@ -110,7 +110,7 @@ fn events() -> Vec<Event<'static>> {
     ]
 }
 
-fn lines(events: &[Event<'_>], usdt: &UsdtProbes) -> Vec<String> {
+fn lines(events: &[Event<'_>], usdt: &Names) -> Vec<String> {
     events
         .iter()
         .map(|e| {
@@ -140,7 +140,7 @@ fn write(events: &[Event<'_>]) -> Vec<u8> {
 
 fn read(bytes: &[u8]) -> (Vec<String>, Ending) {
     let mut reader = Reader::open(bytes).unwrap();
-    let usdt = UsdtProbes::from_infos(&reader.header.usdt);
+    let usdt = Names::new(&reader.header);
     let mut out = Vec::new();
     while let Some(e) = reader.next().unwrap() {
         let mut line = Bytes::default();
@@ -155,7 +155,7 @@ fn what_goes_in_comes_out() {
     let events = events();
     let bytes = write(&events);
     let (got, ending) = read(&bytes);
-    assert_eq!(got, lines(&events, &UsdtProbes::from_infos(&header().usdt)));
+    assert_eq!(got, lines(&events, &Names::new(&header())));
     assert!(
         got[8].contains("\"args\":[-5,18446744073709551615]"),
         "{}",
@@ -179,7 +179,7 @@ fn what_goes_in_comes_out() {
 #[test]
 fn a_capture_cut_anywhere_reads_to_its_last_whole_record() {
     let events = events();
-    let all = lines(&events, &UsdtProbes::from_infos(&header().usdt));
+    let all = lines(&events, &Names::new(&header()));
     let bytes = write(&events);
     let body_start = 16 + u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
     let mut last = 0;
@@ -305,7 +305,7 @@ impl std::io::Read for Trickle<'_> {
 #[test]
 fn long_captures_read_back_across_refills_however_the_bytes_arrive() {
     let events = many_events();
-    let want = lines(&events, &UsdtProbes::from_infos(&header().usdt));
+    let want = lines(&events, &Names::new(&header()));
     let bytes = write(&events);
     assert!(
         bytes.len() > 1 << 20,
@@ -317,7 +317,7 @@ fn long_captures_read_back_across_refills_however_the_bytes_arrive() {
     assert!(matches!(ending, Ending::Complete { .. }));
     for chunk in [7, 4096] {
         let mut reader = Reader::open(Trickle(&bytes, chunk)).unwrap();
-        let usdt = UsdtProbes::from_infos(&reader.header.usdt);
+        let usdt = Names::new(&reader.header);
         let mut n = 0;
         while let Some(e) = reader.next().unwrap() {
             let mut line = Bytes::default();
@@ -531,7 +531,7 @@ fn batch_record(n: u64) -> Vec<u8> {
 #[test]
 fn batch_records_read_back_as_their_events_in_place() {
     let events = events();
-    let usdt = UsdtProbes::from_infos(&header().usdt);
+    let usdt = Names::new(&header());
     // The largest batch there is: ~16 KiB of items.
     let n = (styx_common::batch::BATCH_BYTES as u64 - 16) / 24;
     let batch = batch_record(n);

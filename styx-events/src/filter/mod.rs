@@ -104,7 +104,7 @@ pub fn fields_of(kind: EventKind) -> Vec<(&'static str, FieldRef)> {
     };
     for field in kind.fields() {
         match field.ty {
-            FieldType::Hex | FieldType::Dec => {
+            FieldType::Hex | FieldType::Dec | FieldType::Reg => {
                 out.push((field.name, value(arg, 0, u64::MAX, &[][..])));
                 arg += 1;
             }

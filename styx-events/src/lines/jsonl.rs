@@ -3,11 +3,11 @@
 use super::Repeats;
 use crate::bytes::Bytes;
 use crate::event::{Body, Event};
+use crate::fields::Names;
 use crate::fields::{for_each_field, plain_values, Arg, Field};
-use crate::usdt::UsdtProbes;
 
 /// Appends one event as a JSON line.
-pub fn jsonl(out: &mut Bytes, event: &Event<'_>, usdt: &UsdtProbes, repeats: &mut Repeats) {
+pub fn jsonl(out: &mut Bytes, event: &Event<'_>, names: &Names, repeats: &mut Repeats) {
     let h = &event.header;
     out.extend_from_slice(b"{\"ts_ns\":");
     repeats.ts(out, h.ts_ns);
@@ -24,12 +24,22 @@ pub fn jsonl(out: &mut Bytes, event: &Event<'_>, usdt: &UsdtProbes, repeats: &mu
     }
     out.extend_from_slice(event.kind.probe_name().as_bytes());
     out.push(b'"');
-    let _ = for_each_field(event, usdt, |field| {
+    let _ = for_each_field(event, names, |field| {
         out.extend_from_slice(b",\"");
         match field {
             Field::Hex(name, v) | Field::Dec(name, v) => {
                 key(out, name);
                 out.dec(v);
+            }
+            Field::Reg(name, v, reg_name) => {
+                key(out, name);
+                out.dec(v);
+                if let Some(reg_name) = reg_name {
+                    out.extend_from_slice(b",\"");
+                    out.extend_from_slice(name.as_bytes());
+                    out.extend_from_slice(b"_name\":");
+                    json_string(out, reg_name);
+                }
             }
             Field::Str(name, v) => {
                 key(out, name);

@@ -10,14 +10,13 @@ pub mod text;
 
 use crate::bytes::Bytes;
 use crate::event::Event;
-use crate::fields::is_plain;
+use crate::fields::{is_plain, Names};
 use crate::header::{ClockMapping, Header};
-use crate::usdt::UsdtProbes;
 use crate::writer::{Chunked, EventWriter, Totals};
 use jsonl::jsonl;
 use std::io::{self, Write};
 use std::time::{Duration, UNIX_EPOCH};
-use styx_common::{EventKind, EVENT_KIND_SLOTS};
+use styx_common::{EventKind, FieldType, EVENT_KIND_SLOTS};
 use text::text;
 
 /// How much a text line says.
@@ -51,7 +50,7 @@ const LINES_CHUNK: usize = 64 << 10;
 pub struct LineWriter {
     out: Chunked<Box<dyn Write>>,
     line: Line,
-    usdt: UsdtProbes,
+    names: Names,
     clock: ClockMapping,
     repeats: Repeats,
 }
@@ -59,12 +58,13 @@ pub struct LineWriter {
 impl LineWriter {
     /// Lines of `line` format on `out`, for the session `header` describes.
     pub fn new(out: Box<dyn Write>, line: Line, header: &Header) -> LineWriter {
+        let names = Names::new(header);
         LineWriter {
+            repeats: Repeats::new(&names),
             out: Chunked::new(out, LINES_CHUNK),
             line,
-            usdt: UsdtProbes::from_infos(&header.usdt),
+            names,
             clock: header.clock,
-            repeats: Repeats::default(),
         }
     }
 }
@@ -73,14 +73,14 @@ impl EventWriter for LineWriter {
     fn event(&mut self, event: &Event<'_>) -> io::Result<()> {
         let buf = &mut self.out.buf;
         match self.line {
-            Line::Jsonl => jsonl(buf, event, &self.usdt, &mut self.repeats),
-            Line::Text(Detail::Normal) => text(buf, event, &self.usdt, true),
-            Line::Text(Detail::Brief) => text(buf, event, &self.usdt, false),
+            Line::Jsonl => jsonl(buf, event, &self.names, &mut self.repeats),
+            Line::Text(Detail::Normal) => text(buf, event, &self.names, true),
+            Line::Text(Detail::Brief) => text(buf, event, &self.names, false),
             Line::Text(Detail::Full) => {
                 let wall =
                     UNIX_EPOCH + Duration::from_nanos(self.clock.realtime(event.header.ts_ns));
                 let _ = write!(buf, "{} ", humantime::format_rfc3339_nanos(wall));
-                text(buf, event, &self.usdt, true)
+                text(buf, event, &self.names, true)
             }
         }
         self.out.event_done()
@@ -108,9 +108,21 @@ pub struct Repeats {
 
 impl Default for Repeats {
     fn default() -> Repeats {
+        Repeats::new(&Names::default())
+    }
+}
+
+impl Repeats {
+    /// Nothing repeated yet; kinds with a named register take the field
+    /// walk (their lines gain `reg_name`).
+    pub fn new(names: &Names) -> Repeats {
         let json_keys = (0..EVENT_KIND_SLOTS as u8)
             .map(|id| {
                 let kind = EventKind::from_id(id).filter(|&k| is_plain(k))?;
+                let named_reg = kind.fields().iter().any(|f| f.ty == FieldType::Reg);
+                if named_reg && !names.registers.is_empty() {
+                    return None;
+                }
                 let names: Vec<&str> = kind.fields().iter().map(|f| f.name).collect();
                 let mut keys =
                     vec![format!("{}\",\"{}\":", kind.probe_name(), names[0]).into_bytes()];
@@ -126,9 +138,7 @@ impl Default for Repeats {
             json_keys,
         }
     }
-}
 
-impl Repeats {
     /// `ts` in decimal: the cached ms digits, then six of ns.
     #[inline]
     pub(crate) fn ts(&mut self, out: &mut Bytes, ts: u64) {

@@ -3,12 +3,11 @@
 use crate::bytes::Bytes;
 use crate::escape;
 use crate::event::Event;
-use crate::fields::{for_each_field, Arg, Field};
-use crate::usdt::UsdtProbes;
+use crate::fields::{for_each_field, Arg, Field, Names};
 use std::io::Write;
 
 /// Appends one event as a line of text; `threads` adds the pid/tid column.
-pub fn text(out: &mut Bytes, event: &Event<'_>, usdt: &UsdtProbes, threads: bool) {
+pub fn text(out: &mut Bytes, event: &Event<'_>, names: &Names, threads: bool) {
     let h = &event.header;
     pad_left(out, itoa::Buffer::new().format(h.ts_ns / 1_000_000_000), 6);
     out.push(b'.');
@@ -22,7 +21,7 @@ pub fn text(out: &mut Bytes, event: &Event<'_>, usdt: &UsdtProbes, threads: bool
         out.push(b' ');
     }
     pad_right(out, event.kind.probe_name(), 10);
-    let _ = for_each_field(event, usdt, |field| {
+    let _ = for_each_field(event, names, |field| {
         match field {
             Field::Hex(name, v) => {
                 name_eq(out, name);
@@ -46,9 +45,13 @@ pub fn text(out: &mut Bytes, event: &Event<'_>, usdt: &UsdtProbes, threads: bool
                     }
                 }
             }
-            Field::Dec(name, v) => {
+            Field::Dec(name, v) | Field::Reg(name, v, None) => {
                 name_eq(out, name);
                 out.dec(v);
+            }
+            Field::Reg(name, _, Some(reg_name)) => {
+                name_eq(out, name);
+                out.extend_from_slice(escape::controls(reg_name).as_bytes());
             }
             Field::Name(_, v) => {
                 out.push(b' ');
@@ -97,9 +100,10 @@ mod tests {
     use super::*;
     use crate::event::{Body, Text};
     use crate::header::{ArgInfo, UsdtInfo};
+    use crate::usdt::UsdtProbes;
     use styx_common::{EventKind, RecordHeader};
 
-    fn line(event: &Event<'_>, usdt: &UsdtProbes) -> String {
+    fn line(event: &Event<'_>, usdt: &Names) -> String {
         let mut out = Bytes::default();
         text(&mut out, event, usdt, true);
         String::from_utf8(out.as_slice().to_vec()).unwrap()
@@ -122,15 +126,18 @@ mod tests {
 
     #[test]
     fn control_characters_from_the_probes_are_escaped() {
-        let usdt = UsdtProbes::from_infos(&[UsdtInfo {
-            spec_id: 1,
-            provider: "ev\x1b[2Jil".into(),
-            probe: "pro\rbe\u{9b}31m".into(),
-            args: vec![ArgInfo {
-                name: "arg0".into(),
-                ty: "u64".into(),
-            }],
-        }]);
+        let usdt = Names {
+            usdt: UsdtProbes::from_infos(&[UsdtInfo {
+                spec_id: 1,
+                provider: "ev\x1b[2Jil".into(),
+                probe: "pro\rbe\u{9b}31m".into(),
+                args: vec![ArgInfo {
+                    name: "arg0".into(),
+                    ty: "u64".into(),
+                }],
+            }]),
+            ..Names::default()
+        };
         let args = [5u64];
         let usdt_line = line(
             &event(

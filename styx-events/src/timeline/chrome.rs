@@ -13,10 +13,9 @@ use super::rates::{Rates, Window};
 use super::spans::{span_step, SpanStep, Spans};
 use crate::bytes::Bytes;
 use crate::event::{Body, Event};
-use crate::fields::{for_each_field, Field};
+use crate::fields::{for_each_field, Field, Names};
 use crate::header::Header;
 use crate::lines::jsonl::{json_args, json_string};
-use crate::usdt::UsdtProbes;
 use crate::writer::{Chunked, EventWriter, Totals};
 use std::io::{self, Write};
 use styx_common::EventKind;
@@ -26,7 +25,7 @@ const CHUNK: usize = 64 << 10;
 /// Writes Chrome trace-event JSON.
 pub struct ChromeWriter {
     out: Chunked<Box<dyn Write>>,
-    usdt: UsdtProbes,
+    names: Names,
     pid: u32,
     spans: Spans,
     rates: Rates,
@@ -57,7 +56,7 @@ impl ChromeWriter {
         buf.extend_from_slice(b"}");
         ChromeWriter {
             out,
-            usdt: UsdtProbes::from_infos(&header.usdt),
+            names: Names::new(header),
             pid: header.pid,
             spans: Spans::default(),
             rates: Rates::default(),
@@ -110,7 +109,7 @@ impl ChromeWriter {
         let b = &mut self.out.buf;
         b.extend_from_slice(b",\"args\":{");
         let mut first = true;
-        let _ = for_each_field(event, &self.usdt, |field| {
+        let _ = for_each_field(event, &self.names, |field| {
             if !first {
                 b.push(b',');
             }
@@ -122,10 +121,15 @@ impl ChromeWriter {
                     b.hex(v);
                     b.push(b'"');
                 }
-                Field::Dec(name, v) => {
+                Field::Dec(name, v) | Field::Reg(name, v, None) => {
                     json_string(b, name);
                     b.push(b':');
                     b.dec(v);
+                }
+                Field::Reg(name, _, Some(reg_name)) => {
+                    json_string(b, name);
+                    b.push(b':');
+                    json_string(b, reg_name);
                 }
                 Field::Name(name, v) | Field::Str(name, v) => {
                     json_string(b, name);

@@ -26,7 +26,9 @@ pub fn run(args: &ListArgs) -> Result<()> {
 
     let mut out = std::io::stdout().lock();
     let mut listed = 0;
-    for (i, table) in target.probe_tables()? {
+    let tables = target.probe_tables()?;
+    for (i, table) in &tables {
+        let i = *i;
         let file = &target.files[i];
         let probes: BTreeSet<(&str, &str)> = table
             .sites
@@ -51,6 +53,10 @@ pub fn run(args: &ListArgs) -> Result<()> {
                 )?;
             }
         }
+    }
+    if let Some(guest) = crate::cmd::trace::guest_description(&target, &tables) {
+        // What the emulator said about its guest (`styx_probe::describe!`).
+        writeln!(out, "guest: {}", guest.summary())?;
     }
     if listed == 0 {
         let names: Vec<_> = target

@@ -54,6 +54,7 @@ pub fn run(args: &ReadArgs) -> Result<()> {
                 args.format,
                 args.output.as_deref(),
                 args.detail,
+                args.roll_size,
                 &reader.header,
             )?;
             match counter {

@@ -16,8 +16,10 @@ use styx_common::EventKind;
 use styx_events::filter::Filters;
 use styx_events::flight::{FlightRecorder, OpenDump, Recording};
 use styx_events::formats::Format;
+use styx_events::guest::Guest;
 use styx_events::header::{Header, UsdtInfo};
 use styx_events::writer::{EventWriter, Tee};
+use styx_usdt::note::ProbeTable;
 use styx_usdt::select::Role;
 use styx_usdt::select::{describe_providers, Selection, Wanted};
 use styx_usdt::symbols::Symbols;
@@ -50,14 +52,15 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
     }
     // Bad expressions stop here: nothing is attached.
     let filters = args.compile_filters()?;
-    let selection = find_sites(&args, &target)?;
+    let (selection, guest) = find_sites(&args, &target)?;
     let usdt = selection
         .usdt
         .iter()
         .enumerate()
         .map(|(id, site)| UsdtInfo::from_spec(id as u32, &site.provider, &site.probe, &site.spec))
         .collect();
-    let header = Header::now(target.pid.unwrap_or(0), &target.files[0].name, usdt);
+    let mut header = Header::now(target.pid.unwrap_or(0), &target.files[0].name, usdt);
+    header.guest = guest;
     let flight = match args.flight_recorder {
         Some(n) if top.is_none() => Some(flight_recorder(&args, n, &header)?),
         Some(_) => bail!("--flight-recorder is for tracing, not top"),
@@ -76,6 +79,7 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
                     output: args.output.as_deref(),
                     capture: args.capture.as_ref(),
                     detail: args.detail,
+                    roll_mib: args.roll_size,
                 },
                 &header,
             )?,
@@ -158,7 +162,7 @@ fn counting_outputs(
     if let Some(path) = &args.capture {
         out = Box::new(Tee::new(vec![
             out,
-            outputs::open_one(Format::Raw, Some(path), args.detail, header)?,
+            outputs::open_one(Format::Raw, Some(path), args.detail, args.roll_size, header)?,
         ]));
     }
     let (tables, max_keys) = (counter.specs.len(), counter.max_keys);
@@ -187,8 +191,11 @@ fn flight_recorder(
     if args.capture.is_some() {
         bail!("--capture writes every event; with --flight-recorder use -o raw for dumps");
     }
-    if args.format == Format::Raw && args.output.is_none() && std::io::stdout().is_terminal() {
-        bail!("-o raw writes a binary capture: give --output FILE, or pipe it");
+    if args.format.is_binary() && args.output.is_none() && std::io::stdout().is_terminal() {
+        bail!(
+            "-o {} is binary: give --output FILE, or pipe it",
+            args.format.name()
+        );
     }
     // The filter language, without sampling: any event it keeps triggers.
     let trigger = match &args.trigger {
@@ -198,15 +205,16 @@ fn flight_recorder(
             Err((expr, e)) => bail!("--trigger '{expr}': {e}"),
         },
     };
-    let (format, detail, output, header) = (
+    let (format, detail, roll_mib, output, header) = (
         args.format,
         args.detail,
+        args.roll_size,
         args.output.clone(),
         header.clone(),
     );
     let open: OpenDump = Box::new(move |n| {
         let path = output.as_deref().map(|p| numbered(p, n));
-        let writer = outputs::open_one(format, path.as_deref(), detail, &header)
+        let writer = outputs::open_one(format, path.as_deref(), detail, roll_mib, &header)
             .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
         let place = path.map_or_else(|| "stdout".to_string(), |p| p.display().to_string());
         Ok((writer, place))
@@ -231,9 +239,11 @@ fn numbered(path: &Path, n: u32) -> PathBuf {
     path.with_file_name(name)
 }
 
-/// The probe sites to attach in the target, or why there are none.
-fn find_sites(args: &TraceArgs, target: &Target) -> Result<Selection> {
+/// The probe sites to attach in the target, or why there are none, and the
+/// guest its emulator described.
+fn find_sites(args: &TraceArgs, target: &Target) -> Result<(Selection, Option<Guest>)> {
     let tables = target.probe_tables()?;
+    let guest = guest_description(target, &tables);
     let kinds = args.kinds();
     let wanted = Wanted {
         kinds: &kinds,
@@ -266,5 +276,22 @@ fn find_sites(args: &TraceArgs, target: &Target) -> Result<Selection> {
             describe_providers(all_sites())
         );
     }
-    Ok(selection)
+    Ok((selection, guest))
+}
+
+/// The guest description of the target's files (`styx_probe::describe!`),
+/// warning about any left out.
+pub fn guest_description(target: &Target, tables: &[(usize, ProbeTable)]) -> Option<Guest> {
+    let notes = tables.iter().flat_map(|(file, table)| {
+        let name = target.files[*file].name.as_str();
+        table
+            .guest_notes
+            .iter()
+            .map(move |desc| (name, desc.as_slice()))
+    });
+    let (guest, problems) = Guest::from_notes(notes);
+    for problem in problems {
+        log::warn!("{problem}");
+    }
+    guest
 }

@@ -15,9 +15,8 @@
 use super::rates::{Rates, Window};
 use super::spans::{span_step, SpanStep, Spans};
 use crate::event::{Body, Event};
-use crate::fields::{for_each_field, Arg, Field};
+use crate::fields::{for_each_field, Arg, Field, Names};
 use crate::header::Header;
-use crate::usdt::UsdtProbes;
 use crate::writer::{Chunked, EventWriter, Totals};
 use flate2::write::GzEncoder;
 use std::collections::HashSet;
@@ -69,7 +68,7 @@ pub struct PerfettoWriter {
     out: Chunked<Out>,
     /// One packet's encoding, before it joins the chunk.
     packet: Vec<u8>,
-    usdt: UsdtProbes,
+    names: Names,
     pid: u32,
     threads: HashSet<u32>,
     counters: HashSet<usize>,
@@ -88,7 +87,7 @@ impl PerfettoWriter {
         let mut writer = PerfettoWriter {
             out: Chunked::new(out, CHUNK),
             packet: Vec::with_capacity(4096),
-            usdt: UsdtProbes::from_infos(&header.usdt),
+            names: Names::new(header),
             pid: header.pid,
             threads: HashSet::new(),
             counters: HashSet::new(),
@@ -192,20 +191,24 @@ impl PerfettoWriter {
 }
 
 /// The event's fields as debug annotations.
-fn annotations(event: &Event<'_>, usdt: &UsdtProbes) -> Vec<DebugAnnotation> {
+fn annotations(event: &Event<'_>, names: &Names) -> Vec<DebugAnnotation> {
     let mut out = Vec::new();
     let named = |name: &str| DebugAnnotation {
         name: Some(name.to_string()),
         ..DebugAnnotation::default()
     };
-    let _ = for_each_field(event, usdt, |field| {
+    let _ = for_each_field(event, names, |field| {
         match field {
             Field::Hex(name, v) => out.push(DebugAnnotation {
                 pointer_value: Some(v),
                 ..named(name)
             }),
-            Field::Dec(name, v) => out.push(DebugAnnotation {
+            Field::Dec(name, v) | Field::Reg(name, v, None) => out.push(DebugAnnotation {
                 uint_value: Some(v),
+                ..named(name)
+            }),
+            Field::Reg(name, _, Some(reg_name)) => out.push(DebugAnnotation {
+                string_value: Some(reg_name.to_string()),
                 ..named(name)
             }),
             Field::Name(name, v) | Field::Str(name, v) => out.push(DebugAnnotation {
@@ -284,7 +287,7 @@ impl EventWriter for PerfettoWriter {
                     track_uuid: track,
                     name: Some(event.kind.probe_name().to_string()),
                     categories: vec!["styx".into()],
-                    debug_annotations: annotations(event, &self.usdt),
+                    debug_annotations: annotations(event, &self.names),
                     ..TrackEvent::default()
                 };
                 self.track_event(h.ts_ns, instant);

@@ -1,0 +1,199 @@
+//! drcov coverage, version 2 (DynamoRIO's format, which Lighthouse,
+//! Cartographer and bncov load): a text header, a module table, then a
+//! binary table of basic blocks, each `{u32 start; u16 size; u16 module}`
+//! little-endian, `start` an offset into its module.
+//!
+//! Blocks come from `block` events. An emulator that fires none but fires
+//! `insn_exec` gets blocks made of instruction runs: a run ends at a
+//! `branch` of its thread, at a pc that is not after the previous one, or
+//! one more than [`MAX_INSN_GAP`] bytes after it; its size reaches the first
+//! byte of its last instruction (instruction lengths are not in the events),
+//! which is what coverage tools need to mark that instruction. Without
+//! `branch` events a taken short forward branch joins two runs.
+//!
+//! Modules are the guest images the emulator described
+//! (`styx_probe::describe!`); without any, one module `guest` spans the
+//! executed range. A block outside every module, or that does not fit the
+//! table's fields, is left out and counted in the warning at the end. Each
+//! distinct block is written once; at most [`MAX_BLOCKS`] are kept.
+
+use crate::event::{Body, Event};
+use crate::guest::Image;
+use crate::header::Header;
+use crate::writer::{Chunked, EventWriter, Totals};
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::io::{self, Write};
+use styx_common::EventKind;
+
+/// Distinct blocks kept (16 bytes each in the set): more are counted, not kept.
+pub const MAX_BLOCKS: usize = 8 << 20;
+/// The longest step between two instructions of one run (x86's longest
+/// instruction is 15 bytes).
+pub const MAX_INSN_GAP: u64 = 16;
+
+/// Gathers the distinct blocks, writes the file at the end.
+pub struct DrcovWriter {
+    out: Chunked<Box<dyn Write>>,
+    images: Vec<Image>,
+    /// From `block` events: (start, size).
+    blocks: FxHashSet<(u64, u64)>,
+    /// From `insn_exec` runs, used only if no `block` event came.
+    runs: FxHashSet<(u64, u64)>,
+    /// Per thread: the run being built, (first pc, last pc).
+    open_runs: FxHashMap<u32, (u64, u64)>,
+    /// Distinct blocks past [`MAX_BLOCKS`].
+    over: u64,
+}
+
+impl DrcovWriter {
+    /// A drcov file on `out` for the session `header` describes.
+    pub fn new(out: Box<dyn Write>, header: &Header) -> DrcovWriter {
+        DrcovWriter {
+            out: Chunked::new(out, 64 << 10),
+            images: header
+                .guest
+                .as_ref()
+                .map(|g| g.images.clone())
+                .unwrap_or_default(),
+            blocks: FxHashSet::default(),
+            runs: FxHashSet::default(),
+            open_runs: FxHashMap::default(),
+            over: 0,
+        }
+    }
+
+    fn keep(set: &mut FxHashSet<(u64, u64)>, over: &mut u64, block: (u64, u64)) {
+        if set.len() < MAX_BLOCKS || set.contains(&block) {
+            set.insert(block);
+        } else {
+            *over += 1;
+        }
+    }
+
+    fn end_run(&mut self, tid: u32) {
+        if let Some((first, last)) = self.open_runs.remove(&tid) {
+            Self::keep(&mut self.runs, &mut self.over, (first, last - first + 1));
+        }
+    }
+}
+
+impl EventWriter for DrcovWriter {
+    fn event(&mut self, event: &Event<'_>) -> io::Result<()> {
+        let Body::Args(args) = &event.body else {
+            return Ok(());
+        };
+        let tid = event.header.tid;
+        match event.kind {
+            EventKind::Block => Self::keep(&mut self.blocks, &mut self.over, (args[0], args[1])),
+            EventKind::InsnExec if self.blocks.is_empty() => {
+                let pc = args[0];
+                match self.open_runs.get_mut(&tid) {
+                    Some((_, last)) if pc > *last && pc - *last <= MAX_INSN_GAP => *last = pc,
+                    _ => {
+                        self.end_run(tid);
+                        self.open_runs.insert(tid, (pc, pc));
+                    }
+                }
+            }
+            EventKind::Branch if self.blocks.is_empty() => self.end_run(tid),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn finish(&mut self, _: &Totals<'_>) -> io::Result<()> {
+        let tids: Vec<u32> = self.open_runs.keys().copied().collect();
+        for tid in tids {
+            self.end_run(tid);
+        }
+        let from_runs = self.blocks.is_empty();
+        let blocks = if from_runs { &self.runs } else { &self.blocks };
+        let mut blocks: Vec<(u64, u64)> = blocks.iter().copied().collect();
+        blocks.sort_unstable();
+        let modules = match self.images.is_empty() {
+            false => self.images.clone(),
+            true => vec![executed_range(&blocks)],
+        };
+        let mut table = Vec::with_capacity(blocks.len());
+        let mut outside = 0u64;
+        for &(start, size) in &blocks {
+            match entry(&modules, start, size) {
+                Some(entry) => table.push(entry),
+                None => outside += 1,
+            }
+        }
+        let b = &mut self.out.buf;
+        let _ = write!(
+            b,
+            "DRCOV VERSION: 2\nDRCOV FLAVOR: styx\n\
+             Module Table: version 2, count {}\nColumns: id, base, end, entry, path\n",
+            modules.len()
+        );
+        for (id, module) in modules.iter().enumerate() {
+            let _ = writeln!(
+                b,
+                "{id}, {:#018x}, {:#018x}, {:#018x}, {}",
+                module.base,
+                module.base.saturating_add(module.size),
+                0,
+                module_path(&module.name)
+            );
+        }
+        let _ = writeln!(b, "BB Table: {} bbs", table.len());
+        for (offset, size, module) in table {
+            b.extend_from_slice(&offset.to_le_bytes());
+            b.extend_from_slice(&size.to_le_bytes());
+            b.extend_from_slice(&module.to_le_bytes());
+        }
+        if outside + self.over > 0 {
+            log::warn!(
+                "drcov: {outside} blocks outside the modules or too large for the table, and \
+                 {} past the {MAX_BLOCKS} kept, left out",
+                self.over
+            );
+        }
+        if from_runs && !blocks.is_empty() {
+            log::info!("drcov: no block events: blocks made of insn_exec runs");
+        }
+        self.out.flush()
+    }
+}
+
+/// One module spanning every block, when the emulator described no image.
+fn executed_range(blocks: &[(u64, u64)]) -> Image {
+    let base = blocks.first().map_or(0, |b| b.0);
+    let end = blocks
+        .iter()
+        .map(|&(start, size)| start.saturating_add(size))
+        .max()
+        .unwrap_or(base);
+    Image {
+        name: "guest".to_string(),
+        base,
+        size: end - base,
+    }
+}
+
+/// The table entry of a block: offset in its module, size, module id.
+fn entry(modules: &[Image], start: u64, size: u64) -> Option<(u32, u16, u16)> {
+    let (id, module) = modules
+        .iter()
+        .enumerate()
+        .find(|(_, m)| start >= m.base && start - m.base < m.size)?;
+    Some((
+        u32::try_from(start - module.base).ok()?,
+        u16::try_from(size).ok()?,
+        u16::try_from(id).ok()?,
+    ))
+}
+
+/// A module's path as the table's comma-separated line can hold it.
+fn module_path(name: &str) -> String {
+    name.chars()
+        .map(|c| if c == ',' || c.is_control() { '_' } else { c })
+        .collect()
+}

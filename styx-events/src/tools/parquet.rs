@@ -1,0 +1,507 @@
+//! Parquet for SQL engines (DuckDB, pandas/Polars, Spark, ClickHouse),
+//! written with the arrow-rs `parquet` crate's column writers.
+//!
+//! One table, one row per event: `ts_ns`, `pid`, `tid`, `event`, then a
+//! nullable column for every field any event type has, derived from the
+//! event catalogue (`reg` also gets `reg_name` where the guest names its
+//! registers; other providers' probes get `provider`, `probe` and
+//! `arg0`…`arg11`). One table rather than a file per type because the
+//! common questions cross types: `GROUP BY event`, `GROUP BY pc` over every
+//! type, a time range; a column of nulls costs almost nothing in Parquet.
+//! Numbers are unsigned 64-bit (DuckDB's UBIGINT), USDT arguments signed.
+//!
+//! Rows are gathered into row groups of at most [`ROW_GROUP_ROWS`] rows
+//! (and [`ROW_GROUP_TEXT_BYTES`] of strings), each written out as it
+//! fills: memory stays bounded however long the run. With `--output DIR/`
+//! the writer rolls to a new file once one reaches `--roll-size` (default
+//! [`ROLL_BYTES`]); a file
+//! is written as `NAME.parquet.part` and renamed when complete, so a glob
+//! `DIR/*.parquet` only ever sees whole files.
+
+use crate::event::{Body, Event};
+use crate::fields::{for_each_field, is_plain, plain_values, Arg, Field, Names};
+use crate::formats::Options;
+use crate::header::Header;
+use crate::writer::{EventWriter, Totals};
+use parquet::basic::Compression;
+use parquet::data_type::{BoolType, ByteArray, ByteArrayType, Int64Type};
+use parquet::file::properties::WriterProperties;
+use parquet::file::writer::SerializedFileWriter;
+use parquet::schema::parser::parse_message_type;
+use parquet::schema::types::{ColumnPath, Type};
+use rustc_hash::FxHashMap;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use styx_common::{EventKind, FieldType, Shape, EVENT_KIND_SLOTS, MAX_USDT_ARGS};
+
+/// Rows per row group at most.
+pub const ROW_GROUP_ROWS: usize = 1 << 20;
+/// Bytes of strings per row group at most.
+pub const ROW_GROUP_TEXT_BYTES: usize = 64 << 20;
+/// With `--output DIR/`: a file is closed and the next begun once it holds
+/// this many bytes.
+pub const ROLL_BYTES: u64 = 256 << 20;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Type_ {
+    U64,
+    I64,
+    Str,
+    Bool,
+}
+
+/// One column's values for the row group being gathered.
+struct Column {
+    name: String,
+    ty: Type_,
+    required: bool,
+    /// Definition levels (optional columns): one per row so far.
+    def: Vec<i16>,
+    ints: Vec<i64>,
+    strs: Vec<ByteArray>,
+    bools: Vec<bool>,
+}
+
+impl Column {
+    fn new(name: &str, ty: Type_, required: bool) -> Column {
+        Column {
+            name: name.to_string(),
+            ty,
+            required,
+            def: Vec::new(),
+            ints: Vec::new(),
+            strs: Vec::new(),
+            bools: Vec::new(),
+        }
+    }
+
+    /// Nulls up to `row`, then a value there.
+    #[inline]
+    fn at(&mut self, row: usize) -> bool {
+        if self.def.len() > row {
+            return false; // a second value for one row: keep the first
+        }
+        self.def.resize(row, 0);
+        self.def.push(1);
+        true
+    }
+
+    fn schema(&self) -> String {
+        let rep = if self.required {
+            "required"
+        } else {
+            "optional"
+        };
+        let (ty, logical) = match self.ty {
+            Type_::U64 => ("int64", " (INTEGER(64,false))"),
+            Type_::I64 => ("int64", ""),
+            Type_::Str => ("binary", " (STRING)"),
+            Type_::Bool => ("boolean", ""),
+        };
+        format!("{rep} {ty} {}{logical};", self.name)
+    }
+}
+
+/// Where the bytes go: one output, or files rolled in a directory.
+enum Sink {
+    One(Box<dyn Write>),
+    Dir {
+        dir: PathBuf,
+        stem: String,
+        seq: u32,
+        /// The file being written and its final name.
+        current: Option<(Box<dyn Write>, PathBuf)>,
+    },
+}
+
+/// Events as Parquet rows.
+pub struct ParquetWriter {
+    names: Names,
+    columns: Vec<Column>,
+    by_name: FxHashMap<&'static str, usize>,
+    /// Per kind id with plain fields: each field's column (and `reg_name`'s).
+    plain: Vec<Option<Vec<(usize, Option<usize>)>>>,
+    event_names: Vec<ByteArray>,
+    schema: Arc<Type>,
+    properties: Arc<WriterProperties>,
+    writer: Option<SerializedFileWriter<Vec<u8>>>,
+    sink: Sink,
+    options: Options,
+    rows: usize,
+    text_bytes: usize,
+    files: u32,
+}
+
+const TS: usize = 0;
+const PID: usize = 1;
+const TID: usize = 2;
+const EVENT: usize = 3;
+
+impl ParquetWriter {
+    /// Parquet on `out`, or files rolled in `options.path` when it names a
+    /// directory (`--output DIR/`).
+    pub fn new(
+        out: Box<dyn Write>,
+        header: &Header,
+        options: &Options,
+    ) -> io::Result<ParquetWriter> {
+        let mut columns = vec![
+            Column::new("ts_ns", Type_::U64, true),
+            Column::new("pid", Type_::U64, true),
+            Column::new("tid", Type_::U64, true),
+            Column::new("event", Type_::Str, true),
+        ];
+        let mut add = |name: &str, ty: Type_| {
+            if !columns.iter().any(|c| c.name == name) {
+                columns.push(Column::new(name, ty, false));
+            }
+        };
+        for kind in EventKind::ALL.iter().filter(|k| k.shape() != Shape::Usdt) {
+            for field in kind.fields() {
+                match field.ty {
+                    FieldType::Hex | FieldType::Dec | FieldType::Size => {
+                        add(field.name, Type_::U64)
+                    }
+                    FieldType::Reg => {
+                        add(field.name, Type_::U64);
+                        add(&format!("{}_name", field.name), Type_::Str);
+                    }
+                    FieldType::Branch => {
+                        add(field.name, Type_::Str);
+                        add("conditional", Type_::Bool);
+                    }
+                    FieldType::Interrupt | FieldType::Text => add(field.name, Type_::Str),
+                }
+            }
+        }
+        add("kind_raw", Type_::U64);
+        add("truncated", Type_::Bool);
+        add("provider", Type_::Str);
+        add("probe", Type_::Str);
+        for i in 0..MAX_USDT_ARGS {
+            add(&format!("arg{i}"), Type_::I64);
+        }
+        let names: Vec<&'static str> = columns
+            .iter()
+            .map(|c| &*Box::leak(c.name.clone().into_boxed_str()))
+            .collect();
+        let by_name: FxHashMap<&'static str, usize> =
+            names.iter().enumerate().map(|(i, &n)| (n, i)).collect();
+        let plain = (0..EVENT_KIND_SLOTS as u8)
+            .map(|id| {
+                let kind = EventKind::from_id(id).filter(|&k| is_plain(k))?;
+                Some(
+                    kind.fields()
+                        .iter()
+                        .map(|f| {
+                            let reg_name = (f.ty == FieldType::Reg)
+                                .then(|| by_name[format!("{}_name", f.name).as_str()]);
+                            (by_name[f.name], reg_name)
+                        })
+                        .collect(),
+                )
+            })
+            .collect();
+        let message = format!(
+            "message styx {{ {} }}",
+            columns
+                .iter()
+                .map(Column::schema)
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        let schema = Arc::new(parse_message_type(&message).map_err(io::Error::other)?);
+        let mut properties = WriterProperties::builder()
+            .set_compression(Compression::SNAPPY)
+            .set_dictionary_enabled(false)
+            .set_max_row_group_row_count(Some(ROW_GROUP_ROWS));
+        for name in [
+            "event", "kind", "reg_name", "category", "name", "provider", "probe",
+        ] {
+            properties = properties.set_column_dictionary_enabled(ColumnPath::from(name), true);
+        }
+        let sink = match options.path.as_deref().filter(|p| is_dir_output(p)) {
+            Some(dir) => Sink::Dir {
+                dir: dir.to_path_buf(),
+                stem: format!(
+                    "styx-{}-{}-{}",
+                    file_safe(&header.host),
+                    header.pid,
+                    header.clock.realtime_ns / 1_000_000_000
+                ),
+                seq: 0,
+                current: None,
+            },
+            None => Sink::One(out),
+        };
+        Ok(ParquetWriter {
+            names: Names::new(header),
+            columns,
+            by_name,
+            plain,
+            event_names: (0..EVENT_KIND_SLOTS as u8)
+                .map(|id| {
+                    ByteArray::from(EventKind::from_id(id).map_or("?", EventKind::probe_name))
+                })
+                .collect(),
+            schema,
+            properties: Arc::new(properties.build()),
+            writer: None,
+            sink,
+            options: options.clone(),
+            rows: 0,
+            text_bytes: 0,
+            files: 0,
+        })
+    }
+
+    fn set_int(&mut self, col: usize, value: i64) {
+        let row = self.rows;
+        let c = &mut self.columns[col];
+        if c.at(row) {
+            c.ints.push(value);
+        }
+    }
+
+    fn set_str(&mut self, col: usize, value: &[u8]) {
+        let row = self.rows;
+        let c = &mut self.columns[col];
+        if c.at(row) {
+            self.text_bytes += value.len();
+            c.strs.push(ByteArray::from(value.to_vec()));
+        }
+    }
+
+    fn set_bool(&mut self, col: usize, value: bool) {
+        let row = self.rows;
+        let c = &mut self.columns[col];
+        if c.at(row) {
+            c.bools.push(value);
+        }
+    }
+
+    fn col(&self, name: &str) -> Option<usize> {
+        self.by_name.get(name).copied()
+    }
+
+    /// Writes the gathered rows as a row group, and hands its bytes on.
+    fn write_group(&mut self) -> io::Result<()> {
+        if self.rows == 0 {
+            return Ok(());
+        }
+        let writer = match &mut self.writer {
+            Some(writer) => writer,
+            None => self.writer.insert(
+                SerializedFileWriter::new(Vec::new(), self.schema.clone(), self.properties.clone())
+                    .map_err(io::Error::other)?,
+            ),
+        };
+        let mut group = writer.next_row_group().map_err(io::Error::other)?;
+        for c in &mut self.columns {
+            let mut column = group
+                .next_column()
+                .map_err(io::Error::other)?
+                .expect("one column writer per schema column");
+            c.def.resize(self.rows, 0);
+            let def = (!c.required).then_some(c.def.as_slice());
+            let written = match c.ty {
+                Type_::U64 | Type_::I64 => {
+                    column.typed::<Int64Type>().write_batch(&c.ints, def, None)
+                }
+                Type_::Str => column
+                    .typed::<ByteArrayType>()
+                    .write_batch(&c.strs, def, None),
+                Type_::Bool => column.typed::<BoolType>().write_batch(&c.bools, def, None),
+            };
+            written.map_err(io::Error::other)?;
+            column.close().map_err(io::Error::other)?;
+            c.def.clear();
+            c.ints.clear();
+            c.strs.clear();
+            c.bools.clear();
+        }
+        group.close().map_err(io::Error::other)?;
+        self.rows = 0;
+        self.text_bytes = 0;
+        self.hand_on(false)
+    }
+
+    /// Moves the file's bytes so far to the sink; `close` ends the file
+    /// (footer) and, in a directory, renames it whole.
+    fn hand_on(&mut self, close: bool) -> io::Result<()> {
+        let Some(writer) = &mut self.writer else {
+            return Ok(());
+        };
+        let roll = matches!(self.sink, Sink::Dir { .. })
+            && writer.bytes_written() as u64 >= self.options.roll_bytes;
+        let bytes = if close || roll {
+            let writer = self.writer.take().expect("checked above");
+            writer.into_inner().map_err(io::Error::other)?
+        } else {
+            writer.flush()?;
+            std::mem::take(writer.inner_mut())
+        };
+        let ended = close || roll;
+        match &mut self.sink {
+            Sink::One(out) => out.write_all(&bytes)?,
+            Sink::Dir {
+                dir,
+                stem,
+                seq,
+                current,
+            } => {
+                if current.is_none() {
+                    *seq += 1;
+                    let name = dir.join(format!("{stem}-{seq:05}.parquet"));
+                    let part = name.with_extension("parquet.part");
+                    *current = Some(((self.options.opener)(&part)?, name));
+                }
+                let (out, _) = current.as_mut().expect("opened above");
+                out.write_all(&bytes)?;
+                if ended {
+                    let (mut out, name) = current.take().expect("opened above");
+                    out.flush()?;
+                    drop(out);
+                    std::fs::rename(name.with_extension("parquet.part"), &name)?;
+                    self.files += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl EventWriter for ParquetWriter {
+    fn event(&mut self, event: &Event<'_>) -> io::Result<()> {
+        let h = &event.header;
+        let row = self.rows;
+        self.columns[TS].ints.push(h.ts_ns as i64);
+        self.columns[PID].ints.push(h.pid.into());
+        self.columns[TID].ints.push(h.tid.into());
+        let name = self.event_names[event.kind as usize].clone();
+        self.columns[EVENT].strs.push(name);
+        match (&event.body, self.plain[event.kind as usize].take()) {
+            (Body::Args(args), Some(cols)) => {
+                let values = plain_values(event, args);
+                for (&(col, reg_name), value) in cols.iter().zip(values) {
+                    self.set_int(col, value as i64);
+                    if let Some(name) = reg_name
+                        .and_then(|c| self.names.registers.get(value).map(|n| (c, n.to_string())))
+                    {
+                        self.set_str(name.0, name.1.as_bytes());
+                    }
+                }
+                self.plain[event.kind as usize] = Some(cols);
+            }
+            (_, cols) => {
+                self.plain[event.kind as usize] = cols;
+                let names = std::mem::take(&mut self.names);
+                let mut fields: Vec<(usize, Value)> = Vec::new();
+                let _ = for_each_field(event, &names, |field| {
+                    match field {
+                        Field::Hex(n, v) | Field::Dec(n, v) => {
+                            push(&mut fields, self.col(n), Value::Int(v as i64))
+                        }
+                        Field::Reg(n, v, reg_name) => {
+                            push(&mut fields, self.col(n), Value::Int(v as i64));
+                            if let Some(reg_name) = reg_name {
+                                let col = self.col(&format!("{n}_name"));
+                                push(&mut fields, col, Value::Str(reg_name.as_bytes().to_vec()));
+                            }
+                        }
+                        Field::Name(n, v) | Field::Str(n, v) => {
+                            push(&mut fields, self.col(n), Value::Str(v.as_bytes().to_vec()))
+                        }
+                        Field::Flag(n, v) => push(&mut fields, self.col(n), Value::Bool(v)),
+                        Field::Text(n, t) => push(
+                            &mut fields,
+                            self.col(n),
+                            Value::Str(t.lossy().as_bytes().to_vec()),
+                        ),
+                        Field::Args(args) => {
+                            for (i, arg) in args.enumerate() {
+                                let v = match arg {
+                                    Arg::Signed(v) => v,
+                                    Arg::Unsigned(v) => v as i64,
+                                };
+                                push(&mut fields, self.col(&format!("arg{i}")), Value::Int(v));
+                            }
+                        }
+                    }
+                    Ok::<(), ()>(())
+                });
+                self.names = names;
+                for (col, value) in fields {
+                    match value {
+                        Value::Int(v) => self.set_int(col, v),
+                        Value::Str(s) => self.set_str(col, &s),
+                        Value::Bool(b) => self.set_bool(col, b),
+                    }
+                }
+            }
+        }
+        debug_assert_eq!(row, self.rows);
+        self.rows += 1;
+        if self.rows >= ROW_GROUP_ROWS || self.text_bytes >= ROW_GROUP_TEXT_BYTES {
+            self.write_group()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        // A row group is written when full: flushing a small one would make
+        // many tiny groups, which slow every reader.
+        match &mut self.sink {
+            Sink::One(out) => out.flush(),
+            Sink::Dir { current, .. } => current.as_mut().map_or(Ok(()), |(out, _)| out.flush()),
+        }
+    }
+
+    fn finish(&mut self, _: &Totals<'_>) -> io::Result<()> {
+        self.write_group()?;
+        if self.writer.is_none() && matches!(self.sink, Sink::One(_)) {
+            // No events: still a valid, empty file.
+            self.writer = Some(
+                SerializedFileWriter::new(Vec::new(), self.schema.clone(), self.properties.clone())
+                    .map_err(io::Error::other)?,
+            );
+        }
+        self.hand_on(true)?;
+        if let Sink::Dir { dir, .. } = &self.sink {
+            log::info!("parquet: {} files in {}", self.files, dir.display());
+        }
+        self.flush()
+    }
+}
+
+enum Value {
+    Int(i64),
+    Str(Vec<u8>),
+    Bool(bool),
+}
+
+fn push(fields: &mut Vec<(usize, Value)>, col: Option<usize>, value: Value) {
+    if let Some(col) = col {
+        fields.push((col, value));
+    }
+}
+
+/// Whether `--output` names a directory to roll files in: it ends in `/`
+/// or is one.
+pub fn is_dir_output(path: &Path) -> bool {
+    path.as_os_str().to_string_lossy().ends_with('/') || path.is_dir()
+}
+
+/// A host name as part of a file name.
+fn file_safe(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,320 @@
+//! Tenet traces (the trace explorer for IDA, and its Ghidra importer): one
+//! text line per executed instruction, `name=0x…` for each register that
+//! changed, `mr=0xADDR:BYTES` / `mw=…` for each memory access with its real
+//! size (bytes in memory order, little-endian guests), and the program
+//! counter last.
+//!
+//! Tenet's lines are deltas taken when an instruction is reached: line `k`
+//! holds what instruction `k-1` changed and the pc of instruction `k`. The
+//! first line holds the registers known before the first instruction (the
+//! values its `reg_read`s saw and its `reg_write`s replaced) and its pc; a
+//! last line, without a pc, what the last instruction changed.
+//!
+//! Events belong to the instruction whose pc they carry. A thread's next
+//! instruction begins at an `insn_fetch`, at an event with another pc, or at
+//! a second `insn_exec` of the same pc (so a loop on one instruction needs
+//! `insn_fetch` to split its memory accesses exactly).
+//!
+//! One thread per file: the first thread writes the output, each other
+//! thread `NAME.TID.EXT` beside it (on stdout: the first thread only, the
+//! others counted and reported). Register names come from the guest
+//! description (`styx_probe::describe!`); without one there is no trace.
+
+use crate::event::{Body, Event};
+use crate::formats::Options;
+use crate::guest::RegisterNames;
+use crate::header::Header;
+use crate::writer::{Chunked, EventWriter, Totals};
+use rustc_hash::FxHashMap;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use styx_common::EventKind;
+
+/// Threads given a file of their own; events of more are counted.
+pub const MAX_THREADS: usize = 1024;
+
+/// Tenet lines, one file per thread.
+pub struct TenetWriter {
+    registers: RegisterNames,
+    pc_name: String,
+    /// The output for the first thread; None once taken.
+    first: Option<Box<dyn Write>>,
+    path: Option<PathBuf>,
+    options: Options,
+    threads: FxHashMap<u32, Thread>,
+    /// Events of threads that got no file, by tid.
+    left_out: FxHashMap<u32, u64>,
+}
+
+/// One thread's trace.
+struct Thread {
+    out: Chunked<Box<dyn Write>>,
+    /// The instruction whose events are coming in.
+    current: Option<Insn>,
+    lines: u64,
+}
+
+/// One instruction's events.
+#[derive(Default)]
+struct Insn {
+    pc: u64,
+    executed: bool,
+    /// Registers' values before it, where its events tell (for line 1).
+    before: Vec<(u64, u64)>,
+    /// Registers it wrote, last value.
+    written: Vec<(u64, u64)>,
+    /// Memory accesses: (write?, address, value, size).
+    memory: Vec<(bool, u64, u64, u8)>,
+}
+
+impl TenetWriter {
+    /// A Tenet trace on `out` (and files beside `options.path` for more
+    /// threads); an error if the emulator named no registers.
+    pub fn new(out: Box<dyn Write>, header: &Header, options: &Options) -> io::Result<TenetWriter> {
+        let Some(guest) = header.guest.as_ref().filter(|g| !g.registers.is_empty()) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "-o tenet needs register names, and this emulator did not describe its guest \
+                 (styx_probe::describe!)",
+            ));
+        };
+        Ok(TenetWriter {
+            registers: RegisterNames::new(Some(guest)),
+            pc_name: guest.pc.clone(),
+            first: Some(out),
+            path: options.path.clone(),
+            options: options.clone(),
+            threads: FxHashMap::default(),
+            left_out: FxHashMap::default(),
+        })
+    }
+
+    /// Opens the thread's file on its first event; false if it gets none.
+    fn open_thread(&mut self, tid: u32) -> io::Result<bool> {
+        if !self.threads.contains_key(&tid) {
+            let out = match (self.first.take(), &self.path) {
+                (Some(out), _) => out,
+                (None, Some(path)) if self.threads.len() < MAX_THREADS => {
+                    (self.options.opener)(&thread_path(path, tid))?
+                }
+                (None, _) => return Ok(false),
+            };
+            let thread = Thread {
+                out: Chunked::new(out, 64 << 10),
+                current: None,
+                lines: 0,
+            };
+            self.threads.insert(tid, thread);
+        }
+        Ok(true)
+    }
+}
+
+/// `trace.tenet` → `trace.TID.tenet`.
+pub fn thread_path(path: &Path, tid: u32) -> PathBuf {
+    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}.{tid}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.{tid}"),
+    };
+    path.with_file_name(name)
+}
+
+impl EventWriter for TenetWriter {
+    fn event(&mut self, event: &Event<'_>) -> io::Result<()> {
+        let (Body::Args(args), true) = (&event.body, takes(event.kind)) else {
+            return Ok(());
+        };
+        let tid = event.header.tid;
+        if !self.open_thread(tid)? {
+            *self.left_out.entry(tid).or_default() += 1;
+            return Ok(());
+        }
+        let registers = &self.registers;
+        let pc_name = self.pc_name.as_str();
+        let thread = self.threads.get_mut(&tid).expect("opened above");
+        let pc = args[0];
+        let next = match &thread.current {
+            None => true,
+            Some(current) => {
+                event.kind == EventKind::InsnFetch
+                    || current.pc != pc
+                    || (event.kind == EventKind::InsnExec && current.executed)
+            }
+        };
+        if next {
+            thread.begin(pc, registers, pc_name);
+        }
+        let insn = thread.current.as_mut().expect("begun above");
+        match event.kind {
+            EventKind::InsnExec => insn.executed = true,
+            EventKind::RegRead => know(&mut insn.before, args[1], args[2]),
+            EventKind::RegWrite => {
+                know(&mut insn.before, args[1], args[3]);
+                set(&mut insn.written, args[1], args[2]);
+            }
+            EventKind::MemRead | EventKind::MemWrite => insn.memory.push((
+                event.kind == EventKind::MemWrite,
+                args[1],
+                args[2],
+                event.header.aux,
+            )),
+            _ => {}
+        }
+        thread.out.event_done()
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        for thread in self.threads.values_mut() {
+            thread.out.flush()?;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, _: &Totals<'_>) -> io::Result<()> {
+        let mut result = Ok(());
+        for thread in self.threads.values_mut() {
+            thread.end(&self.registers, &self.pc_name);
+            if let Err(e) = thread.out.flush() {
+                result = result.and(Err(e));
+            }
+        }
+        if !self.left_out.is_empty() {
+            let events: u64 = self.left_out.values().sum();
+            log::warn!(
+                "tenet: {events} events of {} more threads left out ({}); give --output FILE \
+                 for a file per thread (at most {MAX_THREADS})",
+                self.left_out.len(),
+                if self.path.is_none() {
+                    "stdout holds one thread"
+                } else {
+                    "too many threads"
+                }
+            );
+        }
+        if self.threads.len() > 1 {
+            if let Some(path) = &self.path {
+                log::info!(
+                    "tenet: {} threads: the first in {}, the others in {}",
+                    self.threads.len(),
+                    path.display(),
+                    thread_path(path, 0)
+                        .display()
+                        .to_string()
+                        .replace(".0.", ".TID.")
+                );
+            }
+        }
+        result
+    }
+}
+
+/// The kinds whose events make a Tenet line.
+fn takes(kind: EventKind) -> bool {
+    matches!(
+        kind,
+        EventKind::InsnFetch
+            | EventKind::InsnExec
+            | EventKind::RegRead
+            | EventKind::RegWrite
+            | EventKind::MemRead
+            | EventKind::MemWrite
+    )
+}
+
+impl Thread {
+    /// Instruction `pc` begins: writes the line the one before completes.
+    fn begin(&mut self, pc: u64, registers: &RegisterNames, pc_name: &str) {
+        if let Some(done) = self.current.take() {
+            if self.lines == 0 {
+                self.line(&done.before, &[], Some(done.pc), registers, pc_name);
+            }
+            self.line(&done.written, &done.memory, Some(pc), registers, pc_name);
+        }
+        self.current = Some(Insn {
+            pc,
+            ..Insn::default()
+        });
+    }
+
+    /// The end of the trace: the last instruction's changes.
+    fn end(&mut self, registers: &RegisterNames, pc_name: &str) {
+        if let Some(done) = self.current.take() {
+            if self.lines == 0 {
+                self.line(&done.before, &[], Some(done.pc), registers, pc_name);
+            }
+            if !done.written.is_empty() || !done.memory.is_empty() {
+                self.line(&done.written, &done.memory, None, registers, pc_name);
+            }
+        }
+    }
+
+    fn line(
+        &mut self,
+        regs: &[(u64, u64)],
+        memory: &[(bool, u64, u64, u8)],
+        pc: Option<u64>,
+        registers: &RegisterNames,
+        pc_name: &str,
+    ) {
+        let b = &mut self.out.buf;
+        let mut first = true;
+        let mut sep = |b: &mut crate::bytes::Bytes| {
+            if !std::mem::take(&mut first) {
+                b.push(b',');
+            }
+        };
+        for &(num, val) in regs {
+            sep(b);
+            match registers.get(num) {
+                Some(name) => b.extend_from_slice(name.as_bytes()),
+                None => {
+                    b.push(b'r');
+                    b.dec(num);
+                }
+            }
+            b.push(b'=');
+            b.hex(val);
+        }
+        for &(write, addr, val, size) in memory {
+            sep(b);
+            b.extend_from_slice(if write { b"mw=" } else { b"mr=" });
+            b.hex(addr);
+            b.push(b':');
+            for byte in val.to_le_bytes().iter().take(usize::from(size.clamp(1, 8))) {
+                b.extend_from_slice(&hex_byte(*byte));
+            }
+        }
+        if let Some(pc) = pc {
+            sep(b);
+            b.extend_from_slice(pc_name.as_bytes());
+            b.push(b'=');
+            b.hex(pc);
+        }
+        b.push(b'\n');
+        self.lines += 1;
+    }
+}
+
+fn hex_byte(byte: u8) -> [u8; 2] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    [
+        DIGITS[usize::from(byte >> 4)],
+        DIGITS[usize::from(byte & 0xf)],
+    ]
+}
+
+/// Records a register's value before the instruction, if not known yet.
+fn know(values: &mut Vec<(u64, u64)>, num: u64, val: u64) {
+    if !values.iter().any(|&(n, _)| n == num) {
+        values.push((num, val));
+    }
+}
+
+/// Records a register's latest value.
+fn set(values: &mut Vec<(u64, u64)>, num: u64, val: u64) {
+    match values.iter_mut().find(|(n, _)| *n == num) {
+        Some(slot) => slot.1 = val,
+        None => values.push((num, val)),
+    }
+}

@@ -129,6 +129,9 @@ pub struct ParquetWriter {
     sink: Sink,
     options: Options,
     rows: usize,
+    /// Rows per group: [`ROW_GROUP_ROWS`], fewer when rolling small files
+    /// (a file ends only after a row group).
+    group_rows: usize,
     text_bytes: usize,
     files: u32,
 }
@@ -235,6 +238,7 @@ impl ParquetWriter {
             },
             None => Sink::One(out),
         };
+        let sink_is_dir = matches!(sink, Sink::Dir { .. });
         Ok(ParquetWriter {
             names: Names::new(header),
             columns,
@@ -251,6 +255,13 @@ impl ParquetWriter {
             sink,
             options: options.clone(),
             rows: 0,
+            // Parquet of styx events is ~10 bytes a row.
+            group_rows: match sink_is_dir {
+                true => usize::try_from(options.roll_bytes / 16)
+                    .unwrap_or(usize::MAX)
+                    .clamp(16 << 10, ROW_GROUP_ROWS),
+                false => ROW_GROUP_ROWS,
+            },
             text_bytes: 0,
             files: 0,
         })
@@ -443,7 +454,7 @@ impl EventWriter for ParquetWriter {
         }
         debug_assert_eq!(row, self.rows);
         self.rows += 1;
-        if self.rows >= ROW_GROUP_ROWS || self.text_bytes >= ROW_GROUP_TEXT_BYTES {
+        if self.rows >= self.group_rows || self.text_bytes >= ROW_GROUP_TEXT_BYTES {
             self.write_group()?;
         }
         Ok(())

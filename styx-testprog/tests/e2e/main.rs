@@ -26,6 +26,7 @@ mod many_sites;
 mod spawn;
 mod timeline;
 mod together;
+mod tools;
 mod top;
 mod trace;
 mod usdt;

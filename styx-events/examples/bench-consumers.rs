@@ -16,6 +16,7 @@ use styx_common::{Branch, BranchKind, EventKind, RecordHeader};
 use styx_events::capture::{CaptureWriter, Reader};
 use styx_events::event::{Body, Event, Text};
 use styx_events::formats::{self, Format, Options};
+use styx_events::guest::{Guest, Register};
 use styx_events::header::Header;
 use styx_events::writer::{EventWriter, Totals};
 
@@ -36,11 +37,24 @@ fn main() -> anyhow::Result<()> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target");
     let mixed = dir.join("bench-consumers.styx");
     let reads = dir.join("bench-consumers-mem-read.styx");
-    let header = Header::now(
+    let mut header = Header::now(
         std::process::id(),
         "bench-consumers (synthetic)",
         Vec::new(),
     );
+    // Register names, as an emulator's `describe!` gives them (Tenet needs them).
+    header.guest = Some(Guest {
+        arch: "synthetic".into(),
+        pc: "pc".into(),
+        registers: (0..32)
+            .map(|num| Register {
+                num,
+                name: format!("r{num}"),
+                bits: 64,
+            })
+            .collect(),
+        images: Vec::new(),
+    });
 
     let started = Instant::now();
     write_capture(&mixed, &header, events, |_| true)?;
@@ -73,6 +87,9 @@ fn main() -> anyhow::Result<()> {
         ("text", Format::Text, "2.6", ">= 5"),
         ("chrome", Format::Chrome, "-", "-"),
         ("perfetto", Format::Perfetto, "-", "-"),
+        ("drcov", Format::Drcov, "-", "-"),
+        ("tenet", Format::Tenet, "-", "-"),
+        ("parquet", Format::Parquet, "-", ">= 10"),
     ] {
         if wanted(name) {
             row(name, convert(&mixed, format)?, styx, target);

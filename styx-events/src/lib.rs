@@ -30,6 +30,7 @@ pub mod formats;
 pub mod guest;
 pub mod header;
 pub mod lines;
+pub mod options;
 pub mod timeline;
 pub mod tools;
 pub mod top;

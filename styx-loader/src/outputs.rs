@@ -177,7 +177,7 @@ mod tests {
         std::os::unix::fs::symlink(&target, &link).unwrap();
         // Planted by another user (nobody).
         lchown(&link, 65534);
-        let err = open_one(Format::Jsonl, Some(&link), Detail::Normal, &header())
+        let err = open_one(Format::Jsonl, Some(&link), Detail::Normal, 1, &header())
             .err()
             .expect("a symlink is refused");
         let text = format!("{err:#}");
@@ -196,7 +196,7 @@ mod tests {
         // Nor is a second name of a file truncated.
         let hard = dir.join("hard");
         std::fs::hard_link(&target, &hard).unwrap();
-        let err = open_one(Format::Jsonl, Some(&hard), Detail::Normal, &header())
+        let err = open_one(Format::Jsonl, Some(&hard), Detail::Normal, 1, &header())
             .err()
             .expect("a hard link is refused");
         assert!(format!("{err:#}").contains("hard links"), "{err:#}");
@@ -210,7 +210,8 @@ mod tests {
         let dir = scratch("own-symlink");
         let (target, link) = (dir.join("real.jsonl"), dir.join("out.jsonl"));
         std::os::unix::fs::symlink(&target, &link).unwrap();
-        let mut writer = open_one(Format::Jsonl, Some(&link), Detail::Normal, &header()).unwrap();
+        let mut writer =
+            open_one(Format::Jsonl, Some(&link), Detail::Normal, 1, &header()).unwrap();
         writer.flush().unwrap();
         assert!(target.is_file(), "written through the link");
         std::fs::remove_dir_all(&dir).unwrap();
@@ -236,7 +237,7 @@ mod tests {
         let old = dir.join("old.jsonl");
         std::fs::write(&old, "x".repeat(10_000)).unwrap();
         std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o640)).unwrap();
-        let mut writer = open_one(Format::Jsonl, Some(&old), Detail::Normal, &header()).unwrap();
+        let mut writer = open_one(Format::Jsonl, Some(&old), Detail::Normal, 1, &header()).unwrap();
         writer.flush().unwrap();
         assert_eq!(std::fs::metadata(&old).unwrap().len(), 0);
         let mode = std::fs::metadata(&old).unwrap().permissions().mode();

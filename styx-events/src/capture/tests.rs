@@ -390,13 +390,15 @@ fn through_every_format(bytes: &[u8]) -> Result<u64, CaptureError> {
         (Format::Raw, Detail::Normal),
         (Format::Chrome, Detail::Normal),
         (Format::Perfetto, Detail::Normal),
+        (Format::Drcov, Detail::Normal),
+        (Format::Parquet, Detail::Normal),
     ];
     let mut read = 0;
     for (format, detail) in formats {
         let mut reader = Reader::open(bytes)?;
         let options = Options {
-            gzip: false,
             detail,
+            ..Options::default()
         };
         let mut writer =
             formats::open(format, Box::new(std::io::sink()), &reader.header, &options).unwrap();

@@ -5,7 +5,7 @@
 //! nullable column for every field any event type has, derived from the
 //! event catalogue (`reg` also gets `reg_name` where the guest names its
 //! registers; other providers' probes get `provider`, `probe` and
-//! `arg0`…`arg11`). One table rather than a file per type because the
+//! `arg0`… when the session traced any). One table rather than a file per type because the
 //! common questions cross types: `GROUP BY event`, `GROUP BY pc` over every
 //! type, a time range; a column of nulls costs almost nothing in Parquet.
 //! Numbers are unsigned 64-bit (DuckDB's UBIGINT), USDT arguments signed.
@@ -14,18 +14,18 @@
 //! (and [`ROW_GROUP_TEXT_BYTES`] of strings), each written out as it
 //! fills: memory stays bounded however long the run. With `--output DIR/`
 //! the writer rolls to a new file once one reaches `--roll-size` (default
-//! [`ROLL_BYTES`]); a file
+//! [`crate::options::ROLL_BYTES`]); a file
 //! is written as `NAME.parquet.part` and renamed when complete, so a glob
 //! `DIR/*.parquet` only ever sees whole files.
 
 use crate::event::{Body, Event};
 use crate::fields::{for_each_field, is_plain, plain_values, Arg, Field, Names};
-use crate::formats::Options;
 use crate::header::Header;
+use crate::options::Options;
 use crate::writer::{EventWriter, Totals};
 use parquet::basic::Compression;
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, Int64Type};
-use parquet::file::properties::WriterProperties;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
 use parquet::schema::types::{ColumnPath, Type};
@@ -39,9 +39,6 @@ use styx_common::{EventKind, FieldType, Shape, EVENT_KIND_SLOTS, MAX_USDT_ARGS};
 pub const ROW_GROUP_ROWS: usize = 1 << 20;
 /// Bytes of strings per row group at most.
 pub const ROW_GROUP_TEXT_BYTES: usize = 64 << 20;
-/// With `--output DIR/`: a file is closed and the next begun once it holds
-/// this many bytes.
-pub const ROLL_BYTES: u64 = 256 << 20;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Type_ {
@@ -115,13 +112,17 @@ enum Sink {
     },
 }
 
+/// A plain kind's fields in order: each one's column, and its `_name`
+/// column for a register.
+type PlainColumns = Vec<(usize, Option<usize>)>;
+
 /// Events as Parquet rows.
 pub struct ParquetWriter {
     names: Names,
     columns: Vec<Column>,
     by_name: FxHashMap<&'static str, usize>,
     /// Per kind id with plain fields: each field's column (and `reg_name`'s).
-    plain: Vec<Option<Vec<(usize, Option<usize>)>>>,
+    plain: Vec<Option<PlainColumns>>,
     event_names: Vec<ByteArray>,
     schema: Arc<Type>,
     properties: Arc<WriterProperties>,
@@ -180,10 +181,19 @@ impl ParquetWriter {
         }
         add("kind_raw", Type_::U64);
         add("truncated", Type_::Bool);
-        add("provider", Type_::Str);
-        add("probe", Type_::Str);
-        for i in 0..MAX_USDT_ARGS {
-            add(&format!("arg{i}"), Type_::I64);
+        // Other providers' probes: only for a session that traced some, and
+        // as many argument columns as the widest has (each column costs
+        // every row a definition level).
+        if !header.usdt.is_empty() {
+            add("provider", Type_::Str);
+            add("probe", Type_::Str);
+            let widest = header.usdt.iter().map(|u| u.args.len()).max().unwrap_or(0);
+            for i in 0..widest.min(MAX_USDT_ARGS) {
+                add(&format!("arg{i}"), Type_::I64);
+            }
+        }
+        if header.guest.as_ref().is_none_or(|g| g.registers.is_empty()) {
+            columns.retain(|c| c.name != "reg_name");
         }
         let names: Vec<&'static str> = columns
             .iter()
@@ -199,7 +209,8 @@ impl ParquetWriter {
                         .iter()
                         .map(|f| {
                             let reg_name = (f.ty == FieldType::Reg)
-                                .then(|| by_name[format!("{}_name", f.name).as_str()]);
+                                .then(|| by_name.get(format!("{}_name", f.name).as_str()).copied())
+                                .flatten();
                             (by_name[f.name], reg_name)
                         })
                         .collect(),
@@ -218,6 +229,7 @@ impl ParquetWriter {
         let mut properties = WriterProperties::builder()
             .set_compression(Compression::SNAPPY)
             .set_dictionary_enabled(false)
+            .set_statistics_enabled(EnabledStatistics::Chunk)
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS));
         for name in [
             "event", "kind", "reg_name", "category", "name", "provider", "probe",

@@ -21,9 +21,9 @@
 //! description (`styx_probe::describe!`); without one there is no trace.
 
 use crate::event::{Body, Event};
-use crate::formats::Options;
 use crate::guest::RegisterNames;
 use crate::header::Header;
+use crate::options::Options;
 use crate::writer::{Chunked, EventWriter, Totals};
 use rustc_hash::FxHashMap;
 use std::io::{self, Write};
@@ -32,6 +32,9 @@ use styx_common::EventKind;
 
 /// Threads given a file of their own; events of more are counted.
 pub const MAX_THREADS: usize = 1024;
+/// Memory accesses and registers kept per instruction (a capture could
+/// claim any number under one pc); more are counted.
+pub const MAX_PER_INSN: usize = 4096;
 
 /// Tenet lines, one file per thread.
 pub struct TenetWriter {
@@ -44,6 +47,8 @@ pub struct TenetWriter {
     threads: FxHashMap<u32, Thread>,
     /// Events of threads that got no file, by tid.
     left_out: FxHashMap<u32, u64>,
+    /// Accesses and registers past [`MAX_PER_INSN`] in one instruction.
+    over: u64,
 }
 
 /// One thread's trace.
@@ -86,6 +91,7 @@ impl TenetWriter {
             options: options.clone(),
             threads: FxHashMap::default(),
             left_out: FxHashMap::default(),
+            over: 0,
         })
     }
 
@@ -146,6 +152,13 @@ impl EventWriter for TenetWriter {
             thread.begin(pc, registers, pc_name);
         }
         let insn = thread.current.as_mut().expect("begun above");
+        if [insn.memory.len(), insn.written.len(), insn.before.len()]
+            .iter()
+            .any(|&n| n >= MAX_PER_INSN)
+        {
+            self.over += 1;
+            return Ok(());
+        }
         match event.kind {
             EventKind::InsnExec => insn.executed = true,
             EventKind::RegRead => know(&mut insn.before, args[1], args[2]),
@@ -178,6 +191,13 @@ impl EventWriter for TenetWriter {
             if let Err(e) = thread.out.flush() {
                 result = result.and(Err(e));
             }
+        }
+        if self.over > 0 {
+            log::warn!(
+                "tenet: {} events past {MAX_PER_INSN} accesses or registers in one instruction \
+                 left out",
+                self.over
+            );
         }
         if !self.left_out.is_empty() {
             let events: u64 = self.left_out.values().sum();

@@ -157,9 +157,12 @@ fn a_program_without_a_description_keeps_numbers_and_tenet_says_why_not() {
     assert!(stderr.contains("-o tenet needs register names"), "{stderr}");
 }
 
+/// A drcov module: base, end, path.
+type Module = (u64, u64, String);
+
 /// drcov version 2, parsed as its published description says: text lines,
 /// then `BB Table: N bbs` and N entries `{u32 start; u16 size; u16 module}`.
-fn parse_drcov(bytes: &[u8]) -> (Vec<(u64, u64, String)>, Vec<(u32, u16, u16)>) {
+fn parse_drcov(bytes: &[u8]) -> (Vec<Module>, Vec<(u32, u16, u16)>) {
     let mut rest = bytes;
     let mut line = || {
         let end = rest.iter().position(|&b| b == b'\n').expect("a line");

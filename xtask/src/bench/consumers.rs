@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use std::process::Command;
 
 /// Formats in the example's order, with the Styx figure and the target it prints.
-pub const FORMATS: [&str; 5] = ["read", "jsonl", "text", "chrome", "perfetto"];
+pub const FORMATS: [&str; 8] = [
+    "read", "jsonl", "text", "chrome", "perfetto", "drcov", "tenet", "parquet",
+];
 
 #[derive(Default)]
 pub struct Results {
@@ -78,7 +80,10 @@ mod tests {
             jsonl              13.4        6.0      >= 12\n\
             text                7.5        2.6       >= 5\n\
             chrome              5.4          -          -\n\
-            perfetto            2.3          -          -\n";
+            perfetto            2.3          -          -\n\
+            drcov              60.0          -          -\n\
+            tenet              20.0          -          -\n\
+            parquet            12.0          -      >= 10\n";
         let mut results = Results::default();
         parse(text, &mut results).unwrap();
         assert_eq!(results.rates["jsonl"].median(), 13.4);

@@ -229,11 +229,17 @@ impl ParquetWriter {
         let mut properties = WriterProperties::builder()
             .set_compression(Compression::SNAPPY)
             .set_dictionary_enabled(false)
-            .set_statistics_enabled(EnabledStatistics::Chunk)
+            .set_statistics_enabled(EnabledStatistics::None)
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS));
-        for name in [
-            "event", "kind", "reg_name", "category", "name", "provider", "probe",
-        ] {
+        // Min/max per column chunk for the columns queries range over, so a
+        // reader skips row groups.
+        for name in ["ts_ns", "pc", "addr"] {
+            properties = properties
+                .set_column_statistics_enabled(ColumnPath::from(name), EnabledStatistics::Chunk);
+        }
+        // Dictionaries for the few-valued strings; `event`'s hashing per row
+        // costs more than its plain bytes, which compression shrinks.
+        for name in ["kind", "reg_name", "category", "name", "provider", "probe"] {
             properties = properties.set_column_dictionary_enabled(ColumnPath::from(name), true);
         }
         let sink = match options.path.as_deref().filter(|p| is_dir_output(p)) {
@@ -258,7 +264,9 @@ impl ParquetWriter {
             plain,
             event_names: (0..EVENT_KIND_SLOTS as u8)
                 .map(|id| {
-                    ByteArray::from(EventKind::from_id(id).map_or("?", EventKind::probe_name))
+                    let name = EventKind::from_id(id).map_or("?", EventKind::probe_name);
+                    // Static bytes: a clone per row counts no references.
+                    ByteArray::from(bytes::Bytes::from_static(name.as_bytes()))
                 })
                 .collect(),
             schema,
@@ -277,35 +285,6 @@ impl ParquetWriter {
             text_bytes: 0,
             files: 0,
         })
-    }
-
-    fn set_int(&mut self, col: usize, value: i64) {
-        let row = self.rows;
-        let c = &mut self.columns[col];
-        if c.at(row) {
-            c.ints.push(value);
-        }
-    }
-
-    fn set_str(&mut self, col: usize, value: &[u8]) {
-        let row = self.rows;
-        let c = &mut self.columns[col];
-        if c.at(row) {
-            self.text_bytes += value.len();
-            c.strs.push(ByteArray::from(value.to_vec()));
-        }
-    }
-
-    fn set_bool(&mut self, col: usize, value: bool) {
-        let row = self.rows;
-        let c = &mut self.columns[col];
-        if c.at(row) {
-            c.bools.push(value);
-        }
-    }
-
-    fn col(&self, name: &str) -> Option<usize> {
-        self.by_name.get(name).copied()
     }
 
     /// Writes the gathered rows as a row group, and hands its bytes on.
@@ -399,72 +378,81 @@ impl EventWriter for ParquetWriter {
     fn event(&mut self, event: &Event<'_>) -> io::Result<()> {
         let h = &event.header;
         let row = self.rows;
-        self.columns[TS].ints.push(h.ts_ns as i64);
-        self.columns[PID].ints.push(h.pid.into());
-        self.columns[TID].ints.push(h.tid.into());
-        let name = self.event_names[event.kind as usize].clone();
-        self.columns[EVENT].strs.push(name);
-        match (&event.body, self.plain[event.kind as usize].take()) {
-            (Body::Args(args), Some(cols)) => {
-                let values = plain_values(event, args);
-                for (&(col, reg_name), value) in cols.iter().zip(values) {
-                    self.set_int(col, value as i64);
-                    if let Some(name) = reg_name
-                        .and_then(|c| self.names.registers.get(value).map(|n| (c, n.to_string())))
-                    {
-                        self.set_str(name.0, name.1.as_bytes());
+        let columns = &mut self.columns[..];
+        columns[TS].ints.push(h.ts_ns as i64);
+        columns[PID].ints.push(h.pid.into());
+        columns[TID].ints.push(h.tid.into());
+        columns[EVENT]
+            .strs
+            .push(self.event_names[event.kind as usize].clone());
+        let text_bytes = &mut self.text_bytes;
+        match (&event.body, &self.plain[event.kind as usize]) {
+            (Body::Args(args), Some(plain)) => {
+                // The common case, straight from the record (see fields::is_plain).
+                for (&(col, name_col), value) in plain.iter().zip(plain_values(event, args)) {
+                    set_int(columns, row, col, value as i64);
+                    if let Some(name) = name_col.and_then(|_| self.names.registers.get(value)) {
+                        set_str(
+                            columns,
+                            row,
+                            name_col.unwrap_or(col),
+                            name.as_bytes(),
+                            text_bytes,
+                        );
                     }
                 }
-                self.plain[event.kind as usize] = Some(cols);
             }
-            (_, cols) => {
-                self.plain[event.kind as usize] = cols;
-                let names = std::mem::take(&mut self.names);
-                let mut fields: Vec<(usize, Value)> = Vec::new();
-                let _ = for_each_field(event, &names, |field| {
+            _ => {
+                let by_name = &self.by_name;
+                let col = |name: &str| by_name.get(name).copied();
+                let _ = for_each_field(event, &self.names, |field| {
                     match field {
                         Field::Hex(n, v) | Field::Dec(n, v) => {
-                            push(&mut fields, self.col(n), Value::Int(v as i64))
+                            if let Some(c) = col(n) {
+                                set_int(columns, row, c, v as i64)
+                            }
                         }
                         Field::Reg(n, v, reg_name) => {
-                            push(&mut fields, self.col(n), Value::Int(v as i64));
-                            if let Some(reg_name) = reg_name {
-                                let col = self.col(&format!("{n}_name"));
-                                push(&mut fields, col, Value::Str(reg_name.as_bytes().to_vec()));
+                            if let Some(c) = col(n) {
+                                set_int(columns, row, c, v as i64)
+                            }
+                            if let (Some(name), Some(c)) = (reg_name, col(&format!("{n}_name"))) {
+                                set_str(columns, row, c, name.as_bytes(), text_bytes);
                             }
                         }
                         Field::Name(n, v) | Field::Str(n, v) => {
-                            push(&mut fields, self.col(n), Value::Str(v.as_bytes().to_vec()))
+                            if let Some(c) = col(n) {
+                                set_str(columns, row, c, v.as_bytes(), text_bytes)
+                            }
                         }
-                        Field::Flag(n, v) => push(&mut fields, self.col(n), Value::Bool(v)),
-                        Field::Text(n, t) => push(
-                            &mut fields,
-                            self.col(n),
-                            Value::Str(t.lossy().as_bytes().to_vec()),
-                        ),
+                        Field::Flag(n, v) => {
+                            if let Some(c) = col(n) {
+                                if columns[c].at(row) {
+                                    columns[c].bools.push(v);
+                                }
+                            }
+                        }
+                        Field::Text(n, t) => {
+                            if let Some(c) = col(n) {
+                                set_str(columns, row, c, t.lossy().as_bytes(), text_bytes)
+                            }
+                        }
                         Field::Args(args) => {
                             for (i, arg) in args.enumerate() {
                                 let v = match arg {
                                     Arg::Signed(v) => v,
                                     Arg::Unsigned(v) => v as i64,
                                 };
-                                push(&mut fields, self.col(&format!("arg{i}")), Value::Int(v));
+                                if let Some(c) = col(&format!("arg{i}")) {
+                                    set_int(columns, row, c, v);
+                                }
                             }
                         }
                     }
                     Ok::<(), ()>(())
                 });
-                self.names = names;
-                for (col, value) in fields {
-                    match value {
-                        Value::Int(v) => self.set_int(col, v),
-                        Value::Str(s) => self.set_str(col, &s),
-                        Value::Bool(b) => self.set_bool(col, b),
-                    }
-                }
             }
         }
-        debug_assert_eq!(row, self.rows);
         self.rows += 1;
         if self.rows >= self.group_rows || self.text_bytes >= ROW_GROUP_TEXT_BYTES {
             self.write_group()?;
@@ -498,15 +486,21 @@ impl EventWriter for ParquetWriter {
     }
 }
 
-enum Value {
-    Int(i64),
-    Str(Vec<u8>),
-    Bool(bool),
+/// Column `col`'s value at `row` (the first one given).
+#[inline]
+fn set_int(columns: &mut [Column], row: usize, col: usize, value: i64) {
+    let c = &mut columns[col];
+    if c.at(row) {
+        c.ints.push(value);
+    }
 }
 
-fn push(fields: &mut Vec<(usize, Value)>, col: Option<usize>, value: Value) {
-    if let Some(col) = col {
-        fields.push((col, value));
+#[inline]
+fn set_str(columns: &mut [Column], row: usize, col: usize, value: &[u8], text_bytes: &mut usize) {
+    let c = &mut columns[col];
+    if c.at(row) {
+        *text_bytes += value.len();
+        c.strs.push(ByteArray::from(value.to_vec()));
     }
 }
 

@@ -7,7 +7,9 @@ use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::Path;
 use styx_events::escape;
+use styx_events::guest::Guest;
 use styx_usdt::argspec::parse_spec;
+use styx_usdt::note::ProbeTable;
 use styx_usdt::target::Target;
 
 /// Lists the probes `args` asks for.
@@ -54,7 +56,7 @@ pub fn run(args: &ListArgs) -> Result<()> {
             }
         }
     }
-    if let Some(guest) = crate::cmd::trace::guest_description(&target, &tables) {
+    if let Some(guest) = guest_description(&target, &tables) {
         // What the emulator said about its guest (`styx_probe::describe!`).
         writeln!(out, "guest: {}", guest.summary())?;
     }
@@ -67,6 +69,23 @@ pub fn run(args: &ListArgs) -> Result<()> {
         bail!("no USDT probes match {pattern:?} in {}", names.join(", "));
     }
     Ok(())
+}
+
+/// The guest description of the target's files (`styx_probe::describe!`),
+/// warning about any left out.
+pub fn guest_description(target: &Target, tables: &[(usize, ProbeTable)]) -> Option<Guest> {
+    let notes = tables.iter().flat_map(|(file, table)| {
+        let name = target.files[*file].name.as_str();
+        table
+            .guest_notes
+            .iter()
+            .map(move |desc| (name, desc.as_slice()))
+    });
+    let (guest, problems) = Guest::from_notes(notes);
+    for problem in problems {
+        log::warn!("{problem}");
+    }
+    guest
 }
 
 /// `usdt:FILE:PROVIDER:PROBE`, control characters escaped: the names come

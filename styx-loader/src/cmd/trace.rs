@@ -19,7 +19,6 @@ use styx_events::formats::Format;
 use styx_events::guest::Guest;
 use styx_events::header::{Header, UsdtInfo};
 use styx_events::writer::{EventWriter, Tee};
-use styx_usdt::note::ProbeTable;
 use styx_usdt::select::Role;
 use styx_usdt::select::{describe_providers, Selection, Wanted};
 use styx_usdt::symbols::Symbols;
@@ -243,7 +242,7 @@ fn numbered(path: &Path, n: u32) -> PathBuf {
 /// guest its emulator described.
 fn find_sites(args: &TraceArgs, target: &Target) -> Result<(Selection, Option<Guest>)> {
     let tables = target.probe_tables()?;
-    let guest = guest_description(target, &tables);
+    let guest = crate::cmd::list::guest_description(target, &tables);
     let kinds = args.kinds();
     let wanted = Wanted {
         kinds: &kinds,
@@ -277,21 +276,4 @@ fn find_sites(args: &TraceArgs, target: &Target) -> Result<(Selection, Option<Gu
         );
     }
     Ok((selection, guest))
-}
-
-/// The guest description of the target's files (`styx_probe::describe!`),
-/// warning about any left out.
-pub fn guest_description(target: &Target, tables: &[(usize, ProbeTable)]) -> Option<Guest> {
-    let notes = tables.iter().flat_map(|(file, table)| {
-        let name = target.files[*file].name.as_str();
-        table
-            .guest_notes
-            .iter()
-            .map(move |desc| (name, desc.as_slice()))
-    });
-    let (guest, problems) = Guest::from_notes(notes);
-    for problem in problems {
-        log::warn!("{problem}");
-    }
-    guest
 }

@@ -21,8 +21,9 @@
 /// }
 /// ```
 ///
-/// Register numbers, widths (bits), bases and sizes may be any integer
-/// constant expressions. With the `disabled` feature it writes nothing.
+/// Register numbers and widths (bits) may be constant expressions of any
+/// integer type; bases and sizes are `u64` constants. With the `disabled`
+/// feature it writes nothing.
 #[macro_export]
 macro_rules! describe {
     (
@@ -68,8 +69,8 @@ macro_rules! __describe_note {
             ".byte {tag_end}",
             "9994: .balign 4",
             ".popsection",
-            $(const $num, const $bits,)*
-            $(const $base, const $size,)*
+            $(const ($num) as u64, const ($bits) as u16,)*
+            $(const { let base: u64 = $base; base }, const { let size: u64 = $size; size },)*
             note_type = const $crate::__guest::NT_STYX_GUEST,
             version = const $crate::__guest::GUEST_NOTE_VERSION,
             tag_register = const $crate::__guest::GUEST_TAG_REGISTER,

@@ -9,12 +9,16 @@ use styx_events::capture::Reader;
 use styx_events::formats::{self, Detail, Format, Options};
 use styx_events::writer::Totals;
 
-const FORMATS: [Format; 5] = [
+// Tenet last: without register names in the header it refuses to open.
+const FORMATS: [Format; 8] = [
     Format::Jsonl,
     Format::Text,
     Format::Raw,
     Format::Chrome,
     Format::Perfetto,
+    Format::Drcov,
+    Format::Parquet,
+    Format::Tenet,
 ];
 
 fuzz_target!(|data: &[u8]| {
@@ -25,6 +29,7 @@ fuzz_target!(|data: &[u8]| {
         let options = Options {
             gzip: i % 2 == 0 && format == Format::Perfetto,
             detail: Detail::Full,
+            ..Options::default()
         };
         let Ok(mut writer) = formats::open(format, Box::new(io::sink()), &reader.header, &options)
         else {

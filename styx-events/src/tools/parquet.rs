@@ -120,7 +120,7 @@ type PlainColumns = Vec<(usize, Option<usize>)>;
 pub struct ParquetWriter {
     names: Names,
     columns: Vec<Column>,
-    by_name: FxHashMap<&'static str, usize>,
+    by_name: FxHashMap<String, usize>,
     /// Per kind id with plain fields: each field's column (and `reg_name`'s).
     plain: Vec<Option<PlainColumns>>,
     event_names: Vec<ByteArray>,
@@ -195,12 +195,11 @@ impl ParquetWriter {
         if header.guest.as_ref().is_none_or(|g| g.registers.is_empty()) {
             columns.retain(|c| c.name != "reg_name");
         }
-        let names: Vec<&'static str> = columns
+        let by_name: FxHashMap<String, usize> = columns
             .iter()
-            .map(|c| &*Box::leak(c.name.clone().into_boxed_str()))
+            .enumerate()
+            .map(|(i, c)| (c.name.clone(), i))
             .collect();
-        let by_name: FxHashMap<&'static str, usize> =
-            names.iter().enumerate().map(|(i, &n)| (n, i)).collect();
         let plain = (0..EVENT_KIND_SLOTS as u8)
             .map(|id| {
                 let kind = EventKind::from_id(id).filter(|&k| is_plain(k))?;

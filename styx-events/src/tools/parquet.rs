@@ -369,6 +369,13 @@ impl ParquetWriter {
                 }
             }
         }
+        if let (false, Some(writer)) = (ended, &mut self.writer) {
+            // The buffer back, emptied, for the next row group: growing a
+            // new one faulted in fresh pages every time.
+            let mut bytes = bytes;
+            bytes.clear();
+            *writer.inner_mut() = bytes;
+        }
         Ok(())
     }
 }

@@ -30,12 +30,6 @@ pub struct Outputs<'a> {
 /// Opens every output and writes their starts.
 #[cfg_attr(not(feature = "trace"), allow(dead_code))]
 pub fn open(outputs: &Outputs<'_>, header: &Header) -> Result<Box<dyn EventWriter>> {
-    if outputs.format.is_binary() && outputs.output.is_none() && io::stdout().is_terminal() {
-        bail!(
-            "-o {} is binary: give --output FILE, or pipe it",
-            outputs.format.name()
-        );
-    }
     let main = open_one(
         outputs.format,
         outputs.output,
@@ -68,6 +62,9 @@ pub fn open_one(
     roll_mib: u64,
     header: &Header,
 ) -> Result<Box<dyn EventWriter>> {
+    if format.is_binary() && path.is_none() && io::stdout().is_terminal() {
+        bail!("-o {} is binary: give --output FILE, or pipe it", format.name());
+    }
     let (out, name): (Box<dyn Write>, String) = match path {
         Some(dir) if format == Format::Parquet && is_dir_output(dir) => {
             // Files rolled in the directory, each created as it begins.

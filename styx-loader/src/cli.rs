@@ -377,6 +377,7 @@ pub enum Delivery {
 
 impl CountArgs {
     /// `--by`, top's default (`pc`) when not given.
+    #[cfg_attr(not(feature = "trace"), allow(dead_code))]
     pub fn key(&self) -> &str {
         self.by.as_deref().unwrap_or("pc")
     }

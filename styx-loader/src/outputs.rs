@@ -63,7 +63,10 @@ pub fn open_one(
     header: &Header,
 ) -> Result<Box<dyn EventWriter>> {
     if format.is_binary() && path.is_none() && io::stdout().is_terminal() {
-        bail!("-o {} is binary: give --output FILE, or pipe it", format.name());
+        bail!(
+            "-o {} is binary: give --output FILE, or pipe it",
+            format.name()
+        );
     }
     let (out, name): (Box<dyn Write>, String) = match path {
         Some(dir) if format == Format::Parquet && is_dir_output(dir) => {

@@ -20,6 +20,8 @@ pub struct Counter {
     pub specs: Vec<KeySpec>,
     /// The loader's counts, one per spec (shared with the [`CountWriter`]).
     pub tables: Vec<Rc<RefCell<Table>>>,
+    /// Keys per table at most (`--max-keys`), for the kernel's map too.
+    #[cfg_attr(not(feature = "trace"), allow(dead_code))]
     pub max_keys: usize,
     heatmap: Option<PathBuf>,
     format: TableFormat,

@@ -1,6 +1,9 @@
 //! `top` and `read --by`: events counted per key into tables (styx-events'
 //! `top`), shown as a table (redrawn while tracing on a terminal, final at
 //! the end) and, with `--heatmap`, a picture of memory pages.
+// `read --by` uses the tables without the `trace` feature; the live parts
+// (the screen, the kernel's counts) only tracing does.
+#![cfg_attr(not(feature = "trace"), allow(dead_code))]
 
 use crate::cli::CountArgs;
 use crate::outputs;
@@ -21,7 +24,6 @@ pub struct Counter {
     /// The loader's counts, one per spec (shared with the [`CountWriter`]).
     pub tables: Vec<Rc<RefCell<Table>>>,
     /// Keys per table at most (`--max-keys`), for the kernel's map too.
-    #[cfg_attr(not(feature = "trace"), allow(dead_code))]
     pub max_keys: usize,
     heatmap: Option<PathBuf>,
     format: TableFormat,

@@ -197,3 +197,32 @@ fn module_path(name: &str) -> String {
         .map(|c| if c == ',' || c.is_control() { '_' } else { c })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image(name: &str, base: u64, size: u64) -> Image {
+        Image {
+            name: name.into(),
+            base,
+            size,
+        }
+    }
+
+    #[test]
+    fn blocks_map_to_their_module_or_are_left_out() {
+        let modules = [image("rom", 0x8000, 0x100), image("ram, low", 0, 0x100)];
+        assert_eq!(entry(&modules, 0x8010, 4), Some((0x10, 4, 0)));
+        assert_eq!(entry(&modules, 0x0ff, 1), Some((0xff, 1, 1)));
+        assert_eq!(entry(&modules, 0x8100, 1), None, "past the end of rom");
+        assert_eq!(entry(&modules, 0x10, 0x1_0000), None, "too large for u16");
+        assert_eq!(module_path("ram, low"), "ram_ low");
+    }
+
+    #[test]
+    fn without_images_one_module_spans_the_blocks() {
+        let m = executed_range(&[(0x1000, 4), (0x1010, 0x20)]);
+        assert_eq!((m.name.as_str(), m.base, m.size), ("guest", 0x1000, 0x30));
+    }
+}

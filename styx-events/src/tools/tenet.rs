@@ -338,3 +338,90 @@ fn set(values: &mut Vec<(u64, u64)>, num: u64, val: u64) {
         None => values.push((num, val)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::guest::{Guest, Register};
+    use styx_common::RecordHeader;
+
+    fn header() -> Header {
+        let mut header = Header::now(1, "/bin/emu", Vec::new());
+        header.guest = Some(Guest {
+            arch: "toy".into(),
+            pc: "ip".into(),
+            registers: vec![Register {
+                num: 3,
+                name: "sp".into(),
+                bits: 32,
+            }],
+            images: Vec::new(),
+        });
+        header
+    }
+
+    fn event(tid: u32, kind: EventKind, aux: u8, args: [u64; 4]) -> Event<'static> {
+        Event {
+            header: RecordHeader {
+                ts_ns: 1,
+                pid: 1,
+                tid,
+                kind: kind as u8,
+                aux,
+                _reserved: [0; 6],
+            },
+            kind,
+            body: Body::Args(args),
+        }
+    }
+
+    /// Two threads' instructions, interleaved: each thread's file holds its
+    /// own lines, the first the `--output` file, the second `NAME.TID.EXT`.
+    #[test]
+    fn each_thread_gets_its_file_and_its_own_lines() {
+        let dir = std::env::temp_dir().join(format!("styx-tenet-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("run.tenet");
+        let options = Options {
+            path: Some(path.clone()),
+            ..Options::default()
+        };
+        let out = (options.opener)(&path).unwrap();
+        let mut writer = TenetWriter::new(out, &header(), &options).unwrap();
+        let events = [
+            event(10, EventKind::InsnFetch, 0, [0x100, 0, 0, 0]),
+            event(20, EventKind::InsnFetch, 0, [0x200, 0, 0, 0]),
+            event(10, EventKind::RegWrite, 0, [0x100, 3, 0xff0, 0x1000]),
+            event(20, EventKind::MemWrite, 2, [0x200, 0x40, 0xbeef, 0]),
+            event(10, EventKind::InsnFetch, 0, [0x102, 0, 0, 0]),
+            event(10, EventKind::RegWrite, 0, [0x102, 9, 5, 4]),
+            event(20, EventKind::InsnFetch, 0, [0x204, 0, 0, 0]),
+            event(20, EventKind::RegRead, 0, [0x204, 3, 7, 0]),
+        ];
+        for e in &events {
+            writer.event(e).unwrap();
+        }
+        writer
+            .finish(&Totals {
+                events: &[0; 16],
+                drops: &[0; 16],
+            })
+            .unwrap();
+        let first = std::fs::read_to_string(&path).unwrap();
+        // The last line: what the last instruction changed, no pc; a
+        // register the description does not name goes by its number.
+        assert_eq!(first, "sp=0x1000,ip=0x100\nsp=0xff0,ip=0x102\nr9=0x5\n");
+        let second = std::fs::read_to_string(dir.join("run.20.tenet")).unwrap();
+        assert_eq!(second, "ip=0x200\nmw=0x40:efbe,ip=0x204\n");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn without_register_names_it_says_so() {
+        let mut header = header();
+        header.guest = None;
+        let err = TenetWriter::new(Box::new(io::sink()), &header, &Options::default()).err();
+        assert!(err.unwrap().to_string().contains("needs register names"));
+    }
+}

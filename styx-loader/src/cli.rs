@@ -194,7 +194,9 @@ const LIST_EXAMPLES: &str = "\
 Examples:
   styx-loader list ./my-emulator
   styx-loader list ./my-emulator 'styx:mem_*'
-  sudo styx-loader list --pid 1234 '*:*'";
+  sudo styx-loader list --pid 1234 '*:*'
+  styx-loader list --functions 'styx_demo::cpu::' ./styx-demo
+  sudo styx-loader list --pid 1234 --functions '^mmu_' --functions-exclude '_slow$'";
 
 #[derive(Debug, Args)]
 pub struct ListArgs {
@@ -206,6 +208,24 @@ pub struct ListArgs {
     /// PROVIDER:PROBE glob such as 'styx:mem_*' (default: every probe).
     #[arg(value_name = "PATH] [PATTERN")]
     pub args: Vec<String>,
+
+    /// Instead of probes, the functions whose demangled names (Rust, C++)
+    /// match REGEX (repeatable; unanchored): each with its address, size and
+    /// return sites, which function tracing would probe.
+    #[arg(long = "functions", value_name = "REGEX")]
+    pub functions: Vec<String>,
+
+    /// Leave out functions whose names match REGEX (repeatable).
+    #[arg(
+        long = "functions-exclude",
+        value_name = "REGEX",
+        requires = "functions"
+    )]
+    pub functions_exclude: Vec<String>,
+
+    /// List more than 5,000 matching functions.
+    #[arg(long, requires = "functions")]
+    pub force: bool,
 }
 
 /// Options for tracing (the default command).

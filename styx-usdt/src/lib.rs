@@ -21,6 +21,7 @@ pub mod arch;
 pub mod argspec;
 pub mod compile;
 mod file;
+pub mod functions;
 pub mod note;
 pub mod select;
 pub mod symbols;

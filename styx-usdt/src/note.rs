@@ -236,7 +236,7 @@ fn parse_elf<'data, R: ReadRef<'data>>(data: R) -> Result<ProbeTable, ParseError
 
 /// A PT_LOAD segment.
 #[derive(Clone, Copy, Debug)]
-struct Segment {
+pub(crate) struct Segment {
     vaddr: u64,
     file_size: u64,
     offset: u64,
@@ -275,7 +275,7 @@ impl Segment {
     }
 }
 
-fn loadable_segments<'data, R: ReadRef<'data>>(
+pub(crate) fn loadable_segments<'data, R: ReadRef<'data>>(
     elf: &ElfFile64<'data, Endianness, R>,
 ) -> Vec<Segment> {
     let endian = elf.endian();
@@ -292,7 +292,7 @@ fn loadable_segments<'data, R: ReadRef<'data>>(
         .collect()
 }
 
-fn to_file_offset(segments: &[Segment], address: u64) -> Option<u64> {
+pub(crate) fn to_file_offset(segments: &[Segment], address: u64) -> Option<u64> {
     segments
         .iter()
         .find(|s| s.contains(address))
@@ -321,7 +321,7 @@ fn check_site_is_nop<'data, R: ReadRef<'data>>(data: R, site: &ProbeSite) -> Res
     ))
 }
 
-fn in_code(segments: &[Segment], address: u64) -> bool {
+pub(crate) fn in_code(segments: &[Segment], address: u64) -> bool {
     segments.iter().any(|s| s.executable && s.contains(address))
 }
 

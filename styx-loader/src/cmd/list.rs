@@ -9,11 +9,20 @@ use std::path::Path;
 use styx_events::escape;
 use styx_events::guest::Guest;
 use styx_usdt::argspec::parse_spec;
+use styx_usdt::functions::{read_functions, FunctionsError, Matcher};
 use styx_usdt::note::ProbeTable;
 use styx_usdt::target::Target;
 
-/// Lists the probes `args` asks for.
+/// More matching functions than this need `--force`: each gets probes at its
+/// entry and every return, and thousands of uprobes slow attaching and the
+/// traced program.
+pub const MAX_FUNCTIONS: usize = 5000;
+
+/// Lists the probes (or with --functions, the functions) `args` asks for.
 pub fn run(args: &ListArgs) -> Result<()> {
+    if !args.functions.is_empty() {
+        return list_functions(args);
+    }
     let (target, pattern) = match (args.pid, args.args.as_slice()) {
         (Some(pid), [] | [_]) => (Target::from_pid(pid)?, args.args.first()),
         (None, [path, rest @ ..]) if rest.len() <= 1 => {
@@ -69,6 +78,97 @@ pub fn run(args: &ListArgs) -> Result<()> {
         bail!("no USDT probes match {pattern:?} in {}", names.join(", "));
     }
     Ok(())
+}
+
+/// `list --functions`: the functions tracing them would probe, per file.
+fn list_functions(args: &ListArgs) -> Result<()> {
+    let target = match (args.pid, args.args.as_slice()) {
+        (Some(pid), []) => Target::from_pid(pid)?,
+        (None, [path]) => Target::file(Path::new(path)),
+        (Some(_), _) => bail!("with --pid and --functions, give no PATH or PATTERN"),
+        (None, _) => bail!("give one ELF file, or --pid PID, to list its functions"),
+    };
+    let matcher = Matcher::new(&args.functions, &args.functions_exclude)?;
+    let mut tables = Vec::new();
+    for (i, file) in target.files.iter().enumerate() {
+        match read_functions(&file.read_at, &matcher) {
+            Ok(table) => tables.push((i, table)),
+            Err(e) if i == 0 => return Err(e.into()),
+            Err(FunctionsError::NotElf { .. }) => {}
+            Err(e) => log::warn!("skipping a library: {e}"),
+        }
+    }
+    let count: usize = tables.iter().map(|(_, t)| t.functions.len()).sum();
+    let patterns = args.functions.join("', '");
+    if count == 0 {
+        bail!(
+            "no function of {} matches '{patterns}' (a function the compiler inlined \
+             everywhere has no symbol, and cannot be traced)",
+            escape::controls(&target.name)
+        );
+    }
+    if count > MAX_FUNCTIONS && !args.force {
+        bail!(
+            "{count} functions match '{patterns}': more than {MAX_FUNCTIONS} would each get a \
+             probe at entry and at every return; narrow the pattern (or \
+             --functions-exclude), or give --force"
+        );
+    }
+    let mut out = std::io::stdout().lock();
+    let (mut returns, mut tail_calls, mut no_body) = (0, 0, 0);
+    for (i, table) in &tables {
+        let file = escape::controls(&target.files[*i].name);
+        for f in &table.functions {
+            writeln!(out, "fn:{file}:{}", escape::controls(&f.name))?;
+            let tails = match f.tail_calls {
+                0 => String::new(),
+                n => format!(", {}", plural(n, "tail call")),
+            };
+            writeln!(
+                out,
+                "    {:#x}  {} bytes  {}{tails}",
+                f.address,
+                f.size,
+                plural(f.returns.len(), "return")
+            )?;
+            returns += f.returns.len();
+            tail_calls += f.tail_calls;
+        }
+        for name in &table.without_body {
+            writeln!(
+                out,
+                "fn:{file}:{}\n    no out-of-line body (a label, or code elsewhere): cannot be traced",
+                escape::controls(name)
+            )?;
+            no_body += 1;
+        }
+    }
+    writeln!(
+        out,
+        "{}, {}{}{}",
+        plural(count, "function"),
+        plural(returns, "return site"),
+        match tail_calls {
+            0 => String::new(),
+            n => format!(
+                ", {} (a function left by a jump returns through its callee)",
+                plural(n, "tail call")
+            ),
+        },
+        match no_body {
+            0 => String::new(),
+            n => format!("; {} without a body", plural(n, "matching symbol")),
+        }
+    )?;
+    Ok(())
+}
+
+/// `1 return`, `2 returns`.
+fn plural(n: usize, word: &str) -> String {
+    match n {
+        1 => format!("1 {word}"),
+        n => format!("{n} {word}s"),
+    }
 }
 
 /// The guest description of the target's files (`styx_probe::describe!`),

@@ -111,3 +111,104 @@ fn bad_targets_are_one_clear_line() {
         assert!(errors[0].contains(says), "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn the_demo_lists_its_guest_description() {
+    let (ok, stdout, stderr) = list(&[demo_path().to_str().unwrap()]);
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.contains(
+            "\nguest: 6502, registers a x y sp p, image 6502-memory at 0x0 (65536 bytes)\n"
+        ),
+        "{stdout}"
+    );
+}
+
+/// `fn:FILE:NAME` lines, then `    ADDRESS  N bytes  K returns…`.
+fn functions(stdout: &str) -> Vec<(String, u64, usize)> {
+    let lines: Vec<&str> = stdout.lines().collect();
+    lines
+        .windows(2)
+        .filter_map(|pair| {
+            let name = pair[0].strip_prefix("fn:")?.split_once(':')?.1;
+            let mut words = pair[1].split_whitespace();
+            let address = u64::from_str_radix(words.next()?.strip_prefix("0x")?, 16).ok()?;
+            let returns = words.nth(2)?.parse().ok()?;
+            Some((name.to_string(), address, returns))
+        })
+        .collect()
+}
+
+#[test]
+fn functions_list_with_their_return_sites_as_objdump_reads_them() {
+    let demo = demo_path();
+    let (ok, stdout, stderr) = list(&[
+        "--functions",
+        "styx_demo::cpu::Cpu::",
+        "--functions-exclude",
+        "::new$",
+        demo.to_str().unwrap(),
+    ]);
+    assert!(ok, "{stderr}");
+    let listed = functions(&stdout);
+    let names: Vec<&str> = listed.iter().map(|(n, _, _)| n.as_str()).collect();
+    assert!(
+        names.contains(&"styx_demo::cpu::Cpu::run_frame"),
+        "{stdout}"
+    );
+    assert!(!names.iter().any(|n| n.ends_with("::new")), "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .last()
+            .unwrap()
+            .starts_with(&format!("{} functions, ", listed.len())),
+        "{stdout}"
+    );
+    // binutils' disassembler, independently: each function's `ret`s.
+    for (name, address, returns) in &listed {
+        let output = std::process::Command::new("objdump")
+            .args(["-d", "--no-show-raw-insn"])
+            .arg(format!("--start-address={address:#x}"))
+            .arg(format!("--stop-address={:#x}", address + 1))
+            .arg(&demo)
+            .output()
+            .unwrap();
+        assert!(output.status.success());
+        let text = String::from_utf8_lossy(&output.stdout);
+        let symbol = text
+            .lines()
+            .find_map(|l| l.split_once(" <")?.1.strip_suffix(">:"))
+            .unwrap_or_else(|| panic!("no symbol at {address:#x}: {text}"))
+            .to_string();
+        let body = std::process::Command::new("objdump")
+            .args(["-d", "--no-show-raw-insn"])
+            .arg(format!("--disassemble={symbol}"))
+            .arg(&demo)
+            .output()
+            .unwrap();
+        let rets = String::from_utf8_lossy(&body.stdout)
+            .lines()
+            .filter(|l| l.split('\t').nth(1).is_some_and(|i| i.trim() == "ret"))
+            .count();
+        assert_eq!(*returns, rets, "{name} ({symbol})");
+    }
+}
+
+#[test]
+fn more_than_five_thousand_functions_need_force() {
+    let loader = loader_path();
+    let (ok, _, stderr) = list(&["--functions", ".", loader.to_str().unwrap()]);
+    assert!(!ok);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    let count: usize = stderr
+        .split_whitespace()
+        .find_map(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(count > 5000 && stderr.contains("--force"), "{stderr}");
+    let (ok, stdout, stderr) = list(&["--functions", ".", "--force", loader.to_str().unwrap()]);
+    assert!(ok, "{stderr}");
+    assert_eq!(functions(&stdout).len(), count);
+    let (ok, _, stderr) = list(&["--functions", "(", loader.to_str().unwrap()]);
+    assert!(!ok && stderr.lines().count() == 1, "{stderr}");
+}

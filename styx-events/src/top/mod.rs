@@ -11,8 +11,10 @@
 
 pub mod heatmap;
 
+use crate::escape;
 use crate::event::{Body, Event};
 use crate::filter::{field_of, types_with_field, FieldRef};
+use crate::guest::RegisterNames;
 use crate::writer::{EventWriter, Totals};
 use rustc_hash::FxHashMap;
 use std::cell::RefCell;
@@ -44,6 +46,8 @@ pub struct KeySpec {
     pub page_bits: u8,
     /// Per kind id: its key, or None when the type is not counted.
     pub keys: [Option<KeyRef>; EVENT_KIND_SLOTS as usize],
+    /// Register names for `--by reg`, where the guest gives them.
+    pub registers: RegisterNames,
 }
 
 impl KeySpec {
@@ -59,6 +63,7 @@ impl KeySpec {
             by: by.to_string(),
             page_bits: if by == "page" { page_bits } else { 0 },
             keys: [None; EVENT_KIND_SLOTS as usize],
+            registers: RegisterNames::default(),
         };
         let field = match by {
             "event" => {
@@ -129,6 +134,10 @@ impl KeySpec {
             "page" => format!("{:#x}", key << self.page_bits),
             field => match kind.fields().iter().find(|f| f.name == field).map(|f| f.ty) {
                 Some(styx_common::FieldType::Hex) => format!("{key:#x}"),
+                Some(styx_common::FieldType::Reg) => self.register(kind, key).map_or_else(
+                    || key.to_string(),
+                    |name| escape::controls(name).into_owned(),
+                ),
                 _ => match field_of(kind, field) {
                     Some(FieldRef::Value { names, .. }) if !names.is_empty() => names
                         .iter()
@@ -138,6 +147,14 @@ impl KeySpec {
                 },
             },
         }
+    }
+
+    /// The register name of `key` when counting a type's register field.
+    pub fn register(&self, kind: EventKind, key: u64) -> Option<&str> {
+        let field = kind.fields().iter().find(|f| f.name == self.by)?;
+        (field.ty == styx_common::FieldType::Reg)
+            .then(|| self.registers.get(key))
+            .flatten()
     }
 
     /// The key's value as JSON output gives it (a page: its first address).
@@ -286,6 +303,11 @@ impl View<'_> {
                         self.spec.json_value(key),
                         share(n)
                     );
+                    let reg = EventKind::from_id(kind).and_then(|k| self.spec.register(k, key));
+                    if let Some(reg) = reg {
+                        // As event lines give `reg_name` beside `reg`.
+                        let _ = write!(out, ",\"key_name\":{}", serde_json::json!(reg));
+                    }
                     if let Some(r) = rate(kind, Some(key), n) {
                         let _ = write!(out, ",\"rate\":{r:.1}");
                     }

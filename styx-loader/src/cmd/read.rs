@@ -29,6 +29,7 @@ pub fn run(args: &ReadArgs) -> Result<()> {
         .collect();
     let mut keep = compile_filters(&args.filters, args.sample, &kinds)?
         .map(|filters| Keep::new(filters, |_| false));
+    let mut reader = Reader::open(input).with_context(|| format!("reading {name}"))?;
     let count = &args.count;
     let counter = match (&count.by, &count.heatmap) {
         (None, None) => None,
@@ -43,9 +44,9 @@ pub fn run(args: &ReadArgs) -> Result<()> {
                 Format::Text
             },
             &kinds,
+            reader.header.guest.as_ref(),
         )?),
     };
-    let mut reader = Reader::open(input).with_context(|| format!("reading {name}"))?;
     let mut writer: Box<dyn EventWriter> = match (&count.by, &counter) {
         // The table replaces the events.
         (Some(_), Some(counter)) => Box::new(counter.writer()),

@@ -15,6 +15,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 use styx_common::EventKind;
 use styx_events::formats::Format;
+use styx_events::guest::{Guest, RegisterNames};
 use styx_events::top::{heatmap, CountWriter, KeySpec, Table, TableFormat, View};
 
 /// What is counted, and the loader's own counts so far.
@@ -38,16 +39,18 @@ impl Counter {
         max_keys: u32,
         format: Format,
         kinds: &[EventKind],
+        guest: Option<&Guest>,
     ) -> Result<Counter> {
         let format = match format {
             Format::Text => TableFormat::Text,
             Format::Jsonl => TableFormat::Jsonl,
             other => bail!(
                 "counts are printed as text or jsonl, not -o {}",
-                format!("{other:?}").to_lowercase()
+                other.name()
             ),
         };
         let mut specs = vec![KeySpec::new(by, page_size, kinds).map_err(anyhow::Error::msg)?];
+        specs[0].registers = RegisterNames::new(guest);
         if heatmap.is_some() {
             let memory: Vec<EventKind> = kinds
                 .iter()

@@ -133,6 +133,7 @@ fn counting_outputs(
         c.max_keys,
         args.format,
         &args.kinds(),
+        header.guest.as_ref(),
     )?;
     let batched = |kind: EventKind| {
         selection

@@ -116,6 +116,28 @@ fn register_names_show_in_every_format_and_numbers_stay() {
         })
         .collect();
     assert_eq!(perfetto_regs, want);
+
+    // `read --by reg`: the same counts, keyed by name beside the number.
+    let output = Command::new(loader_path())
+        .arg("read")
+        .arg(&capture)
+        .args(["--by", "reg", "-o", "jsonl"])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let rows = parse_jsonl(&String::from_utf8_lossy(&output.stdout));
+    let mut counted: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for row in rows.iter().filter(|r| r.get("key").is_some()) {
+        assert_eq!(row["key_name"], NAMES[u(&row["key"]) as usize], "{row}");
+        let key = (row["event"].to_string(), row["key_name"].to_string());
+        counted.insert(key, u(&row["count"]));
+    }
+    let mut want: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for e in &events {
+        let name = Value::from(NAMES[u(&e["reg"]) as usize]).to_string();
+        *want.entry((e["event"].to_string(), name)).or_default() += 1;
+    }
+    assert_eq!(counted, want);
 }
 
 #[test]

@@ -186,6 +186,21 @@ impl RegisterNames {
         self.by_num.is_empty()
     }
 
+    /// The number of the register named `name`.
+    pub fn num_of(&self, name: &str) -> Option<u64> {
+        self.by_num
+            .iter()
+            .find(|(_, n)| *n == name)
+            .map(|(&num, _)| num)
+    }
+
+    /// Every name, by number.
+    pub fn names(&self) -> Vec<&str> {
+        let mut named: Vec<(&u64, &String)> = self.by_num.iter().collect();
+        named.sort();
+        named.into_iter().map(|(_, n)| n.as_str()).collect()
+    }
+
     /// Register `num`'s name, if the emulator gave one.
     pub fn get(&self, num: u64) -> Option<&str> {
         self.by_num.get(&num).map(String::as_str)

@@ -7,6 +7,7 @@ use std::time::Duration;
 use styx_common::EventKind;
 use styx_events::filter::Filters;
 use styx_events::formats::{Detail, Format};
+use styx_events::guest::{Guest, RegisterNames};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -407,8 +408,8 @@ impl TraceArgs {
     /// `--filter` and `--sample` compiled for the selected types; an error
     /// names the expression and points at the offending token.
     #[cfg_attr(not(feature = "trace"), allow(dead_code))]
-    pub fn compile_filters(&self) -> anyhow::Result<Option<Filters>> {
-        compile_filters(&self.filters, self.sample, &self.kinds())
+    pub fn compile_filters(&self, guest: Option<&Guest>) -> anyhow::Result<Option<Filters>> {
+        compile_filters(&self.filters, self.sample, &self.kinds(), guest)
     }
 
     /// The selected event kinds, all of them when none were named.
@@ -427,11 +428,13 @@ pub fn compile_filters(
     filters: &[String],
     sample: Option<u64>,
     kinds: &[EventKind],
+    guest: Option<&Guest>,
 ) -> anyhow::Result<Option<Filters>> {
     if filters.is_empty() && sample.is_none() {
         return Ok(None);
     }
-    match Filters::compile(filters, sample.unwrap_or(1), kinds) {
+    let registers = RegisterNames::new(guest);
+    match Filters::compile_named(filters, sample.unwrap_or(1), kinds, registers) {
         Ok(filters) => Ok(Some(filters)),
         Err((expr, e)) => anyhow::bail!("--filter '{expr}': {e}"),
     }

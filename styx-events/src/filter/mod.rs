@@ -17,6 +17,7 @@
 pub mod parse;
 
 use crate::event::{Body, Event};
+use crate::guest::RegisterNames;
 use parse::{Expr, Op, Parsed, Test, Value};
 use std::collections::HashMap;
 use std::fmt;
@@ -177,6 +178,8 @@ pub struct Filters {
     /// Indexed by event kind id.
     pub programs: [FilterProgram; EVENT_KIND_SLOTS as usize],
     texts: Vec<String>,
+    /// Register names a comparison may use (`reg == sp`).
+    registers: RegisterNames,
 }
 
 impl Filters {
@@ -187,9 +190,21 @@ impl Filters {
         sample: u64,
         selected: &[EventKind],
     ) -> Result<Filters, (String, FilterError)> {
+        Filters::compile_named(filters, sample, selected, RegisterNames::default())
+    }
+
+    /// [`Filters::compile`], where register fields also take the names the
+    /// guest description gives (`reg_write: reg == sp`).
+    pub fn compile_named(
+        filters: &[String],
+        sample: u64,
+        selected: &[EventKind],
+        registers: RegisterNames,
+    ) -> Result<Filters, (String, FilterError)> {
         let mut out = Filters {
             programs: [FilterProgram::default(); EVENT_KIND_SLOTS as usize],
             texts: Vec::new(),
+            registers,
         };
         // Per kind: the programs' ops before they are cut to the kernel's bound.
         let mut ops: Vec<Vec<FilterOp>> = vec![Vec::new(); EVENT_KIND_SLOTS as usize];
@@ -361,14 +376,22 @@ impl Filters {
                 },
                 Op::Cmp(cmp, value),
             ) => {
+                let register = kind
+                    .fields()
+                    .iter()
+                    .any(|f| f.name == test.field && f.ty == FieldType::Reg);
                 let value = match value {
                     Value::Number(n) => *n,
                     Value::Name(name, column) => names
                         .iter()
                         .find(|(n, _)| n == name)
                         .map(|(_, v)| *v)
+                        .or_else(|| register.then(|| self.registers.num_of(name)).flatten())
                         .ok_or_else(|| {
-                            let known: Vec<&str> = names.iter().map(|(n, _)| *n).collect();
+                            let mut known: Vec<&str> = names.iter().map(|(n, _)| *n).collect();
+                            if register {
+                                known.extend(self.registers.names());
+                            }
                             FilterError::at(
                                 *column,
                                 if known.is_empty() {

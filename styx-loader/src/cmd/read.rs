@@ -27,9 +27,10 @@ pub fn run(args: &ReadArgs) -> Result<()> {
         .copied()
         .filter(|&k| k != EventKind::Usdt)
         .collect();
-    let mut keep = compile_filters(&args.filters, args.sample, &kinds)?
-        .map(|filters| Keep::new(filters, |_| false));
     let mut reader = Reader::open(input).with_context(|| format!("reading {name}"))?;
+    let guest = reader.header.guest.clone();
+    let mut keep = compile_filters(&args.filters, args.sample, &kinds, guest.as_ref())?
+        .map(|filters| Keep::new(filters, |_| false));
     let count = &args.count;
     let counter = match (&count.by, &count.heatmap) {
         (None, None) => None,

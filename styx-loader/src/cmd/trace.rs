@@ -16,7 +16,7 @@ use styx_common::EventKind;
 use styx_events::filter::Filters;
 use styx_events::flight::{FlightRecorder, OpenDump, Recording};
 use styx_events::formats::Format;
-use styx_events::guest::Guest;
+use styx_events::guest::{Guest, RegisterNames};
 use styx_events::header::{Header, UsdtInfo};
 use styx_events::writer::{EventWriter, Tee};
 use styx_usdt::select::Role;
@@ -49,9 +49,10 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
         // rather than lose a batch (the loader counts ~40 M events/s).
         args.lossless = true;
     }
-    // Bad expressions stop here: nothing is attached.
-    let filters = args.compile_filters()?;
     let (selection, guest) = find_sites(&args, &target)?;
+    // Bad expressions stop here: nothing is attached yet. Register fields
+    // take the names the guest description gives.
+    let filters = args.compile_filters(guest.as_ref())?;
     let usdt = selection
         .usdt
         .iter()
@@ -200,7 +201,12 @@ fn flight_recorder(
     // The filter language, without sampling: any event it keeps triggers.
     let trigger = match &args.trigger {
         None => None,
-        Some(expr) => match Filters::compile(std::slice::from_ref(expr), 1, &args.kinds()) {
+        Some(expr) => match Filters::compile_named(
+            std::slice::from_ref(expr),
+            1,
+            &args.kinds(),
+            RegisterNames::new(header.guest.as_ref()),
+        ) {
             Ok(filters) => Some(filters),
             Err((expr, e)) => bail!("--trigger '{expr}': {e}"),
         },

@@ -138,6 +138,37 @@ fn register_names_show_in_every_format_and_numbers_stay() {
         *want.entry((e["event"].to_string(), name)).or_default() += 1;
     }
     assert_eq!(counted, want);
+
+    // Filters take the names too; a name the guest lacks says which it has.
+    let filtered = dir.join("sp.jsonl");
+    read_as(
+        &capture,
+        "jsonl",
+        &filtered,
+        &["--filter", "reg_write: reg == sp"],
+    );
+    let sp_writes = events
+        .iter()
+        .filter(|e| e["event"] == "reg_write" && e["reg"] == 3)
+        .count();
+    let kept = read_jsonl(&filtered);
+    assert!(sp_writes > 0);
+    assert_eq!(
+        kept.iter().filter(|e| e["event"] == "reg_write").count(),
+        sp_writes
+    );
+    let output = Command::new(loader_path())
+        .arg("read")
+        .arg(&capture)
+        .args(["--filter", "reg_write: reg == r9"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("'r9' is not a value of 'reg' (a x y sp p)"),
+        "{stderr}"
+    );
 }
 
 #[test]

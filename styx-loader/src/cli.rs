@@ -279,7 +279,8 @@ pub struct TraceArgs {
     /// Keep only events for which EXPR holds (repeatable: all must hold).
     /// EXPR compares an event's fields: `addr == 0xd020`, `pc in
     /// 0x8000..0x9000` (end excluded; `..=` includes it), `val & 0x80 !=
-    /// 0`, `size >= 2`, `kind == call`, `text contains "reset"`, with
+    /// 0`, `size >= 2`, `kind == call`, `reg == sp` (register names where
+    /// the emulator describes its guest), `text contains "reset"`, with
     /// `&&`, `||`, `!` and parentheses. `TYPE[,TYPE]: EXPR` applies it to
     /// those types only; without, to every traced type that has its
     /// fields (`tid` and `pid` every type has). With per-event delivery the

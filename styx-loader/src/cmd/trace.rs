@@ -18,6 +18,7 @@ use styx_events::flight::{FlightRecorder, OpenDump, Recording};
 use styx_events::formats::Format;
 use styx_events::guest::{Guest, RegisterNames};
 use styx_events::header::{Header, UsdtInfo};
+use styx_events::tools::parquet::is_dir_output;
 use styx_events::writer::{EventWriter, Tee};
 use styx_usdt::select::Role;
 use styx_usdt::select::{describe_providers, Selection, Wanted};
@@ -231,9 +232,15 @@ fn flight_recorder(
     ))))
 }
 
-/// `run.styx` → `run.<n>.styx`; a path that is not a regular file
+/// `run.styx` → `run.<n>.styx`; a directory of rolled Parquet files,
+/// `dumps/` → `dumps/<n>/`; another path that is not a regular file
 /// (/dev/null, a pipe) stays as it is: every dump goes there.
 fn numbered(path: &Path, n: u32) -> PathBuf {
+    if is_dir_output(path) {
+        let mut dir = path.join(n.to_string()).into_os_string();
+        dir.push("/");
+        return PathBuf::from(dir);
+    }
     if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
         return path.to_path_buf();
     }
@@ -283,4 +290,31 @@ fn find_sites(args: &TraceArgs, target: &Target) -> Result<(Selection, Option<Gu
         );
     }
     Ok((selection, guest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dumps_are_numbered_beside_the_output_or_inside_its_directory() {
+        assert_eq!(
+            numbered(Path::new("/x/run.styx"), 2),
+            PathBuf::from("/x/run.2.styx")
+        );
+        assert_eq!(numbered(Path::new("/x/run"), 3), PathBuf::from("/x/run.3"));
+        assert_eq!(
+            numbered(Path::new("/x/dumps/"), 1),
+            PathBuf::from("/x/dumps/1/")
+        );
+        assert_eq!(
+            numbered(Path::new("/dev/null"), 1),
+            PathBuf::from("/dev/null")
+        );
+        let dir = std::env::temp_dir();
+        assert_eq!(
+            numbered(&dir, 4),
+            PathBuf::from(format!("{}/4/", dir.display()))
+        );
+    }
 }

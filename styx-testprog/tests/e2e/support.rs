@@ -72,10 +72,16 @@ impl TestProg {
     /// styx-testprog, writing each event it fires to `expect_file` if given.
     pub fn spawn(expect_file: Option<&Path>) -> TestProg {
         let expect = expect_file.map(|f| f.to_str().expect("a UTF-8 path"));
-        match expect {
+        let mut prog = match expect {
             Some(file) => Self::start(&testprog_path(), &["--expect", file]),
             None => Self::start(&testprog_path(), &[]),
-        }
+        };
+        // One answer: its `main` runs. Until then the dynamic loader may
+        // still be changing the mappings (RELRO), and /proc/PID/maps read
+        // meanwhile can miss a line: a test that read the semaphores right
+        // after the start found one "not mapped" (1 run in ~20 under load).
+        prog.enabled();
+        prog
     }
 
     pub fn start(binary: &Path, args: &[&str]) -> TestProg {

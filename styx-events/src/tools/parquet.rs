@@ -46,8 +46,9 @@ pub const ROW_GROUP_ROWS: usize = 1 << 20;
 /// Bytes of strings per row group at most.
 pub const ROW_GROUP_TEXT_BYTES: usize = 64 << 20;
 
+/// A column's type in the file.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Type_ {
+enum ColumnType {
     U64,
     I64,
     Str,
@@ -57,7 +58,7 @@ enum Type_ {
 /// One column's values for the row group being gathered.
 struct Column {
     name: String,
-    ty: Type_,
+    ty: ColumnType,
     required: bool,
     /// Definition levels (optional columns): one per row so far.
     def: Vec<i16>,
@@ -67,7 +68,7 @@ struct Column {
 }
 
 impl Column {
-    fn new(name: &str, ty: Type_, required: bool) -> Column {
+    fn new(name: &str, ty: ColumnType, required: bool) -> Column {
         Column {
             name: name.to_string(),
             ty,
@@ -128,10 +129,10 @@ impl Column {
             "optional"
         };
         let (ty, logical) = match self.ty {
-            Type_::U64 => ("int64", " (INTEGER(64,false))"),
-            Type_::I64 => ("int64", ""),
-            Type_::Str => ("binary", " (STRING)"),
-            Type_::Bool => ("boolean", ""),
+            ColumnType::U64 => ("int64", " (INTEGER(64,false))"),
+            ColumnType::I64 => ("int64", ""),
+            ColumnType::Str => ("binary", " (STRING)"),
+            ColumnType::Bool => ("boolean", ""),
         };
         format!("{rep} {ty} {}{logical};", self.name)
     }
@@ -204,12 +205,12 @@ impl ParquetWriter {
         options: &Options,
     ) -> io::Result<ParquetWriter> {
         let mut columns = vec![
-            Column::new("ts_ns", Type_::U64, true),
-            Column::new("pid", Type_::U64, true),
-            Column::new("tid", Type_::U64, true),
-            Column::new("event", Type_::Str, true),
+            Column::new("ts_ns", ColumnType::U64, true),
+            Column::new("pid", ColumnType::U64, true),
+            Column::new("tid", ColumnType::U64, true),
+            Column::new("event", ColumnType::Str, true),
         ];
-        let mut add = |name: &str, ty: Type_| {
+        let mut add = |name: &str, ty: ColumnType| {
             if !columns.iter().any(|c| c.name == name) {
                 columns.push(Column::new(name, ty, false));
             }
@@ -218,31 +219,31 @@ impl ParquetWriter {
             for field in kind.fields() {
                 match field.ty {
                     FieldType::Hex | FieldType::Dec | FieldType::Size => {
-                        add(field.name, Type_::U64)
+                        add(field.name, ColumnType::U64)
                     }
                     FieldType::Reg => {
-                        add(field.name, Type_::U64);
-                        add(&format!("{}_name", field.name), Type_::Str);
+                        add(field.name, ColumnType::U64);
+                        add(&format!("{}_name", field.name), ColumnType::Str);
                     }
                     FieldType::Branch => {
-                        add(field.name, Type_::Str);
-                        add("conditional", Type_::Bool);
+                        add(field.name, ColumnType::Str);
+                        add("conditional", ColumnType::Bool);
                     }
-                    FieldType::Interrupt | FieldType::Text => add(field.name, Type_::Str),
+                    FieldType::Interrupt | FieldType::Text => add(field.name, ColumnType::Str),
                 }
             }
         }
-        add("kind_raw", Type_::U64);
-        add("truncated", Type_::Bool);
+        add("kind_raw", ColumnType::U64);
+        add("truncated", ColumnType::Bool);
         // Other providers' probes: only for a session that traced some, and
         // as many argument columns as the widest has (each column costs
         // every row a definition level).
         if !header.usdt.is_empty() {
-            add("provider", Type_::Str);
-            add("probe", Type_::Str);
+            add("provider", ColumnType::Str);
+            add("probe", ColumnType::Str);
             let widest = header.usdt.iter().map(|u| u.args.len()).max().unwrap_or(0);
             for i in 0..widest.min(MAX_USDT_ARGS) {
-                add(&format!("arg{i}"), Type_::I64);
+                add(&format!("arg{i}"), ColumnType::I64);
             }
         }
         if header.guest.as_ref().is_none_or(|g| g.registers.is_empty()) {
@@ -293,7 +294,7 @@ impl ParquetWriter {
         // from row to row of a type, so pages shrink before compression.
         for c in columns
             .iter()
-            .filter(|c| matches!(c.ty, Type_::U64 | Type_::I64))
+            .filter(|c| matches!(c.ty, ColumnType::U64 | ColumnType::I64))
         {
             properties = properties.set_column_encoding(
                 ColumnPath::from(c.name.as_str()),
@@ -416,11 +417,11 @@ impl ParquetWriter {
                             .typed::<ByteArrayType>()
                             .write_batch(&names[..rows], None, None)
                     }
-                    Type_::U64 | Type_::I64 => {
+                    ColumnType::U64 | ColumnType::I64 => {
                         column.typed::<Int64Type>().write_batch(ints, def, None)
                     }
-                    Type_::Str => column.typed::<ByteArrayType>().write_batch(strs, def, None),
-                    Type_::Bool => column.typed::<BoolType>().write_batch(bools, def, None),
+                    ColumnType::Str => column.typed::<ByteArrayType>().write_batch(strs, def, None),
+                    ColumnType::Bool => column.typed::<BoolType>().write_batch(bools, def, None),
                 };
                 written.map_err(io::Error::other)?;
             }

@@ -55,73 +55,23 @@ enum ColumnType {
     Bool,
 }
 
-/// One column's values for the row group being gathered.
-struct Column {
+/// A column of the schema.
+struct ColumnInfo {
     name: String,
     ty: ColumnType,
+    /// Every row has a value (`ts_ns`, `pid`, `tid`, `event`).
     required: bool,
-    /// Definition levels (optional columns): one per row so far.
-    def: Vec<i16>,
-    ints: Vec<i64>,
-    strs: Vec<ByteArray>,
-    bools: Vec<bool>,
 }
 
-impl Column {
-    fn new(name: &str, ty: ColumnType, required: bool) -> Column {
-        Column {
+impl ColumnInfo {
+    fn new(name: &str, ty: ColumnType, required: bool) -> ColumnInfo {
+        ColumnInfo {
             name: name.to_string(),
             ty,
             required,
-            def: Vec::new(),
-            ints: Vec::new(),
-            strs: Vec::new(),
-            bools: Vec::new(),
         }
     }
 
-    /// Values so far (a column holds one type).
-    fn values(&self) -> usize {
-        self.ints.len() + self.strs.len() + self.bools.len()
-    }
-
-    /// Whether the next value goes at `row`: nulls up to it, then a value.
-    /// While every row so far has a value the levels are not stored (see
-    /// [`Column::levels`]).
-    #[inline]
-    fn at(&mut self, row: usize) -> bool {
-        if self.def.is_empty() {
-            let n = self.values();
-            if n == row {
-                return true;
-            }
-            if n > row {
-                return false; // a second value for one row: keep the first
-            }
-            self.def.resize(n, 1);
-        } else if self.def.len() > row {
-            return false;
-        }
-        self.def.resize(row, 0);
-        self.def.push(1);
-        true
-    }
-}
-
-/// The definition levels of a column's `rows` rows holding `values`
-/// values, taken from `ones` while every row has one.
-fn levels<'a>(def: &'a mut Vec<i16>, values: usize, rows: usize, ones: &'a [i16]) -> &'a [i16] {
-    if def.is_empty() && values == rows {
-        return &ones[..rows];
-    }
-    if def.is_empty() {
-        def.resize(values, 1);
-    }
-    def.resize(rows, 0);
-    def
-}
-
-impl Column {
     fn schema(&self) -> String {
         let rep = if self.required {
             "required"
@@ -136,6 +86,65 @@ impl Column {
         };
         format!("{rep} {ty} {}{logical};", self.name)
     }
+}
+
+/// One column's values among one type's rows of the row group being
+/// gathered (a column holds one type of value).
+#[derive(Default)]
+struct Values {
+    /// Definition levels, one per row so far; empty while every row has a
+    /// value (see [`Values::levels`]).
+    def: Vec<i16>,
+    ints: Vec<i64>,
+    strs: Vec<ByteArray>,
+    bools: Vec<bool>,
+}
+
+impl Values {
+    /// Values so far.
+    fn len(&self) -> usize {
+        self.ints.len() + self.strs.len() + self.bools.len()
+    }
+
+    /// Whether the next value goes at `row`: nulls up to it, then a value.
+    #[inline]
+    fn at(&mut self, row: usize) -> bool {
+        if self.def.is_empty() {
+            let n = self.len();
+            if n == row {
+                return true;
+            }
+            if n > row {
+                return false; // a second value for one row: keep the first
+            }
+            self.def.resize(n, 1);
+        } else if self.def.len() > row {
+            return false;
+        }
+        self.def.resize(row, 0);
+        self.def.push(1);
+        true
+    }
+
+    fn clear(&mut self) {
+        self.def.clear();
+        self.ints.clear();
+        self.strs.clear();
+        self.bools.clear();
+    }
+}
+
+/// The definition levels of `rows` rows holding `values` values, taken
+/// from `ones` while every row has one (`def` empty).
+fn levels<'a>(def: &'a mut Vec<i16>, values: usize, rows: usize, ones: &'a [i16]) -> &'a [i16] {
+    if def.is_empty() && values == rows {
+        return &ones[..rows];
+    }
+    if def.is_empty() {
+        def.resize(values, 1);
+    }
+    def.resize(rows, 0);
+    def
 }
 
 /// Where the bytes go: one output, or files rolled in a directory.
@@ -158,14 +167,15 @@ type PlainColumns = Vec<(usize, Option<usize>)>;
 /// column's values (`event` is the type's name, not stored per row).
 struct Part {
     rows: usize,
-    columns: Vec<Column>,
+    /// Per schema column.
+    columns: Vec<Values>,
 }
 
 /// Events as Parquet rows.
 pub struct ParquetWriter {
     names: Names,
-    /// The schema's columns (their buffers unused).
-    columns: Vec<Column>,
+    /// The schema's columns.
+    columns: Vec<ColumnInfo>,
     /// Per kind id.
     parts: Vec<Part>,
     /// Definition levels of a column a type does not have: all null.
@@ -205,14 +215,14 @@ impl ParquetWriter {
         options: &Options,
     ) -> io::Result<ParquetWriter> {
         let mut columns = vec![
-            Column::new("ts_ns", ColumnType::U64, true),
-            Column::new("pid", ColumnType::U64, true),
-            Column::new("tid", ColumnType::U64, true),
-            Column::new("event", ColumnType::Str, true),
+            ColumnInfo::new("ts_ns", ColumnType::U64, true),
+            ColumnInfo::new("pid", ColumnType::U64, true),
+            ColumnInfo::new("tid", ColumnType::U64, true),
+            ColumnInfo::new("event", ColumnType::Str, true),
         ];
         let mut add = |name: &str, ty: ColumnType| {
             if !columns.iter().any(|c| c.name == name) {
-                columns.push(Column::new(name, ty, false));
+                columns.push(ColumnInfo::new(name, ty, false));
             }
         };
         for kind in EventKind::ALL.iter().filter(|k| k.shape() != Shape::Usdt) {
@@ -274,7 +284,7 @@ impl ParquetWriter {
             "message styx {{ {} }}",
             columns
                 .iter()
-                .map(Column::schema)
+                .map(ColumnInfo::schema)
                 .collect::<Vec<_>>()
                 .join(" ")
         );
@@ -321,16 +331,10 @@ impl ParquetWriter {
             None => Sink::One(out),
         };
         let sink_is_dir = matches!(sink, Sink::Dir { .. });
-        let template = || {
-            columns
-                .iter()
-                .map(|c| Column::new(&c.name, c.ty, c.required))
-                .collect::<Vec<_>>()
-        };
         let parts = (0..EVENT_KIND_SLOTS)
             .map(|_| Part {
                 rows: 0,
-                columns: template(),
+                columns: columns.iter().map(|_| Values::default()).collect(),
             })
             .collect();
         Ok(ParquetWriter {
@@ -374,10 +378,7 @@ impl ParquetWriter {
         }
         let writer = match &mut self.writer {
             Some(writer) => writer,
-            None => self.writer.insert(
-                SerializedFileWriter::new(Vec::new(), self.schema.clone(), self.properties.clone())
-                    .map_err(io::Error::other)?,
-            ),
+            None => self.writer.insert(self.file_writer()?),
         };
         let mut group = writer.next_row_group().map_err(io::Error::other)?;
         let most = self.parts.iter().map(|p| p.rows).max().unwrap_or(0);
@@ -396,13 +397,12 @@ impl ParquetWriter {
                     continue;
                 }
                 let col = &mut part.columns[c];
-                let values = col.values();
-                let Column {
+                let values = col.len();
+                let Values {
                     def,
                     ints,
                     strs,
                     bools,
-                    ..
                 } = col;
                 let def = match (info.required, values) {
                     (true, _) => None,
@@ -429,17 +429,18 @@ impl ParquetWriter {
         }
         for part in &mut self.parts {
             part.rows = 0;
-            for col in &mut part.columns {
-                col.def.clear();
-                col.ints.clear();
-                col.strs.clear();
-                col.bools.clear();
-            }
+            part.columns.iter_mut().for_each(Values::clear);
         }
         group.close().map_err(io::Error::other)?;
         self.rows = 0;
         self.text_bytes = 0;
         self.hand_on(false)
+    }
+
+    /// A writer for the next file, gathering its bytes in memory.
+    fn file_writer(&self) -> io::Result<SerializedFileWriter<Vec<u8>>> {
+        SerializedFileWriter::new(Vec::new(), self.schema.clone(), self.properties.clone())
+            .map_err(io::Error::other)
     }
 
     /// Moves the file's bytes so far to the sink; `close` ends the file
@@ -510,14 +511,10 @@ impl EventWriter for ParquetWriter {
                 // The common case, straight from the record (see fields::is_plain).
                 for (&(col, name_col), value) in plain.iter().zip(plain_values(event, args)) {
                     set_int(columns, row, col, value as i64);
-                    if let Some(name) = name_col.and_then(|_| self.names.registers.get(value)) {
-                        set_str(
-                            columns,
-                            row,
-                            name_col.unwrap_or(col),
-                            name.as_bytes(),
-                            text_bytes,
-                        );
+                    let registers = &self.names.registers;
+                    let name = name_col.and_then(|c| Some((c, registers.get(value)?)));
+                    if let Some((name_col, name)) = name {
+                        set_str(columns, row, name_col, name.as_bytes(), text_bytes);
                     }
                 }
             }
@@ -592,10 +589,7 @@ impl EventWriter for ParquetWriter {
         self.write_group()?;
         if self.writer.is_none() && matches!(self.sink, Sink::One(_)) {
             // No events: still a valid, empty file.
-            self.writer = Some(
-                SerializedFileWriter::new(Vec::new(), self.schema.clone(), self.properties.clone())
-                    .map_err(io::Error::other)?,
-            );
+            self.writer = Some(self.file_writer()?);
         }
         self.hand_on(true)?;
         if let Sink::Dir { dir, .. } = &self.sink {
@@ -607,7 +601,7 @@ impl EventWriter for ParquetWriter {
 
 /// Column `col`'s value at `row` (the first one given).
 #[inline]
-fn set_int(columns: &mut [Column], row: usize, col: usize, value: i64) {
+fn set_int(columns: &mut [Values], row: usize, col: usize, value: i64) {
     let c = &mut columns[col];
     if c.at(row) {
         c.ints.push(value);
@@ -615,7 +609,7 @@ fn set_int(columns: &mut [Column], row: usize, col: usize, value: i64) {
 }
 
 #[inline]
-fn set_str(columns: &mut [Column], row: usize, col: usize, value: &[u8], text_bytes: &mut usize) {
+fn set_str(columns: &mut [Values], row: usize, col: usize, value: &[u8], text_bytes: &mut usize) {
     let c = &mut columns[col];
     if c.at(row) {
         *text_bytes += value.len();

@@ -80,3 +80,14 @@ pub fn create_file(path: &Path) -> io::Result<Box<dyn Write>> {
         .open(path)?;
     Ok(Box::new(file))
 }
+
+/// A numbered file beside `path`: `run.styx` → `run.<n>.styx`, `run` →
+/// `run.<n>` (Tenet's other threads, the flight recorder's dumps).
+pub fn numbered_beside(path: &Path, n: impl fmt::Display) -> PathBuf {
+    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}.{n}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.{n}"),
+    };
+    path.with_file_name(name)
+}

@@ -23,11 +23,10 @@
 use crate::event::{Body, Event};
 use crate::guest::RegisterNames;
 use crate::header::Header;
-use crate::options::Options;
+use crate::options::{numbered_beside, Options};
 use crate::writer::{Chunked, EventWriter, Totals};
 use rustc_hash::FxHashMap;
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
 use styx_common::EventKind;
 
 /// Threads given a file of their own; events of more are counted.
@@ -42,11 +41,11 @@ pub struct TenetWriter {
     pc_name: String,
     /// The output for the first thread; None once taken.
     first: Option<Box<dyn Write>>,
-    path: Option<PathBuf>,
+    /// The output's path (for the other threads' files), and how to create them.
     options: Options,
     threads: FxHashMap<u32, Thread>,
-    /// Events of threads that got no file, by tid.
-    left_out: FxHashMap<u32, u64>,
+    /// Events of threads that got no file.
+    left_out: u64,
     /// Accesses and registers past [`MAX_PER_INSN`] in one instruction.
     over: u64,
 }
@@ -87,10 +86,9 @@ impl TenetWriter {
             registers: RegisterNames::new(Some(guest)),
             pc_name: guest.pc.clone(),
             first: Some(out),
-            path: options.path.clone(),
             options: options.clone(),
             threads: FxHashMap::default(),
-            left_out: FxHashMap::default(),
+            left_out: 0,
             over: 0,
         })
     }
@@ -98,10 +96,10 @@ impl TenetWriter {
     /// Opens the thread's file on its first event; false if it gets none.
     fn open_thread(&mut self, tid: u32) -> io::Result<bool> {
         if !self.threads.contains_key(&tid) {
-            let out = match (self.first.take(), &self.path) {
+            let out = match (self.first.take(), &self.options.path) {
                 (Some(out), _) => out,
                 (None, Some(path)) if self.threads.len() < MAX_THREADS => {
-                    (self.options.opener)(&thread_path(path, tid))?
+                    (self.options.opener)(&numbered_beside(path, tid))?
                 }
                 (None, _) => return Ok(false),
             };
@@ -116,16 +114,6 @@ impl TenetWriter {
     }
 }
 
-/// `trace.tenet` → `trace.TID.tenet`.
-pub fn thread_path(path: &Path, tid: u32) -> PathBuf {
-    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
-    let name = match path.extension() {
-        Some(ext) => format!("{stem}.{tid}.{}", ext.to_string_lossy()),
-        None => format!("{stem}.{tid}"),
-    };
-    path.with_file_name(name)
-}
-
 impl EventWriter for TenetWriter {
     fn event(&mut self, event: &Event<'_>) -> io::Result<()> {
         let (Body::Args(args), true) = (&event.body, takes(event.kind)) else {
@@ -133,7 +121,7 @@ impl EventWriter for TenetWriter {
         };
         let tid = event.header.tid;
         if !self.open_thread(tid)? {
-            *self.left_out.entry(tid).or_default() += 1;
+            self.left_out += 1;
             return Ok(());
         }
         let registers = &self.registers;
@@ -199,13 +187,12 @@ impl EventWriter for TenetWriter {
                 self.over
             );
         }
-        if !self.left_out.is_empty() {
-            let events: u64 = self.left_out.values().sum();
+        if self.left_out > 0 {
             log::warn!(
-                "tenet: {events} events of {} more threads left out ({}); give --output FILE \
-                 for a file per thread (at most {MAX_THREADS})",
-                self.left_out.len(),
-                if self.path.is_none() {
+                "tenet: {} events of other threads left out ({}); give --output FILE for a \
+                 file per thread (at most {MAX_THREADS})",
+                self.left_out,
+                if self.options.path.is_none() {
                     "stdout holds one thread"
                 } else {
                     "too many threads"
@@ -213,15 +200,12 @@ impl EventWriter for TenetWriter {
             );
         }
         if self.threads.len() > 1 {
-            if let Some(path) = &self.path {
+            if let Some(path) = &self.options.path {
                 log::info!(
                     "tenet: {} threads: the first in {}, the others in {}",
                     self.threads.len(),
                     path.display(),
-                    thread_path(path, 0)
-                        .display()
-                        .to_string()
-                        .replace(".0.", ".TID.")
+                    numbered_beside(path, "TID").display()
                 );
             }
         }

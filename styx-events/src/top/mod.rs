@@ -134,7 +134,7 @@ impl KeySpec {
             "page" => format!("{:#x}", key << self.page_bits),
             field => match kind.fields().iter().find(|f| f.name == field).map(|f| f.ty) {
                 Some(styx_common::FieldType::Hex) => format!("{key:#x}"),
-                Some(styx_common::FieldType::Reg) => self.register(kind, key).map_or_else(
+                Some(styx_common::FieldType::Reg) => self.registers.get(key).map_or_else(
                     || key.to_string(),
                     |name| escape::controls(name).into_owned(),
                 ),

@@ -18,6 +18,7 @@ use styx_events::flight::{FlightRecorder, OpenDump, Recording};
 use styx_events::formats::Format;
 use styx_events::guest::{Guest, RegisterNames};
 use styx_events::header::{Header, UsdtInfo};
+use styx_events::options::numbered_beside;
 use styx_events::tools::parquet::is_dir_output;
 use styx_events::writer::{EventWriter, Tee};
 use styx_usdt::select::Role;
@@ -244,12 +245,7 @@ fn numbered(path: &Path, n: u32) -> PathBuf {
     if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
         return path.to_path_buf();
     }
-    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
-    let name = match path.extension() {
-        Some(ext) => format!("{stem}.{n}.{}", ext.to_string_lossy()),
-        None => format!("{stem}.{n}"),
-    };
-    path.with_file_name(name)
+    numbered_beside(path, n)
 }
 
 /// The probe sites to attach in the target, or why there are none, and the

@@ -62,12 +62,7 @@ pub fn open_one(
     roll_mib: u64,
     header: &Header,
 ) -> Result<Box<dyn EventWriter>> {
-    if format.is_binary() && path.is_none() && io::stdout().is_terminal() {
-        bail!(
-            "-o {} is binary: give --output FILE, or pipe it",
-            format.name()
-        );
-    }
+    refuse_binary_on_terminal(format, path)?;
     let (out, name): (Box<dyn Write>, String) = match path {
         Some(dir) if format == Format::Parquet && is_dir_output(dir) => {
             // Files rolled in the directory, each created as it begins.
@@ -100,6 +95,19 @@ pub fn open_one(
     };
     formats::open(format, Box::new(labeled), header, &options)
         .with_context(|| format!("writing the start of {name}"))
+}
+
+/// A binary format is not written to a terminal: it needs `--output` or a
+/// pipe. Checked when an output opens, and before attaching for outputs
+/// opened later (the flight recorder's dumps).
+pub fn refuse_binary_on_terminal(format: Format, path: Option<&Path>) -> Result<()> {
+    if format.is_binary() && path.is_none() && io::stdout().is_terminal() {
+        bail!(
+            "-o {} is binary: give --output FILE, or pipe it",
+            format.name()
+        );
+    }
+    Ok(())
 }
 
 /// Opens `path` to write an output, safely when run as root in a directory

@@ -9,7 +9,6 @@ use crate::session::spawn::{self, Held};
 use crate::session::{self, Refresh, Session};
 use anyhow::{bail, Result};
 use std::cell::RefCell;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use styx_common::EventKind;
@@ -194,12 +193,7 @@ fn flight_recorder(
     if args.capture.is_some() {
         bail!("--capture writes every event; with --flight-recorder use -o raw for dumps");
     }
-    if args.format.is_binary() && args.output.is_none() && std::io::stdout().is_terminal() {
-        bail!(
-            "-o {} is binary: give --output FILE, or pipe it",
-            args.format.name()
-        );
-    }
+    outputs::refuse_binary_on_terminal(args.format, args.output.as_deref())?;
     // The filter language, without sampling: any event it keeps triggers.
     let trigger = match &args.trigger {
         None => None,

@@ -28,8 +28,8 @@ pub fn run(args: &ReadArgs) -> Result<()> {
         .filter(|&k| k != EventKind::Usdt)
         .collect();
     let mut reader = Reader::open(input).with_context(|| format!("reading {name}"))?;
-    let guest = reader.header.guest.clone();
-    let mut keep = compile_filters(&args.filters, args.sample, &kinds, guest.as_ref())?
+    let guest = reader.header.guest.as_ref();
+    let mut keep = compile_filters(&args.filters, args.sample, &kinds, guest)?
         .map(|filters| Keep::new(filters, |_| false));
     let count = &args.count;
     let counter = match (&count.by, &count.heatmap) {

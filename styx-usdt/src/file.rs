@@ -96,6 +96,19 @@ impl Reader {
     }
 }
 
+/// Opens `path` (see [`open_regular`]) and runs `parse` on its bytes, read
+/// as the parser asks. An error if the file cannot be opened, or if the
+/// parse wanted more than [`READ_BUDGET`]: then its own result, from a read
+/// that was refused, is not what went wrong.
+pub(crate) fn parse_file<T>(path: &Path, parse: impl FnOnce(Bounded<'_>) -> T) -> io::Result<T> {
+    let reader = Reader::open(path)?;
+    let parsed = parse(reader.data());
+    match reader.over_budget() {
+        Some(cause) => Err(cause),
+        None => Ok(parsed),
+    }
+}
+
 /// [`Reader`]'s bytes as the `object` crate reads them.
 #[derive(Clone, Copy)]
 pub(crate) struct Bounded<'a> {

@@ -17,7 +17,7 @@
 //! A function the compiler inlined everywhere has no symbol and cannot be
 //! traced; a symbol without a size (assembly labels) has no body to read.
 
-use crate::file::Reader;
+use crate::file::parse_file;
 use crate::note::{in_code, loadable_segments, to_file_offset};
 use iced_x86::{Decoder, DecoderOptions, Mnemonic, OpKind};
 use object::read::elf::ElfFile64;
@@ -135,21 +135,15 @@ pub enum FunctionsError {
 /// takes; only the symbol tables and the matching bodies are read.
 pub fn read_functions(path: &Path, matcher: &Matcher) -> Result<FunctionTable, FunctionsError> {
     let name = || path.display().to_string();
-    let reader = Reader::open(path).map_err(|cause| FunctionsError::Read {
-        path: name(),
-        cause,
-    })?;
-    let table = parse_functions(reader.data(), matcher).map_err(|reason| FunctionsError::NotElf {
-        path: name(),
-        reason,
-    });
-    if let Some(cause) = reader.over_budget() {
-        return Err(FunctionsError::Read {
+    parse_file(path, |data| parse_functions(data, matcher))
+        .map_err(|cause| FunctionsError::Read {
             path: name(),
             cause,
-        });
-    }
-    table
+        })?
+        .map_err(|reason| FunctionsError::NotElf {
+            path: name(),
+            reason,
+        })
 }
 
 /// [`read_functions`] on an ELF image in memory (tests, fuzzing).
@@ -162,10 +156,10 @@ pub fn parse_functions<'data, R: ReadRef<'data>>(
     let mut table = FunctionTable::default();
     let mut seen = HashSet::new();
     // .symtab names every function; a stripped file has only .dynsym.
-    let symbols: Vec<_> = if elf.symbols().next().is_some() {
-        elf.symbols().collect()
+    let symbols = if elf.symbols().next().is_some() {
+        elf.symbols()
     } else {
-        elf.dynamic_symbols().collect()
+        elf.dynamic_symbols()
     };
     for symbol in symbols {
         if symbol.kind() != SymbolKind::Text || !symbol.is_definition() {

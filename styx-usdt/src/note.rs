@@ -13,7 +13,7 @@
 //! never whole, at most 512 MiB).
 
 use crate::arch::x86_64::{nop_length, MAX_INSTRUCTION};
-use crate::file::Reader;
+use crate::file::parse_file;
 use object::elf::{PF_W, PF_X, PT_LOAD};
 use object::read::elf::{ElfFile64, ProgramHeader, SectionHeader};
 use object::{Endianness, Object, ObjectSection, ReadRef};
@@ -109,16 +109,12 @@ const NT_STAPSDT: object::elf::NoteType = object::elf::NoteType(3);
 /// Reads every USDT probe site from the ELF file at `path`, which must be a
 /// regular file; only the parts needed are read.
 pub fn read_probe_table(path: &Path) -> Result<ProbeTable, NotesError> {
-    let read_error = |cause| NotesError::Read {
-        path: path.display().to_string(),
-        cause,
-    };
-    let reader = Reader::open(path).map_err(read_error)?;
-    let table = parse_elf(reader.data());
-    if let Some(cause) = reader.over_budget() {
-        return Err(read_error(cause));
-    }
-    table.map_err(|e| e.with_path(path))
+    parse_file(path, |data| parse_elf(data))
+        .map_err(|cause| NotesError::Read {
+            path: path.display().to_string(),
+            cause,
+        })?
+        .map_err(|e| e.with_path(path))
 }
 
 /// Errors without a path, for parsing bytes; `read_probe_table` adds it.

@@ -7,7 +7,7 @@
 //! The file is read as the notes are (`file.rs`): only if regular, and only
 //! the headers and symbol tables, within a bound.
 
-use crate::file::Reader;
+use crate::file::{parse_file, Bounded};
 use crate::target::ElfFile;
 use object::read::elf::{ElfFile64, ProgramHeader};
 use object::{Endianness, Object, ObjectKind, ObjectSymbol};
@@ -82,21 +82,16 @@ fn resolve(file: &ElfFile) -> Result<Resolved, SymbolError> {
         file: file.name.clone(),
         reason,
     };
-    let reader = Reader::open(&file.read_at).map_err(|e| unreadable(e.to_string()))?;
-    let resolved = resolve_in(file, &reader);
-    match reader.over_budget() {
-        Some(cause) => Err(unreadable(cause.to_string())),
-        None => resolved,
-    }
+    parse_file(&file.read_at, |data| resolve_in(file, data))
+        .map_err(|e| unreadable(e.to_string()))?
 }
 
-fn resolve_in(file: &ElfFile, reader: &Reader) -> Result<Resolved, SymbolError> {
+fn resolve_in(file: &ElfFile, data: Bounded<'_>) -> Result<Resolved, SymbolError> {
     let unreadable = |reason: String| SymbolError::Unreadable {
         file: file.name.clone(),
         reason,
     };
-    let elf =
-        ElfFile64::<Endianness, _>::parse(reader.data()).map_err(|e| unreadable(e.to_string()))?;
+    let elf = ElfFile64::<Endianness, _>::parse(data).map_err(|e| unreadable(e.to_string()))?;
     let bias = match (elf.kind(), file.mapped_at) {
         // A fixed-address executable is where it was linked.
         (ObjectKind::Executable, _) => 0,

@@ -150,13 +150,13 @@ impl Guest {
         }
         crate::escape::controls(&line).into_owned()
     }
+}
 
-    /// The image holding guest address `addr`, with its index.
-    pub fn image_at(&self, addr: u64) -> Option<(usize, &Image)> {
-        self.images
-            .iter()
-            .enumerate()
-            .find(|(_, image)| addr >= image.base && addr - image.base < image.size)
+impl Image {
+    /// Whether guest address `addr` is in the image.
+    pub fn contains(&self, addr: u64) -> bool {
+        addr.checked_sub(self.base)
+            .is_some_and(|offset| offset < self.size)
     }
 }
 
@@ -276,8 +276,9 @@ mod tests {
                 bits: 8
             }]
         );
-        assert_eq!(guest.image_at(0x80ff).map(|(i, _)| i), Some(0));
-        assert_eq!(guest.image_at(0x8100), None);
+        assert!(guest.images[0].contains(0x80ff));
+        assert!(!guest.images[0].contains(0x8100));
+        assert!(!guest.images[0].contains(0x7fff));
         assert_eq!(RegisterNames::new(Some(&guest)).get(3), Some("sp"));
     }
 

@@ -183,7 +183,7 @@ fn entry(modules: &[Image], start: u64, size: u64) -> Option<(u32, u16, u16)> {
     let (id, module) = modules
         .iter()
         .enumerate()
-        .find(|(_, m)| start >= m.base && start - m.base < m.size)?;
+        .find(|(_, m)| m.contains(start))?;
     Some((
         u32::try_from(start - module.base).ok()?,
         u16::try_from(size).ok()?,

@@ -6,7 +6,7 @@ use crate::support::*;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, ExitStatus};
 
 /// The demo's register names, by number (styx-demo's `registers::NAMES`).
 const NAMES: [&str; 5] = ["a", "x", "y", "sp", "p"];
@@ -37,17 +37,15 @@ fn capture_demo(dir: &Path, program: &str, events: &str) -> PathBuf {
 
 /// `styx-loader read CAPTURE -o FORMAT --output OUT [extra]`.
 fn read_as(capture: &Path, format: &str, out: &Path, extra: &[&str]) -> String {
-    let output = Command::new(loader_path())
-        .arg("read")
-        .arg(capture)
-        .args(["-o", format, "--output"])
-        .arg(out)
-        .args(extra)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
-    assert!(output.status.success(), "{format}: {stderr}");
+    let out = out.to_str().unwrap();
+    let (status, _, stderr) = read(capture, &[&["-o", format, "--output", out], extra].concat());
+    assert!(status.success(), "{format}: {stderr}");
     stderr
+}
+
+/// `styx-loader read CAPTURE ARGS…`: status, stdout, stderr.
+fn read(capture: &Path, args: &[&str]) -> (ExitStatus, String, String) {
+    run_loader(&[&["read", capture.to_str().unwrap()], args].concat())
 }
 
 fn jsonl_of(capture: &Path, dir: &Path) -> Vec<Value> {
@@ -118,14 +116,9 @@ fn register_names_show_in_every_format_and_numbers_stay() {
     assert_eq!(perfetto_regs, want);
 
     // `read --by reg`: the same counts, keyed by name beside the number.
-    let output = Command::new(loader_path())
-        .arg("read")
-        .arg(&capture)
-        .args(["--by", "reg", "-o", "jsonl"])
-        .output()
-        .unwrap();
-    assert!(output.status.success());
-    let rows = parse_jsonl(&String::from_utf8_lossy(&output.stdout));
+    let (status, stdout, stderr) = read(&capture, &["--by", "reg", "-o", "jsonl"]);
+    assert!(status.success(), "{stderr}");
+    let rows = parse_jsonl(&stdout);
     let mut counted: BTreeMap<(String, String), u64> = BTreeMap::new();
     for row in rows.iter().filter(|r| r.get("key").is_some()) {
         assert_eq!(row["key_name"], NAMES[u(&row["key"]) as usize], "{row}");
@@ -157,14 +150,8 @@ fn register_names_show_in_every_format_and_numbers_stay() {
         kept.iter().filter(|e| e["event"] == "reg_write").count(),
         sp_writes
     );
-    let output = Command::new(loader_path())
-        .arg("read")
-        .arg(&capture)
-        .args(["--filter", "reg_write: reg == r9"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success());
+    let (status, _, stderr) = read(&capture, &["--filter", "reg_write: reg == r9"]);
+    assert!(!status.success());
     assert!(
         stderr.contains("'r9' is not a value of 'reg' (a x y sp p)"),
         "{stderr}"
@@ -197,15 +184,12 @@ fn a_program_without_a_description_keeps_numbers_and_tenet_says_why_not() {
     for e in &events {
         assert!(e["reg"].is_u64() && e.get("reg_name").is_none(), "{e}");
     }
-    let output = Command::new(loader_path())
-        .arg("read")
-        .arg(&capture)
-        .args(["-o", "tenet", "--output"])
-        .arg(dir.join("t.tenet"))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success());
+    let tenet = dir.join("t.tenet");
+    let (status, _, stderr) = read(
+        &capture,
+        &["-o", "tenet", "--output", tenet.to_str().unwrap()],
+    );
+    assert!(!status.success());
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("-o tenet needs register names"), "{stderr}");
 }

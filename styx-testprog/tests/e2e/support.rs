@@ -72,16 +72,10 @@ impl TestProg {
     /// styx-testprog, writing each event it fires to `expect_file` if given.
     pub fn spawn(expect_file: Option<&Path>) -> TestProg {
         let expect = expect_file.map(|f| f.to_str().expect("a UTF-8 path"));
-        let mut prog = match expect {
+        match expect {
             Some(file) => Self::start(&testprog_path(), &["--expect", file]),
             None => Self::start(&testprog_path(), &[]),
-        };
-        // One answer: its `main` runs. Until then the dynamic loader may
-        // still be changing the mappings (RELRO), and /proc/PID/maps read
-        // meanwhile can miss a line: a test that read the semaphores right
-        // after the start found one "not mapped" (1 run in ~20 under load).
-        prog.enabled();
-        prog
+        }
     }
 
     pub fn start(binary: &Path, args: &[&str]) -> TestProg {
@@ -301,14 +295,29 @@ pub fn semaphores(pid: u32) -> BTreeMap<String, u32> {
 /// process `pid` sees them, by probe name.
 pub fn file_semaphores(pid: u32, file: &Path) -> BTreeMap<String, u32> {
     let table = styx_usdt::note::read_probe_table(file).expect("reading probe notes");
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("reading maps");
-    let exe_path = file;
+    let styx = |s: &&styx_usdt::note::ProbeSite| s.provider == "styx" && s.semaphore != 0;
+    let sites: Vec<_> = table.sites.iter().filter(styx).collect();
+    // A process just started may still be changing its mappings (its
+    // dynamic loader's RELRO), and /proc/PID/maps read meanwhile can miss
+    // a line: read it again until every semaphore is mapped.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let addresses = loop {
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("reading maps");
+        let found: Result<Vec<u64>, &str> = sites
+            .iter()
+            .map(|site| {
+                runtime_address(&maps, file, site.semaphore_offset).ok_or(site.name.as_str())
+            })
+            .collect();
+        match found {
+            Ok(addresses) => break addresses,
+            Err(name) if Instant::now() > deadline => panic!("semaphore of {name} not mapped"),
+            Err(_) => std::thread::sleep(Duration::from_millis(5)),
+        }
+    };
     let mem = std::fs::File::open(format!("/proc/{pid}/mem")).expect("opening /proc/PID/mem");
     let mut values = BTreeMap::new();
-    let styx = |s: &&styx_usdt::note::ProbeSite| s.provider == "styx" && s.semaphore != 0;
-    for site in table.sites.iter().filter(styx) {
-        let address = runtime_address(&maps, exe_path, site.semaphore_offset)
-            .unwrap_or_else(|| panic!("semaphore of {} not mapped", site.name));
+    for (site, address) in sites.iter().zip(addresses) {
         let mut bytes = [0u8; 4];
         std::os::unix::fs::FileExt::read_exact_at(&mem, &mut bytes, address)
             .expect("reading semaphore");

@@ -33,8 +33,9 @@ macro_rules! semaphores {
         fn semaphore(kind: EventKind) -> u32 {
             match kind {
                 $(EventKind::$kind => semaphores::$probe.state(),)*
-                // Other providers' probes: not styx's to report.
-                EventKind::Usdt => 0,
+                // Other providers' probes and traced functions: not
+                // styx-probe's to report.
+                EventKind::Usdt | EventKind::Function => 0,
             }
         }
 

@@ -20,6 +20,8 @@ pub enum Shape {
     Marker,
     /// Any USDT probe's arguments, read as the site's spec says.
     Usdt,
+    /// A traced function's entry or return ([`crate::FunctionRecord`]).
+    Function,
 }
 
 impl Shape {
@@ -29,7 +31,7 @@ impl Shape {
         match self {
             Shape::Args(n) => n,
             Shape::MemAccess => 3,
-            Shape::Span | Shape::Marker | Shape::Usdt => 0,
+            Shape::Span | Shape::Marker | Shape::Usdt | Shape::Function => 0,
         }
     }
 }
@@ -155,10 +157,19 @@ macro_rules! define_event_kinds {
             $( $(#[$doc])* $variant = $id, )*
             /// A probe of any other provider, traced by its argument spec.
             Usdt = 15,
+            /// A function of the traced program entered or returned
+            /// (`--functions`): not a probe, so not in [`EventKind::ALL`]
+            /// (which `-e` and per-type tables range over). Its id serves
+            /// per-kind tables and captures; in the ring, where batch
+            /// records have it, its records are
+            /// [`crate::FUNCTION_RECORD_KIND`].
+            Function = 14,
         }
 
         impl EventKind {
-            /// Every event kind, in id order.
+            /// Every event kind a probe reports, in id order: the
+            /// catalogue's, then [`EventKind::Usdt`]. Not
+            /// [`EventKind::Function`].
             pub const ALL: &'static [EventKind] = &[$(EventKind::$variant,)* EventKind::Usdt];
 
             /// The USDT probe name (`styx:<name>`), also the name used on the command line and in output.
@@ -166,6 +177,7 @@ macro_rules! define_event_kinds {
                 match self {
                     $(EventKind::$variant => stringify!($probe),)*
                     EventKind::Usdt => "usdt",
+                    EventKind::Function => "function",
                 }
             }
 
@@ -174,6 +186,7 @@ macro_rules! define_event_kinds {
                 match self {
                     $(EventKind::$variant => Shape::$shape $(($n))?,)*
                     EventKind::Usdt => Shape::Usdt,
+                    EventKind::Function => Shape::Function,
                 }
             }
 
@@ -181,7 +194,7 @@ macro_rules! define_event_kinds {
             pub const fn delivery(self) -> Delivery {
                 match self {
                     $(EventKind::$variant => Delivery::$delivery,)*
-                    EventKind::Usdt => Delivery::PerEvent,
+                    EventKind::Usdt | EventKind::Function => Delivery::PerEvent,
                 }
             }
 
@@ -189,20 +202,20 @@ macro_rules! define_event_kinds {
             pub const fn probe_args(self) -> &'static [&'static str] {
                 match self {
                     $(EventKind::$variant => &[$(stringify!($arg)),*],)*
-                    EventKind::Usdt => &[],
+                    EventKind::Usdt | EventKind::Function => &[],
                 }
             }
 
             /// The event's fields in output order (after time, process,
             /// thread and event name); none for [`EventKind::Usdt`], whose
-            /// fields depend on the site.
+            /// fields depend on the site, nor for [`EventKind::Function`].
             pub const fn fields(self) -> &'static [FieldDef] {
                 match self {
                     $(EventKind::$variant => &[$(FieldDef {
                         name: stringify!($field),
                         ty: FieldType::$ty,
                     }),*],)*
-                    EventKind::Usdt => &[],
+                    EventKind::Usdt | EventKind::Function => &[],
                 }
             }
 
@@ -211,6 +224,7 @@ macro_rules! define_event_kinds {
                 match id {
                     $($id => Some(EventKind::$variant),)*
                     15 => Some(EventKind::Usdt),
+                    14 => Some(EventKind::Function),
                     _ => None,
                 }
             }
@@ -260,6 +274,8 @@ mod tests {
 
     #[test]
     fn ids_and_names_round_trip() {
+        assert_eq!(EventKind::from_id(14), Some(EventKind::Function));
+        assert!(!EventKind::ALL.contains(&EventKind::Function));
         for &kind in EventKind::ALL {
             assert_eq!(EventKind::from_id(kind as u8), Some(kind));
             assert_eq!(EventKind::from_probe_name(kind.probe_name()), Some(kind));

@@ -81,6 +81,37 @@ pub struct MarkerRecord {
     pub text: [u8; MARKER_TEXT_MAX],
 }
 
+/// [`RecordHeader::aux`] of a [`FunctionRecord`] at a function's entry.
+pub const FUNCTION_ENTRY: u8 = 0;
+/// [`RecordHeader::aux`] of a [`FunctionRecord`] at one of its `ret`s.
+pub const FUNCTION_EXIT: u8 = 1;
+
+/// `kind` of a [`FunctionRecord`] in the ring: [`crate::EventKind::Function`]'s
+/// id is taken there by batch records ([`crate::batch::BATCH_RECORD_KIND`]);
+/// decoded, the record is of kind [`crate::EventKind::Function`].
+pub const FUNCTION_RECORD_KIND: u8 = 0xf1;
+
+/// A traced function entered or about to return (40 bytes; kind
+/// [`FUNCTION_RECORD_KIND`], `aux` [`FUNCTION_ENTRY`] or
+/// [`FUNCTION_EXIT`]). The eBPF program knows only which function and the
+/// stack pointer; the loader pairs entries with exits per thread by it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+#[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct FunctionRecord {
+    /// Time, thread and kind; `aux` says entry or exit.
+    pub header: RecordHeader,
+    /// The function's index in the session's function table (the attach
+    /// cookie).
+    pub function: u32,
+    /// Zero.
+    pub _reserved: u32,
+    /// The stack pointer at the probe: at the entry and at a `ret` both
+    /// point at the return address, so a call's entry and exit carry the
+    /// same value.
+    pub sp: u64,
+}
+
 /// `kind` of a [`FatalRecord`]: not an event type.
 pub const FATAL_RECORD_KIND: u8 = 0xf0;
 
@@ -106,3 +137,4 @@ const _: () = assert!(core::mem::size_of::<ArgsRecord<3>>() == 48);
 const _: () = assert!(core::mem::size_of::<SpanRecord>() == 136);
 const _: () = assert!(core::mem::size_of::<MarkerRecord>() == 152);
 const _: () = assert!(core::mem::size_of::<FatalRecord>() == 32);
+const _: () = assert!(core::mem::size_of::<FunctionRecord>() == 40);

@@ -6,7 +6,8 @@
 //! - [`Shape::Args`]`(n)`: `n` little-endian `u64` arguments ([`ArgsRecord`]);
 //! - [`Shape::Span`]: a [`SpanRecord`] (id, category and name, truncated to fit);
 //! - [`Shape::Marker`]: a [`MarkerRecord`] (the text, truncated to fit);
-//! - [`Shape::Usdt`]: a [`UsdtRecord`] (any USDT probe's arguments).
+//! - [`Shape::Usdt`]: a [`UsdtRecord`] (any USDT probe's arguments);
+//! - [`Shape::Function`]: a [`FunctionRecord`] (a traced function's entry or exit).
 //!
 //! A batch of events is one record too: a [`batch::BatchRecord`] and the
 //! events' items (see [`batch`]).
@@ -31,8 +32,9 @@ mod usdt;
 pub use branch::{Branch, BranchKind, InterruptKind};
 pub use event::{Delivery, EventKind, FieldDef, FieldType, Shape, EVENT_KIND_SLOTS, PROVIDER};
 pub use layout::{
-    ArgsRecord, FatalRecord, MarkerRecord, RecordHeader, SpanRecord, FATAL_RECORD_KIND,
-    MARKER_TEXT_MAX, SPAN_CATEGORY_MAX, SPAN_NAME_MAX,
+    ArgsRecord, FatalRecord, FunctionRecord, MarkerRecord, RecordHeader, SpanRecord,
+    FATAL_RECORD_KIND, FUNCTION_ENTRY, FUNCTION_EXIT, FUNCTION_RECORD_KIND, MARKER_TEXT_MAX,
+    SPAN_CATEGORY_MAX, SPAN_NAME_MAX,
 };
 pub use usdt::{
     UsdtArg, UsdtRecord, UsdtSpec, ARG_CONST, ARG_HAS_BASE, ARG_HAS_INDEX, ARG_MEM, ARG_REG,

@@ -113,6 +113,20 @@ impl Default for DemoBus {
     }
 }
 
+/// A traced read's probe, in a function of its own (never inlined) so that
+/// `styx-loader --functions 'styx_demo::bus'` can show every access; the
+/// untraced CPU never calls it.
+#[inline(never)]
+fn traced_read(pc: u16, address: u16, val: u8) {
+    fire!(mem_read, pc, address, val);
+}
+
+/// A traced write's probe (see [`traced_read`]).
+#[inline(never)]
+fn traced_write(pc: u16, address: u16, value: u8) {
+    fire!(mem_write, pc, address, value);
+}
+
 /// The [`DemoBus`] as the CPU sees it. `Probed<true>` fires `mem_read` /
 /// `mem_write` for every access; `Probed<false>` is a plain bus, so the CPU
 /// built on it compiles to the same code as with probes compiled out (a
@@ -143,8 +157,7 @@ impl<const TRACED: bool> Bus for Probed<TRACED> {
             bus.ram[address as usize]
         };
         if TRACED {
-            let pc = bus.pc;
-            fire!(mem_read, pc, address, val);
+            traced_read(bus.pc, address, val);
         }
         val
     }
@@ -153,8 +166,7 @@ impl<const TRACED: bool> Bus for Probed<TRACED> {
     fn set_byte(&mut self, address: u16, value: u8) {
         let bus = &mut self.0;
         if TRACED {
-            let pc = bus.pc;
-            fire!(mem_write, pc, address, value);
+            traced_write(bus.pc, address, value);
         }
         match address {
             HALT_PORT => bus.halted = Some(value),

@@ -260,6 +260,21 @@ impl Stepper {
             }
             return Ok(());
         }
+        self.traced_step(cpu, pc, opcode, op);
+        Ok(())
+    }
+
+    /// [`Stepper::step`] while traced: a function of its own (never
+    /// inlined), so that `styx-loader --functions 'styx_demo::'` can show
+    /// each instruction's step as a slice; the untraced path stays inlined.
+    #[inline(never)]
+    fn traced_step<const TRACED: bool>(
+        &mut self,
+        cpu: &mut Core<TRACED>,
+        pc: u16,
+        opcode: u8,
+        op: OpInfo,
+    ) {
         cpu.memory.pc = pc;
         fire!(insn_fetch, pc, opcode);
         let before = Snapshot::of(&cpu.registers);
@@ -277,7 +292,6 @@ impl Stepper {
         if op.flow != Flow::Next || cpu.memory.irq_taken {
             self.control_flow(cpu, pc, op);
         }
-        Ok(())
     }
 
     /// Runs the instruction at pc (and the IRQ it may let in) on `mos6502`.

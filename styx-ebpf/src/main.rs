@@ -10,6 +10,7 @@ mod count;
 mod emit;
 mod fatal;
 mod filter;
+mod function;
 mod usdt;
 
 use aya_ebpf::helpers::bpf_get_attach_cookie;
@@ -148,6 +149,23 @@ pub fn styx_fatal(ctx: TracePointContext) -> u32 {
 #[uprobe]
 pub fn styx_usdt(ctx: ProbeContext) -> u32 {
     usdt::record(&ctx);
+    0
+}
+
+/// A traced function's first instruction (`--functions`); the cookie is
+/// its index in the session's function table.
+#[uprobe]
+pub fn styx_fn_entry(ctx: ProbeContext) -> u32 {
+    function::record(&ctx, styx_common::FUNCTION_ENTRY);
+    0
+}
+
+/// One of a traced function's `ret` instructions: a uprobe there, not a
+/// uretprobe, which would swap the return address on the stack and make
+/// an unwinder passing through (a C++ exception, a Rust panic) abort.
+#[uprobe]
+pub fn styx_fn_exit(ctx: ProbeContext) -> u32 {
+    function::record(&ctx, styx_common::FUNCTION_EXIT);
     0
 }
 

@@ -4,8 +4,9 @@
 use bytemuck::pod_read_unaligned;
 use std::mem::size_of;
 use styx_common::{
-    EventKind, MarkerRecord, RecordHeader, Shape, SpanRecord, UsdtRecord, MARKER_TEXT_MAX,
-    MAX_USDT_ARGS, SPAN_CATEGORY_MAX, SPAN_NAME_MAX,
+    EventKind, FunctionRecord, MarkerRecord, RecordHeader, Shape, SpanRecord, UsdtRecord,
+    FUNCTION_EXIT, FUNCTION_RECORD_KIND, MARKER_TEXT_MAX, MAX_USDT_ARGS, SPAN_CATEGORY_MAX,
+    SPAN_NAME_MAX,
 };
 use thiserror::Error;
 
@@ -44,6 +45,30 @@ pub enum Body<'a> {
         /// As many arguments as the site has.
         args: &'a [u64],
     },
+    /// A traced function entered or left (`--functions`).
+    Call(Call),
+}
+
+/// A traced function's entry or exit. The eBPF program gives the function
+/// and the stack pointer; depth, duration and how it ended are filled in by
+/// the call tracker (module `calls`), which pairs a thread's entries and exits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Call {
+    /// Index into the header's function table.
+    pub function: u32,
+    /// The stack pointer at the probe (the address of the return address).
+    pub sp: u64,
+    /// An exit (else an entry).
+    pub exit: bool,
+    /// How many traced calls of the thread enclose this one.
+    pub depth: u32,
+    /// On an exit whose entry was seen: ns since it.
+    pub duration_ns: Option<u64>,
+    /// On an exit: the call was left without its `ret` (an exception, a
+    /// panic, longjmp, or a tail call that replaced its frame): the time is
+    /// when the tracker saw that, at the thread's next traced entry or exit
+    /// further out.
+    pub unwound: bool,
 }
 
 /// A string as the probe passed it: the bytes kept, and whether it was cut.
@@ -83,7 +108,10 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
     if bytes.len() < HEADER {
         return Err(DecodeError::Short(bytes.len()));
     }
-    let header: RecordHeader = pod_read_unaligned(&bytes[..HEADER]);
+    let mut header: RecordHeader = pod_read_unaligned(&bytes[..HEADER]);
+    if header.kind == FUNCTION_RECORD_KIND {
+        header.kind = EventKind::Function as u8;
+    }
     let kind = EventKind::from_id(header.kind).ok_or(DecodeError::UnknownKind(header.kind))?;
     let expected = record_size(kind);
     if bytes.len() != expected {
@@ -121,6 +149,15 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
                 args: &record.args[..nargs],
             }
         }
+        Shape::Function => {
+            let record: &FunctionRecord = from_ring(bytes)?;
+            Body::Call(Call {
+                function: record.function,
+                sp: record.sp,
+                exit: header.aux == FUNCTION_EXIT,
+                ..Call::default()
+            })
+        }
     };
     Ok(Event { header, kind, body })
 }
@@ -132,6 +169,19 @@ pub fn record_size(kind: EventKind) -> usize {
         Shape::Span => size_of::<SpanRecord>(),
         Shape::Marker => size_of::<MarkerRecord>(),
         Shape::Usdt => size_of::<UsdtRecord>(),
+        Shape::Function => size_of::<FunctionRecord>(),
+    }
+}
+
+impl Event<'_> {
+    /// The event's name in every output: its kind's probe name, or for a
+    /// traced function `fn_entry` / `fn_exit`.
+    pub fn name(&self) -> &'static str {
+        match &self.body {
+            Body::Call(call) if call.exit => "fn_exit",
+            Body::Call(_) => "fn_entry",
+            _ => self.kind.probe_name(),
+        }
     }
 }
 

@@ -69,6 +69,8 @@ pub struct Names {
     pub usdt: UsdtProbes,
     /// Register names, by number.
     pub registers: RegisterNames,
+    /// Traced functions' names, by id (`--functions`).
+    pub functions: Vec<String>,
 }
 
 impl Names {
@@ -77,6 +79,7 @@ impl Names {
         Names {
             usdt: UsdtProbes::from_infos(&header.usdt),
             registers: RegisterNames::new(header.guest.as_ref()),
+            functions: header.functions.clone(),
         }
     }
 }
@@ -151,6 +154,24 @@ pub fn for_each_field<'a, E>(
                 signed,
             }))
         }
+        Body::Call(call) => {
+            each(Field::Str("function", names.function(call.function)))?;
+            each(Field::Dec("depth", call.depth.into()))?;
+            if let Some(ns) = call.duration_ns {
+                each(Field::Dec("duration_ns", ns))?;
+            }
+            if call.unwound {
+                each(Field::Flag("unwound", true))?;
+            }
+            Ok(())
+        }
+    }
+}
+
+impl Names {
+    /// The traced function with this id, `?` if the header has none.
+    pub fn function(&self, id: u32) -> &str {
+        self.functions.get(id as usize).map_or("?", String::as_str)
     }
 }
 

@@ -12,7 +12,7 @@
 //! order: each dump is complete and ordered on its own.
 
 use crate::batch::{events_in, Batches};
-use crate::event::{Body, Event, Text};
+use crate::event::{Body, Call, Event, Text};
 use crate::filter::Filters;
 use crate::writer::{EventWriter, Totals};
 use bytemuck::pod_read_unaligned;
@@ -42,6 +42,7 @@ enum HeldBody {
     },
     Marker(Box<[u8]>, bool),
     Usdt(u32, Box<[u64]>),
+    Call(Call),
 }
 
 impl Held {
@@ -59,6 +60,7 @@ impl Held {
                 },
                 Body::Marker(t) => HeldBody::Marker(t.bytes.into(), t.truncated),
                 Body::Usdt { spec_id, args } => HeldBody::Usdt(*spec_id, (*args).into()),
+                Body::Call(call) => HeldBody::Call(*call),
             },
         }
     }
@@ -88,6 +90,7 @@ impl Held {
                     spec_id: *spec_id,
                     args,
                 },
+                HeldBody::Call(call) => Body::Call(*call),
             },
         }
     }
@@ -272,7 +275,7 @@ impl EventWriter for FlightRecorder {
             .is_some_and(|t| t.matches(event) == Some(true));
         if triggered {
             // The trigger and what came before it, each thread.
-            let name = event.kind.probe_name();
+            let name = event.name();
             self.dump(&format!("trigger: {name}"), Some(event.header.ts_ns));
         }
         Ok(())

@@ -1,5 +1,6 @@
 //! The output formats, and [`open`], which makes the writer for one.
 
+use crate::calls::folded::FoldedWriter;
 use crate::capture::CaptureWriter;
 use crate::header::Header;
 pub use crate::lines::Detail;
@@ -40,6 +41,10 @@ pub enum Format {
     /// Parquet for SQL (DuckDB, pandas, Spark): one row per event; with
     /// --output DIR/ files rolled by size.
     Parquet,
+    /// Folded stacks of the traced functions (--functions) for flame
+    /// graphs (inferno, speedscope, flamegraph.pl): `a;b;c SELF_NS` per
+    /// distinct stack, written at the end.
+    Folded,
 }
 
 impl Format {
@@ -59,6 +64,7 @@ impl Format {
             Format::Drcov => "drcov",
             Format::Tenet => "tenet",
             Format::Parquet => "parquet",
+            Format::Folded => "folded",
         }
     }
 }
@@ -80,5 +86,6 @@ pub fn open(
         Format::Drcov => Box::new(DrcovWriter::new(out, header)),
         Format::Tenet => Box::new(TenetWriter::new(out, header, options)?),
         Format::Parquet => Box::new(ParquetWriter::new(out, header, options)?),
+        Format::Folded => Box::new(FoldedWriter::new(out, header)),
     })
 }

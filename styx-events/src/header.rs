@@ -30,6 +30,10 @@ pub struct Header {
     /// captures written before it have none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guest: Option<Guest>,
+    /// Traced functions' names (`--functions`), by the id their
+    /// `fn_entry`/`fn_exit` events carry.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub functions: Vec<String>,
 }
 
 /// Record times are kernel `CLOCK_MONOTONIC` ns; this pair, read one right
@@ -96,6 +100,7 @@ impl Header {
                 .collect(),
             usdt,
             guest: None,
+            functions: Vec::new(),
         }
     }
 }

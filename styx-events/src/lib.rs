@@ -15,11 +15,15 @@
 //! 4. the formats, picked by [`formats::Format`]: [`lines`] (JSON lines,
 //!    text), [`timeline`] (Chrome JSON, Perfetto: spans as slices, rates as
 //!    counters), and [`capture`] (the raw capture, and its reader, which
-//!    gives events back to any format).
+//!    gives events back to any format);
+//! 5. [`calls`]: traced functions' entries paired with their exits (depth,
+//!    duration, unwinding), the per-function table and `-o folded`, in
+//!    front of any format.
 #![warn(missing_docs)]
 
 pub mod batch;
 pub mod bytes;
+pub mod calls;
 pub mod capture;
 pub mod escape;
 pub mod event;

@@ -184,6 +184,11 @@ pub struct ReadArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub sample: Option<u64>,
 
+    /// For a capture of traced functions (--functions): print only the
+    /// per-function table (calls, total and self time, longest call).
+    #[arg(long)]
+    pub summary: bool,
+
     /// Instead of the events, their counts per --by KEY (as `top` prints
     /// them; see `top --help`), as text or jsonl (-o); --heatmap alone
     /// draws the picture beside the events.
@@ -210,9 +215,28 @@ pub struct ListArgs {
     #[arg(value_name = "PATH] [PATTERN")]
     pub args: Vec<String>,
 
-    /// Instead of probes, the functions whose demangled names (Rust, C++)
-    /// match REGEX (repeatable; unanchored): each with its address, size and
-    /// return sites, which function tracing would probe.
+    /// Instead of probes, list the functions `--functions` would trace:
+    /// each with its address, size and return sites.
+    #[command(flatten)]
+    pub functions: FunctionArgs,
+}
+
+/// Which functions of the target to trace (or list).
+#[derive(Debug, Args)]
+pub struct FunctionArgs {
+    /// Trace the functions whose demangled names (Rust v0 and legacy, C++)
+    /// match REGEX (repeatable; unanchored, as grep), in the executable and
+    /// its mapped libraries (a command after --: its executable): an
+    /// `fn_entry` event at each call and an `fn_exit` at each return, with
+    /// the call's depth on its thread and, on exit, its duration. No
+    /// rebuild: uprobes on each function's first instruction and on each
+    /// of its `ret`s (not uretprobes, which make C++ exceptions and Rust
+    /// panics abort). A call left by unwinding (exception, panic,
+    /// longjmp) gets an exit marked `unwound` once a later call or return
+    /// further out shows it gone. Functions inlined everywhere have no
+    /// symbol and cannot be traced (`list --functions` shows what
+    /// matches). At the end a table per function (calls, total, self,
+    /// max) goes to stderr.
     #[arg(long = "functions", value_name = "REGEX")]
     pub functions: Vec<String>,
 
@@ -224,7 +248,7 @@ pub struct ListArgs {
     )]
     pub functions_exclude: Vec<String>,
 
-    /// List more than 5,000 matching functions.
+    /// Take more than 5,000 matching functions.
     #[arg(long, requires = "functions")]
     pub force: bool,
 }
@@ -381,6 +405,14 @@ pub struct TraceArgs {
     /// Forward the eBPF programs' own log messages (aya-log) to stderr.
     #[arg(long)]
     pub ebpf_log: bool,
+
+    #[command(flatten)]
+    pub functions: FunctionArgs,
+
+    /// With --functions: print only the per-function table (calls, total
+    /// and self time, longest call), to stdout or --output, and no events.
+    #[arg(long, requires = "functions")]
+    pub summary: bool,
 
     /// No live line on stderr (events/s, total, drops, busiest types; shown
     /// only when stderr is a terminal). The end-of-run summary stays.

@@ -2,11 +2,13 @@
 //! plus a raw capture on `--capture`; errors name the file that failed.
 
 use anyhow::{anyhow, bail, Context, Result};
+use std::cell::RefCell;
 use std::fs::{File, Metadata, OpenOptions};
 use std::io::{self, IsTerminal, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use styx_events::calls::{CallTable, CallTracker, Discard};
 use styx_events::formats::{self, Detail, Format};
 use styx_events::header::Header;
 use styx_events::tools::parquet::is_dir_output;
@@ -25,18 +27,23 @@ pub struct Outputs<'a> {
     pub detail: Detail,
     /// Parquet in a directory: MiB per file.
     pub roll_mib: u64,
+    /// No main output (`--summary`): only the capture, if any.
+    pub discard: bool,
 }
 
 /// Opens every output and writes their starts.
 #[cfg_attr(not(feature = "trace"), allow(dead_code))]
 pub fn open(outputs: &Outputs<'_>, header: &Header) -> Result<Box<dyn EventWriter>> {
-    let main = open_one(
-        outputs.format,
-        outputs.output,
-        outputs.detail,
-        outputs.roll_mib,
-        header,
-    )?;
+    let main = match outputs.discard {
+        true => Box::new(Discard),
+        false => open_one(
+            outputs.format,
+            outputs.output,
+            outputs.detail,
+            outputs.roll_mib,
+            header,
+        )?,
+    };
     Ok(match outputs.capture {
         None => main,
         // When the main output closes or fails, the Tee keeps feeding the
@@ -52,6 +59,44 @@ pub fn open(outputs: &Outputs<'_>, header: &Header) -> Result<Box<dyn EventWrite
             )?,
         ])),
     })
+}
+
+/// With traced functions (`--functions`): `out` behind the tracker that
+/// pairs their calls, and the per-function table it fills.
+pub fn track_calls(
+    out: Box<dyn EventWriter>,
+    header: &Header,
+) -> (Box<dyn EventWriter>, Option<Rc<RefCell<CallTable>>>) {
+    if header.functions.is_empty() {
+        return (out, None);
+    }
+    let tracker = CallTracker::new(out, header.functions.len());
+    let table = tracker.table();
+    (Box::new(tracker), Some(table))
+}
+
+/// The per-function table: to `to`'s file or stdout (`--summary`), or to
+/// stderr after the run's summary (`to` None).
+pub fn write_call_table(
+    table: &CallTable,
+    header: &Header,
+    to: Option<Option<&Path>>,
+) -> Result<()> {
+    let written = match to {
+        None => {
+            eprintln!("styx-loader: traced functions:");
+            table.write(&header.functions, &mut io::stderr().lock())
+        }
+        Some(None) => table.write(&header.functions, &mut io::stdout().lock()),
+        Some(Some(path)) => {
+            let mut file = create(path)?;
+            table.write(&header.functions, &mut file)
+        }
+    };
+    match written {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("writing the function table"),
+    }
 }
 
 /// One output, unbuffered: every format gathers its own chunks.

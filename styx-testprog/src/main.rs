@@ -17,6 +17,11 @@
 //! - `exit-thread CODE`: a new thread calls `exit(CODE)`, the parked ones still
 //!   waiting.
 //! - `exit CODE`: exits with CODE.
+//! - `recurse DEPTH`: calls `calls::recurse(DEPTH)`; answers `recursed`.
+//! - `panic DEPTH AT AFTER`: `calls::recurse_then_panic(DEPTH, AT)` panics
+//!   at AT, caught; then `calls::recurse(AFTER)`. Answers `caught`.
+//! - `recurse-threads DEPTH THREADS`: each of THREADS threads calls
+//!   `calls::recurse(DEPTH)`; answers `recursed`.
 //! - `quit`: exits (returns from `main`).
 //!
 //! Its first act is a `marker` "testprog start", which only a tracer that
@@ -24,6 +29,8 @@
 //!
 //! With `--expect FILE`, every event whose closure ran is also written to FILE
 //! as a JSON line in styx-loader's jsonl format (without `ts_ns`).
+
+mod calls;
 
 use serde_json::{json, Value};
 use std::cell::Cell;
@@ -337,6 +344,22 @@ fn main() {
                     "segv" => unsafe { std::ptr::null_mut::<u64>().write_volatile(1) },
                     _ => std::process::abort(),
                 }
+            }
+            ["recurse", depth] => {
+                std::hint::black_box(calls::recurse(depth.parse().expect("depth")));
+                answer("recursed");
+            }
+            ["panic", depth, at, after] => {
+                let number = |s: &str| s.parse().expect("a number");
+                let caught = calls::panic_then_recurse(number(depth), number(at), number(after));
+                answer(if caught { "caught" } else { "not caught" });
+            }
+            ["recurse-threads", depth, threads] => {
+                calls::recurse_on_threads(
+                    depth.parse().expect("depth"),
+                    threads.parse().expect("threads"),
+                );
+                answer("recursed");
             }
             ["quit"] => return,
             _ => panic!("unknown command {line:?}"),

@@ -4,6 +4,7 @@
 use crate::arch::x86_64::ARGUMENT_REGISTERS;
 use crate::argspec::parse_spec;
 use crate::compile;
+use crate::functions::FunctionTable;
 use crate::note::{ProbeSite, ProbeTable};
 use crate::symbols::Symbols;
 use std::collections::BTreeMap;
@@ -21,6 +22,11 @@ pub enum Role {
     BatchEnable(EventKind),
     /// Hands over batches (`styx_batch:flush`).
     BatchFlush,
+    /// A traced function's first instruction (`--functions`); the cookie
+    /// is its index in [`Selection::functions`].
+    FunctionEntry,
+    /// One of a traced function's `ret` instructions.
+    FunctionExit,
 }
 
 /// A site to attach, what for, and its attach cookie.
@@ -57,6 +63,9 @@ pub struct Selection {
     /// Sites left out, one line each saying why (one line for all the
     /// sites of a semaphore past [`MAX_SITES_PER_SEMAPHORE`]).
     pub rejected: Vec<String>,
+    /// The traced functions' names (`--functions`), indexed by the cookie
+    /// of their sites.
+    pub functions: Vec<String>,
 }
 
 /// Most sites of one file attached that share one semaphore. The kernel
@@ -273,6 +282,35 @@ fn select_usdt(
             "{}:{} at {:#x} has argument spec {:?} that styx cannot read ({reason}): not attached",
             site.provider, site.name, site.address, site.args
         )),
+    }
+}
+
+impl Selection {
+    /// The entry and `ret` sites of `table`'s functions, in file `file`
+    /// (see [`crate::functions`]).
+    pub fn add_functions(&mut self, file: usize, table: &FunctionTable) {
+        for function in &table.functions {
+            let cookie = self.functions.len() as u64;
+            let site = |role, offset: u64| AttachSite {
+                role,
+                file,
+                site: ProbeSite {
+                    provider: "function".to_string(),
+                    name: function.name.clone(),
+                    address: function.address + (offset - function.entry),
+                    file_offset: offset,
+                    semaphore: 0,
+                    semaphore_offset: 0,
+                    args: String::new(),
+                },
+                cookie,
+            };
+            self.sites.push(site(Role::FunctionEntry, function.entry));
+            for &offset in &function.returns {
+                self.sites.push(site(Role::FunctionExit, offset));
+            }
+            self.functions.push(function.name.clone());
+        }
     }
 }
 

@@ -5,13 +5,13 @@ use super::{aux_from_code, ARG_SLOTS, AUX_EXPLICIT, AUX_SHIFT, MAGIC, MAX_RECORD
 use super::{MAX_BATCH_ENTRY, MAX_BATCH_RECORD, TAG_BATCH};
 use super::{MAX_HEADER, TAG_END, TAG_THREAD, TAG_THREAD_FOLLOWS, VERSION};
 use crate::batch::Batches;
-use crate::event::{Body, Event, Text};
+use crate::event::{Body, Call, Event, Text};
 use crate::header::Header;
 use std::io::{self, Read};
 use std::ops::Range;
 use styx_common::{
-    EventKind, RecordHeader, Shape, EVENT_KIND_SLOTS, MARKER_TEXT_MAX, MAX_USDT_ARGS,
-    SPAN_CATEGORY_MAX, SPAN_NAME_MAX,
+    EventKind, RecordHeader, Shape, EVENT_KIND_SLOTS, FUNCTION_EXIT, MARKER_TEXT_MAX,
+    MAX_USDT_ARGS, SPAN_CATEGORY_MAX, SPAN_NAME_MAX,
 };
 use thiserror::Error;
 
@@ -130,6 +130,7 @@ enum Parts {
         spec_id: u32,
         nargs: usize,
     },
+    Call(Call),
 }
 
 /// Why a record could not be decoded.
@@ -392,6 +393,24 @@ impl<R: Read> Reader<R> {
                 }
                 Parts::Usdt { spec_id, nargs }
             }
+            Shape::Function => {
+                let mut values = [0u64; 5];
+                for (value, last) in values.iter_mut().zip(prev.iter()) {
+                    *value = last.wrapping_add(unzigzag(get(bytes, pos).ok_or(Stop::Short)?));
+                }
+                prev[..5].copy_from_slice(&values);
+                let [function, sp, depth, duration, unwound] = values;
+                Parts::Call(Call {
+                    function: u32::try_from(function)
+                        .map_err(|_| Stop::Bad(format!("function id {function}")))?,
+                    sp,
+                    exit: aux == FUNCTION_EXIT,
+                    depth: u32::try_from(depth)
+                        .map_err(|_| Stop::Bad(format!("call depth {depth}")))?,
+                    duration_ns: duration.checked_sub(1),
+                    unwound: unwound != 0,
+                })
+            }
         };
         self.prev_ts = ts_ns;
         let header = RecordHeader {
@@ -483,6 +502,7 @@ impl<R: Read> Reader<R> {
                 spec_id,
                 args: &self.prev[kind as usize][..nargs],
             },
+            Parts::Call(call) => Body::Call(call),
         };
         Event { header, kind, body }
     }

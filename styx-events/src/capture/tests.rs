@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::bytes::Bytes;
-use crate::event::{Body, Event, Text};
+use crate::event::{Body, Call, Event, Text};
 use crate::fields::Names;
 use crate::header::{ClockMapping, Header, UsdtInfo};
 use crate::lines::jsonl::jsonl;
@@ -20,6 +20,7 @@ fn header() -> Header {
     spec.args[1].size = 8;
     let site = UsdtInfo::from_spec(0, "prov", "probe", &spec);
     let mut header = Header::now(42, "/bin/emu", vec![site]);
+    header.functions = vec!["emu::run".into(), "emu::step".into()];
     assert_eq!(header.usdt[0].args[0].ty, "i32");
     assert_eq!(header.usdt[0].args[1].ty, "u64");
     // Fixed, so two headers compare equal.
@@ -107,6 +108,32 @@ fn events() -> Vec<Event<'static>> {
             },
         ),
         event(8, 7, EventKind::Control, 3, Body::Args([0, 0, 0, 0])),
+        event(
+            9,
+            7,
+            EventKind::Function,
+            0,
+            Body::Call(Call {
+                function: 1,
+                sp: 0x7ffd_1234_5678,
+                depth: 3,
+                ..Call::default()
+            }),
+        ),
+        event(
+            10,
+            7,
+            EventKind::Function,
+            1,
+            Body::Call(Call {
+                function: 0,
+                sp: 0x7ffd_1234_5608,
+                exit: true,
+                depth: 4,
+                duration_ns: Some(0),
+                unwound: true,
+            }),
+        ),
     ]
 }
 
@@ -165,7 +192,7 @@ fn what_goes_in_comes_out() {
         matches!(
             ending,
             Ending::Complete {
-                events: 10,
+                events: 12,
                 dropped: 0,
                 ..
             }
@@ -282,6 +309,7 @@ fn clone_event(e: &Event<'static>) -> Event<'static> {
             spec_id: *spec_id,
             args,
         },
+        Body::Call(call) => Body::Call(*call),
     };
     Event {
         header: e.header,
@@ -452,7 +480,7 @@ fn spec_ids_do_not_size_anything() {
 fn times_near_the_end_of_u64_go_through_every_format() {
     let mut events = events();
     for (i, e) in events.iter_mut().enumerate() {
-        e.header.ts_ns = u64::MAX - 9_500_000 + i as u64 * 900_000;
+        e.header.ts_ns = u64::MAX - 11_500_000 + i as u64 * 900_000;
     }
     events.push(event(
         u64::MAX,

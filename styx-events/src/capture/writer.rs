@@ -4,7 +4,7 @@ use super::varint::{put, zigzag};
 use super::{aux_code, ARG_SLOTS, AUX_EXPLICIT, AUX_SHIFT, MAGIC, TAG_BATCH, TAG_END, TAG_THREAD};
 use super::{TAG_THREAD_FOLLOWS, VERSION};
 use crate::bytes::Bytes;
-use crate::event::{Body, Event, Text};
+use crate::event::{Body, Call, Event, Text};
 use crate::header::Header;
 use crate::writer::{Chunked, EventWriter, Totals};
 use std::collections::HashMap;
@@ -93,8 +93,20 @@ impl<W: Write> CaptureWriter<W> {
                 put(buf, (*spec_id).into());
                 delta_args(buf, prev, args);
             }
+            Body::Call(call) => delta_args(buf, prev, &call_args(call)),
         }
     }
+}
+
+/// A call's numbers as a capture stores them (see the module above).
+fn call_args(call: &Call) -> [u64; 5] {
+    [
+        call.function.into(),
+        call.sp,
+        call.depth.into(),
+        call.duration_ns.map_or(0, |ns| ns.saturating_add(1)),
+        call.unwound.into(),
+    ]
 }
 
 #[inline]

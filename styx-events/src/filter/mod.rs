@@ -497,7 +497,7 @@ pub fn values(event: &Event<'_>) -> [u64; VALUE_SLOTS] {
     match &event.body {
         Body::Args(args) => values[..4].copy_from_slice(args),
         Body::Span { id, .. } => values[0] = *id,
-        Body::Marker(_) | Body::Usdt { .. } => {}
+        Body::Marker(_) | Body::Usdt { .. } | Body::Call(_) => {}
     }
     values[SLOT_SIZE as usize] = event.header.aux.into();
     values[SLOT_TID as usize] = event.header.tid.into();

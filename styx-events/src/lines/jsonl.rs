@@ -22,7 +22,7 @@ pub fn jsonl(out: &mut Bytes, event: &Event<'_>, names: &Names, repeats: &mut Re
         out.extend_from_slice(b"}\n");
         return;
     }
-    out.extend_from_slice(event.kind.probe_name().as_bytes());
+    out.extend_from_slice(event.name().as_bytes());
     out.push(b'"');
     let _ = for_each_field(event, names, |field| {
         out.extend_from_slice(b",\"");

@@ -1,8 +1,9 @@
 //! One event as a line of text for people.
 
 use crate::bytes::Bytes;
+use crate::calls::table::duration;
 use crate::escape;
-use crate::event::Event;
+use crate::event::{Body, Call, Event};
 use crate::fields::{for_each_field, Arg, Field, Names};
 use std::io::Write;
 
@@ -20,7 +21,10 @@ pub fn text(out: &mut Bytes, event: &Event<'_>, names: &Names, threads: bool) {
         pad_right(out, itoa::Buffer::new().format(h.tid), 7);
         out.push(b' ');
     }
-    pad_right(out, event.kind.probe_name(), 10);
+    pad_right(out, event.name(), 10);
+    if let Body::Call(call) = &event.body {
+        return call_line(out, call, names);
+    }
     let _ = for_each_field(event, names, |field| {
         match field {
             Field::Hex(name, v) => {
@@ -73,6 +77,32 @@ pub fn text(out: &mut Bytes, event: &Event<'_>, names: &Names, threads: bool) {
     });
     out.push(b'\n');
 }
+
+/// A traced call as ftrace's function_graph shows it: indented by depth,
+/// `name {` on entry, `} name 12.3 µs` on exit.
+fn call_line(out: &mut Bytes, call: &Call, names: &Names) {
+    out.push(b' ');
+    out.fill(2 * (call.depth as usize).min(MAX_INDENT), b' ');
+    let name = escape::controls(names.function(call.function));
+    if !call.exit {
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b" {\n");
+        return;
+    }
+    out.extend_from_slice(b"} ");
+    out.extend_from_slice(name.as_bytes());
+    if let Some(ns) = call.duration_ns {
+        out.push(b' ');
+        out.extend_from_slice(duration(ns).as_bytes());
+    }
+    if call.unwound {
+        out.extend_from_slice(b" (unwound)");
+    }
+    out.push(b'\n');
+}
+
+/// Deeper calls are indented as much as this depth.
+const MAX_INDENT: usize = 64;
 
 #[inline]
 fn name_eq(out: &mut Bytes, name: &str) {

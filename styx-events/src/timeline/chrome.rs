@@ -4,7 +4,8 @@
 //! Written in the JSON Array Format (`[event, event, …]`), whose closing
 //! bracket readers treat as optional, so a trace cut short still loads.
 //! Spans are `B`/`E` pairs on their thread (ends matched to begins by id,
-//! see [`super::spans`]); every other event is a thread-scoped instant
+//! see [`super::spans`]), and so are traced functions' calls (category
+//! `function`, nested with the spans); every other event is a thread-scoped instant
 //! (`i`) with its fields as `args` (addresses as `"0x…"` strings); a
 //! counter (`C`) named `events/s` gives each type's rate per 10 ms window.
 //! Times are µs of kernel `CLOCK_MONOTONIC`, to the ns.
@@ -18,7 +19,7 @@ use crate::header::Header;
 use crate::lines::jsonl::{json_args, json_string};
 use crate::writer::{Chunked, EventWriter, Totals};
 use std::io::{self, Write};
-use styx_common::EventKind;
+use styx_common::{EventKind, RecordHeader};
 
 const CHUNK: usize = 64 << 10;
 
@@ -83,6 +84,14 @@ impl ChromeWriter {
         b.dec(pid.into());
         b.extend_from_slice(b",\"tid\":");
         b.dec(tid.into());
+    }
+
+    /// A span's `B`, with its id.
+    fn begin_span(&mut self, id: u64, category: &str, name: &str, h: &RecordHeader) {
+        self.open(name, category, "B", h.ts_ns, h.pid, h.tid);
+        self.out.buf.extend_from_slice(b",\"args\":{\"id\":");
+        self.out.buf.dec(id);
+        self.out.buf.extend_from_slice(b"}}");
     }
 
     fn counters(&mut self, window: Window) {
@@ -177,9 +186,16 @@ impl EventWriter for ChromeWriter {
                 let Body::Span { id, category, name } = &event.body else {
                     unreachable!("span_step checked the body")
                 };
-                self.open(&name.lossy(), &category.lossy(), "B", h.ts_ns, h.pid, h.tid);
-                self.out.buf.extend_from_slice(b",\"args\":{\"id\":");
-                self.out.buf.dec(*id);
+                self.begin_span(*id, &category.lossy(), &name.lossy(), h);
+            }
+            SpanStep::CallBegin => {
+                let Body::Call(call) = &event.body else {
+                    unreachable!("span_step checked the body")
+                };
+                let name = self.names.function(call.function).to_string();
+                self.open(&name, "function", "B", h.ts_ns, h.pid, h.tid);
+                self.out.buf.extend_from_slice(b",\"args\":{\"depth\":");
+                self.out.buf.dec(call.depth.into());
                 self.out.buf.extend_from_slice(b"}}");
             }
             SpanStep::End(n) => {
@@ -187,9 +203,12 @@ impl EventWriter for ChromeWriter {
                     self.open("", "", "E", h.ts_ns, h.pid, h.tid);
                     self.out.buf.push(b'}');
                 }
+                for (id, category, name) in std::mem::take(&mut self.spans.reopen) {
+                    self.begin_span(id, &category, &name, h);
+                }
             }
             SpanStep::Instant => {
-                self.open(event.kind.probe_name(), "styx", "i", h.ts_ns, h.pid, h.tid);
+                self.open(event.name(), "styx", "i", h.ts_ns, h.pid, h.tid);
                 self.out.buf.extend_from_slice(b",\"s\":\"t\"");
                 self.args(event);
             }

@@ -24,6 +24,8 @@ pub fn program_name(role: Role) -> &'static str {
     let kind = match role {
         Role::Event(kind) => kind,
         Role::BatchEnable(_) | Role::BatchFlush => return "styx_batch",
+        Role::FunctionEntry => return "styx_fn_entry",
+        Role::FunctionExit => return "styx_fn_exit",
     };
     match kind.shape() {
         Shape::Args(2) => "styx_args2",
@@ -34,6 +36,7 @@ pub fn program_name(role: Role) -> &'static str {
         Shape::Span => "styx_span",
         Shape::Marker => "styx_marker",
         Shape::Usdt => "styx_usdt",
+        Shape::Function => unreachable!("function sites have their own roles"),
     }
 }
 

@@ -1,7 +1,7 @@
 //! `styx-loader list`: the USDT probes of a file or a process, like
 //! `bpftrace -l` and BCC's tplist, with each site's argument spec checked.
 
-use crate::cli::ListArgs;
+use crate::cli::{FunctionArgs, ListArgs};
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -9,7 +9,7 @@ use std::path::Path;
 use styx_events::escape;
 use styx_events::guest::Guest;
 use styx_usdt::argspec::parse_spec;
-use styx_usdt::functions::{read_functions, FunctionsError, Matcher};
+use styx_usdt::functions::{read_functions, FunctionTable, FunctionsError, Matcher};
 use styx_usdt::note::ProbeTable;
 use styx_usdt::target::Target;
 
@@ -20,7 +20,7 @@ pub const MAX_FUNCTIONS: usize = 5000;
 
 /// Lists the probes (or with --functions, the functions) `args` asks for.
 pub fn run(args: &ListArgs) -> Result<()> {
-    if !args.functions.is_empty() {
+    if !args.functions.functions.is_empty() {
         return list_functions(args);
     }
     let (target, pattern) = match (args.pid, args.args.as_slice()) {
@@ -80,15 +80,13 @@ pub fn run(args: &ListArgs) -> Result<()> {
     Ok(())
 }
 
-/// `list --functions`: the functions tracing them would probe, per file.
-fn list_functions(args: &ListArgs) -> Result<()> {
-    let target = match (args.pid, args.args.as_slice()) {
-        (Some(pid), []) => Target::from_pid(pid)?,
-        (None, [path]) => Target::file(Path::new(path)),
-        (Some(_), _) => bail!("with --pid and --functions, give no PATH or PATTERN"),
-        (None, _) => bail!("give one ELF file, or --pid PID, to list its functions"),
-    };
-    let matcher = Matcher::new(&args.functions, &args.functions_exclude)?;
+/// The functions of `target`'s files that `select` takes, per file index;
+/// an error if none, or more than [`MAX_FUNCTIONS`] without `--force`.
+pub fn find_functions(
+    target: &Target,
+    select: &FunctionArgs,
+) -> Result<Vec<(usize, FunctionTable)>> {
+    let matcher = Matcher::new(&select.functions, &select.functions_exclude)?;
     let mut tables = Vec::new();
     for (i, file) in target.files.iter().enumerate() {
         match read_functions(&file.read_at, &matcher) {
@@ -99,7 +97,7 @@ fn list_functions(args: &ListArgs) -> Result<()> {
         }
     }
     let count: usize = tables.iter().map(|(_, t)| t.functions.len()).sum();
-    let patterns = args.functions.join("', '");
+    let patterns = select.functions.join("', '");
     if count == 0 {
         bail!(
             "no function of {} matches '{patterns}' (a function the compiler inlined \
@@ -107,13 +105,26 @@ fn list_functions(args: &ListArgs) -> Result<()> {
             escape::controls(&target.name)
         );
     }
-    if count > MAX_FUNCTIONS && !args.force {
+    if count > MAX_FUNCTIONS && !select.force {
         bail!(
             "{count} functions match '{patterns}': more than {MAX_FUNCTIONS} would each get a \
              probe at entry and at every return; narrow the pattern (or \
              --functions-exclude), or give --force"
         );
     }
+    Ok(tables)
+}
+
+/// `list --functions`: the functions tracing them would probe, per file.
+fn list_functions(args: &ListArgs) -> Result<()> {
+    let target = match (args.pid, args.args.as_slice()) {
+        (Some(pid), []) => Target::from_pid(pid)?,
+        (None, [path]) => Target::file(Path::new(path)),
+        (Some(_), _) => bail!("with --pid and --functions, give no PATH or PATTERN"),
+        (None, _) => bail!("give one ELF file, or --pid PID, to list its functions"),
+    };
+    let tables = find_functions(&target, &args.functions)?;
+    let count: usize = tables.iter().map(|(_, t)| t.functions.len()).sum();
     let mut out = std::io::stdout().lock();
     let (mut returns, mut tail_calls, mut no_body) = (0, 0, 0);
     for (i, table) in &tables {

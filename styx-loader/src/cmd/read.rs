@@ -8,6 +8,7 @@ use anyhow::{bail, Context, Result};
 use std::fs::File;
 use std::io::{self, Read};
 use styx_common::{EventKind, EVENT_KIND_SLOTS};
+use styx_events::calls::Discard;
 use styx_events::capture::{Ending, Reader};
 use styx_events::filter::Keep;
 use styx_events::formats::Format;
@@ -48,9 +49,13 @@ pub fn run(args: &ReadArgs) -> Result<()> {
             reader.header.guest.as_ref(),
         )?),
     };
-    let mut writer: Box<dyn EventWriter> = match (&count.by, &counter) {
+    if args.summary && reader.header.functions.is_empty() {
+        bail!("{name} holds no traced functions (--functions): there is no table to --summary");
+    }
+    let writer: Box<dyn EventWriter> = match (&count.by, &counter) {
         // The table replaces the events.
         (Some(_), Some(counter)) => Box::new(counter.writer()),
+        _ if args.summary => Box::new(Discard),
         (_, counter) => {
             let events = outputs::open_one(
                 args.format,
@@ -65,6 +70,8 @@ pub fn run(args: &ReadArgs) -> Result<()> {
             }
         }
     };
+    // Calls are paired again (as when traced), for the table.
+    let (mut writer, calls) = outputs::track_calls(writer, &reader.header);
     let mut counts = [0u64; EVENT_KIND_SLOTS as usize];
     let outcome = (|| -> Result<()> {
         while let Some(event) = reader.next().with_context(|| format!("reading {name}"))? {
@@ -125,6 +132,10 @@ pub fn run(args: &ReadArgs) -> Result<()> {
     match writer.finish(&totals) {
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
         other => other.context("writing the output")?,
+    }
+    if let Some(calls) = calls {
+        let to = args.summary.then_some(args.output.as_deref());
+        outputs::write_call_table(&calls.borrow(), &reader.header, to)?;
     }
     if let Some(counter) = counter {
         let tables = counter.merged(&[]);

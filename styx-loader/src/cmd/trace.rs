@@ -3,6 +3,7 @@
 
 use crate::bpf::load::Counting;
 use crate::cli::{Delivery, TopOptions, TraceArgs};
+use crate::cmd::list::find_functions;
 use crate::cmd::top::{self, Counter, Screen};
 use crate::outputs::{self, Outputs};
 use crate::session::spawn::{self, Held};
@@ -62,6 +63,10 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
         .collect();
     let mut header = Header::now(target.pid.unwrap_or(0), &target.files[0].name, usdt);
     header.guest = guest;
+    header.functions = selection.functions.clone();
+    if top.is_some() && !header.functions.is_empty() {
+        bail!("--functions is for tracing, not top");
+    }
     let flight = match args.flight_recorder {
         Some(n) if top.is_none() => Some(flight_recorder(&args, n, &header)?),
         Some(_) => bail!("--flight-recorder is for tracing, not top"),
@@ -81,6 +86,7 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
                     capture: args.capture.as_ref(),
                     detail: args.detail,
                     roll_mib: args.roll_size,
+                    discard: args.summary,
                 },
                 &header,
             )?,
@@ -101,6 +107,7 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
         refresh,
         flight,
     };
+    let (out, calls) = outputs::track_calls(out, &header);
     let mut session = Session::start(&target, &selection, out, options)?;
     let spawned = held.is_some();
     if let Some(held) = held {
@@ -109,6 +116,10 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
     let stop = session.stream().await?;
     session.detach().await;
     session.finish(stop)?;
+    if let Some(calls) = calls {
+        let to = args.summary.then_some(args.output.as_deref());
+        outputs::write_call_table(&calls.borrow(), &header, to)?;
+    }
     match (spawned, target.pid) {
         (true, Some(pid)) => spawn::wait_exit_code(pid),
         _ => Ok(0),
@@ -261,7 +272,15 @@ fn find_sites(args: &TraceArgs, target: &Target) -> Result<(Selection, Option<Gu
     for rejected in &selection.rejected {
         log::warn!("{rejected}");
     }
-    if selection.sites.is_empty() {
+    let probed = !selection.sites.is_empty();
+    if !args.functions.functions.is_empty() {
+        for (file, table) in find_functions(target, &args.functions)? {
+            selection.add_functions(file, &table);
+        }
+        // Nothing else to find: a program without styx probes is fine.
+        return Ok((selection, guest));
+    }
+    if !probed {
         let all_sites = || tables.iter().flat_map(|(_, table)| &table.sites);
         let has_styx = all_sites().any(|s| s.provider == styx_common::PROVIDER);
         let globs: Vec<&str> = args.probes.iter().map(glob::Pattern::as_str).collect();

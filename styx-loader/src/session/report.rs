@@ -48,7 +48,7 @@ pub fn print(s: &Summary<'_>) {
         s.target,
         s.elapsed.as_secs_f64(),
     );
-    for &kind in EventKind::ALL {
+    for &kind in EventKind::ALL.iter().chain([&EventKind::Function]) {
         let i = kind as usize;
         let (n, lost, faulted) = (written.events[i], s.drops[i], s.faults.events[i]);
         let filtered = s.filtered[i];

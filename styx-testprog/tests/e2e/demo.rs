@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// The instruction count of the demo's per-program line (`sieve exit 0, N instructions, …`).
-fn instructions_of(stdout: &str, program: &str) -> usize {
+pub fn instructions_of(stdout: &str, program: &str) -> usize {
     let line = stdout
         .lines()
         .find(|l| l.starts_with(program))

@@ -19,6 +19,7 @@ mod enabled;
 mod errors;
 mod filters;
 mod flight;
+mod functions;
 mod libraries;
 mod list;
 mod live;

@@ -257,14 +257,21 @@ impl EventWriter for PerfettoWriter {
                 let Body::Span { id, category, name } = &event.body else {
                     unreachable!("span_step checked the body")
                 };
+                let begin = span_begin(track, *id, &category.lossy(), &name.lossy());
+                self.track_event(h.ts_ns, begin);
+            }
+            SpanStep::CallBegin => {
+                let Body::Call(call) = &event.body else {
+                    unreachable!("span_step checked the body")
+                };
                 let begin = TrackEvent {
                     r#type: Some(TYPE_SLICE_BEGIN),
                     track_uuid: track,
-                    name: Some(name.lossy().into_owned()),
-                    categories: vec![category.lossy().into_owned()],
+                    name: Some(self.names.function(call.function).to_string()),
+                    categories: vec!["function".into()],
                     debug_annotations: vec![DebugAnnotation {
-                        name: Some("id".into()),
-                        uint_value: Some(*id),
+                        name: Some("depth".into()),
+                        uint_value: Some(call.depth.into()),
                         ..DebugAnnotation::default()
                     }],
                     ..TrackEvent::default()
@@ -280,12 +287,15 @@ impl EventWriter for PerfettoWriter {
                     };
                     self.track_event(h.ts_ns, end);
                 }
+                for (id, category, name) in std::mem::take(&mut self.spans.reopen) {
+                    self.track_event(h.ts_ns, span_begin(track, id, &category, &name));
+                }
             }
             SpanStep::Instant => {
                 let instant = TrackEvent {
                     r#type: Some(TYPE_INSTANT),
                     track_uuid: track,
-                    name: Some(event.kind.probe_name().to_string()),
+                    name: Some(event.name().to_string()),
                     categories: vec!["styx".into()],
                     debug_annotations: annotations(event, &self.names),
                     ..TrackEvent::default()
@@ -312,6 +322,22 @@ impl EventWriter for PerfettoWriter {
                 w.get_mut().flush()
             }
         }
+    }
+}
+
+/// A span's slice begin, with its id.
+fn span_begin(track: Option<u64>, id: u64, category: &str, name: &str) -> TrackEvent {
+    TrackEvent {
+        r#type: Some(TYPE_SLICE_BEGIN),
+        track_uuid: track,
+        name: Some(name.to_string()),
+        categories: vec![category.to_string()],
+        debug_annotations: vec![DebugAnnotation {
+            name: Some("id".into()),
+            uint_value: Some(id),
+            ..DebugAnnotation::default()
+        }],
+        ..TrackEvent::default()
     }
 }
 

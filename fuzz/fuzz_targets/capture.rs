@@ -1,17 +1,19 @@
 //! A raw capture read back through every output format, as `styx-loader
-//! read` does. Any input gives events or an error: no panic, no hang, no
+//! read` does (traced functions' calls paired in front, as there). Any input gives events or an error: no panic, no hang, no
 //! unbounded allocation.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use std::io;
+use styx_events::calls::CallTracker;
 use styx_events::capture::Reader;
 use styx_events::formats::{self, Detail, Format, Options};
 use styx_events::writer::Totals;
 
 // Tenet last: without register names in the header it refuses to open.
-const FORMATS: [Format; 8] = [
+const FORMATS: [Format; 9] = [
     Format::Jsonl,
+    Format::Folded,
     Format::Text,
     Format::Raw,
     Format::Chrome,
@@ -31,10 +33,12 @@ fuzz_target!(|data: &[u8]| {
             detail: Detail::Full,
             ..Options::default()
         };
-        let Ok(mut writer) = formats::open(format, Box::new(io::sink()), &reader.header, &options)
+        let Ok(writer) = formats::open(format, Box::new(io::sink()), &reader.header, &options)
         else {
             return;
         };
+        let mut writer = CallTracker::new(writer, reader.header.functions.len());
+        let table = writer.table();
         let mut counts = [0u64; 16];
         while let Ok(Some(event)) = reader.next() {
             counts[event.kind as usize] += 1;
@@ -44,5 +48,8 @@ fuzz_target!(|data: &[u8]| {
             events: &counts,
             drops: &[0; 16],
         });
+        let _ = table
+            .borrow()
+            .write(&reader.header.functions, &mut io::sink());
     }
 });

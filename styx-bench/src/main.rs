@@ -1,11 +1,33 @@
 //! styx-bench: the event stream through styx-probe's own site (`run nop1
-//! N`: `styx_probe::mem_read!` per event), beside the ways every styx-bench
-//! program has (see the library).
+//! N`: `styx_probe::mem_read!` per event), and `run call N`: N calls of
+//! [`styx_bench_call`], for function tracing (`--functions`), beside the
+//! ways every styx-bench program has (see the library).
 
 use styx_bench::{timed, Ran};
 
 fn main() -> anyhow::Result<()> {
-    styx_bench::serve(|via, n| (via == "nop1").then(|| nop1(n)))
+    styx_bench::serve(|via, n| match via {
+        "nop1" => Some(nop1(n)),
+        "call" => Some(calls(n)),
+        _ => None,
+    })
+}
+
+/// The function `--functions '^styx_bench_call$'` traces (and bpftrace's
+/// `uprobe:`/`uretprobe:`): a few instructions, never inlined, one name in
+/// every tool (not mangled).
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn styx_bench_call(pc: u64, addr: u64, val: u8) -> u64 {
+    std::hint::black_box(pc ^ addr ^ u64::from(val))
+}
+
+/// `n` calls of [`styx_bench_call`]; every call counts as evaluated (a
+/// function has no semaphore to say whether it is traced).
+#[inline(never)]
+fn calls(n: u64) -> Ran {
+    let ns = timed(n, |pc, addr, val| styx_bench_call(pc, addr, val));
+    Ran::plain(ns, n)
 }
 
 /// `n` events through `styx_probe::mem_read!`.

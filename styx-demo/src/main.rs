@@ -5,7 +5,7 @@ use anyhow::Result;
 use clap::builder::PossibleValuesParser;
 use clap::Parser;
 use std::time::{Duration, Instant};
-use styx_demo::{machine, programs, registers, Machine, Program, RunResult};
+use styx_demo::{machine, programs, Machine, Program, RunResult};
 
 // The guest, for tracers: register names by the numbers `reg_read`/`reg_write`
 // report, and the 64 KiB address space as one image (for drcov coverage).
@@ -13,11 +13,11 @@ styx_probe::describe! {
     arch: "6502",
     pc: "pc",
     registers: [
-        ("a", registers::REG_A, 8),
-        ("x", registers::REG_X, 8),
-        ("y", registers::REG_Y, 8),
-        ("sp", registers::REG_SP, 8),
-        ("p", registers::REG_P, 8),
+        ("a", styx_demo::registers::REG_A, 8),
+        ("x", styx_demo::registers::REG_X, 8),
+        ("y", styx_demo::registers::REG_Y, 8),
+        ("sp", styx_demo::registers::REG_SP, 8),
+        ("p", styx_demo::registers::REG_P, 8),
     ],
     images: [("6502-memory", 0x0000, 0x10000)],
 }

@@ -26,6 +26,10 @@ Examples:
   sudo styx-loader top --pid 1234 -e insn_exec           hottest code, live (see top --help)
   sudo styx-loader --pid 1234 --flight-recorder 100000 -o raw --output crash.styx
                         the last 100,000 events a thread, written when the emulator crashes
+  sudo styx-loader --pid 1234 --functions '^my_emu::mmu::' -e span_begin,span_end
+                        the emulator's own MMU functions: calls, depths, durations
+  sudo styx-loader --functions 'my_emu::' -o folded --output out.folded -- ./my-emulator rom.bin
+                        folded stacks for a flame graph (inferno, flamegraph.pl)
   styx-loader list ./my-emulator                    what probes a binary has
 
 Events (-e): insn_fetch insn_exec block mem_read mem_write reg_read reg_write

@@ -6,7 +6,7 @@
 //! Only calls are drawn; other events are left out.
 
 use crate::calls::MAX_OPEN_CALLS;
-use crate::event::{Body, Event};
+use crate::event::{Body, Call, Event};
 use crate::header::Header;
 use crate::writer::{Chunked, EventWriter, Totals};
 use std::collections::HashMap;
@@ -40,26 +40,23 @@ impl FoldedWriter {
     }
 }
 
-impl EventWriter for FoldedWriter {
-    fn event(&mut self, event: &Event<'_>) -> io::Result<()> {
-        let Body::Call(call) = &event.body else {
-            return Ok(());
-        };
-        let h = &event.header;
-        let stack = self.threads.entry((h.pid, h.tid)).or_default();
+impl FoldedWriter {
+    /// Takes a call event into the thread's stack and the stacks' times.
+    fn call(&mut self, thread: (u32, u32), call: &Call) {
+        let stack = self.threads.entry(thread).or_default();
         // The tracker gives each event its depth: what is deeper is gone.
         stack.truncate(call.depth as usize + usize::from(call.exit));
         if !call.exit {
             if stack.len() == call.depth as usize && stack.len() < MAX_OPEN_CALLS {
                 stack.push((call.function, 0));
             }
-            return Ok(());
+            return;
         }
         let (Some(duration), Some(&(function, children))) = (call.duration_ns, stack.last()) else {
-            return Ok(());
+            return;
         };
         if function != call.function || stack.len() != call.depth as usize + 1 {
-            return Ok(());
+            return;
         }
         let path: Vec<u32> = stack.iter().map(|&(f, _)| f).collect();
         stack.pop();
@@ -73,6 +70,20 @@ impl EventWriter for FoldedWriter {
             self.stacks.insert(path, self_ns);
         } else {
             self.left_out_ns = self.left_out_ns.saturating_add(self_ns);
+        }
+    }
+}
+
+impl EventWriter for FoldedWriter {
+    fn event(&mut self, event: &Event<'_>) -> io::Result<()> {
+        let Body::Call(call) = &event.body else {
+            return Ok(());
+        };
+        let thread = (event.header.pid, event.header.tid);
+        self.call(thread, call);
+        // Threads come and go: only those with open calls are kept.
+        if self.threads.get(&thread).is_some_and(Vec::is_empty) {
+            self.threads.remove(&thread);
         }
         Ok(())
     }

@@ -85,7 +85,8 @@ impl CallTracker {
     }
 
     fn call(&mut self, header: &RecordHeader, call: &Call) -> io::Result<()> {
-        let stack = self.threads.entry((header.pid, header.tid)).or_default();
+        let thread = (header.pid, header.tid);
+        let stack = self.threads.entry(thread).or_default();
         let now = header.ts_ns;
         let mut table = self.table.borrow_mut();
         // Calls whose frames are gone, innermost first: at or below an
@@ -132,6 +133,10 @@ impl CallTracker {
         }
         self.open -= gone.len();
         self.added += gone.len() as u64;
+        if stack.is_empty() {
+            // Threads come and go: only those with open calls are kept.
+            self.threads.remove(&thread);
+        }
         drop(table);
         for (frame, depth, duration) in gone {
             let unwound = Call {
@@ -229,5 +234,170 @@ impl EventWriter for Discard {
     }
     fn batch(&mut self, _: &[u8]) -> io::Result<()> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Keeps each call event's (exit, function, depth, duration, unwound).
+    struct Collect(Rc<RefCell<Vec<Call>>>);
+
+    impl EventWriter for Collect {
+        fn event(&mut self, event: &Event<'_>) -> io::Result<()> {
+            if let Body::Call(call) = &event.body {
+                self.0.borrow_mut().push(*call);
+            }
+            Ok(())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+        fn finish(&mut self, _: &Totals<'_>) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Runs `(ts, tid, exit, function, sp)` hits through a tracker.
+    fn track(hits: &[(u64, u32, bool, u32, u64)]) -> (Vec<Call>, CallTable) {
+        let seen = Rc::new(RefCell::new(Vec::new()));
+        let mut tracker = CallTracker::new(Box::new(Collect(Rc::clone(&seen))), 4);
+        for &(ts_ns, tid, exit, function, sp) in hits {
+            let header = RecordHeader {
+                ts_ns,
+                tid,
+                kind: EventKind::Function as u8,
+                aux: u8::from(exit),
+                ..RecordHeader::default()
+            };
+            let call = Call {
+                function,
+                sp,
+                exit,
+                ..Call::default()
+            };
+            tracker
+                .event(&Event {
+                    header,
+                    kind: EventKind::Function,
+                    body: Body::Call(call),
+                })
+                .unwrap();
+        }
+        let totals = Totals {
+            events: &[0; 16],
+            drops: &[0; 16],
+        };
+        tracker.finish(&totals).unwrap();
+        let table = tracker.table().borrow().clone();
+        let calls = seen.borrow().clone();
+        (calls, table)
+    }
+
+    /// (exit, function, depth, duration, unwound) of each call event.
+    fn brief(calls: &[Call]) -> Vec<(bool, u32, u32, Option<u64>, bool)> {
+        calls
+            .iter()
+            .map(|c| (c.exit, c.function, c.depth, c.duration_ns, c.unwound))
+            .collect()
+    }
+
+    #[test]
+    fn a_tail_call_ends_its_caller_where_the_callee_begins() {
+        // 0 at sp 100 jumps to 1 (same sp), whose ret returns for both.
+        let (calls, table) = track(&[
+            (10, 1, false, 0, 100),
+            (20, 1, false, 1, 100),
+            (50, 1, true, 1, 100),
+        ]);
+        assert_eq!(
+            brief(&calls),
+            [
+                (false, 0, 0, None, false),
+                (true, 0, 0, Some(10), true),
+                (false, 1, 0, None, false),
+                (true, 1, 0, Some(30), false),
+            ]
+        );
+        assert_eq!((table.rows[0].unwound, table.rows[1].ended), (1, 1));
+        assert_eq!(table.still_open, 0);
+    }
+
+    #[test]
+    fn a_longjmp_out_of_nested_calls_closes_them_at_the_next_return_further_out() {
+        // 0 (sp 100) calls 1 (sp 90), which calls 2 (sp 80); a longjmp
+        // lands back in 0, which returns.
+        let (calls, table) = track(&[
+            (0, 7, false, 0, 100),
+            (1, 7, false, 1, 90),
+            (2, 7, false, 2, 80),
+            (9, 7, true, 0, 100),
+        ]);
+        assert_eq!(
+            brief(&calls),
+            [
+                (false, 0, 0, None, false),
+                (false, 1, 1, None, false),
+                (false, 2, 2, None, false),
+                (true, 2, 2, Some(7), true),
+                (true, 1, 1, Some(8), true),
+                (true, 0, 0, Some(9), false),
+            ]
+        );
+        // Self time: 0 spent 1 ns outside 1.
+        assert_eq!(table.rows[0].self_ns, 1);
+        assert_eq!(table.rows[1].self_ns, 1);
+    }
+
+    #[test]
+    fn a_return_of_a_call_begun_before_tracing_has_no_duration() {
+        let (calls, table) = track(&[(5, 3, true, 2, 300), (6, 3, false, 1, 400)]);
+        assert_eq!(
+            brief(&calls),
+            [(true, 2, 0, None, false), (false, 1, 0, None, false)]
+        );
+        assert_eq!((table.unpaired, table.still_open), (1, 1));
+    }
+
+    #[test]
+    fn pairing_paired_events_again_gives_the_same_events() {
+        let hits = [
+            (0, 1, false, 0, 100),
+            (1, 1, false, 1, 90),
+            (3, 1, false, 2, 100), // 0 and 1 gone
+            (4, 1, true, 2, 100),
+            (5, 2, false, 3, 100),
+        ];
+        let (first, table) = track(&hits);
+        let seen = Rc::new(RefCell::new(Vec::new()));
+        let mut again = CallTracker::new(Box::new(Collect(Rc::clone(&seen))), 4);
+        for call in &first {
+            let header = RecordHeader {
+                tid: 1,
+                aux: u8::from(call.exit),
+                kind: EventKind::Function as u8,
+                ts_ns: 0,
+                ..RecordHeader::default()
+            };
+            again
+                .event(&Event {
+                    header,
+                    kind: EventKind::Function,
+                    body: Body::Call(*call),
+                })
+                .unwrap();
+        }
+        let again: Vec<_> = seen
+            .borrow()
+            .iter()
+            .map(|c| (c.exit, c.function, c.depth, c.unwound))
+            .collect();
+        let first: Vec<_> = first
+            .iter()
+            .map(|c| (c.exit, c.function, c.depth, c.unwound))
+            .collect();
+        assert_eq!(again, first);
+        assert_eq!(table.rows[0].unwound + table.rows[1].unwound, 2);
     }
 }

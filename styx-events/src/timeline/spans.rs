@@ -82,6 +82,10 @@ impl Spans {
                 }
             }
         }
+        if stack.is_empty() {
+            // Threads come and go: only those with open slices are kept.
+            self.open.remove(&tid);
+        }
         n
     }
 }

@@ -11,11 +11,14 @@
 //! - case 4, [`consumers`]: capture conversion rates;
 //! - [`questions`]: filtered out, counted (`top`), flight-recorded, against
 //!   streamed, in both delivery modes;
+//! - [`functions`]: function tracing's cost per call, against bpftrace's
+//!   `uprobe` + `uretprobe`;
 //! - [`site`]: the instructions a detached probe runs, from the binary.
 
 mod consumers;
 mod demo;
 mod disk;
+mod functions;
 mod machine;
 mod questions;
 mod report;
@@ -51,6 +54,8 @@ pub struct Plan {
     /// Events per detached run (cheap, so many, for a stable figure).
     pub detached_events: u64,
     pub consumer_events: u64,
+    /// Calls per function-tracing run.
+    pub function_calls: u64,
     /// Bytes written per round to measure the disk.
     pub disk_bytes: u64,
 }
@@ -72,6 +77,7 @@ impl Plan {
                 batched_slow_events: 5_000_000,
                 detached_events: 20_000_000,
                 consumer_events: 1_000_000,
+                function_calls: 200_000,
                 disk_bytes: 256 << 20,
             }
         } else {
@@ -89,6 +95,7 @@ impl Plan {
                 batched_slow_events: 50_000_000,
                 detached_events: 200_000_000,
                 consumer_events: 10_000_000,
+                function_calls: 2_000_000,
                 disk_bytes: 1 << 30,
             }
         }
@@ -112,6 +119,7 @@ pub struct Results {
     pub stream: stream::Results,
     pub consumers: consumers::Results,
     pub questions: questions::Results,
+    pub functions: functions::Results,
     /// The detached probe in styx-bench's loop, from its disassembly.
     pub site: site::Detached,
     /// What the CPUs did meanwhile.
@@ -141,6 +149,7 @@ pub fn run(root: &Path, quick: bool) -> Result<()> {
         stream::round(&bins, &plan, &mut results.stream)?;
         consumers::round(&bins, &plan, &mut results.consumers)?;
         questions::round(&bins, &plan, &mut results.questions)?;
+        functions::round(&bins, &plan, &mut results.functions)?;
     }
     eprintln!("xtask bench: a batched run with the kernel's eBPF statistics on");
     results.breakdown = stream::breakdown(&bins, &plan)?;

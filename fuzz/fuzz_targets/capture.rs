@@ -8,7 +8,7 @@ use std::io;
 use styx_events::calls::CallTracker;
 use styx_events::capture::Reader;
 use styx_events::formats::{self, Detail, Format, Options};
-use styx_events::writer::Totals;
+use styx_events::writer::{EventWriter, Totals};
 
 // Tenet last: without register names in the header it refuses to open.
 const FORMATS: [Format; 9] = [

@@ -9,9 +9,11 @@ use aya_ebpf::programs::ProbeContext;
 use aya_ebpf::EbpfContext;
 use styx_common::{EventKind, FunctionRecord, FUNCTION_RECORD_KIND};
 
-/// `at` is [`styx_common::FUNCTION_ENTRY`] or [`styx_common::FUNCTION_EXIT`].
+/// `at` is [`styx_common::FUNCTION_ENTRY`] or [`styx_common::FUNCTION_EXIT`];
+/// `popped`: bytes the stack pointer moved since the probed instruction
+/// would have run (8 after a `ret`, for a uretprobe).
 #[inline(always)]
-pub fn record(ctx: &ProbeContext, at: u8) {
+pub fn record(ctx: &ProbeContext, at: u8, popped: u64) {
     let kind = EventKind::Function as u8;
     let Some(header) = header(FUNCTION_RECORD_KIND, at) else {
         return;
@@ -20,7 +22,7 @@ pub fn record(ctx: &ProbeContext, at: u8) {
     let function = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
     // SAFETY: a uprobe's context is the thread's saved registers; reading
     // a field of it is a plain context access the verifier checks.
-    let sp = unsafe { (*ctx.regs).rsp };
+    let sp = unsafe { (*ctx.regs).rsp }.wrapping_sub(popped);
     let Some(mut entry) = EVENTS.reserve::<FunctionRecord>(0) else {
         dropped(ctx, kind, 1);
         return;

@@ -156,7 +156,7 @@ pub fn styx_usdt(ctx: ProbeContext) -> u32 {
 /// its index in the session's function table.
 #[uprobe]
 pub fn styx_fn_entry(ctx: ProbeContext) -> u32 {
-    function::record(&ctx, styx_common::FUNCTION_ENTRY);
+    function::record(&ctx, styx_common::FUNCTION_ENTRY, 0);
     0
 }
 
@@ -165,7 +165,16 @@ pub fn styx_fn_entry(ctx: ProbeContext) -> u32 {
 /// an unwinder passing through (a C++ exception, a Rust panic) abort.
 #[uprobe]
 pub fn styx_fn_exit(ctx: ProbeContext) -> u32 {
-    function::record(&ctx, styx_common::FUNCTION_EXIT);
+    function::record(&ctx, styx_common::FUNCTION_EXIT, 0);
+    0
+}
+
+/// A traced function's return as a uretprobe (`--function-exits
+/// uretprobe`): it runs after the `ret`, the stack pointer 8 bytes above
+/// where it was at the entry; the record carries the entry's value.
+#[uprobe]
+pub fn styx_fn_return(ctx: ProbeContext) -> u32 {
+    function::record(&ctx, styx_common::FUNCTION_EXIT, 8);
     0
 }
 

@@ -162,6 +162,22 @@ impl EventWriter for Tee {
     }
 }
 
+/// Takes every event and writes nothing: for what arrives after the
+/// output closed, and for `--summary` alone.
+pub struct Discard;
+
+impl EventWriter for Discard {
+    fn event(&mut self, _: &Event<'_>) -> io::Result<()> {
+        Ok(())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+    fn finish(&mut self, _: &Totals<'_>) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 /// An output whose errors say which file they came from.
 pub struct Labeled {
     out: Box<dyn Write>,

@@ -8,11 +8,11 @@ use std::io::{self, IsTerminal, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use styx_events::calls::{CallTable, CallTracker, Discard};
+use styx_events::calls::{CallTable, CallTracker};
 use styx_events::formats::{self, Detail, Format};
 use styx_events::header::Header;
 use styx_events::tools::parquet::is_dir_output;
-use styx_events::writer::{EventWriter, Labeled, Tee};
+use styx_events::writer::{Discard, EventWriter, Labeled, Tee};
 
 /// Where events go.
 #[cfg_attr(not(feature = "trace"), allow(dead_code))]

@@ -27,6 +27,24 @@ pub enum Role {
     FunctionEntry,
     /// One of a traced function's `ret` instructions.
     FunctionExit,
+    /// A traced function's return, as a uretprobe on its entry
+    /// ([`FunctionExits::Uretprobe`]).
+    FunctionReturn,
+}
+
+/// How a traced function's returns are probed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FunctionExits {
+    /// A uprobe on each `ret` instruction: nothing on the stack changes, so
+    /// exceptions and panics unwind through traced frames as untraced; the
+    /// kernel single-steps a `ret` out of line (two traps a return).
+    #[default]
+    Ret,
+    /// A uretprobe (`uprobe_multi` with its return flag, Linux 6.6+): the
+    /// kernel swaps the return address for its trampoline (one trap a
+    /// return), and an unwinder passing through such a frame aborts the
+    /// program: only for code no exception, panic or longjmp leaves.
+    Uretprobe,
 }
 
 /// A site to attach, what for, and its attach cookie.
@@ -286,9 +304,9 @@ fn select_usdt(
 }
 
 impl Selection {
-    /// The entry and `ret` sites of `table`'s functions, in file `file`
-    /// (see [`crate::functions`]).
-    pub fn add_functions(&mut self, file: usize, table: &FunctionTable) {
+    /// The entry and return sites of `table`'s functions, in file `file`
+    /// (see [`crate::functions`]), returns probed as `exits` says.
+    pub fn add_functions(&mut self, file: usize, table: &FunctionTable, exits: FunctionExits) {
         for function in &table.functions {
             let cookie = self.functions.len() as u64;
             let site = |role, offset: u64| AttachSite {
@@ -306,8 +324,15 @@ impl Selection {
                 cookie,
             };
             self.sites.push(site(Role::FunctionEntry, function.entry));
-            for &offset in &function.returns {
-                self.sites.push(site(Role::FunctionExit, offset));
+            match exits {
+                FunctionExits::Ret => {
+                    for &offset in &function.returns {
+                        self.sites.push(site(Role::FunctionExit, offset));
+                    }
+                }
+                FunctionExits::Uretprobe => {
+                    self.sites.push(site(Role::FunctionReturn, function.entry));
+                }
             }
             self.functions.push(function.name.clone());
         }

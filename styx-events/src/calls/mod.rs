@@ -216,27 +216,6 @@ impl EventWriter for CallTracker {
     }
 }
 
-/// Takes every event and writes nothing (`--summary` alone).
-pub struct Discard;
-
-impl EventWriter for Discard {
-    fn event(&mut self, _: &Event<'_>) -> io::Result<()> {
-        Ok(())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-    fn finish(&mut self, _: &Totals<'_>) -> io::Result<()> {
-        Ok(())
-    }
-    fn takes_batches(&self) -> bool {
-        true
-    }
-    fn batch(&mut self, _: &[u8]) -> io::Result<()> {
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

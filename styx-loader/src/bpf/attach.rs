@@ -26,6 +26,7 @@ pub fn program_name(role: Role) -> &'static str {
         Role::BatchEnable(_) | Role::BatchFlush => return "styx_batch",
         Role::FunctionEntry => return "styx_fn_entry",
         Role::FunctionExit => return "styx_fn_exit",
+        Role::FunctionReturn => return "styx_fn_return",
     };
     match kind.shape() {
         Shape::Args(2) => "styx_args2",
@@ -161,6 +162,9 @@ pub fn attach_sites(loaded: &mut Loaded, target: &Target, sites: &[&AttachSite])
             sites.len()
         );
     }
+    if loaded.multi.is_none() && sites.iter().any(|s| s.role == Role::FunctionReturn) {
+        bail!("--function-exits uretprobe needs --attach multi (uprobe_multi links, Linux 6.6+)");
+    }
     let mut links = Links::default();
     let one_by_one: Vec<&AttachSite> = match &loaded.multi {
         Some(programs) => attach_multi(programs, target, sites, &mut links)?,
@@ -257,11 +261,25 @@ fn attach_multi<'s>(
             })
             .collect();
         let program = programs.get(name).expect("loaded for every selected kind");
-        match uprobe_multi::attach(program.as_fd(), &file.read_at, &multi_sites, target.pid) {
+        let returns = name == program_name(Role::FunctionReturn);
+        let attached = uprobe_multi::attach(
+            program.as_fd(),
+            &file.read_at,
+            &multi_sites,
+            target.pid,
+            returns,
+        );
+        match attached {
             Ok(link) => {
                 links.multi.push(link);
                 links.multi_sites += group.len();
             }
+            Err(e) if returns => bail!(
+                "the kernel refused the uprobe_multi link for the returns of {} functions of {}: \
+                 {e}; --function-exits uretprobe needs uprobe_multi (Linux 6.6+)",
+                group.len(),
+                file.name
+            ),
             Err(e) => {
                 if let Err(limit) = check_per_site(refused.len() + group.len()) {
                     bail!(

@@ -2,7 +2,7 @@
 //! binary system-wide, from the command line to the exit code.
 
 use crate::bpf::load::Counting;
-use crate::cli::{Delivery, TopOptions, TraceArgs};
+use crate::cli::{Delivery, FunctionExitsArg, TopOptions, TraceArgs};
 use crate::cmd::list::find_functions;
 use crate::cmd::top::{self, Counter, Screen};
 use crate::outputs::{self, Outputs};
@@ -22,7 +22,7 @@ use styx_events::options::numbered_beside;
 use styx_events::tools::parquet::is_dir_output;
 use styx_events::writer::{EventWriter, Tee};
 use styx_usdt::select::Role;
-use styx_usdt::select::{describe_providers, Selection, Wanted};
+use styx_usdt::select::{describe_providers, FunctionExits, Selection, Wanted};
 use styx_usdt::symbols::Symbols;
 use styx_usdt::target::Target;
 
@@ -274,8 +274,12 @@ fn find_sites(args: &TraceArgs, target: &Target) -> Result<(Selection, Option<Gu
     }
     let probed = !selection.sites.is_empty();
     if !args.functions.functions.is_empty() {
+        let exits = match args.function_exits {
+            FunctionExitsArg::Ret => FunctionExits::Ret,
+            FunctionExitsArg::Uretprobe => FunctionExits::Uretprobe,
+        };
         for (file, table) in find_functions(target, &args.functions)? {
-            selection.add_functions(file, &table);
+            selection.add_functions(file, &table, exits);
         }
         // Nothing else to find: a program without styx probes is fine.
         return Ok((selection, guest));

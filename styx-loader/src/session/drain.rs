@@ -7,7 +7,7 @@ use styx_common::{FatalRecord, EVENT_KIND_SLOTS, FATAL_RECORD_KIND};
 use styx_events::batch::{BatchError, Batches};
 use styx_events::event::{decode, DecodeError, Event};
 use styx_events::filter::Keep;
-use styx_events::writer::{EventWriter, Totals};
+use styx_events::writer::{Discard, EventWriter, Totals};
 
 /// Records taken per drain at most, so a producer faster than the output
 /// cannot keep the loop from noticing signals and deadlines.
@@ -207,20 +207,5 @@ impl Sink {
         if self.error.is_none() {
             self.error = (e.kind() != io::ErrorKind::BrokenPipe).then_some(e);
         }
-    }
-}
-
-/// Takes events and keeps none: for what arrives after the output closed.
-struct Discard;
-
-impl EventWriter for Discard {
-    fn event(&mut self, _: &Event<'_>) -> io::Result<()> {
-        Ok(())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-    fn finish(&mut self, _: &Totals<'_>) -> io::Result<()> {
-        Ok(())
     }
 }

@@ -16,10 +16,15 @@ const RECURSION: &str = "^styx_testprog::calls::(recurse|recurse_then_panic)$";
 /// function events of a jsonl trace (also kept as a capture in `dir`), and
 /// what the loader printed on stderr.
 fn trace_calls(dir: &Path, commands: &[&str]) -> (Vec<Value>, String) {
+    trace_calls_with(dir, commands, &[])
+}
+
+/// [`trace_calls`] with more of the loader's options.
+fn trace_calls_with(dir: &Path, commands: &[&str], extra: &[&str]) -> (Vec<Value>, String) {
     let out = dir.join("calls.jsonl");
     let capture = dir.join("calls.styx");
     let mut prog = TestProg::spawn(None);
-    let loader = prog.attach_loader(&[
+    let mut args = vec![
         "-o",
         "jsonl",
         "--output",
@@ -30,7 +35,9 @@ fn trace_calls(dir: &Path, commands: &[&str]) -> (Vec<Value>, String) {
         "marker",
         "--functions",
         RECURSION,
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let loader = prog.attach_loader(&args);
     for command in commands {
         let answer = prog.ask(command);
         assert!(
@@ -140,6 +147,27 @@ fn a_recursion_has_its_exact_calls_depths_and_durations() {
     assert_eq!(depths, (1..=11).collect::<Vec<_>>(), "{folded}");
     let total: u64 = stacks.iter().map(|s| s.1).sum();
     assert_eq!(total, *durations.last().unwrap(), "{folded}");
+}
+
+#[test]
+fn returns_probed_as_uretprobes_give_the_same_calls() {
+    require_root();
+    let dir = scratch("functions-uretprobe");
+    let (events, stderr) = trace_calls_with(
+        &dir,
+        &["recurse 10", "recurse-threads 3 2"],
+        &["--function-exits", "uretprobe"],
+    );
+    let threads = by_tid(events);
+    assert_eq!(threads.len(), 3, "{stderr}");
+    for (tid, events) in &threads {
+        let depth = if events.len() == 22 { 10 } else { 3 };
+        let mut want: Vec<_> = (0..=depth).map(|d| entry("recurse", d)).collect();
+        want.extend((0..=depth).rev().map(|d| exit("recurse", d, false)));
+        assert_eq!(shape(events), want, "thread {tid}");
+        let timed = |e: &Value| e["event"] == "fn_entry" || e["duration_ns"].is_u64();
+        assert!(events.iter().all(timed), "thread {tid}");
+    }
 }
 
 #[test]
@@ -265,6 +293,24 @@ fn cpp_exceptions_through_traced_frames_neither_abort_nor_skew_depths() {
         ("5", "0")
     );
     assert!(!stdout.contains("fn_entry"), "no events: {stdout}");
+
+    // Why returns are not uretprobes by default: the first exception
+    // through a uretprobe'd frame ends the program (std::terminate).
+    let (status, stdout, stderr) = run_loader(&[
+        "--function-exits",
+        "uretprobe",
+        "--functions",
+        r"^thrower\(int\)$",
+        "-o",
+        "jsonl",
+        "--output",
+        "/dev/null",
+        "--",
+        program.to_str().unwrap(),
+        "5",
+    ]);
+    assert!(!status.success(), "{stdout}\n{stderr}");
+    assert!(stderr.contains("terminate called"), "{stderr}");
 }
 
 #[test]

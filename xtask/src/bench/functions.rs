@@ -1,8 +1,9 @@
 //! Function tracing's cost per traced call (entry and return), side by
 //! side in each round: styx-bench's loop of calls to `styx_bench_call`
 //! untraced, traced by `styx-loader --functions` (probes on its entry and
-//! its `ret`), and traced by bpftrace counting `uprobe` + `uretprobe` hits;
-//! and untraced again after both detached (nothing stays patched).
+//! its `ret`; and with `--function-exits uretprobe`), and traced by
+//! bpftrace counting `uprobe` + `uretprobe` hits; and untraced again after
+//! all detached (nothing stays patched).
 
 use super::stats::Samples;
 use super::tracer::Workload;
@@ -20,11 +21,13 @@ pub struct Results {
     /// ns per call: before any tracer, after both detached.
     pub untraced: Samples,
     pub untraced_after: Samples,
-    /// ns per call traced, and its extra over untraced in the same round.
+    /// ns per call traced: returns probed at the `ret`, or by uretprobes.
     pub styx: Samples,
+    pub styx_uretprobe: Samples,
     pub bpftrace: Samples,
-    /// styx's ns per call over bpftrace's, per round.
+    /// styx's ns per call over bpftrace's, per round (both ways).
     pub ratio: Samples,
+    pub ratio_uretprobe: Samples,
     /// Calls made while styx traced, and the fn events it reported written
     /// and lost.
     pub calls: u64,
@@ -37,6 +40,31 @@ pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> 
     let mut workload = Workload::spawn(&bins.bench)?;
     let untraced = workload.run("call", n)?.ns_per_event;
 
+    let styx = styx_calls(bins, &mut workload, n, "ret", results)?;
+    let styx_uretprobe = styx_calls(bins, &mut workload, n, "uretprobe", results)?;
+    let bpftrace = bpftrace_calls(&bins.bench, &mut workload, n)?;
+    let after = workload.run("call", n)?.ns_per_event;
+    workload.quit()?;
+
+    results.untraced.push(untraced);
+    results.untraced_after.push(after);
+    results.styx.push(styx);
+    results.styx_uretprobe.push(styx_uretprobe);
+    results.bpftrace.push(bpftrace);
+    results.ratio.push(styx / bpftrace);
+    results.ratio_uretprobe.push(styx_uretprobe / bpftrace);
+    Ok(())
+}
+
+/// ns per call with styx-loader tracing the function, returns probed as
+/// `exits` (`--function-exits`); what it wrote and lost is added up.
+fn styx_calls(
+    bins: &Binaries,
+    workload: &mut Workload,
+    n: u64,
+    exits: &str,
+    results: &mut Results,
+) -> Result<f64> {
     let pid = workload.pid().to_string();
     let mut loader = Loader::spawn(
         &bins.loader,
@@ -45,6 +73,8 @@ pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> 
             pid.as_str(),
             "--functions",
             "^styx_bench_call$",
+            "--function-exits",
+            exits,
             "-o",
             "raw",
             "--output",
@@ -54,7 +84,7 @@ pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> 
         Stdio::null(),
     )?;
     loader.wait_for_line("attached")?;
-    let styx = workload.run("call", n)?.ns_per_event;
+    let ns = workload.run("call", n)?.ns_per_event;
     loader.signal(libc::SIGINT);
     let (status, stderr) = loader.finish();
     ensure!(status.success(), "styx-loader failed: {stderr:?}");
@@ -62,17 +92,7 @@ pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> 
     results.calls += n;
     results.written += summary.events_of("function");
     results.lost += summary.dropped;
-
-    let bpftrace = bpftrace_calls(&bins.bench, &mut workload, n)?;
-    let after = workload.run("call", n)?.ns_per_event;
-    workload.quit()?;
-
-    results.untraced.push(untraced);
-    results.untraced_after.push(after);
-    results.styx.push(styx);
-    results.bpftrace.push(bpftrace);
-    results.ratio.push(styx / bpftrace);
-    Ok(())
+    Ok(ns)
 }
 
 /// ns per call with bpftrace counting the function's `uprobe` and

@@ -931,15 +931,22 @@ fn functions(md: &mut String, plan: &Plan, results: &Results) {
         "styx-bench's loop of {} calls of `styx_bench_call` (a few instructions, never \
          inlined) a run, each way in each round in one process: untraced; traced by \
          `styx-loader --functions '^styx_bench_call$' -o raw --output /dev/null` (a uprobe \
-         on its entry and one on its `ret`, the loader pairing them); traced by bpftrace \
-         counting `uprobe` and `uretprobe` hits of it; untraced again once both have \
-         detached.\n",
+         on its entry and one on its `ret`, the loader pairing them), and the same with \
+         `--function-exits uretprobe`; traced by bpftrace counting `uprobe` and \
+         `uretprobe` hits of it; untraced again once all have detached.\n",
         plan.function_calls
     );
     let _ = writeln!(md, "| | ns per call |\n|---|---|");
     let rows = [
         ("untraced", &f.untraced),
-        ("styx `--functions` (entry + `ret` uprobes)", &f.styx),
+        (
+            "styx `--functions` (entry + `ret` uprobes, the default)",
+            &f.styx,
+        ),
+        (
+            "styx `--functions --function-exits uretprobe`",
+            &f.styx_uretprobe,
+        ),
         ("bpftrace `uprobe` + `uretprobe`, `count()`", &f.bpftrace),
         ("untraced, after both detached", &f.untraced_after),
     ];
@@ -949,12 +956,17 @@ fn functions(md: &mut String, plan: &Plan, results: &Results) {
     let _ = writeln!(
         md,
         "\nA traced call (entry and return) costs {} ns more than an untraced one with styx, \
-         {} of bpftrace's cost per call; styx wrote {} function events of the {} expected \
-         (2 per call), {} lost. Untraced, nothing is patched: the function's first byte and \
-         its `ret` are the compiler's until a tracer attaches, and after it detaches the \
-         call costs {} against {} before.\n",
+         {} of bpftrace's cost per call ({} with uretprobes for returns: the kernel \
+         single-steps a probed `ret` out of line, a second trap, where a uretprobe returns \
+         through its trampoline; styx's default keeps the `ret` probes because a uretprobe \
+         makes an exception or panic unwinding through the call abort the program). styx \
+         wrote {} function events of the {} expected (2 per call), {} lost. Untraced, \
+         nothing is patched: the function's first byte and its `ret` are the compiler's \
+         until a tracer attaches, and after it detaches the call costs {} against {} \
+         before.\n",
         (f.styx.median() - f.untraced.median()).round(),
         times(&f.ratio, 2),
+        times(&f.ratio_uretprobe, 2),
         f.written,
         2 * f.calls,
         f.lost,

@@ -8,7 +8,7 @@
 //! its sites after a single grace period.
 
 use super::syscall::bpf_new_fd;
-use aya_obj::generated::{bpf_attach_type, bpf_attr, bpf_cmd};
+use aya_obj::generated::{bpf_attach_type, bpf_attr, bpf_cmd, BPF_F_UPROBE_MULTI_RETURN};
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
@@ -25,13 +25,16 @@ pub struct MultiSite {
 }
 
 /// Attaches `program` to `sites` in the file at `path`, in process `pid`
-/// only (None: every process that maps the file, also ones started later).
+/// only (None: every process that maps the file, also ones started later);
+/// `returns`: as uretprobes (`BPF_F_UPROBE_MULTI_RETURN`, Linux 6.6), the
+/// program running when the function at each site returns.
 /// Dropping the returned link detaches every site and lowers the semaphores.
 pub fn attach(
     program: BorrowedFd<'_>,
     path: &Path,
     sites: &[MultiSite],
     pid: Option<u32>,
+    returns: bool,
 ) -> io::Result<OwnedFd> {
     let path = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::other("path contains a NUL byte"))?;
@@ -51,6 +54,9 @@ pub fn attach(
     attr.link_create.__bindgen_anon_3.uprobe_multi.cookies = cookies.as_ptr() as u64;
     attr.link_create.__bindgen_anon_3.uprobe_multi.cnt = sites.len() as u32;
     attr.link_create.__bindgen_anon_3.uprobe_multi.pid = pid.unwrap_or(0);
+    if returns {
+        attr.link_create.__bindgen_anon_3.uprobe_multi.flags = BPF_F_UPROBE_MULTI_RETURN;
+    }
     // SAFETY: attr holds the link_create member for uprobe_multi; the path
     // and the three arrays (cnt entries each) outlive the call.
     unsafe {

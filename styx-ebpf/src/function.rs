@@ -10,8 +10,8 @@ use aya_ebpf::EbpfContext;
 use styx_common::{EventKind, FunctionRecord, FUNCTION_RECORD_KIND};
 
 /// `at` is [`styx_common::FUNCTION_ENTRY`] or [`styx_common::FUNCTION_EXIT`];
-/// `popped`: bytes the stack pointer moved since the probed instruction
-/// would have run (8 after a `ret`, for a uretprobe).
+/// `popped`: how far the stack pointer has risen since the function's
+/// entry (8 in a uretprobe, which runs after the `ret` popped its address).
 #[inline(always)]
 pub fn record(ctx: &ProbeContext, at: u8, popped: u64) {
     let kind = EventKind::Function as u8;

@@ -228,16 +228,16 @@ pub struct ListArgs {
 /// Which functions of the target to trace (or list).
 #[derive(Debug, Args)]
 pub struct FunctionArgs {
-    /// Trace the functions whose demangled names (Rust v0 and legacy, C++)
-    /// match REGEX (repeatable; unanchored, as grep), in the executable and
-    /// its mapped libraries (a command after --: its executable): an
+    /// Functions whose demangled names (Rust v0 and legacy, C++) match
+    /// REGEX (repeatable; unanchored, as grep): traced (with `list`:
+    /// listed), in the executable and its mapped libraries (a command
+    /// after --: its executable). Tracing gives an
     /// `fn_entry` event at each call and an `fn_exit` at each return, with
     /// the call's depth on its thread and, on exit, its duration. No
     /// rebuild: uprobes on each function's first instruction and on each
-    /// of its `ret`s (not uretprobes, which make C++ exceptions and Rust
-    /// panics abort). A call left by unwinding (exception, panic,
-    /// longjmp) gets an exit marked `unwound` once a later call or return
-    /// further out shows it gone. Functions inlined everywhere have no
+    /// of its `ret`s (see --function-exits). A call left by unwinding
+    /// (exception, panic, longjmp) gets an exit marked `unwound` once a
+    /// later call or return further out shows it gone. Functions inlined everywhere have no
     /// symbol and cannot be traced (`list --functions` shows what
     /// matches). At the end a table per function (calls, total, self,
     /// max) goes to stderr.

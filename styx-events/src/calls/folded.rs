@@ -6,6 +6,7 @@
 //! Only calls are drawn; other events are left out.
 
 use crate::calls::MAX_OPEN_CALLS;
+use crate::escape;
 use crate::event::{Body, Call, Event};
 use crate::header::Header;
 use crate::writer::{Chunked, EventWriter, Totals};
@@ -100,10 +101,11 @@ impl EventWriter for FoldedWriter {
             .filter(|(_, &ns)| ns > 0)
             .map(|(path, &ns)| {
                 // `;` separates frames and a space ends the stack: neither
-                // may appear inside a name (C++ names have spaces).
+                // may appear inside a name (C++ names have spaces); names
+                // come from files anyone can write: no control characters.
                 let frames: Vec<String> = path
                     .iter()
-                    .map(|f| name(f).replace([';', ' ', '\n'], "_"))
+                    .map(|f| escape::controls(name(f)).replace([';', ' '], "_"))
                     .collect();
                 (frames.join(";"), ns)
             })

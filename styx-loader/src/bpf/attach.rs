@@ -129,7 +129,7 @@ fn check_per_site(count: usize) -> Result<()> {
         bail!(
             "refusing to attach {count} probe sites with a link each (at most {MAX_PER_SITE}: \
              every one costs two file descriptors and ~0.1 s of kernel time to detach); \
-             use --attach multi (Linux 6.6+) or select fewer probes (--probes, --events)"
+             use --attach multi (Linux 6.6+) or select fewer probes (--probes, --events, --functions)"
         );
     }
     if let Ok(limit) = open_file_limit() {
@@ -138,7 +138,7 @@ fn check_per_site(count: usize) -> Result<()> {
             bail!(
                 "refusing to attach {count} probe sites with a link each: that needs ~{needed} \
                  open files and the limit is {} (ulimit -n); use --attach multi (Linux 6.6+) \
-                 or select fewer probes (--probes, --events)",
+                 or select fewer probes (--probes, --events, --functions)",
                 limit.rlim_cur
             );
         }
@@ -158,7 +158,7 @@ pub fn attach_sites(loaded: &mut Loaded, target: &Target, sites: &[&AttachSite])
         bail!(
             "refusing to attach {} probe sites (at most {MAX_SITES}: the kernel writes a \
              breakpoint per site into every process that maps the file, delaying each); \
-             select fewer probes (--probes, --events)",
+             select fewer probes (--probes, --events, --functions)",
             sites.len()
         );
     }

@@ -238,31 +238,41 @@ mod tests {
         }
     }
 
+    /// A tracker whose output is collected.
+    fn tracker() -> (CallTracker, Rc<RefCell<Vec<Call>>>) {
+        let seen = Rc::new(RefCell::new(Vec::new()));
+        let tracker = CallTracker::new(Box::new(Collect(Rc::clone(&seen))), 4);
+        (tracker, seen)
+    }
+
+    /// Hands `call` to `tracker` as thread `tid`'s event at `ts_ns`.
+    fn feed(tracker: &mut CallTracker, ts_ns: u64, tid: u32, call: Call) {
+        let header = RecordHeader {
+            ts_ns,
+            tid,
+            kind: EventKind::Function as u8,
+            aux: u8::from(call.exit),
+            ..RecordHeader::default()
+        };
+        let event = Event {
+            header,
+            kind: EventKind::Function,
+            body: Body::Call(call),
+        };
+        tracker.event(&event).unwrap();
+    }
+
     /// Runs `(ts, tid, exit, function, sp)` hits through a tracker.
     fn track(hits: &[(u64, u32, bool, u32, u64)]) -> (Vec<Call>, CallTable) {
-        let seen = Rc::new(RefCell::new(Vec::new()));
-        let mut tracker = CallTracker::new(Box::new(Collect(Rc::clone(&seen))), 4);
+        let (mut tracker, seen) = tracker();
         for &(ts_ns, tid, exit, function, sp) in hits {
-            let header = RecordHeader {
-                ts_ns,
-                tid,
-                kind: EventKind::Function as u8,
-                aux: u8::from(exit),
-                ..RecordHeader::default()
-            };
             let call = Call {
                 function,
                 sp,
                 exit,
                 ..Call::default()
             };
-            tracker
-                .event(&Event {
-                    header,
-                    kind: EventKind::Function,
-                    body: Body::Call(call),
-                })
-                .unwrap();
+            feed(&mut tracker, ts_ns, tid, call);
         }
         let totals = Totals {
             events: &[0; 16],
@@ -349,23 +359,9 @@ mod tests {
             (5, 2, false, 3, 100),
         ];
         let (first, table) = track(&hits);
-        let seen = Rc::new(RefCell::new(Vec::new()));
-        let mut again = CallTracker::new(Box::new(Collect(Rc::clone(&seen))), 4);
+        let (mut again, seen) = tracker();
         for call in &first {
-            let header = RecordHeader {
-                tid: 1,
-                aux: u8::from(call.exit),
-                kind: EventKind::Function as u8,
-                ts_ns: 0,
-                ..RecordHeader::default()
-            };
-            again
-                .event(&Event {
-                    header,
-                    kind: EventKind::Function,
-                    body: Body::Call(*call),
-                })
-                .unwrap();
+            feed(&mut again, 0, 1, *call);
         }
         let again: Vec<_> = seen
             .borrow()

@@ -272,7 +272,6 @@ fn find_sites(args: &TraceArgs, target: &Target) -> Result<(Selection, Option<Gu
     for rejected in &selection.rejected {
         log::warn!("{rejected}");
     }
-    let probed = !selection.sites.is_empty();
     if !args.functions.functions.is_empty() {
         let exits = match args.function_exits {
             FunctionExitsArg::Ret => FunctionExits::Ret,
@@ -284,7 +283,7 @@ fn find_sites(args: &TraceArgs, target: &Target) -> Result<(Selection, Option<Gu
         // Nothing else to find: a program without styx probes is fine.
         return Ok((selection, guest));
     }
-    if !probed {
+    if selection.sites.is_empty() {
         let all_sites = || tables.iter().flat_map(|(_, table)| &table.sites);
         let has_styx = all_sites().any(|s| s.provider == styx_common::PROVIDER);
         let globs: Vec<&str> = args.probes.iter().map(glob::Pattern::as_str).collect();

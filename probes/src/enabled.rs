@@ -32,7 +32,7 @@ macro_rules! semaphores {
         #[inline(always)]
         fn semaphore(kind: EventKind) -> u32 {
             match kind {
-                $(EventKind::$kind => semaphores::$probe.state(),)*
+                $(EventKind::$kind => crate::fire::load_word!(semaphores::$probe),)*
                 // Other providers' probes and traced functions: not
                 // styx-probe's to report.
                 EventKind::Usdt | EventKind::Function => 0,
@@ -41,7 +41,7 @@ macro_rules! semaphores {
 
         #[inline(always)]
         fn any_semaphore() -> bool {
-            0 $(| semaphores::$probe.state())* != 0
+            0 $(| crate::fire::load_word!(semaphores::$probe))* != 0
         }
     };
 }
@@ -55,7 +55,7 @@ macro_rules! semaphores {
 #[repr(C, align(4))]
 pub struct Semaphore(UnsafeCell<u32>);
 
-// SAFETY: only the kernel writes it; reads are volatile.
+// SAFETY: only the kernel writes it; probes read it by `asm!` (`fire::load_word!`).
 #[cfg(not(feature = "disabled"))]
 unsafe impl Sync for Semaphore {}
 
@@ -67,13 +67,6 @@ pub(crate) const PER_EVENT: u32 = 0xffff;
 impl Semaphore {
     const fn new() -> Semaphore {
         Semaphore(UnsafeCell::new(0))
-    }
-
-    /// The word as the kernel last left it.
-    #[inline(always)]
-    pub fn state(&self) -> u32 {
-        // SAFETY: a word the kernel changes under us: read it volatile.
-        unsafe { self.0.get().read_volatile() }
     }
 }
 

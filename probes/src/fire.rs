@@ -1,13 +1,43 @@
-//! The functions behind the probe macros. They are generic and always inlined,
-//! so each macro call site gets its own copy of the probe (and its own ELF
-//! note) while sharing the event type's semaphore word.
+//! What a probe call costs where it is written, and what runs once it fires.
 //!
-//! A call loads the word once. Zero: nothing more. Otherwise the closure
-//! runs once, and its values go to whoever holds the word up: the per-event
-//! site (the `nop` tracers break on) for the low half, this thread's batch
-//! (`crate::batch`) for the high half. Events of the rare types are never
-//! batched; they flush the thread's pending batch before firing, so a
-//! thread's events reach the reader in the order they happened.
+//! A probe macro expands, at the emulator's call site, to the check and a
+//! call (see `__probe!` in `macros.rs`):
+//!
+//! ```text
+//! if fire::mem_read::armed() {                 // inline: one load, one branch
+//!     #[cold] #[inline(never)]
+//!     fn site<T: fire::mem_read::Args>(args: T) { args.fire() }
+//!     site((|| (pc, addr, val))());             // the closure runs here, inlined
+//! }
+//! ```
+//!
+//! Why this shape (measured on a real interpreter; issue 24's table):
+//! - Everything but the check is out of line. What the inliner sees in the
+//!   emulator's function is a load, a branch and a call: the emulator's own
+//!   small helpers (a bus access, a push) stay small enough to be inlined,
+//!   as they are with the probes compiled out.
+//! - The closure is called where it is written, inside the branch, and only
+//!   its values cross into the cold function. A closure handed to an
+//!   out-of-line function would make every local it borrows address-taken,
+//!   kept on the stack for the whole host function.
+//! - The check loads the semaphore word by an `asm!` addressed RIP-relative
+//!   to the static (`sym`): Rust reaches another crate's static through the
+//!   GOT, a second, dependent load. The `asm!` is `readonly`: the compiler
+//!   keeps the emulator's values in registers across it. It is not `pure`,
+//!   so it is never hoisted out of a loop: a tracer attaching mid-loop is
+//!   seen at the next check.
+//! - `site` is a new function item at every call site (the macro defines
+//!   it), so each call site keeps its own USDT site and note. Its `asm!`
+//!   names the call site (file, line, column) in a comment, so that no two
+//!   are identical code for LLVM's function merging to fold into one.
+//!
+//! In the cold function the word is loaded again: zero (a tracer detached
+//! since the check, or a `jmp` left by anything patching the check) does
+//! nothing. Otherwise the values go to whoever holds the word up: the
+//! per-event site (the `nop` tracers break on) for the low half, this
+//! thread's batch (`crate::batch`) for the high half. Events of the rare
+//! types are never batched; they flush the thread's pending batch before
+//! firing, so a thread's events reach the reader in the order they happened.
 
 use crate::MemValue;
 use styx_common::{Branch, InterruptKind};
@@ -20,150 +50,339 @@ use crate::enabled::{semaphores, PER_EVENT};
 #[cfg(not(feature = "disabled"))]
 use crate::site::event_site;
 
-/// Defines one firing function of a batched event type. `$conv` turns the
-/// closure's values into the probe's `u64`s, bound to the same names.
-macro_rules! fire_batched {
-    ($name:ident / $kind:ident <$($g:ident: $bound:path),*> ($($v:ident),*) => ($($conv:expr),*)) => {
-        #[inline(always)]
-        pub fn $name<$($g: $bound,)* F: FnOnce() -> ($($g,)*)>(f: F) {
-            #[cfg(not(feature = "disabled"))]
-            {
-                let state = semaphores::$name.state();
-                if state != 0 {
+/// The word of semaphore `$sema` (a path to a static), loaded RIP-relative
+/// by one instruction.
+#[cfg(not(feature = "disabled"))]
+macro_rules! load_word {
+    ($sema:path) => {{
+        let word: u32;
+        // SAFETY: reads the 4-byte static `$sema`; writes nothing but `word`.
+        unsafe {
+            core::arch::asm!(
+                "mov {word:e}, dword ptr [rip + {sema}]",
+                word = out(reg) word,
+                sema = sym $sema,
+                options(nostack, preserves_flags, readonly),
+            );
+        }
+        word
+    }};
+}
+#[cfg(not(feature = "disabled"))]
+pub(crate) use load_word;
+
+/// Defines `pub mod $name` of a batched type: `armed()`, the call site's
+/// check; `Args`, the argument tuples the probe takes, each turned into
+/// four `u64`s (`values`); and `fire`, what the call site's function runs
+/// with them: the batch item takes the first `$args` values (and `$aux`),
+/// the per-event site the first `$site`.
+macro_rules! batched_probe {
+    ($name:ident / $kind:ident, args $args:tt, site $site:tt, aux |$v:ident| $aux:expr; $(
+        <$($g:ident: $bound:path),*> ($($var:ident),*) => $values:expr;
+    )+) => {
+        #[doc(hidden)]
+        pub mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            /// Whether anything is attached to the probe's type: the
+            /// only part of a probe inlined where it is called.
+            #[inline(always)]
+            pub fn armed() -> bool {
+                #[cfg(not(feature = "disabled"))]
+                return load_word!(semaphores::$name) != 0;
+                #[cfg(feature = "disabled")]
+                false
+            }
+
+            /// The argument tuples the probe accepts.
+            pub trait Args {
+                /// The values as the call site's function takes them.
+                fn values(self) -> [u64; 4];
+            }
+
+            $(
+                impl<$($g: $bound),*> Args for ($($g,)*) {
+                    #[inline(always)]
+                    fn values(self) -> [u64; 4] {
+                        let ($($var,)*) = self;
+                        $values
+                    }
+                }
+            )+
+
+            /// Hands the values to whoever holds the word up (inlined into
+            /// the call site's function, with the site's `nop` and note).
+            #[inline(always)]
+            #[allow(unused_variables)]
+            pub fn fire<const SITE: u64>($v: [u64; 4]) {
+                #[cfg(not(feature = "disabled"))]
+                {
+                    let state = load_word!(semaphores::$name);
+                    if state == 0 {
+                        return;
+                    }
                     crate::enabled::page_align_semaphores();
-                    let ($($v,)*) = f();
-                    let ($($v,)*): ($(fire_batched!(@u64 $v),)*) = ($($conv,)*);
                     if state & PER_EVENT != 0 {
-                        event_site!($name, semaphores::$name, [$($v),*]);
+                        let site: [u64; $site] = first($v);
+                        event_site!($name, semaphores::$name, SITE, site, $site);
                     }
                     if state > PER_EVENT {
-                        crate::batch::push(EventKind::$kind as u8, 0, [$($v),*]);
+                        crate::batch::push::<$args>(EventKind::$kind as u8, $aux, first($v));
                     }
                 }
             }
-            #[cfg(feature = "disabled")]
-            let _ = f;
         }
     };
-    (@u64 $v:ident) => { u64 };
 }
 
-/// A memory access: batches keep the size in the item's aux byte.
-macro_rules! fire_mem {
-    ($name:ident / $kind:ident) => {
-        #[inline(always)]
-        pub fn $name<P: Into<u64>, A: Into<u64>, V: MemValue, F: FnOnce() -> (P, A, V)>(f: F) {
-            #[cfg(not(feature = "disabled"))]
-            {
-                let state = semaphores::$name.state();
-                if state != 0 {
-                    crate::enabled::page_align_semaphores();
-                    let (pc, addr, val) = f();
-                    let (pc, addr, val): (u64, u64, u64) = (pc.into(), addr.into(), val.to_u64());
-                    if state & PER_EVENT != 0 {
-                        event_site!($name, semaphores::$name, [pc, addr, val, V::SIZE]);
-                    }
-                    if state > PER_EVENT {
-                        crate::batch::push(EventKind::$kind as u8, V::SIZE as u8, [pc, addr, val]);
+/// Defines `pub mod $name` of a per-event type: `armed()` and `Args`, each
+/// tuple with its `fire`, run in the call site's cold function.
+macro_rules! per_event_probe {
+    ($name:ident: <$($g:ident: $bound:path),*> ($($t:ty),*) ($($var:ident),*) => $n:tt $values:expr) => {
+        #[doc(hidden)]
+        pub mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            #[inline(always)]
+            pub fn armed() -> bool {
+                #[cfg(not(feature = "disabled"))]
+                return load_word!(semaphores::$name) != 0;
+                #[cfg(feature = "disabled")]
+                false
+            }
+
+            pub trait Args {
+                fn fire<const SITE: u64>(self);
+            }
+
+            impl<$($g: $bound),*> Args for ($($t,)*) {
+                #[inline(always)]
+                #[allow(unused_variables)]
+                fn fire<const SITE: u64>(self) {
+                    let ($($var,)*) = self;
+                    #[cfg(not(feature = "disabled"))]
+                    if load_word!(semaphores::$name) != 0 {
+                        crate::enabled::page_align_semaphores();
+                        crate::batch::flush_pending();
+                        let site: [u64; $n] = $values;
+                        event_site!($name, semaphores::$name, SITE, site, $n);
                     }
                 }
             }
-            #[cfg(feature = "disabled")]
-            let _ = f;
         }
     };
 }
 
-/// Defines one firing function of a per-event type.
-macro_rules! fire_per_event {
-    ($name:ident <$($g:ident: $bound:path),*> ($($v:ident),*) => ($($conv:expr),*)) => {
-        #[inline(always)]
-        pub fn $name<$($g: $bound,)* F: FnOnce() -> ($($g,)*)>(f: F) {
-            #[cfg(not(feature = "disabled"))]
-            if semaphores::$name.state() != 0 {
-                crate::enabled::page_align_semaphores();
-                crate::batch::flush_pending();
-                let ($($v,)*) = f();
-                let ($($v,)*): ($(fire_batched!(@u64 $v),)*) = ($($conv,)*);
-                event_site!($name, semaphores::$name, [$($v),*]);
-            }
-            #[cfg(feature = "disabled")]
-            let _ = f;
-        }
-    };
-}
-
-fire_batched!(insn_fetch / InsnFetch <P: Into<u64>, I: Into<u64>>(pc, insn) => (pc.into(), insn.into()));
-fire_batched!(insn_exec / InsnExec <P: Into<u64>, I: Into<u64>>(pc, insn) => (pc.into(), insn.into()));
-fire_batched!(block / Block <P: Into<u64>, S: Into<u64>>(pc, size) => (pc.into(), size.into()));
-fire_mem!(mem_read / MemRead);
-fire_mem!(mem_write / MemWrite);
-fire_batched!(reg_read / RegRead <P: Into<u64>, R: Into<u64>, V: Into<u64>>(pc, reg, val)
-    => (pc.into(), reg.into(), val.into()));
-fire_batched!(reg_write / RegWrite <P: Into<u64>, R: Into<u64>, V: Into<u64>, O: Into<u64>>(pc, reg, val, old)
-    => (pc.into(), reg.into(), val.into(), old.into()));
-fire_batched!(branch / Branch <P: Into<u64>, T: Into<u64>, K: Into<Branch>>(pc, target, kind)
-    => (pc.into(), target.into(), kind.into().encode()));
-fire_per_event!(interrupt <K: Into<InterruptKind>, N: Into<u64>, O: Into<u64>, W: Into<u64>>(kind, num, old_pc, new_pc)
-    => (kind.into() as u64, num.into(), old_pc.into(), new_pc.into()));
-fire_per_event!(control <C: Into<u64>, A: Into<u64>, B: Into<u64>>(code, a, b)
-    => (code.into(), a.into(), b.into()));
-
-/// Spans and markers pass strings as (pointer, length): no copy, no allocation.
-#[inline(always)]
-pub fn span_begin<'a, F: FnOnce() -> (&'a str, &'a str, u64)>(f: F) {
-    #[cfg(not(feature = "disabled"))]
-    if semaphores::span_begin.state() != 0 {
-        crate::enabled::page_align_semaphores();
-        crate::batch::flush_pending();
-        let (category, name, id) = f();
-        let [a, b, c, d, e] = span_args(category, name, id);
-        event_site!(span_begin, semaphores::span_begin, [a, b, c, d, e]);
-    }
-    #[cfg(feature = "disabled")]
-    let _ = f;
-}
-
-#[inline(always)]
-pub fn span_end<'a, F: FnOnce() -> (&'a str, &'a str, u64)>(f: F) {
-    #[cfg(not(feature = "disabled"))]
-    if semaphores::span_end.state() != 0 {
-        crate::enabled::page_align_semaphores();
-        crate::batch::flush_pending();
-        let (category, name, id) = f();
-        let [a, b, c, d, e] = span_args(category, name, id);
-        event_site!(span_end, semaphores::span_end, [a, b, c, d, e]);
-    }
-    #[cfg(feature = "disabled")]
-    let _ = f;
-}
-
+/// The first `N` of the four values.
 #[cfg(not(feature = "disabled"))]
 #[inline(always)]
-fn span_args(category: &str, name: &str, id: u64) -> [u64; 5] {
-    [
-        category.as_ptr() as u64,
-        category.len() as u64,
-        name.as_ptr() as u64,
-        name.len() as u64,
-        id,
-    ]
+fn first<const N: usize>(values: [u64; 4]) -> [u64; N] {
+    core::array::from_fn(|i| values[i])
 }
 
-/// A marker's text lives until after the probe instruction: the site reads
-/// it there (`readonly`, so the stores that made it come first).
+// An instruction's length travels in the batch item's aux byte and as the
+// per-event site's third value; 0 where the emulator gives none.
+batched_probe!(insn_fetch / InsnFetch, args 2, site 3, aux |v| v[2] as u8;
+    <P: Into<u64>, I: Into<u64>>(pc, insn) => [pc.into(), insn.into(), 0, 0];
+    <P: Into<u64>, I: Into<u64>, L: InsnLen>(pc, insn, len)
+        => [pc.into(), insn.into(), len.insn_len().into(), 0];
+);
+batched_probe!(insn_exec / InsnExec, args 2, site 3, aux |v| v[2] as u8;
+    <P: Into<u64>, I: Into<u64>>(pc, insn) => [pc.into(), insn.into(), 0, 0];
+    <P: Into<u64>, I: Into<u64>, L: InsnLen>(pc, insn, len)
+        => [pc.into(), insn.into(), len.insn_len().into(), 0];
+);
+batched_probe!(block / Block, args 2, site 2, aux |v| 0;
+    <P: Into<u64>, S: Into<u64>>(pc, size) => [pc.into(), size.into(), 0, 0];
+);
+// A memory access's size is the width of its value's type: the batch
+// item's aux byte, the per-event site's fourth value.
+batched_probe!(mem_read / MemRead, args 3, site 4, aux |v| v[3] as u8;
+    <P: Into<u64>, A: Into<u64>, V: MemValue>(pc, addr, val)
+        => [pc.into(), addr.into(), val.to_u64(), V::SIZE];
+);
+batched_probe!(mem_write / MemWrite, args 3, site 4, aux |v| v[3] as u8;
+    <P: Into<u64>, A: Into<u64>, V: MemValue>(pc, addr, val)
+        => [pc.into(), addr.into(), val.to_u64(), V::SIZE];
+);
+batched_probe!(reg_read / RegRead, args 3, site 3, aux |v| 0;
+    <P: Into<u64>, R: Into<u64>, V: Into<u64>>(pc, reg, val) => [pc.into(), reg.into(), val.into(), 0];
+);
+batched_probe!(reg_write / RegWrite, args 4, site 4, aux |v| 0;
+    <P: Into<u64>, R: Into<u64>, V: Into<u64>, O: Into<u64>>(pc, reg, val, old)
+        => [pc.into(), reg.into(), val.into(), old.into()];
+);
+batched_probe!(branch / Branch, args 3, site 3, aux |v| 0;
+    <P: Into<u64>, T: Into<u64>, K: Into<Branch>>(pc, target, kind)
+        => [pc.into(), target.into(), kind.into().encode(), 0];
+);
+per_event_probe!(interrupt:
+    <K: Into<InterruptKind>, N: Into<u64>, O: Into<u64>, W: Into<u64>>(K, N, O, W)(kind, num, old_pc, new_pc)
+        => 4 [kind.into() as u64, num.into(), old_pc.into(), new_pc.into()]
+);
+per_event_probe!(control:
+    <C: Into<u64>, A: Into<u64>, B: Into<u64>>(C, A, B)(code, a, b) => 3 [code.into(), a.into(), b.into()]
+);
+// Spans and markers pass strings as (pointer, length): no copy, no
+// allocation. The text lives until after the probe instruction, which
+// reads it there (`readonly`: the stores that made it come first).
+per_event_probe!(span_begin:
+    <C: AsRef<str>, N: AsRef<str>>(C, N, u64)(category, name, id) => 5 [
+        category.as_ref().as_ptr() as u64, category.as_ref().len() as u64,
+        name.as_ref().as_ptr() as u64, name.as_ref().len() as u64, id]
+);
+per_event_probe!(span_end:
+    <C: AsRef<str>, N: AsRef<str>>(C, N, u64)(category, name, id) => 5 [
+        category.as_ref().as_ptr() as u64, category.as_ref().len() as u64,
+        name.as_ref().as_ptr() as u64, name.as_ref().len() as u64, id]
+);
+
+/// Calls a batched probe's call-site function `site` with `values`, from
+/// the call site's cold block, without the cost of a call to the code
+/// around it: [`trampoline`] saves the registers the C ABI lets `site`
+/// clobber, so the compiler keeps its values in them across the probe
+/// rather than moving them into callee-saved registers that every run of
+/// the host function would save and restore. The vector registers are
+/// declared clobbered instead (they have no callee-saved ones: values in
+/// them are saved in the cold block only). Steps over the red zone, so
+/// the host function needs no stack frame for the call.
+#[cfg(not(feature = "disabled"))]
 #[inline(always)]
-pub fn marker<S: AsRef<str>, F: FnOnce() -> S>(f: F) {
-    #[cfg(not(feature = "disabled"))]
-    if semaphores::marker.state() != 0 {
-        crate::enabled::page_align_semaphores();
-        crate::batch::flush_pending();
-        let kept = f();
-        let text = kept.as_ref();
-        let (ptr, len) = (text.as_ptr() as u64, text.len() as u64);
-        event_site!(marker, semaphores::marker, [ptr, len]);
-        drop(kept);
+pub fn call_site(site: extern "C" fn(u64, u64, u64, u64), values: [u64; 4]) {
+    // SAFETY: `trampoline` returns with every register but these and the
+    // flags as it found them, and the stack pointer restored.
+    unsafe {
+        core::arch::asm!(
+            "lea rsp, [rsp - 128]",
+            "call {trampoline}",
+            "lea rsp, [rsp + 128]",
+            trampoline = sym trampoline,
+            in("rax") site,
+            in("rdi") values[0],
+            in("rsi") values[1],
+            in("rdx") values[2],
+            in("rcx") values[3],
+            out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
+            out("xmm4") _, out("xmm5") _, out("xmm6") _, out("xmm7") _,
+            out("xmm8") _, out("xmm9") _, out("xmm10") _, out("xmm11") _,
+            out("xmm12") _, out("xmm13") _, out("xmm14") _, out("xmm15") _,
+            options(nostack),
+        );
     }
-    #[cfg(feature = "disabled")]
-    let _ = f;
 }
+
+#[cfg(feature = "disabled")]
+#[inline(always)]
+pub fn call_site(site: extern "C" fn(u64, u64, u64, u64), values: [u64; 4]) {
+    let _ = (site, values);
+}
+
+/// Calls `rax` with the arguments in `rdi`, `rsi`, `rdx`, `rcx`, keeping
+/// `r8`–`r11` (the C ABI's other scratch registers) and aligning the stack
+/// (its caller's is anywhere below the red zone).
+#[cfg(not(feature = "disabled"))]
+#[doc(hidden)]
+#[unsafe(naked)]
+pub unsafe extern "C" fn trampoline() {
+    core::arch::naked_asm!(
+        "push rbp",
+        "mov rbp, rsp",
+        "push rax",
+        "push rcx",
+        "push rdx",
+        "push rsi",
+        "push rdi",
+        "push r8",
+        "push r9",
+        "push r10",
+        "push r11",
+        "and rsp, -16",
+        "call rax",
+        "lea rsp, [rbp - 72]",
+        "pop r11",
+        "pop r10",
+        "pop r9",
+        "pop r8",
+        "pop rdi",
+        "pop rsi",
+        "pop rdx",
+        "pop rcx",
+        "pop rax",
+        "pop rbp",
+        "ret",
+    );
+}
+
+/// A marker takes one value, not a tuple: its `Args` are for the text itself.
+#[doc(hidden)]
+pub mod marker {
+    #[allow(unused_imports)]
+    use super::*;
+
+    #[inline(always)]
+    pub fn armed() -> bool {
+        #[cfg(not(feature = "disabled"))]
+        return load_word!(semaphores::marker) != 0;
+        #[cfg(feature = "disabled")]
+        false
+    }
+
+    pub trait Args {
+        fn fire<const SITE: u64>(self);
+    }
+
+    impl<S: AsRef<str>> Args for S {
+        #[inline(always)]
+        fn fire<const SITE: u64>(self) {
+            #[cfg(not(feature = "disabled"))]
+            if load_word!(semaphores::marker) != 0 {
+                crate::enabled::page_align_semaphores();
+                crate::batch::flush_pending();
+                let text = self.as_ref();
+                let site = [text.as_ptr() as u64, text.len() as u64];
+                event_site!(marker, semaphores::marker, SITE, site, 2);
+            }
+        }
+    }
+}
+
+/// A number for the call site at `file`, `line`, `column` of `module`
+/// (FNV-1a): written into its probe's code so that no two call sites'
+/// functions are the same code, which LLVM's function merging would fold
+/// into one (one site, one note, for both).
+#[doc(hidden)]
+pub const fn site_id(module: &str, file: &str, line: u32, column: u32) -> u64 {
+    let mut hash = 0xcbf2_9ce4_8422_2325u64;
+    let parts = [module.as_bytes(), file.as_bytes(), &line.to_le_bytes(), &column.to_le_bytes()];
+    let mut p = 0;
+    while p < parts.len() {
+        let mut i = 0;
+        while i < parts[p].len() {
+            hash = (hash ^ parts[p][i] as u64).wrapping_mul(0x0100_0000_01b3);
+            i += 1;
+        }
+        p += 1;
+    }
+    hash
+}
+
+/// An instruction's length in bytes, the optional third value of
+/// `insn_fetch!`/`insn_exec!`: any unsigned integer; lengths above 255 are
+/// reported as 0 (unknown).
+pub trait InsnLen: Copy {
+    fn insn_len(self) -> u8;
+}
+
+macro_rules! insn_len {
+    ($($t:ty),*) => {$(
+        impl InsnLen for $t {
+            #[inline(always)]
+            fn insn_len(self) -> u8 {
+                u8::try_from(self).unwrap_or(0)
+            }
+        }
+    )*};
+}
+insn_len!(u8, u16, u32, u64, usize);

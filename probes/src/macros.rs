@@ -1,5 +1,41 @@
 //! The probe macros emulators call. Each takes a closure returning the
 //! probe's arguments; the closure runs only while a tracer is attached.
+//! Each expands to `__probe!` (what that costs and why: `fire.rs`).
+
+/// A probe call: the check inline, then, only while something is attached,
+/// the closure called here and its values passed to a function of this
+/// call site's own (its own USDT site and note). A batched type's is
+/// called through `fire::call_site`, which keeps the caller's registers;
+/// a per-event type's (rare events) is an ordinary cold call.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __probe {
+    (batched $name:ident, $args:expr) => {{
+        if $crate::fire::$name::armed() {
+            extern "C" fn __styx_probe_site(a: u64, b: u64, c: u64, d: u64) {
+                const SITE: u64 =
+                    $crate::fire::site_id(module_path!(), file!(), line!(), column!());
+                $crate::fire::$name::fire::<SITE>([a, b, c, d])
+            }
+            $crate::fire::call_site(
+                __styx_probe_site,
+                $crate::fire::$name::Args::values(($args)()),
+            )
+        }
+    }};
+    (per_event $name:ident, $args:expr) => {{
+        if $crate::fire::$name::armed() {
+            #[cold]
+            #[inline(never)]
+            fn __styx_probe_site<T: $crate::fire::$name::Args>(args: T) {
+                const SITE: u64 =
+                    $crate::fire::site_id(module_path!(), file!(), line!(), column!());
+                $crate::fire::$name::Args::fire::<SITE>(args)
+            }
+            __styx_probe_site(($args)())
+        }
+    }};
+}
 
 /// An instruction word `insn` was fetched at `pc`.
 ///
@@ -10,7 +46,7 @@
 #[macro_export]
 macro_rules! insn_fetch {
     ($args:expr) => {
-        $crate::fire::insn_fetch($args)
+        $crate::__probe!(batched insn_fetch, $args)
     };
 }
 
@@ -23,7 +59,7 @@ macro_rules! insn_fetch {
 #[macro_export]
 macro_rules! insn_exec {
     ($args:expr) => {
-        $crate::fire::insn_exec($args)
+        $crate::__probe!(batched insn_exec, $args)
     };
 }
 
@@ -37,7 +73,7 @@ macro_rules! insn_exec {
 #[macro_export]
 macro_rules! block {
     ($args:expr) => {
-        $crate::fire::block($args)
+        $crate::__probe!(batched block, $args)
     };
 }
 
@@ -56,7 +92,7 @@ macro_rules! block {
 #[macro_export]
 macro_rules! mem_read {
     ($args:expr) => {
-        $crate::fire::mem_read($args)
+        $crate::__probe!(batched mem_read, $args)
     };
 }
 
@@ -70,7 +106,7 @@ macro_rules! mem_read {
 #[macro_export]
 macro_rules! mem_write {
     ($args:expr) => {
-        $crate::fire::mem_write($args)
+        $crate::__probe!(batched mem_write, $args)
     };
 }
 
@@ -85,7 +121,7 @@ macro_rules! mem_write {
 #[macro_export]
 macro_rules! reg_read {
     ($args:expr) => {
-        $crate::fire::reg_read($args)
+        $crate::__probe!(batched reg_read, $args)
     };
 }
 
@@ -99,7 +135,7 @@ macro_rules! reg_read {
 #[macro_export]
 macro_rules! reg_write {
     ($args:expr) => {
-        $crate::fire::reg_write($args)
+        $crate::__probe!(batched reg_write, $args)
     };
 }
 
@@ -115,7 +151,7 @@ macro_rules! reg_write {
 #[macro_export]
 macro_rules! branch {
     ($args:expr) => {
-        $crate::fire::branch($args)
+        $crate::__probe!(batched branch, $args)
     };
 }
 
@@ -130,7 +166,7 @@ macro_rules! branch {
 #[macro_export]
 macro_rules! interrupt {
     ($args:expr) => {
-        $crate::fire::interrupt($args)
+        $crate::__probe!(per_event interrupt, $args)
     };
 }
 
@@ -144,7 +180,7 @@ macro_rules! interrupt {
 #[macro_export]
 macro_rules! control {
     ($args:expr) => {
-        $crate::fire::control($args)
+        $crate::__probe!(per_event control, $args)
     };
 }
 
@@ -161,7 +197,7 @@ macro_rules! control {
 #[macro_export]
 macro_rules! span_begin {
     ($args:expr) => {
-        $crate::fire::span_begin($args)
+        $crate::__probe!(per_event span_begin, $args)
     };
 }
 
@@ -175,7 +211,7 @@ macro_rules! span_begin {
 #[macro_export]
 macro_rules! span_end {
     ($args:expr) => {
-        $crate::fire::span_end($args)
+        $crate::__probe!(per_event span_end, $args)
     };
 }
 
@@ -190,9 +226,15 @@ macro_rules! span_end {
 /// ```
 #[macro_export]
 macro_rules! span {
-    ($category:expr, $name:expr) => {
-        $crate::Span::enter($category, $name)
-    };
+    ($category:expr, $name:expr) => {{
+        let (category, name): (&'static str, &'static str) = ($category, $name);
+        let mut id = 0;
+        $crate::__probe!(per_event span_begin, || {
+            id = $crate::next_span_id();
+            (category, name, id)
+        });
+        $crate::Span::begun(category, name, id)
+    }};
 }
 
 /// A one-off text message. The closure may return a `&str` or a `String`;
@@ -206,6 +248,6 @@ macro_rules! span {
 #[macro_export]
 macro_rules! marker {
     ($args:expr) => {
-        $crate::fire::marker($args)
+        $crate::__probe!(per_event marker, $args)
     };
 }

@@ -15,18 +15,20 @@
 macro_rules! probe_site {
     ($provider:ident, $probe:ident, $sema:path, $offset:literal, $spec:literal,
      [$($reg:tt = $val:expr),*] $(, $option:ident)*) => {
-        $crate::site::probe_site!(@ "", "", $provider, $probe, $sema, $offset, $spec, [$($reg = $val),*] $(, $option)*)
+        $crate::site::probe_site!(@ "", "", 0, $provider, $probe, $sema, $offset, $spec, [$($reg = $val),*] $(, $option)*)
     };
     // A site that never runs: jumped over, there only to be attached to.
     (@skipped $provider:ident, $probe:ident, $sema:path, $offset:literal) => {
-        $crate::site::probe_site!(@ "jmp 995f", "995:", $provider, $probe, $sema, $offset, "", [], nomem)
+        $crate::site::probe_site!(@ "jmp 995f", "995:", 0, $provider, $probe, $sema, $offset, "", [], nomem)
     };
-    (@ $before:literal, $after:literal, $provider:ident, $probe:ident, $sema:path, $offset:literal,
+    // `$site` names the call site in a comment (see `fire.rs`).
+    (@ $before:literal, $after:literal, $site:expr, $provider:ident, $probe:ident, $sema:path, $offset:literal,
      $spec:literal, [$($reg:tt = $val:expr),*] $(, $option:ident)*) => {
         // SAFETY: a `nop` and data in other sections; the values are only
         // placed in registers.
         unsafe {
             core::arch::asm!(
+                "/* styx call site {site} */",
                 $before,
                 "990: nop",
                 ".pushsection .note.stapsdt, \"\", \"note\"",
@@ -55,6 +57,7 @@ macro_rules! probe_site {
                 ".endif",
                 $after,
                 sema = sym $sema,
+                site = const $site,
                 $(in($reg) $val,)*
                 options(nostack, preserves_flags $(, $option)*),
             );
@@ -62,53 +65,23 @@ macro_rules! probe_site {
     };
 }
 
-/// A site of styx's own provider for `$args` (2 to 5 values), gated on the
-/// low (per-event) half of `$sema`. The closure's values must be live at the
-/// `nop`; the tracer may read memory they point to (`readonly`).
+/// A site of styx's own provider for the `$n` (2 to 5) values of the
+/// array `$v`, gated on the low (per-event) half of `$sema`, at call site
+/// `$site` (`fire::site_id`). The values
+/// must be live at the `nop`; the tracer may read memory they point to
+/// (`readonly`).
 macro_rules! event_site {
-    ($probe:ident, $sema:path, [$a:expr, $b:expr]) => {
-        $crate::site::probe_site!(
-            styx,
-            $probe,
-            $sema,
-            0,
-            "8@%rdi 8@%rsi",
-            ["rdi" = $a, "rsi" = $b],
-            readonly
-        )
+    ($probe:ident, $sema:path, $site:expr, $v:ident, 2) => {
+        $crate::site::probe_site!(@ "", "", $site, styx, $probe, $sema, 0, "8@%rdi 8@%rsi", ["rdi" = $v[0], "rsi" = $v[1]], readonly)
     };
-    ($probe:ident, $sema:path, [$a:expr, $b:expr, $c:expr]) => {
-        $crate::site::probe_site!(
-            styx,
-            $probe,
-            $sema,
-            0,
-            "8@%rdi 8@%rsi 8@%rdx",
-            ["rdi" = $a, "rsi" = $b, "rdx" = $c],
-            readonly
-        )
+    ($probe:ident, $sema:path, $site:expr, $v:ident, 3) => {
+        $crate::site::probe_site!(@ "", "", $site, styx, $probe, $sema, 0, "8@%rdi 8@%rsi 8@%rdx", ["rdi" = $v[0], "rsi" = $v[1], "rdx" = $v[2]], readonly)
     };
-    ($probe:ident, $sema:path, [$a:expr, $b:expr, $c:expr, $d:expr]) => {
-        $crate::site::probe_site!(
-            styx,
-            $probe,
-            $sema,
-            0,
-            "8@%rdi 8@%rsi 8@%rdx 8@%rcx",
-            ["rdi" = $a, "rsi" = $b, "rdx" = $c, "rcx" = $d],
-            readonly
-        )
+    ($probe:ident, $sema:path, $site:expr, $v:ident, 4) => {
+        $crate::site::probe_site!(@ "", "", $site, styx, $probe, $sema, 0, "8@%rdi 8@%rsi 8@%rdx 8@%rcx", ["rdi" = $v[0], "rsi" = $v[1], "rdx" = $v[2], "rcx" = $v[3]], readonly)
     };
-    ($probe:ident, $sema:path, [$a:expr, $b:expr, $c:expr, $d:expr, $e:expr]) => {
-        $crate::site::probe_site!(
-            styx,
-            $probe,
-            $sema,
-            0,
-            "8@%rdi 8@%rsi 8@%rdx 8@%rcx 8@%r8",
-            ["rdi" = $a, "rsi" = $b, "rdx" = $c, "rcx" = $d, "r8" = $e],
-            readonly
-        )
+    ($probe:ident, $sema:path, $site:expr, $v:ident, 5) => {
+        $crate::site::probe_site!(@ "", "", $site, styx, $probe, $sema, 0, "8@%rdi 8@%rsi 8@%rdx 8@%rcx 8@%r8", ["rdi" = $v[0], "rsi" = $v[1], "rdx" = $v[2], "rcx" = $v[3], "r8" = $v[4]], readonly)
     };
 }
 

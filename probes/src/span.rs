@@ -22,13 +22,17 @@ pub struct Span {
 }
 
 impl Span {
+    /// Begins a span: one `span_begin` site for every caller of this
+    /// function. [`span!`](crate::span!) gives each call site its own.
     #[inline(always)]
     pub fn enter(category: &'static str, name: &'static str) -> Span {
-        let mut id = 0;
-        crate::fire::span_begin(|| {
-            id = next_span_id();
-            (category, name, id)
-        });
+        crate::span!(category, name)
+    }
+
+    /// The guard of a span `span!` began (`id` 0: no tracer saw it begin).
+    #[doc(hidden)]
+    #[inline(always)]
+    pub fn begun(category: &'static str, name: &'static str, id: u64) -> Span {
         Span { category, name, id }
     }
 
@@ -42,7 +46,7 @@ impl Drop for Span {
     #[inline(always)]
     fn drop(&mut self) {
         if self.id != 0 {
-            crate::fire::span_end(|| (self.category, self.name, self.id));
+            crate::span_end!(|| (self.category, self.name, self.id));
         }
     }
 }

@@ -3,6 +3,10 @@
 /// The USDT provider name every styx probe is published under.
 pub const PROVIDER: &str = "styx";
 
+/// Set in the attach cookie of a [`Shape::ArgsAux`] site whose note passes
+/// the `aux` argument (the low byte is the event kind).
+pub const COOKIE_HAS_AUX_ARG: u64 = 1 << 8;
+
 /// Size of per-kind tables (drop counters): kind ids are 1..EVENT_KIND_SLOTS.
 pub const EVENT_KIND_SLOTS: u32 = 16;
 
@@ -11,9 +15,12 @@ pub const EVENT_KIND_SLOTS: u32 = 16;
 pub enum Shape {
     /// `n` u64 arguments copied straight from the probe's argument registers.
     Args(usize),
-    /// Like `Args(3)`, plus a fourth probe argument (the access size) kept in
-    /// the header's `aux` byte: mem_read and mem_write.
-    MemAccess,
+    /// `n` u64 arguments, plus one more probe argument kept in the header's
+    /// `aux` byte: the access size of mem_read and mem_write (`ArgsAux(3)`),
+    /// the instruction length of insn_fetch and insn_exec (`ArgsAux(2)`).
+    /// A site without that argument (insn sites of styx-probe before it)
+    /// has 0 there; its attach cookie says so ([`crate::COOKIE_HAS_AUX_ARG`]).
+    ArgsAux(usize),
     /// Category and name strings plus a span id.
     Span,
     /// A text message.
@@ -29,8 +36,7 @@ impl Shape {
     /// header (0 for shapes laid out otherwise).
     pub const fn record_args(self) -> usize {
         match self {
-            Shape::Args(n) => n,
-            Shape::MemAccess => 3,
+            Shape::Args(n) | Shape::ArgsAux(n) => n,
             Shape::Span | Shape::Marker | Shape::Usdt | Shape::Function => 0,
         }
     }
@@ -59,7 +65,8 @@ pub enum FieldType {
     /// A register number from the next argument: decimal, and its name
     /// where the emulator described its guest (`styx_probe::describe!`).
     Reg,
-    /// The access size: kept in the record header's `aux` byte, not an argument.
+    /// A size in bytes (a memory access's, an instruction's length): kept in
+    /// the record header's `aux` byte, not an argument.
     Size,
     /// An encoded [`crate::Branch`] from the next argument: its kind's name,
     /// and whether it was conditional.
@@ -107,18 +114,21 @@ pub struct FieldDef {
 macro_rules! event_catalogue {
     ($callback:ident) => {
         $callback! {
-            /// An instruction word was fetched at `pc`.
-            InsnFetch = 1, insn_fetch, Args(2), Batched, [pc, insn], [pc: Hex, insn: Hex];
-            /// The instruction at `pc` was executed.
-            InsnExec = 2, insn_exec, Args(2), Batched, [pc, insn], [pc: Hex, insn: Hex];
+            /// An instruction word was fetched at `pc`; `len` is its length in
+            /// bytes (0: the emulator did not say).
+            InsnFetch = 1, insn_fetch, ArgsAux(2), Batched, [pc, insn, len],
+                [pc: Hex, insn: Hex, len: Size];
+            /// The instruction at `pc` was executed; `len` as for `insn_fetch`.
+            InsnExec = 2, insn_exec, ArgsAux(2), Batched, [pc, insn, len],
+                [pc: Hex, insn: Hex, len: Size];
             /// A basic block of `size` bytes at `pc`: reported on entry by translating
             /// emulators, on completion by interpreters.
             Block = 3, block, Args(2), Batched, [pc, size], [pc: Hex, size: Dec];
             /// Guest memory was read: `size` bytes at `addr`, value `val`.
-            MemRead = 4, mem_read, MemAccess, Batched, [pc, addr, val, size],
+            MemRead = 4, mem_read, ArgsAux(3), Batched, [pc, addr, val, size],
                 [pc: Hex, addr: Hex, val: Hex, size: Size];
             /// Guest memory was written.
-            MemWrite = 5, mem_write, MemAccess, Batched, [pc, addr, val, size],
+            MemWrite = 5, mem_write, ArgsAux(3), Batched, [pc, addr, val, size],
                 [pc: Hex, addr: Hex, val: Hex, size: Size];
             /// A register was read.
             RegRead = 6, reg_read, Args(3), Batched, [pc, reg, val], [pc: Hex, reg: Reg, val: Hex];
@@ -266,7 +276,7 @@ mod tests {
                 .iter()
                 .filter(|f| !matches!(f.ty, FieldType::Size | FieldType::Text))
                 .count();
-            if let Shape::Args(_) | Shape::MemAccess = kind.shape() {
+            if let Shape::Args(_) | Shape::ArgsAux(_) = kind.shape() {
                 assert_eq!(kind.shape().record_args(), record_args, "{kind:?}");
             }
         }

@@ -30,7 +30,9 @@ mod layout;
 mod usdt;
 
 pub use branch::{Branch, BranchKind, InterruptKind};
-pub use event::{Delivery, EventKind, FieldDef, FieldType, Shape, EVENT_KIND_SLOTS, PROVIDER};
+pub use event::{
+    Delivery, EventKind, FieldDef, FieldType, Shape, COOKIE_HAS_AUX_ARG, EVENT_KIND_SLOTS, PROVIDER,
+};
 pub use layout::{
     ArgsRecord, FatalRecord, FunctionRecord, MarkerRecord, RecordHeader, SpanRecord,
     FATAL_RECORD_KIND, FUNCTION_ENTRY, FUNCTION_EXIT, FUNCTION_RECORD_KIND, MARKER_TEXT_MAX,

@@ -8,7 +8,9 @@ use aya_ebpf::maps::ring_buf::RingBufEntry;
 use aya_ebpf::programs::ProbeContext;
 use core::ffi::c_void;
 use styx_common::filter::{SLOT_PID, SLOT_SIZE, SLOT_TID, VALUE_SLOTS};
-use styx_common::{ArgsRecord, MarkerRecord, RecordHeader, Shape, SpanRecord};
+use styx_common::{
+    ArgsRecord, MarkerRecord, RecordHeader, Shape, SpanRecord, COOKIE_HAS_AUX_ARG,
+};
 
 // No wake-up per event (~0.9 µs each): the loader drains on a short timer.
 pub(crate) const SUBMIT_FLAGS: u64 = BPF_RB_NO_WAKEUP as u64;
@@ -56,12 +58,12 @@ fn begin<T: 'static>(
     shape: Shape,
     values: &mut [u64; VALUE_SLOTS],
 ) -> Option<(RecordHeader, RingBufEntry<T>)> {
-    let kind = site_kind(ctx, shape)?;
-    // Memory accesses carry their size (probe argument 3) in the header.
-    let aux = if shape == Shape::MemAccess {
-        arg(ctx, 3) as u8
-    } else {
-        0
+    let (kind, cookie) = site_kind(ctx, shape)?;
+    // Memory accesses carry their size, instructions their length (probe
+    // argument n), in the header: where the site passes it.
+    let aux = match shape {
+        Shape::ArgsAux(n) if cookie & COOKIE_HAS_AUX_ARG != 0 => arg(ctx, n) as u8,
+        _ => 0,
     };
     let mut header = untimed_header(kind, aux)?;
     values[SLOT_SIZE as usize] = aux as u64;

@@ -113,8 +113,14 @@ pub fn styx_args4(ctx: ProbeContext) -> u32 {
 }
 
 #[uprobe]
+pub fn styx_insn(ctx: ProbeContext) -> u32 {
+    emit::args::<2>(&ctx, Shape::ArgsAux(2));
+    0
+}
+
+#[uprobe]
 pub fn styx_mem(ctx: ProbeContext) -> u32 {
-    emit::args::<3>(&ctx, Shape::MemAccess);
+    emit::args::<3>(&ctx, Shape::ArgsAux(3));
     0
 }
 
@@ -178,14 +184,15 @@ pub fn styx_fn_return(ctx: ProbeContext) -> u32 {
     0
 }
 
-/// The event kind this site reports, if the cookie names one of `shape`.
+/// The event kind this site reports, if the cookie names one of `shape`,
+/// and the cookie.
 #[inline(always)]
-fn site_kind(ctx: &ProbeContext, shape: Shape) -> Option<u8> {
+fn site_kind(ctx: &ProbeContext, shape: Shape) -> Option<(u8, u64)> {
     // SAFETY: the helper only reads the cookie of the running program.
     let cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
     let id = cookie as u8;
     match EventKind::from_id(id) {
-        Some(kind) if kind.shape() == shape => Some(id),
+        Some(kind) if kind.shape() == shape => Some((id, cookie)),
         _ => {
             error!(
                 ctx,

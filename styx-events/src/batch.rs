@@ -194,7 +194,7 @@ impl Batches {
                 continue;
             }
             let event_kind = EventKind::from_id(kind)
-                .filter(|k| matches!(k.shape(), Shape::Args(_) | Shape::MemAccess))
+                .filter(|k| matches!(k.shape(), Shape::Args(_) | Shape::ArgsAux(_)))
                 .ok_or(BatchError::UnknownKind { offset: at, kind })?;
             let n = event_kind.shape().record_args();
             let mut args = [0u64; 4];
@@ -335,7 +335,7 @@ const ARGS_OF: [Option<usize>; 16] = {
     let mut i = 0;
     while i < EventKind::ALL.len() {
         let kind = EventKind::ALL[i];
-        if let Shape::Args(_) | Shape::MemAccess = kind.shape() {
+        if let Shape::Args(_) | Shape::ArgsAux(_) = kind.shape() {
             args[kind as usize] = Some(kind.shape().record_args());
         }
         i += 1;

@@ -122,7 +122,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
         });
     }
     let body = match kind.shape() {
-        Shape::Args(_) | Shape::MemAccess => {
+        Shape::Args(_) | Shape::ArgsAux(_) => {
             let mut args = [0u64; 4];
             for (arg, chunk) in args.iter_mut().zip(bytes[HEADER..].chunks_exact(8)) {
                 *arg = u64::from_le_bytes(chunk.try_into().expect("8-byte chunk"));
@@ -165,7 +165,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
 /// Bytes a record of this kind occupies (without the ring's own header).
 pub fn record_size(kind: EventKind) -> usize {
     match kind.shape() {
-        shape @ (Shape::Args(_) | Shape::MemAccess) => HEADER + 8 * shape.record_args(),
+        shape @ (Shape::Args(_) | Shape::ArgsAux(_)) => HEADER + 8 * shape.record_args(),
         Shape::Span => size_of::<SpanRecord>(),
         Shape::Marker => size_of::<MarkerRecord>(),
         Shape::Usdt => size_of::<UsdtRecord>(),

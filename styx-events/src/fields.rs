@@ -193,8 +193,9 @@ pub fn is_plain(kind: EventKind) -> bool {
 #[inline(always)]
 pub fn plain_values(event: &Event<'_>, args: &[u64; 4]) -> [u64; 4] {
     match event.kind.shape() {
-        // The catalogue lists the size last.
-        Shape::MemAccess => [args[0], args[1], args[2], event.header.aux.into()],
+        // The catalogue lists the aux byte's field last.
+        Shape::ArgsAux(2) => [args[0], args[1], event.header.aux.into(), 0],
+        Shape::ArgsAux(3) => [args[0], args[1], args[2], event.header.aux.into()],
         _ => *args,
     }
 }

@@ -9,7 +9,7 @@ use crate::note::{ProbeSite, ProbeTable};
 use crate::symbols::Symbols;
 use std::collections::BTreeMap;
 use styx_common::batch::{BATCH_PROVIDER, FLUSH_PROBE};
-use styx_common::{Delivery, EventKind, Shape, UsdtSpec, PROVIDER};
+use styx_common::{Delivery, EventKind, Shape, UsdtSpec, COOKIE_HAS_AUX_ARG, PROVIDER};
 
 /// What attaching to a site is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,7 +95,20 @@ pub const MAX_SITES_PER_SEMAPHORE: usize = i16::MAX as usize;
 /// The argument spec styx-probe's probes carry: every argument a u64 in the
 /// next SysV argument register, which is where the eBPF programs read them.
 pub fn expected_spec(kind: EventKind) -> String {
-    ARGUMENT_REGISTERS[..kind.probe_args().len()]
+    spec_of(kind.probe_args().len())
+}
+
+/// [`COOKIE_HAS_AUX_ARG`] for the kinds whose sites pass an `aux` argument.
+fn aux_flag(kind: EventKind) -> u64 {
+    match kind.shape() {
+        Shape::ArgsAux(_) => COOKIE_HAS_AUX_ARG,
+        _ => 0,
+    }
+}
+
+/// The spec of `n` u64 arguments in styx-probe's registers.
+fn spec_of(n: usize) -> String {
+    ARGUMENT_REGISTERS[..n]
         .iter()
         .map(|reg| format!("8@%{reg}"))
         .collect::<Vec<_>>()
@@ -256,18 +269,24 @@ fn select_styx(
         return;
     }
     let expected = expected_spec(kind);
-    if site.args != expected {
+    let cookie = if site.args == expected {
+        kind as u64 | aux_flag(kind)
+    } else if aux_flag(kind) != 0 && site.args == spec_of(kind.probe_args().len() - 1) {
+        // An older site without the aux argument (insn sites before
+        // instruction lengths): its events say length 0.
+        kind as u64
+    } else {
         selection.rejected.push(format!(
             "{}:{} at {:#x} has argument spec {:?}, expected {:?}: not attached",
             site.provider, site.name, site.address, site.args, expected
         ));
         return;
-    }
+    };
     selection.sites.push(AttachSite {
         role: Role::Event(kind),
         file,
         site: site.clone(),
-        cookie: kind as u64,
+        cookie,
     });
 }
 

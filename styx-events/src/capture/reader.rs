@@ -374,7 +374,7 @@ impl<R: Read> Reader<R> {
         let prev = &mut self.prev[kind_id as usize];
         let parts = match kind.shape() {
             Shape::Args(n) => Parts::Args(delta_args(bytes, pos, prev, n)?),
-            Shape::MemAccess => Parts::Args(delta_args(bytes, pos, prev, 3)?),
+            Shape::ArgsAux(n) => Parts::Args(delta_args(bytes, pos, prev, n)?),
             Shape::Span => {
                 let [id, ..] = delta_args(bytes, pos, prev, 1)?;
                 let category = text(bytes, pos, SPAN_CATEGORY_MAX)?;
@@ -519,7 +519,7 @@ const FAST: [Option<(EventKind, usize, u8)>; 256] = {
         if let (Some(kind), Some(aux), 0) = (kind, aux, tag as u8 & TAG_THREAD_FOLLOWS) {
             table[tag] = match kind.shape() {
                 Shape::Args(n) if n >= 2 && n <= 4 => Some((kind, n, aux)),
-                Shape::MemAccess => Some((kind, 3, aux)),
+                Shape::ArgsAux(n) if n >= 2 && n <= 4 => Some((kind, n, aux)),
                 _ => None,
             };
         }

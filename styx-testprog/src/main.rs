@@ -116,8 +116,10 @@ macro_rules! fire {
 fn fire_round(rec: &Recorder, thread: u64, i: u64) {
     let pc = 0x1000 + i + (thread << 24);
     let insn = 0xa900_0000 + i;
-    fire!(rec, insn_fetch, (pc, insn), {"pc": pc, "insn": insn});
-    fire!(rec, insn_exec, (pc, insn), {"pc": pc, "insn": insn});
+    // insn_fetch without a length (0 in every output), insn_exec with one.
+    fire!(rec, insn_fetch, (pc, insn), {"pc": pc, "insn": insn, "len": 0});
+    let len = (i % 15 + 1) as u8;
+    fire!(rec, insn_exec, (pc, insn, len), {"pc": pc, "insn": insn, "len": len});
     let size = i % 16 + 1;
     fire!(rec, block, (pc, size), {"pc": pc, "size": size});
 

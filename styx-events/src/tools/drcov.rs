@@ -5,11 +5,15 @@
 //!
 //! Blocks come from `block` events. An emulator that fires none but fires
 //! `insn_exec` gets blocks made of instruction runs: a run ends at a
-//! `branch` of its thread, at a pc that is not after the previous one, or
-//! one more than [`MAX_INSN_GAP`] bytes after it; its size reaches the first
-//! byte of its last instruction (instruction lengths are not in the events),
-//! which is what coverage tools need to mark that instruction. Without
-//! `branch` events a taken short forward branch joins two runs.
+//! `branch` of its thread, and at a pc that does not follow the previous
+//! instruction. Where the emulator gives instruction lengths
+//! (`insn_exec!(|| (pc, insn, len))`), following means starting where the
+//! previous one ended, and a block's size covers its last instruction
+//! whole. Without them, a pc more than [`MAX_INSN_GAP`] bytes after the
+//! previous one, or not after it, starts a new run; the size then reaches
+//! the first byte of the last instruction (which is what coverage tools
+//! need to mark it), and without `branch` events a taken short forward
+//! branch joins two runs.
 //!
 //! Modules are the guest images the emulator described
 //! (`styx_probe::describe!`); without any, one module `guest` spans the
@@ -39,8 +43,9 @@ pub struct DrcovWriter {
     blocks: FxHashSet<(u64, u64)>,
     /// From `insn_exec` runs, used only if no `block` event came.
     runs: FxHashSet<(u64, u64)>,
-    /// Per thread: the run being built, (first pc, last pc).
-    open_runs: FxHashMap<u32, (u64, u64)>,
+    /// Per thread: the run being built, (first pc, last pc, its length
+    /// or 0).
+    open_runs: FxHashMap<u32, (u64, u64, u64)>,
     /// Distinct blocks past [`MAX_BLOCKS`].
     over: u64,
 }
@@ -71,8 +76,9 @@ impl DrcovWriter {
     }
 
     fn end_run(&mut self, tid: u32) {
-        if let Some((first, last)) = self.open_runs.remove(&tid) {
-            Self::keep(&mut self.runs, &mut self.over, (first, last - first + 1));
+        if let Some((first, last, len)) = self.open_runs.remove(&tid) {
+            let size = last - first + len.max(1);
+            Self::keep(&mut self.runs, &mut self.over, (first, size));
         }
     }
 }
@@ -86,12 +92,14 @@ impl EventWriter for DrcovWriter {
         match event.kind {
             EventKind::Block => Self::keep(&mut self.blocks, &mut self.over, (args[0], args[1])),
             EventKind::InsnExec if self.blocks.is_empty() => {
-                let pc = args[0];
+                let (pc, len) = (args[0], u64::from(event.header.aux));
                 match self.open_runs.get_mut(&tid) {
-                    Some((_, last)) if pc > *last && pc - *last <= MAX_INSN_GAP => *last = pc,
+                    Some((_, last, last_len)) if follows(*last, *last_len, pc) => {
+                        (*last, *last_len) = (pc, len);
+                    }
                     _ => {
                         self.end_run(tid);
-                        self.open_runs.insert(tid, (pc, pc));
+                        self.open_runs.insert(tid, (pc, pc, len));
                     }
                 }
             }
@@ -178,6 +186,15 @@ fn executed_range(blocks: &[(u64, u64)]) -> Image {
     }
 }
 
+/// Whether an instruction at `pc` continues the run whose last instruction
+/// is at `last`, `len` bytes long (0: unknown).
+fn follows(last: u64, len: u64, pc: u64) -> bool {
+    match len {
+        0 => pc > last && pc - last <= MAX_INSN_GAP,
+        len => last.checked_add(len) == Some(pc),
+    }
+}
+
 /// The table entry of a block: offset in its module, size, module id.
 fn entry(modules: &[Image], start: u64, size: u64) -> Option<(u32, u16, u16)> {
     let (id, module) = modules
@@ -218,6 +235,19 @@ mod tests {
         assert_eq!(entry(&modules, 0x8100, 1), None, "past the end of rom");
         assert_eq!(entry(&modules, 0x10, 0x1_0000), None, "too large for u16");
         assert_eq!(module_path("ram, low"), "ram_ low");
+    }
+
+    #[test]
+    fn runs_with_lengths_end_at_any_jump_and_cover_the_last_instruction() {
+        // 2-byte instructions: 0x100, 0x102, then a taken 2-byte skip to
+        // 0x106 (no branch event), then 0x106, 0x108.
+        assert!(follows(0x100, 2, 0x102));
+        assert!(!follows(0x102, 2, 0x106), "a short forward jump ends the run");
+        assert!(!follows(0x102, 2, 0x102));
+        assert!(!follows(u64::MAX, 2, 1));
+        // Without lengths the same skip is within the gap and joins the runs.
+        assert!(follows(0x102, 0, 0x106));
+        assert!(!follows(0x102, 0, 0x102 + MAX_INSN_GAP + 1));
     }
 
     #[test]

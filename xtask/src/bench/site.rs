@@ -76,9 +76,14 @@ fn read(loader: &Path, binary: &Path) -> Result<Detached> {
     let (site, semaphore) = chosen.context("no 1-byte-nop styx:mem_read site in styx-bench")?;
     let slots = got_slots(binary, semaphore)?;
     let function = function_start(binary, site)?;
-    let code = disassemble(binary, function, site + 1)?;
-    let path = path_to_branch(&code, site, semaphore, &slots).with_context(|| {
-        format!("no load of the semaphore {semaphore:#x} before the site {site:#x}")
+    // The site sits in a function of the call site's own; the loop holds
+    // the check and the call (or the load of its address): the path read
+    // is the loop's, up to there. (A site inlined into the loop, as
+    // styx-probe once wrote them, is read up to the site itself.)
+    let (function, until) = reference_to(binary, function)?.unwrap_or((function, site));
+    let code = disassemble(binary, function, until + 1)?;
+    let path = path_to_branch(&code, until, semaphore, &slots).with_context(|| {
+        format!("no load of the semaphore {semaphore:#x} before {until:#x}")
     })?;
     Ok(Detached {
         site,
@@ -148,6 +153,28 @@ fn function_start(binary: &Path, address: u64) -> Result<u64> {
         .filter(|&at| at <= address)
         .max()
         .context("no text symbol below the site")
+}
+
+/// The first instruction that refers to `function` (a call, or the load of
+/// its address), and the start of the function it is in.
+fn reference_to(binary: &Path, function: u64) -> Result<Option<(u64, u64)>> {
+    let out = output(
+        Command::new("objdump")
+            .args(["-d", "--no-show-raw-insn"])
+            .arg(binary),
+    )?;
+    let target = format!("{function:x} <");
+    let at = out.lines().find_map(|line| {
+        let (at, insn) = line.split_once(":\t")?;
+        let at = u64::from_str_radix(at.trim(), 16).ok()?;
+        let refers = insn.contains(&format!("# {target}"))
+            || (insn.starts_with("call") && insn.contains(&format!(" {target}")));
+        (refers && at != function).then_some(at)
+    });
+    match at {
+        Some(at) => Ok(Some((function_start(binary, at)?, at))),
+        None => Ok(None),
+    }
 }
 
 /// `(address, instruction)` from `start` to `stop`.

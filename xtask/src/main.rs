@@ -34,12 +34,18 @@ enum Command {
     Demo,
     /// Benchmark styx against the anchors (the demo compiled out, detached and
     /// attached; cost per event vs bpftrace; an ipmpsc ring and trace_marker;
-    /// consumers; probe-site encodings), interleaved and repeated; writes
-    /// BENCHMARKS.md. Needs root.
+    /// consumers; probe-site encodings; the realistic RISC-V workload),
+    /// interleaved and repeated; writes BENCHMARKS.md. Needs root.
     Bench {
         /// Fewer rounds and smaller runs: under two minutes once built.
         #[arg(long)]
         quick: bool,
+        /// Also build the realistic workload (styx-rv) against styx-probe
+        /// and styx-common as they were at this git revision, and measure
+        /// it compiled out and detached beside the current build: the
+        /// detached cost before and after.
+        #[arg(long, value_name = "REV")]
+        probe_baseline: Option<String>,
     },
     /// Measure only how fast captures convert to each format (10 M events,
     /// one core), and capture bytes per event.
@@ -82,7 +88,10 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Setup => setup::run(&root),
         Command::Demo => demo::run(&root),
-        Command::Bench { quick } => bench::run(&root, quick),
+        Command::Bench {
+            quick,
+            probe_baseline,
+        } => bench::run(&root, quick, probe_baseline.as_deref()),
         Command::BenchConsumers => run_checked(
             std::process::Command::new("cargo")
                 .args(["run", "--release", "--quiet", "-p", "styx-events"])

@@ -112,7 +112,13 @@ pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> 
             Variant::All(delivery) => (delivery, None),
             _ => unreachable!("traced variants only"),
         };
-        let (speed, events, lost) = traced(bins, delivery, only, variant.repeat(plan))?;
+        let (speed, events, lost) = traced(
+            &bins.loader,
+            &bins.demo,
+            delivery,
+            only,
+            variant.repeat(plan),
+        )?;
         let row = results.rows.entry(*variant).or_default();
         row.speed.push(speed);
         row.slowdown.push(compiled_out.median() / speed);
@@ -122,24 +128,28 @@ pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> 
     Ok(())
 }
 
-fn demo_command(demo: &Path, repeat: u64) -> Command {
-    let mut command = Command::new(demo);
+/// `EMULATOR --quiet --repeat N`: styx-demo and styx-rv take the same
+/// arguments and print the same speed line.
+fn emulator_command(emulator: &Path, repeat: u64) -> Command {
+    let mut command = Command::new(emulator);
     command.args(["--quiet", "--repeat", &repeat.to_string()]);
     command
 }
 
-fn plain(demo: &Path, repeat: u64) -> Result<f64> {
-    let output = demo_command(demo, repeat)
+/// The emulator's speed untraced, in M guest instructions/s.
+pub fn plain(emulator: &Path, repeat: u64) -> Result<f64> {
+    let output = emulator_command(emulator, repeat)
         .stderr(Stdio::null())
         .output()
-        .with_context(|| format!("running {}", demo.display()))?;
-    anyhow::ensure!(output.status.success(), "styx-demo failed");
+        .with_context(|| format!("running {}", emulator.display()))?;
+    anyhow::ensure!(output.status.success(), "{} failed", emulator.display());
     speed(&String::from_utf8_lossy(&output.stdout))
 }
 
 /// Speed, events received and events lost, traced from the first instruction.
-fn traced(
-    bins: &Binaries,
+pub fn traced(
+    loader: &Path,
+    emulator: &Path,
     delivery: Delivery,
     only: Option<&str>,
     repeat: u64,
@@ -158,21 +168,25 @@ fn traced(
     if let Some(kind) = only {
         args.extend([OsStr::new("-e"), OsStr::new(kind)]);
     }
-    let demo = demo_command(&bins.demo, repeat);
+    let command = emulator_command(emulator, repeat);
     args.push(OsStr::new("--"));
-    args.push(demo.get_program());
-    args.extend(demo.get_args());
-    let mut loader = Loader::spawn(&bins.loader, args, Stdio::piped())?;
+    args.push(command.get_program());
+    args.extend(command.get_args());
+    let mut loader = Loader::spawn(loader, args, Stdio::piped())?;
     let mut stdout = String::new();
     std::io::Read::read_to_string(loader.child.stdout.as_mut().expect("piped"), &mut stdout)?;
     let (status, stderr) = loader.finish();
-    anyhow::ensure!(status.success(), "traced styx-demo failed: {stderr:?}");
+    anyhow::ensure!(
+        status.success(),
+        "traced {} failed: {stderr:?}",
+        emulator.display()
+    );
     let summary = Summary::find(&stderr)?;
     let lost = summary.dropped + copy_failures(&stderr);
     Ok((speed(&stdout)?, summary.events, lost))
 }
 
-/// The demo's speed line: `N instructions in S s: X M instructions/s`.
+/// The emulator's last line: `N instructions in S s: X M instructions/s`.
 fn speed(stdout: &str) -> Result<f64> {
     stdout
         .lines()
@@ -185,5 +199,5 @@ fn speed(stdout: &str) -> Result<f64> {
                 .parse()
                 .ok()
         })
-        .with_context(|| format!("no speed in styx-demo's output {stdout:?}"))
+        .with_context(|| format!("no speed in the emulator's output {stdout:?}"))
 }

@@ -13,8 +13,13 @@
 //!   streamed, in both delivery modes;
 //! - [`functions`]: function tracing's cost per call, against bpftrace's
 //!   `uprobe` + `uretprobe`;
-//! - [`site`]: the instructions a detached probe runs, from the binary.
+//! - [`site`]: the instructions a detached probe runs, from the binary;
+//! - case 9, [`workload`]: the realistic workload (styx-rv, a RISC-V
+//!   interpreter probed the README's way) compiled out, detached, traced;
+//!   with `--probe-baseline REV` also built against REV's probes
+//!   ([`baseline`]), for the detached cost before and after.
 
+mod baseline;
 mod consumers;
 mod demo;
 mod disk;
@@ -26,6 +31,7 @@ mod site;
 mod stats;
 mod stream;
 mod tracer;
+mod workload;
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -58,6 +64,13 @@ pub struct Plan {
     pub function_calls: u64,
     /// Bytes written per round to measure the disk.
     pub disk_bytes: u64,
+    /// styx-rv: sets of back-to-back untraced runs per round (one run of
+    /// each build in a set), guest program runs per untraced run, and per
+    /// batched run with `insn_exec` only and with every type.
+    pub rv_sets: usize,
+    pub rv_repeat: u64,
+    pub rv_repeat_batched_one: u64,
+    pub rv_repeat_batched_all: u64,
 }
 
 impl Plan {
@@ -79,6 +92,10 @@ impl Plan {
                 consumer_events: 1_000_000,
                 function_calls: 200_000,
                 disk_bytes: 256 << 20,
+                rv_sets: 2,
+                rv_repeat: 150,
+                rv_repeat_batched_one: 60,
+                rv_repeat_batched_all: 20,
             }
         } else {
             Plan {
@@ -97,6 +114,10 @@ impl Plan {
                 consumer_events: 10_000_000,
                 function_calls: 2_000_000,
                 disk_bytes: 1 << 30,
+                rv_sets: 4,
+                rv_repeat: 400,
+                rv_repeat_batched_one: 200,
+                rv_repeat_batched_all: 60,
             }
         }
     }
@@ -111,6 +132,11 @@ pub struct Binaries {
     pub demo: PathBuf,
     pub demo_off: PathBuf,
     pub consumers: PathBuf,
+    /// styx-rv, and with every probe compiled out.
+    pub rv: PathBuf,
+    pub rv_off: PathBuf,
+    /// styx-rv built against `--probe-baseline REV`'s probes.
+    pub rv_baseline: Option<baseline::Baseline>,
 }
 
 #[derive(Default)]
@@ -120,6 +146,7 @@ pub struct Results {
     pub consumers: consumers::Results,
     pub questions: questions::Results,
     pub functions: functions::Results,
+    pub workload: workload::Results,
     /// The detached probe in styx-bench's loop, from its disassembly.
     pub site: site::Detached,
     /// What the CPUs did meanwhile.
@@ -128,19 +155,25 @@ pub struct Results {
     pub breakdown: Option<stream::Breakdown>,
 }
 
-pub fn run(root: &Path, quick: bool) -> Result<()> {
+/// `probe_baseline`: a git revision whose styx-probe the realistic workload
+/// is also built against, for its detached cost before and after.
+pub fn run(root: &Path, quick: bool, probe_baseline: Option<&str>) -> Result<()> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         bail!("the benchmark attaches eBPF programs: run it as root (sudo cargo xtask bench)");
     }
     crate::setup::run(root)?;
-    let bins = build(root)?;
+    let mut bins = build(root)?;
+    if let Some(rev) = probe_baseline {
+        bins.rv_baseline = Some(baseline::build(root, rev)?);
+    }
     let plan = Plan::new(quick);
     let machine = machine::describe()?;
     let started = Instant::now();
     let cpu_before = machine::CpuUse::now(started);
     let mut results = Results {
         site: site::detached(&bins)?,
+        workload: workload::Results::new(bins.rv_baseline.as_ref()),
         ..Results::default()
     };
     for round in 1..=plan.rounds {
@@ -150,6 +183,7 @@ pub fn run(root: &Path, quick: bool) -> Result<()> {
         consumers::round(&bins, &plan, &mut results.consumers)?;
         questions::round(&bins, &plan, &mut results.questions)?;
         functions::round(&bins, &plan, &mut results.functions)?;
+        workload::round(&bins, &plan, &mut results.workload)?;
     }
     eprintln!("xtask bench: a batched run with the kernel's eBPF statistics on");
     results.breakdown = stream::breakdown(&bins, &plan)?;
@@ -173,7 +207,16 @@ pub fn run(root: &Path, quick: bool) -> Result<()> {
 fn build(root: &Path) -> Result<Binaries> {
     let cargo =
         |args: &[&str]| crate::run_checked(Command::new("cargo").args(args).current_dir(root));
-    cargo(&["build", "--release", "-p", "styx-loader", "-p", "styx-demo"])?;
+    cargo(&[
+        "build",
+        "--release",
+        "-p",
+        "styx-loader",
+        "-p",
+        "styx-demo",
+        "-p",
+        "styx-rv",
+    ])?;
     cargo(&["build", "--release", "-p", "styx-bench"])?;
     cargo(&[
         "build",
@@ -188,8 +231,10 @@ fn build(root: &Path) -> Result<Binaries> {
         "--release",
         "-p",
         "styx-demo",
+        "-p",
+        "styx-rv",
         "--features",
-        "styx-demo/probes-off",
+        "styx-demo/probes-off,styx-rv/probes-off",
         "--target-dir",
         "target/probes-off",
     ])?;
@@ -213,5 +258,11 @@ fn build(root: &Path) -> Result<Binaries> {
             "styx-demo-probes-off",
         )?,
         consumers: keep(release.join("examples/bench-consumers"), "bench-consumers")?,
+        rv: keep(release.join("styx-rv"), "styx-rv")?,
+        rv_off: keep(
+            root.join("target/probes-off/release/styx-rv"),
+            "styx-rv-probes-off",
+        )?,
+        rv_baseline: None,
     })
 }

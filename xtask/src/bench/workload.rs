@@ -1,0 +1,171 @@
+//! Case 9: the realistic workload, styx-rv (rrs-lib's RISC-V interpreter
+//! with a probe at every instruction, memory access, register write and
+//! taken branch, written as the README teaches: no per-frame check, no
+//! second CPU): compiled out, detached, and traced by styx-loader (batched,
+//! `insn_exec` only and every type) from its first instruction. With
+//! `--probe-baseline REV` the same source built against REV's styx-probe
+//! runs beside it, compiled out and detached, in the same pairs.
+
+use super::baseline::Baseline;
+use super::demo::{plain, traced, Row};
+use super::stats::Samples;
+use super::tracer::Delivery;
+use super::{Binaries, Plan};
+use anyhow::Result;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Variant {
+    CompiledOut,
+    Detached,
+    /// Traced, `insn_exec` only: one event per instruction.
+    One,
+    /// Traced, every type the workload fires (5 of them).
+    All,
+}
+
+impl Variant {
+    pub const ALL: [Variant; 4] = [
+        Variant::CompiledOut,
+        Variant::Detached,
+        Variant::One,
+        Variant::All,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Variant::CompiledOut => "probes compiled out",
+            Variant::Detached => "probes detached",
+            Variant::One => "batched: `insn_exec` only",
+            Variant::All => "batched: all types",
+        }
+    }
+
+    pub fn repeat(self, plan: &Plan) -> u64 {
+        match self {
+            Variant::CompiledOut | Variant::Detached => plan.rv_repeat,
+            Variant::One => plan.rv_repeat_batched_one,
+            Variant::All => plan.rv_repeat_batched_all,
+        }
+    }
+}
+
+/// One build of styx-rv measured untraced: compiled-out and detached speeds
+/// and, per set of back-to-back runs, compiled-out speed / detached speed.
+#[derive(Default)]
+pub struct Untraced {
+    pub compiled_out: Samples,
+    pub detached: Samples,
+    pub detached_slowdown: Samples,
+}
+
+/// The same against REV's styx-probe.
+pub struct BaselineResults {
+    pub rev: String,
+    pub commit: String,
+    pub untraced: Untraced,
+    /// Per set: the baseline's detached speed / the current one's (above 1:
+    /// the current probes cost more).
+    pub current_vs_baseline: Samples,
+}
+
+#[derive(Default)]
+pub struct Results {
+    /// The traced rows (speed, slowdown against the round's compiled-out
+    /// median, events, lost); untraced rows keep their speeds here too.
+    pub rows: BTreeMap<Variant, Row>,
+    pub current: Untraced,
+    pub baseline: Option<BaselineResults>,
+}
+
+impl Results {
+    pub fn new(baseline: Option<&Baseline>) -> Results {
+        Results {
+            baseline: baseline.map(|b| BaselineResults {
+                rev: b.rev.clone(),
+                commit: b.commit.clone(),
+                untraced: Untraced::default(),
+                current_vs_baseline: Samples::default(),
+            }),
+            ..Results::default()
+        }
+    }
+}
+
+/// The untraced builds, each run once per set of back-to-back runs.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Build {
+    CompiledOut,
+    Detached,
+    BaselineCompiledOut,
+    BaselineDetached,
+}
+
+pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> {
+    // As for the demo: let the kernel finish with tracers detached just before.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let mut builds: Vec<(Build, &Path)> = vec![
+        (Build::CompiledOut, &bins.rv_off),
+        (Build::Detached, &bins.rv),
+    ];
+    if let Some(baseline) = &bins.rv_baseline {
+        builds.push((Build::BaselineCompiledOut, &baseline.rv_off));
+        builds.push((Build::BaselineDetached, &baseline.rv));
+    }
+    let mut compiled_out = Samples::default();
+    for set in 0..plan.rv_sets {
+        // Each build goes first in turn, so drift and whatever ran just
+        // before weigh on all alike.
+        let mut order = builds.clone();
+        order.rotate_left(set % builds.len());
+        let mut speeds = BTreeMap::new();
+        for (build, binary) in order {
+            speeds.insert(build, plain(binary, plan.rv_repeat)?);
+        }
+        let current = &mut results.current;
+        current.compiled_out.push(speeds[&Build::CompiledOut]);
+        current.detached.push(speeds[&Build::Detached]);
+        current
+            .detached_slowdown
+            .push(speeds[&Build::CompiledOut] / speeds[&Build::Detached]);
+        compiled_out.push(speeds[&Build::CompiledOut]);
+        for variant in [Variant::CompiledOut, Variant::Detached] {
+            let build = match variant {
+                Variant::CompiledOut => Build::CompiledOut,
+                _ => Build::Detached,
+            };
+            let row = results.rows.entry(variant).or_default();
+            row.speed.push(speeds[&build]);
+        }
+        if let Some(baseline) = &mut results.baseline {
+            let untraced = &mut baseline.untraced;
+            untraced
+                .compiled_out
+                .push(speeds[&Build::BaselineCompiledOut]);
+            untraced.detached.push(speeds[&Build::BaselineDetached]);
+            untraced
+                .detached_slowdown
+                .push(speeds[&Build::BaselineCompiledOut] / speeds[&Build::BaselineDetached]);
+            baseline
+                .current_vs_baseline
+                .push(speeds[&Build::BaselineDetached] / speeds[&Build::Detached]);
+        }
+    }
+    for variant in [Variant::One, Variant::All] {
+        let only = (variant == Variant::One).then_some("insn_exec");
+        let (speed, events, lost) = traced(
+            &bins.loader,
+            &bins.rv,
+            Delivery::Batched,
+            only,
+            variant.repeat(plan),
+        )?;
+        let row = results.rows.entry(variant).or_default();
+        row.speed.push(speed);
+        row.slowdown.push(compiled_out.median() / speed);
+        row.events += events;
+        row.lost += lost;
+    }
+    Ok(())
+}

@@ -246,8 +246,8 @@ per_event_probe!(span_end:
 /// rather than moving them into callee-saved registers that every run of
 /// the host function would save and restore. The vector registers are
 /// declared clobbered instead (they have no callee-saved ones: values in
-/// them are saved in the cold block only). Steps over the red zone, so
-/// the host function needs no stack frame for the call.
+/// them are saved in the cold block only). Not `nostack`: the compiler
+/// keeps the red zone free and the stack aligned around it, as for a call.
 #[cfg(not(feature = "disabled"))]
 #[inline(always)]
 pub fn call_site(site: extern "C" fn(u64, u64, u64, u64), values: [u64; 4]) {
@@ -255,9 +255,7 @@ pub fn call_site(site: extern "C" fn(u64, u64, u64, u64), values: [u64; 4]) {
     // flags as it found them, and the stack pointer restored.
     unsafe {
         core::arch::asm!(
-            "lea rsp, [rsp - 128]",
             "call {trampoline}",
-            "lea rsp, [rsp + 128]",
             trampoline = sym trampoline,
             in("rax") site,
             in("rdi") values[0],
@@ -268,7 +266,6 @@ pub fn call_site(site: extern "C" fn(u64, u64, u64, u64), values: [u64; 4]) {
             out("xmm4") _, out("xmm5") _, out("xmm6") _, out("xmm7") _,
             out("xmm8") _, out("xmm9") _, out("xmm10") _, out("xmm11") _,
             out("xmm12") _, out("xmm13") _, out("xmm14") _, out("xmm15") _,
-            options(nostack),
         );
     }
 }
@@ -279,9 +276,9 @@ pub fn call_site(site: extern "C" fn(u64, u64, u64, u64), values: [u64; 4]) {
     let _ = (site, values);
 }
 
-/// Calls `rax` with the arguments in `rdi`, `rsi`, `rdx`, `rcx`, keeping
-/// `r8`–`r11` (the C ABI's other scratch registers) and aligning the stack
-/// (its caller's is anywhere below the red zone).
+/// Calls `rax` with the arguments in `rdi`, `rsi`, `rdx`, `rcx`, and
+/// returns with every general register as it found them (the C ABI lets
+/// `rax`'s function clobber all nine it saves).
 #[cfg(not(feature = "disabled"))]
 #[doc(hidden)]
 #[unsafe(naked)]
@@ -355,7 +352,12 @@ pub mod marker {
 #[doc(hidden)]
 pub const fn site_id(module: &str, file: &str, line: u32, column: u32) -> u64 {
     let mut hash = 0xcbf2_9ce4_8422_2325u64;
-    let parts = [module.as_bytes(), file.as_bytes(), &line.to_le_bytes(), &column.to_le_bytes()];
+    let parts = [
+        module.as_bytes(),
+        file.as_bytes(),
+        &line.to_le_bytes(),
+        &column.to_le_bytes(),
+    ];
     let mut p = 0;
     while p < parts.len() {
         let mut i = 0;

@@ -12,6 +12,9 @@
 macro_rules! __probe {
     (batched $name:ident, $args:expr) => {{
         if $crate::fire::$name::armed() {
+            // Laid out off the straight line, as a call to a cold function
+            // would be (this one is called through `asm!`).
+            ::core::hint::cold_path();
             extern "C" fn __styx_probe_site(a: u64, b: u64, c: u64, d: u64) {
                 const SITE: u64 =
                     $crate::fire::site_id(module_path!(), file!(), line!(), column!());

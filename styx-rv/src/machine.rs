@@ -131,7 +131,8 @@ impl<const COUNT: bool> Machine<COUNT> {
             })?;
             instructions += 1;
             let (hart, bus) = (&*cpu.hart_state, &*cpu.mem);
-            styx_probe::insn_exec!(|| (pc, bus.peek_word(pc)));
+            // RV32IM without the C extension: every instruction is 4 bytes.
+            styx_probe::insn_exec!(|| (pc, bus.peek_word(pc), 4u8));
             if let Some(before) = before {
                 for (reg, (&old, &new)) in before.iter().zip(&hart.registers).enumerate() {
                     if old != new {

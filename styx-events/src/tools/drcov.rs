@@ -242,7 +242,10 @@ mod tests {
         // 2-byte instructions: 0x100, 0x102, then a taken 2-byte skip to
         // 0x106 (no branch event), then 0x106, 0x108.
         assert!(follows(0x100, 2, 0x102));
-        assert!(!follows(0x102, 2, 0x106), "a short forward jump ends the run");
+        assert!(
+            !follows(0x102, 2, 0x106),
+            "a short forward jump ends the run"
+        );
         assert!(!follows(0x102, 2, 0x102));
         assert!(!follows(u64::MAX, 2, 1));
         // Without lengths the same skip is within the gap and joins the runs.

@@ -199,7 +199,7 @@ type Module = (u64, u64, String);
 
 /// drcov version 2, parsed as its published description says: text lines,
 /// then `BB Table: N bbs` and N entries `{u32 start; u16 size; u16 module}`.
-fn parse_drcov(bytes: &[u8]) -> (Vec<Module>, Vec<(u32, u16, u16)>) {
+pub(crate) fn parse_drcov(bytes: &[u8]) -> (Vec<Module>, Vec<(u32, u16, u16)>) {
     let mut rest = bytes;
     let mut line = || {
         let end = rest.iter().position(|&b| b == b'\n').expect("a line");

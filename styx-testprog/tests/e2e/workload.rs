@@ -6,7 +6,7 @@
 
 use crate::support::*;
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use styx_rv::bus::HALT_PORT;
@@ -140,10 +140,10 @@ fn assert_exact_values(jsonl: &Path, runs: usize) {
         .collect();
     let expected = serde_json::json!([
         {"event": "mem_read", "pc": 0, "addr": 0, "val": word(0), "size": 4},
-        {"event": "insn_exec", "pc": 0, "insn": word(0)},
+        {"event": "insn_exec", "pc": 0, "insn": word(0), "len": 4},
         {"event": "reg_write", "pc": 0, "reg": SP.0, "reg_name": "sp", "val": STACK_TOP, "old": 0},
         {"event": "mem_read", "pc": 4, "addr": 4, "val": word(4), "size": 4},
-        {"event": "insn_exec", "pc": 4, "insn": word(4)},
+        {"event": "insn_exec", "pc": 4, "insn": word(4), "len": 4},
         {"event": "reg_write", "pc": 4, "reg": RA.0, "reg_name": "ra", "val": 8, "old": 0},
     ]);
     assert_eq!(Value::from(first[..6].to_vec()), expected);
@@ -215,4 +215,68 @@ fn the_riscv_workload_traced_per_event_delivers_its_own_counts_exactly() {
     let (stdout, jsonl) = traced("rv-per-event", "per-event", &["--count"]);
     assert_counts_equal(&jsonl, &counts_in(&stdout));
     assert_exact_values(&jsonl, 1);
+}
+
+/// With instruction lengths (every RV32IM instruction says 4) and nothing
+/// but `insn_exec`, drcov's blocks are runs of instructions each starting
+/// where the previous one ended: every 4-byte step of every block was
+/// executed, and every executed instruction is in a block. Without lengths
+/// a short taken forward jump (the guest has some: checked) would join two
+/// runs across bytes never executed.
+#[test]
+fn drcov_blocks_from_instruction_lengths_hold_only_executed_instructions() {
+    require_root();
+    let dir = scratch("rv-drcov");
+    let capture = dir.join("rv.styx");
+    let output = Command::new(loader_path())
+        .args(["-e", "insn_exec", "-o", "raw", "--output"])
+        .arg(&capture)
+        .arg("--")
+        .arg(rv_path())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let jsonl = dir.join("rv.jsonl");
+    let drcov = dir.join("rv.drcov");
+    for (format, out) in [("jsonl", &jsonl), ("drcov", &drcov)] {
+        let (status, _, err) = run_loader(&[
+            "read",
+            capture.to_str().unwrap(),
+            "-o",
+            format,
+            "--output",
+            out.to_str().unwrap(),
+        ]);
+        assert!(status.success(), "{err}");
+    }
+    let pcs: Vec<u64> = std::fs::read_to_string(&jsonl)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .inspect(|e| assert_eq!(e["len"], 4, "{e}"))
+        .map(|e| e["pc"].as_u64().unwrap())
+        .collect();
+    let executed: BTreeSet<u64> = pcs.iter().copied().collect();
+    assert!(
+        pcs.windows(2)
+            .any(|w| w[1] > w[0] + 4 && w[1] - w[0] <= styx_events::tools::drcov::MAX_INSN_GAP),
+        "the guest makes a short forward jump"
+    );
+    let (_, entries) = crate::tools::parse_drcov(&std::fs::read(&drcov).unwrap());
+    assert!(!entries.is_empty());
+    for &(start, size, _) in &entries {
+        let (start, size) = (u64::from(start), u64::from(size));
+        assert_eq!(size % 4, 0, "{start:#x}+{size}");
+        for pc in (start..start + size).step_by(4) {
+            assert!(executed.contains(&pc), "{pc:#x} in {start:#x}+{size}");
+        }
+    }
+    for pc in &executed {
+        assert!(
+            entries
+                .iter()
+                .any(|&(s, z, _)| *pc >= u64::from(s) && *pc < u64::from(s) + u64::from(z)),
+            "{pc:#x}"
+        );
+    }
 }

@@ -82,9 +82,8 @@ fn read(loader: &Path, binary: &Path) -> Result<Detached> {
     // styx-probe once wrote them, is read up to the site itself.)
     let (function, until) = reference_to(binary, function)?.unwrap_or((function, site));
     let code = disassemble(binary, function, until + 1)?;
-    let path = path_to_branch(&code, until, semaphore, &slots).with_context(|| {
-        format!("no load of the semaphore {semaphore:#x} before {until:#x}")
-    })?;
+    let path = path_to_branch(&code, until, semaphore, &slots)
+        .with_context(|| format!("no load of the semaphore {semaphore:#x} before {until:#x}"))?;
     Ok(Detached {
         site,
         semaphore,

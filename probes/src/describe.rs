@@ -1,16 +1,15 @@
 //! `describe!`: the emulator names its guest once, in an ELF note the loader
-//! reads from the file (layout: `styx_common::guest`). Nothing runs and
-//! nothing is loaded into memory: the note sits in a non-allocated section.
+//! reads from the file (layout and writer: `styx_common::guest`). Nothing
+//! runs: the note is a static built at compile time, a few hundred bytes.
 
 /// Describes the emulated CPU to tracers: its architecture, the names and
 /// widths of the registers by the numbers `reg_read!`/`reg_write!` report,
 /// and optionally the name of the program counter and the guest images
 /// (name, load address, size) for coverage tools.
 ///
-/// Call it once, at item level, in the emulator's binary crate (`main.rs`):
-/// it writes an ELF note, which the linker keeps only from objects it links
-/// (a library crate's object may be left out when nothing else is used from
-/// it). Names are plain string literals without `"` or `\`.
+/// Call it once, at item level, in any crate of the emulator: its binary,
+/// or the library that holds the CPU (then every binary built with that
+/// library gets the names). Names are string literals without NUL bytes.
 ///
 /// ```ignore
 /// styx_probe::describe! {
@@ -45,38 +44,34 @@ macro_rules! describe {
 macro_rules! __describe_note {
     ($arch:literal, ($($pc:literal)?), [$(($reg:literal, $num:expr, $bits:expr)),*],
      [$(($image:literal, $base:expr, $size:expr)),*]) => {
-        core::arch::global_asm!(
-            ".pushsection .note.styx, \"\", \"note\"",
-            ".balign 4",
-            ".4byte 9992f-9991f, 9994f-9993f, {note_type}",
-            "9991: .asciz \"styx\"",
-            "9992: .balign 4",
-            "9993: .byte {version}",
-            concat!(".asciz \"", $arch, "\""),
-            concat!(".asciz \"" $(, $pc)?, "\""),
-            $(
-                ".byte {tag_register}",
-                ".8byte {}",
-                ".2byte {}",
-                concat!(".asciz \"", $reg, "\""),
-            )*
-            $(
-                ".byte {tag_image}",
-                ".8byte {}",
-                ".8byte {}",
-                concat!(".asciz \"", $image, "\""),
-            )*
-            ".byte {tag_end}",
-            "9994: .balign 4",
-            ".popsection",
-            $(const ($num) as u64, const ($bits) as u16,)*
-            $(const { let base: u64 = $base; base }, const { let size: u64 = $size; size },)*
-            note_type = const $crate::__guest::NT_STYX_GUEST,
-            version = const $crate::__guest::GUEST_NOTE_VERSION,
-            tag_register = const $crate::__guest::GUEST_TAG_REGISTER,
-            tag_image = const $crate::__guest::GUEST_TAG_IMAGE,
-            tag_end = const $crate::__guest::GUEST_TAG_END,
-        );
+        const _: () = {
+            const ARCH: &str = $arch;
+            const PC: &str = $crate::__describe_pc!($($pc)?);
+            const REGISTERS: &[$crate::__guest::RegisterEntry] =
+                &[$(($reg, ($num) as u64, ($bits) as u16)),*];
+            const IMAGES: &[$crate::__guest::ImageEntry] = &[$((
+                $image,
+                { let base: u64 = $base; base },
+                { let size: u64 = $size; size },
+            )),*];
+            const LEN: usize = $crate::__guest::note_len(ARCH, PC, REGISTERS, IMAGES);
+            // `#[used]`: rustc links it in from a library crate too.
+            #[used]
+            #[link_section = ".note.styx"]
+            static NOTE: $crate::__guest::Note<LEN> =
+                $crate::__guest::Note($crate::__guest::note(ARCH, PC, REGISTERS, IMAGES));
+        };
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __describe_pc {
+    () => {
+        ""
+    };
+    ($pc:literal) => {
+        $pc
     };
 }
 

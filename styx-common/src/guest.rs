@@ -3,7 +3,10 @@
 //! like the probe notes, so it costs the emulator nothing at run time.
 //!
 //! An ELF note of owner [`GUEST_NOTE_OWNER`] and type [`NT_STYX_GUEST`] in a
-//! non-allocated section `.note.styx` (kept by every linker, never loaded).
+//! section `.note.styx`: a `#[used]` static made by [`note`] at compile
+//! time, so that rustc keeps it from a library crate too (a note written
+//! by `global_asm!` was left out with its object file when nothing else
+//! in that object was used).
 //! Its descriptor, little-endian:
 //!
 //! ```text
@@ -16,7 +19,8 @@
 //!   GUEST_TAG_END:      the last entry
 //! ```
 //!
-//! The writer is `styx_probe::describe!`; the reader styx-events' `guest`.
+//! The writer is [`note`] (through `styx_probe::describe!`); the reader
+//! styx-events' `guest`.
 
 /// The note's owner name.
 pub const GUEST_NOTE_OWNER: &[u8] = b"styx";
@@ -30,3 +34,107 @@ pub const GUEST_TAG_END: u8 = 0;
 pub const GUEST_TAG_REGISTER: u8 = 1;
 /// Tag of a guest image entry.
 pub const GUEST_TAG_IMAGE: u8 = 2;
+
+/// A register of a description: (name, number, bits).
+pub type RegisterEntry = (&'static str, u64, u16);
+/// An image of a description: (name, base, size).
+pub type ImageEntry = (&'static str, u64, u64);
+
+/// The note's bytes, 4-aligned as ELF notes are.
+#[repr(C, align(4))]
+pub struct Note<const N: usize>(pub [u8; N]);
+
+const fn pad4(n: usize) -> usize {
+    (n + 3) & !3
+}
+
+/// Bytes of the whole note (header, owner, descriptor) [`note`] writes.
+pub const fn note_len(
+    arch: &str,
+    pc: &str,
+    regs: &[RegisterEntry],
+    images: &[ImageEntry],
+) -> usize {
+    12 + pad4(GUEST_NOTE_OWNER.len() + 1) + pad4(desc_len(arch, pc, regs, images))
+}
+
+const fn desc_len(arch: &str, pc: &str, regs: &[RegisterEntry], images: &[ImageEntry]) -> usize {
+    let mut len = 1 + arch.len() + 1 + pc.len() + 1 + 1;
+    let mut i = 0;
+    while i < regs.len() {
+        len += 1 + 8 + 2 + regs[i].0.len() + 1;
+        i += 1;
+    }
+    i = 0;
+    while i < images.len() {
+        len += 1 + 8 + 8 + images[i].0.len() + 1;
+        i += 1;
+    }
+    len
+}
+
+/// The guest description note, at compile time. `N` is [`note_len`] of
+/// the same arguments; a name with a NUL byte in it does not compile.
+pub const fn note<const N: usize>(
+    arch: &str,
+    pc: &str,
+    regs: &[RegisterEntry],
+    images: &[ImageEntry],
+) -> [u8; N] {
+    assert!(N == note_len(arch, pc, regs, images), "note length");
+    let mut out = [0u8; N];
+    let owner = GUEST_NOTE_OWNER.len() + 1;
+    let mut at = put(&mut out, 0, &(owner as u32).to_le_bytes());
+    at = put(
+        &mut out,
+        at,
+        &(desc_len(arch, pc, regs, images) as u32).to_le_bytes(),
+    );
+    at = put(&mut out, at, &NT_STYX_GUEST.to_le_bytes());
+    put(&mut out, at, GUEST_NOTE_OWNER);
+    at = 12 + pad4(owner);
+    at = put(&mut out, at, &[GUEST_NOTE_VERSION]);
+    at = put_name(&mut out, at, arch);
+    at = put_name(&mut out, at, pc);
+    let mut i = 0;
+    while i < regs.len() {
+        at = put(&mut out, at, &[GUEST_TAG_REGISTER]);
+        at = put(&mut out, at, &regs[i].1.to_le_bytes());
+        at = put(&mut out, at, &regs[i].2.to_le_bytes());
+        at = put_name(&mut out, at, regs[i].0);
+        i += 1;
+    }
+    i = 0;
+    while i < images.len() {
+        at = put(&mut out, at, &[GUEST_TAG_IMAGE]);
+        at = put(&mut out, at, &images[i].1.to_le_bytes());
+        at = put(&mut out, at, &images[i].2.to_le_bytes());
+        at = put_name(&mut out, at, images[i].0);
+        i += 1;
+    }
+    put(&mut out, at, &[GUEST_TAG_END]);
+    out
+}
+
+const fn put<const N: usize>(out: &mut [u8; N], at: usize, bytes: &[u8]) -> usize {
+    let mut i = 0;
+    while i < bytes.len() {
+        out[at + i] = bytes[i];
+        i += 1;
+    }
+    at + bytes.len()
+}
+
+/// A name and its NUL.
+const fn put_name<const N: usize>(out: &mut [u8; N], at: usize, name: &str) -> usize {
+    let bytes = name.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        assert!(
+            bytes[i] != 0,
+            "a name in a guest description has a NUL byte"
+        );
+        i += 1;
+    }
+    put(out, at, bytes) + 1
+}

@@ -6,48 +6,6 @@ use clap::Parser;
 use std::time::Instant;
 use styx_rv::{Counts, Machine};
 
-// The guest, for tracers: the 32 integer registers by the numbers
-// `reg_write` reports, and RAM as one image (for drcov coverage).
-styx_probe::describe! {
-    arch: "rv32im",
-    pc: "pc",
-    registers: [
-        ("zero", styx_rv::registers::ZERO.0, 32),
-        ("ra", styx_rv::registers::RA.0, 32),
-        ("sp", styx_rv::registers::SP.0, 32),
-        ("gp", styx_rv::registers::GP.0, 32),
-        ("tp", styx_rv::registers::TP.0, 32),
-        ("t0", styx_rv::registers::T0.0, 32),
-        ("t1", styx_rv::registers::T1.0, 32),
-        ("t2", styx_rv::registers::T2.0, 32),
-        ("s0", styx_rv::registers::S0.0, 32),
-        ("s1", styx_rv::registers::S1.0, 32),
-        ("a0", styx_rv::registers::A0.0, 32),
-        ("a1", styx_rv::registers::A1.0, 32),
-        ("a2", styx_rv::registers::A2.0, 32),
-        ("a3", styx_rv::registers::A3.0, 32),
-        ("a4", styx_rv::registers::A4.0, 32),
-        ("a5", styx_rv::registers::A5.0, 32),
-        ("a6", styx_rv::registers::A6.0, 32),
-        ("a7", styx_rv::registers::A7.0, 32),
-        ("s2", styx_rv::registers::S2.0, 32),
-        ("s3", styx_rv::registers::S3.0, 32),
-        ("s4", styx_rv::registers::S4.0, 32),
-        ("s5", styx_rv::registers::S5.0, 32),
-        ("s6", styx_rv::registers::S6.0, 32),
-        ("s7", styx_rv::registers::S7.0, 32),
-        ("s8", styx_rv::registers::S8.0, 32),
-        ("s9", styx_rv::registers::S9.0, 32),
-        ("s10", styx_rv::registers::S10.0, 32),
-        ("s11", styx_rv::registers::S11.0, 32),
-        ("t3", styx_rv::registers::T3.0, 32),
-        ("t4", styx_rv::registers::T4.0, 32),
-        ("t5", styx_rv::registers::T5.0, 32),
-        ("t6", styx_rv::registers::T6.0, 32),
-    ],
-    images: [("rv32-ram", 0, styx_rv::bus::RAM_SIZE as u64)],
-}
-
 /// A RISC-V machine (rrs-lib) instrumented with styx probes, running a
 /// sieve, a sort and a checksum; each run's answers are checked.
 #[derive(Parser)]

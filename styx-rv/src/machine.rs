@@ -199,7 +199,7 @@ mod tests {
         assert_eq!(kind_of(|a| a.j("here")), jump);
         assert_eq!(kind_of(|a| a.jalr(ZERO, T0, 0)), jump);
         assert_eq!(
-            kind_of(|a| a.bne(A0, A1, "here")),
+            kind_of(|a| a.blt(A0, A1, "here")),
             Branch::conditional(BranchKind::Jump)
         );
     }

@@ -12,7 +12,7 @@
 //! tracer received with what the emulator did; `Bus<false>`, the one
 //! measured, counts nothing (the counting is compiled out of it).
 
-use crate::machine::Counts;
+use crate::counts::Counts;
 use rrs_lib::{MemAccessSize, Memory};
 
 /// RAM size in bytes, from address 0.

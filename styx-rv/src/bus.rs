@@ -12,7 +12,7 @@
 //! tracer received with what the emulator did; `Bus<false>`, the one
 //! measured, counts nothing (the counting is compiled out of it).
 
-use crate::machine::Counts;
+use crate::counts::Counts;
 use rrs_lib::{MemAccessSize, Memory};
 
 /// RAM size in bytes, from address 0.
@@ -26,7 +26,7 @@ pub const OUTPUT_PORT: u32 = 0x1000_0004;
 pub struct Bus<const COUNT: bool> {
     ram: Box<[u8]>,
     /// The pc of the instruction being executed, reported with each access.
-    pub pc: u32,
+    pub(crate) pc: u32,
     output: Vec<u8>,
     halted: Option<u32>,
     /// Accesses so far (only with `COUNT`).

@@ -9,6 +9,7 @@
 //! - [`machine`]: the step loop; fires `insn_exec`, `reg_write`, `branch`.
 //! - [`guest`]: the program (a sieve, a sort, a checksum) and its answers.
 //! - [`asm`]: the encoder the program is written with.
+//! - [`counts`]: the emulator's own tally of its events, for tests.
 //! - [`registers`]: register numbers by ABI name.
 //!
 //! Built with the `probes-off` feature, every probe is compiled out.
@@ -21,8 +22,10 @@
 
 pub mod asm;
 pub mod bus;
+pub mod counts;
 pub mod guest;
 pub mod machine;
 pub mod registers;
 
-pub use machine::{Counts, Machine, RunError, RunResult};
+pub use counts::Counts;
+pub use machine::{Machine, RunError, RunResult};

@@ -11,6 +11,7 @@
 
 use crate::asm::{OPCODE_BRANCH, OPCODE_JAL, OPCODE_JALR};
 use crate::bus::Bus;
+use crate::counts::Counts;
 use crate::guest::{self, Answers, ENTRY, RESULT_CHECKSUM, RESULT_PRIMES};
 use crate::registers::{RA, ZERO};
 use rrs_lib::instruction_executor::InstructionExecutor;
@@ -19,28 +20,6 @@ use styx_probe::{Branch, BranchKind, EventKind};
 
 /// A run that has not halted after this many instructions is stuck.
 pub const MAX_INSTRUCTIONS: u64 = 100_000_000;
-
-/// The emulator's own count of what it fired probes for.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Counts {
-    pub instructions: u64,
-    pub mem_reads: u64,
-    pub mem_writes: u64,
-    /// Registers whose value an instruction changed.
-    pub reg_writes: u64,
-    /// Instructions after which the pc was not the next one.
-    pub branches: u64,
-}
-
-impl std::ops::AddAssign for Counts {
-    fn add_assign(&mut self, other: Counts) {
-        self.instructions += other.instructions;
-        self.mem_reads += other.mem_reads;
-        self.mem_writes += other.mem_writes;
-        self.reg_writes += other.reg_writes;
-        self.branches += other.branches;
-    }
-}
 
 /// Why a run failed.
 #[derive(Debug, thiserror::Error)]
@@ -200,7 +179,7 @@ mod tests {
         assert_eq!(kind_of(|a| a.j("here")), jump);
         assert_eq!(kind_of(|a| a.jalr(ZERO, T0, 0)), jump);
         assert_eq!(
-            kind_of(|a| a.bne(A0, A1, "here")),
+            kind_of(|a| a.blt(A0, A1, "here")),
             Branch::conditional(BranchKind::Jump)
         );
     }

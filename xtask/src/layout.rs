@@ -14,6 +14,7 @@ mod tests {
         "styx-usdt",
         "styx-events",
         "styx-loader",
+        "styx-rv",
     ];
 
     #[test]

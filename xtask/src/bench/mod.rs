@@ -94,8 +94,8 @@ impl Plan {
                 disk_bytes: 256 << 20,
                 rv_sets: 2,
                 rv_repeat: 150,
-                rv_repeat_batched_one: 60,
-                rv_repeat_batched_all: 20,
+                rv_repeat_batched_one: 30,
+                rv_repeat_batched_all: 15,
             }
         } else {
             Plan {
@@ -116,7 +116,7 @@ impl Plan {
                 disk_bytes: 1 << 30,
                 rv_sets: 4,
                 rv_repeat: 400,
-                rv_repeat_batched_one: 200,
+                rv_repeat_batched_one: 150,
                 rv_repeat_batched_all: 60,
             }
         }

@@ -1029,24 +1029,35 @@ fn workload(md: &mut String, plan: &Plan, r: &Results) {
          | probes | M instructions/s | vs compiled out | events | lost |\n|---|---|---|---|---|",
         plan.rv_repeat, plan.rv_repeat_batched_one, plan.rv_repeat_batched_all, plan.rv_sets,
     );
-    for variant in Variant::ALL {
-        let Some(row) = w.rows.get(&variant) else {
-            continue;
-        };
-        let versus = match variant {
-            Variant::CompiledOut => "1".to_string(),
-            Variant::Detached => slower(w.current.detached_slowdown.median()),
-            _ => format!("{} slower", times(&row.slowdown, 1)),
-        };
-        let (events, lost) = match variant {
-            Variant::CompiledOut | Variant::Detached => ("-".to_string(), "-".to_string()),
-            _ => (row.events.to_string(), row.lost.to_string()),
-        };
+    let untraced = [
+        (
+            Variant::CompiledOut,
+            &w.current.compiled_out,
+            "1".to_string(),
+        ),
+        (
+            Variant::Detached,
+            &w.current.detached,
+            slower(w.current.detached_slowdown.median()),
+        ),
+    ];
+    for (variant, speed, versus) in untraced {
         let _ = writeln!(
             md,
-            "| {} | {} | {versus} | {events} | {lost} |",
+            "| {} | {} | {versus} | - | - |",
             variant.label(),
-            row.speed.show(2)
+            speed.show(2)
+        );
+    }
+    for (variant, row) in &w.traced {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} slower | {} | {} |",
+            variant.label(),
+            row.speed.show(2),
+            times(&row.slowdown, 1),
+            row.events,
+            row.lost
         );
     }
     let _ = writeln!(md);

@@ -21,24 +21,17 @@ pub enum Variant {
     Detached,
     /// Traced, `insn_exec` only: one event per instruction.
     One,
-    /// Traced, every type the workload fires (5 of them).
+    /// Traced, every type: the 5 the workload fires.
     All,
 }
 
 impl Variant {
-    pub const ALL: [Variant; 4] = [
-        Variant::CompiledOut,
-        Variant::Detached,
-        Variant::One,
-        Variant::All,
-    ];
-
     pub fn label(self) -> &'static str {
         match self {
             Variant::CompiledOut => "probes compiled out",
             Variant::Detached => "probes detached",
             Variant::One => "batched: `insn_exec` only",
-            Variant::All => "batched: all types",
+            Variant::All => "batched: all 5 types it fires",
         }
     }
 
@@ -72,9 +65,9 @@ pub struct BaselineResults {
 
 #[derive(Default)]
 pub struct Results {
-    /// The traced rows (speed, slowdown against the round's compiled-out
-    /// median, events, lost); untraced rows keep their speeds here too.
-    pub rows: BTreeMap<Variant, Row>,
+    /// The traced rows (`One`, `All`): speed, slowdown against the round's
+    /// compiled-out median, events, lost.
+    pub traced: BTreeMap<Variant, Row>,
     pub current: Untraced,
     pub baseline: Option<BaselineResults>,
 }
@@ -130,14 +123,6 @@ pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> 
             .detached_slowdown
             .push(speeds[&Build::CompiledOut] / speeds[&Build::Detached]);
         compiled_out.push(speeds[&Build::CompiledOut]);
-        for variant in [Variant::CompiledOut, Variant::Detached] {
-            let build = match variant {
-                Variant::CompiledOut => Build::CompiledOut,
-                _ => Build::Detached,
-            };
-            let row = results.rows.entry(variant).or_default();
-            row.speed.push(speeds[&build]);
-        }
         if let Some(baseline) = &mut results.baseline {
             let untraced = &mut baseline.untraced;
             untraced
@@ -161,7 +146,7 @@ pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> 
             only,
             variant.repeat(plan),
         )?;
-        let row = results.rows.entry(variant).or_default();
+        let row = results.traced.entry(variant).or_default();
         row.speed.push(speed);
         row.slowdown.push(compiled_out.median() / speed);
         row.events += events;

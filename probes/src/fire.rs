@@ -71,6 +71,20 @@ macro_rules! load_word {
 #[cfg(not(feature = "disabled"))]
 pub(crate) use load_word;
 
+/// `armed()`, whether anything is attached to probe `$name`'s type: the
+/// only part of a probe inlined where it is called.
+macro_rules! armed {
+    ($name:ident) => {
+        #[inline(always)]
+        pub fn armed() -> bool {
+            #[cfg(not(feature = "disabled"))]
+            return load_word!(semaphores::$name) != 0;
+            #[cfg(feature = "disabled")]
+            false
+        }
+    };
+}
+
 /// Defines `pub mod $name` of a batched type: `armed()`, the call site's
 /// check; `Args`, the argument tuples the probe takes, each turned into
 /// four `u64`s (`values`); and `fire`, what the call site's function runs
@@ -85,15 +99,7 @@ macro_rules! batched_probe {
             #[allow(unused_imports)]
             use super::*;
 
-            /// Whether anything is attached to the probe's type: the
-            /// only part of a probe inlined where it is called.
-            #[inline(always)]
-            pub fn armed() -> bool {
-                #[cfg(not(feature = "disabled"))]
-                return load_word!(semaphores::$name) != 0;
-                #[cfg(feature = "disabled")]
-                false
-            }
+            armed!($name);
 
             /// The argument tuples the probe accepts.
             pub trait Args {
@@ -145,13 +151,7 @@ macro_rules! per_event_probe {
             #[allow(unused_imports)]
             use super::*;
 
-            #[inline(always)]
-            pub fn armed() -> bool {
-                #[cfg(not(feature = "disabled"))]
-                return load_word!(semaphores::$name) != 0;
-                #[cfg(feature = "disabled")]
-                false
-            }
+            armed!($name);
 
             pub trait Args {
                 fn fire<const SITE: u64>(self);
@@ -318,13 +318,7 @@ pub mod marker {
     #[allow(unused_imports)]
     use super::*;
 
-    #[inline(always)]
-    pub fn armed() -> bool {
-        #[cfg(not(feature = "disabled"))]
-        return load_word!(semaphores::marker) != 0;
-        #[cfg(feature = "disabled")]
-        false
-    }
+    armed!(marker);
 
     pub trait Args {
         fn fire<const SITE: u64>(self);

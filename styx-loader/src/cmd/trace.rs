@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use styx_common::EventKind;
 use styx_events::filter::Filters;
-use styx_events::flight::{FlightRecorder, OpenDump, Recording};
+use styx_events::flight::{FlightRecorder, Limits, OpenDump, Recording};
 use styx_events::formats::Format;
 use styx_events::guest::{Guest, RegisterNames};
 use styx_events::header::{Header, UsdtInfo};
@@ -232,9 +232,14 @@ fn flight_recorder(
         let place = path.map_or_else(|| "stdout".to_string(), |p| p.display().to_string());
         Ok((writer, place))
     });
-    let per_thread = usize::try_from(per_thread).unwrap_or(usize::MAX);
+    let limits = Limits {
+        per_thread: usize::try_from(per_thread).unwrap_or(usize::MAX),
+        memory: usize::try_from(args.flight_memory).unwrap_or(usize::MAX),
+        trigger_dumps: args.max_dumps,
+        trigger_holdoff_ns: u64::try_from(args.trigger_holdoff.as_nanos()).unwrap_or(u64::MAX),
+    };
     Ok(Rc::new(RefCell::new(FlightRecorder::new(
-        per_thread, trigger, open,
+        limits, trigger, open,
     ))))
 }
 

@@ -281,8 +281,12 @@ pub struct TraceArgs {
 
     /// Run the command after `--` as USER (a name or a numeric uid) instead
     /// of root, as `strace -u` does: with USER's uid, primary group and
-    /// supplementary groups. The environment is passed on unchanged (HOME,
-    /// USER and PATH stay the loader's). Without --user the command runs as
+    /// supplementary groups, and HOME, USER and LOGNAME from USER's entry
+    /// in the user database (the rest of the environment, PATH too, is
+    /// passed on). It runs in a session of its own, without a controlling
+    /// terminal, so it cannot type into yours (TIOCSTI); it still reads and
+    /// writes the loader's stdin and stdout, and Ctrl-C (which the terminal
+    /// sends to the loader alone then) is passed on. Without --user the command runs as
     /// root, also under sudo (whoever may run the loader with sudo may run
     /// the command so, and an emulator needing root would otherwise fail
     /// only under the tracer); to run it as yourself, give

@@ -6,6 +6,7 @@ use crate::cli::{Delivery, FunctionExitsArg, TopOptions, TraceArgs};
 use crate::cmd::list::find_functions;
 use crate::cmd::top::{self, Counter, Screen};
 use crate::outputs::{self, Outputs};
+use crate::session::report::Stop;
 use crate::session::spawn::{self, Held};
 use crate::session::{self, Refresh, Session};
 use anyhow::{bail, Result};
@@ -110,10 +111,14 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
     let (out, calls) = outputs::track_calls(out, &header);
     let mut session = Session::start(&target, &selection, out, options)?;
     let spawned = held.is_some();
+    let own_session = held.as_ref().is_some_and(|h| h.own_session);
     if let Some(held) = held {
         held.release()?;
     }
     let stop = session.stream().await?;
+    if let (Stop::Interrupted, true, Some(pid)) = (&stop, own_session, target.pid) {
+        spawn::interrupt(pid);
+    }
     session.detach().await;
     session.finish(stop)?;
     if let Some(calls) = calls {

@@ -285,12 +285,12 @@ pub struct TraceArgs {
     /// in the user database (the rest of the environment, PATH too, is
     /// passed on). It runs in a session of its own, without a controlling
     /// terminal, so it cannot type into yours (TIOCSTI); it still reads and
-    /// writes the loader's stdin and stdout, and Ctrl-C (which the terminal
-    /// sends to the loader alone then) is passed on. Without --user the command runs as
-    /// root, also under sudo (whoever may run the loader with sudo may run
-    /// the command so, and an emulator needing root would otherwise fail
-    /// only under the tracer); to run it as yourself, give
-    /// `--user "$SUDO_USER"`.
+    /// writes the loader's stdin and stdout, and Ctrl-C (which the
+    /// terminal sends to the loader alone then) is passed on to it.
+    /// Without --user the command runs as root, also under sudo (whoever
+    /// may run the loader with sudo may run the command so, and an
+    /// emulator needing root would otherwise fail only under the tracer);
+    /// to run it as yourself, give `--user "$SUDO_USER"`.
     #[arg(short = 'u', long, value_name = "USER")]
     pub user: Option<String>,
 
@@ -347,7 +347,7 @@ pub struct TraceArgs {
     /// thread are forgotten first (threads that made none since go
     /// whole), counted in the summary; a dump then holds fewer than N
     /// events of the threads quiet the longest. A thread that exited is
-    /// also forgotten 10 s after its last event.
+    /// also forgotten about 10 s after its last event.
     #[arg(long, value_name = "BYTES", default_value = "256M", value_parser = parse_flight_memory, requires = "flight_recorder")]
     pub flight_memory: u64,
 

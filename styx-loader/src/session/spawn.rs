@@ -83,20 +83,21 @@ impl RunAs {
     /// The loader's environment with HOME, USER and LOGNAME the user's, as
     /// `NAME=value` strings for `execve`.
     fn environment(&self) -> Result<Vec<CString>> {
-        let mine = [
+        let from_passwd = [
             ("HOME", self.home.as_os_str().as_bytes()),
             ("USER", self.name.as_bytes()),
             ("LOGNAME", self.name.as_bytes()),
         ];
         let inherited = std::env::vars_os().filter(|(name, _)| {
-            !mine
+            !from_passwd
                 .iter()
                 .any(|(replaced, _)| name.as_bytes() == replaced.as_bytes())
         });
         let pairs = inherited
             .map(|(name, value)| (name.as_bytes().to_vec(), value.as_bytes().to_vec()))
             .chain(
-                mine.iter()
+                from_passwd
+                    .iter()
                     .map(|(name, value)| (name.as_bytes().to_vec(), value.to_vec())),
             );
         pairs

@@ -10,6 +10,12 @@
 //! splits the batches, keeps each thread's last N events, and writes them
 //! through a fresh writer of any format, every thread's merged in time
 //! order: each dump is complete and ordered on its own.
+//!
+//! Whatever the target does, it stays bounded ([`Limits`]): all threads'
+//! records within a memory budget (the oldest of any thread forgotten
+//! first, a thread with none left whole), threads that exited forgotten a
+//! while after, trigger dumps at most so many and not within a hold-off of
+//! each other; what was left out is counted ([`Forgotten`]).
 
 use crate::batch::Batches;
 use crate::batch_items;

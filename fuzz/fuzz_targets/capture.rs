@@ -1,13 +1,29 @@
-//! A raw capture read back through every output format, as `styx-loader
-//! read` does (traced functions' calls paired in front, as there). Any input gives events or an error: no panic, no hang, no
-//! unbounded allocation.
+//! Captures and batch records from anyone. The input is read twice:
+//! - as a raw capture, through every output format, as `styx-loader read`
+//!   does (traced functions' calls paired in front, as there): any input
+//!   gives events or an error, no panic, no hang, no unbounded allocation;
+//! - as ring records (a u16 length, then the record, each taken as a batch
+//!   record whatever its kind byte says), handed over as the loader's
+//!   drain does (whole when every item parses, else split) to a raw
+//!   capture and to flight recorders, whose captures and dumps must then
+//!   read back whole: every event counted, nothing malformed stored.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use std::io;
+use std::cell::RefCell;
+use std::io::{self, Write};
+use std::rc::Rc;
+use std::sync::OnceLock;
+use styx_common::batch::BATCH_RECORD_KIND;
+use styx_common::{EventKind, EVENT_KIND_SLOTS};
+use styx_events::batch::Batches;
+use styx_events::batch_items;
 use styx_events::calls::CallTracker;
-use styx_events::capture::Reader;
+use styx_events::capture::{CaptureWriter, Ending, Reader};
+use styx_events::filter::Filters;
+use styx_events::flight::{FlightRecorder, Limits, OpenDump};
 use styx_events::formats::{self, Detail, Format, Options};
+use styx_events::header::Header;
 use styx_events::writer::{EventWriter, Totals};
 
 // Tenet last: without register names in the header it refuses to open.
@@ -23,7 +39,14 @@ const FORMATS: [Format; 9] = [
     Format::Tenet,
 ];
 
+const SLOTS: usize = EVENT_KIND_SLOTS as usize;
+
 fuzz_target!(|data: &[u8]| {
+    through_every_format(data);
+    batch_records_kept_whole(data);
+});
+
+fn through_every_format(data: &[u8]) {
     for (i, format) in FORMATS.into_iter().enumerate() {
         let Ok(mut reader) = Reader::open(data) else {
             return;
@@ -39,17 +62,130 @@ fuzz_target!(|data: &[u8]| {
         };
         let mut writer = CallTracker::new(writer, reader.header.functions.len());
         let table = writer.table();
-        let mut counts = [0u64; 16];
+        let mut counts = [0u64; SLOTS];
         while let Ok(Some(event)) = reader.next() {
             counts[event.kind as usize] += 1;
             let _ = writer.event(&event);
         }
         let _ = writer.finish(&Totals {
             events: &counts,
-            drops: &[0; 16],
+            drops: &[0; SLOTS],
         });
         let _ = table
             .borrow()
             .write(&reader.header.functions, &mut io::sink());
     }
-});
+}
+
+/// Bytes written to a shared buffer (a dump's capture).
+#[derive(Clone, Default)]
+struct Shared(Rc<RefCell<Vec<u8>>>);
+
+impl Write for Shared {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.borrow_mut().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+fn header() -> &'static Header {
+    static HEADER: OnceLock<Header> = OnceLock::new();
+    HEADER.get_or_init(|| Header::now(1, "/fuzz", Vec::new()))
+}
+
+/// A recorder whose dumps are captures, each kept to be read back.
+fn recorder(trigger: Option<Filters>) -> (FlightRecorder, Rc<RefCell<Vec<Shared>>>) {
+    let dumps: Rc<RefCell<Vec<Shared>>> = Rc::default();
+    let kept = dumps.clone();
+    let open: OpenDump = Box::new(move |n| {
+        let out = Shared::default();
+        kept.borrow_mut().push(out.clone());
+        let writer = CaptureWriter::new(out, header())?;
+        Ok((
+            Box::new(writer) as Box<dyn EventWriter>,
+            format!("dump {n}"),
+        ))
+    });
+    let limits = Limits {
+        per_thread: 64,
+        memory: 1 << 20,
+        trigger_dumps: 3,
+        trigger_holdoff_ns: 0,
+    };
+    (FlightRecorder::new(limits, trigger, open), dumps)
+}
+
+/// Reads a capture to its end: it must be whole, hold `events` events and
+/// no malformed batch.
+fn reads_back(bytes: &[u8], events: u64) {
+    let mut reader = Reader::open(bytes).expect("a capture written here opens");
+    while let Some(_event) = reader.next().expect("a capture written here reads") {}
+    assert_eq!(reader.malformed_batches, 0, "a malformed batch was stored");
+    assert_eq!(reader.events, events);
+    let Ending::Complete { events: said, .. } = reader.ending else {
+        panic!("not complete: {:?}", reader.ending)
+    };
+    assert_eq!(said, events);
+}
+
+fn batch_records_kept_whole(data: &[u8]) {
+    let mut records = Vec::new();
+    let mut rest = data;
+    while let [lo, hi, tail @ ..] = rest {
+        let len = usize::from(u16::from_le_bytes([*lo, *hi])).min(tail.len());
+        let mut record = tail[..len].to_vec();
+        if let Some(kind) = record.get_mut(16) {
+            *kind = BATCH_RECORD_KIND;
+        }
+        records.push(record);
+        rest = &tail[len..];
+    }
+    if records.is_empty() {
+        return;
+    }
+    let mut capture = CaptureWriter::new(Vec::new(), header()).unwrap();
+    let (mut whole, whole_dumps) = recorder(None);
+    let trigger = Filters::compile(&["insn_exec: pc < 0x1000".into()], 1, EventKind::ALL).unwrap();
+    let (mut split, split_dumps) = recorder(Some(trigger));
+    assert!(whole.takes_batches() && !split.takes_batches());
+    let (mut batches, mut split_batches) = (Batches::new(), Batches::new());
+    let mut counts = [0u64; SLOTS];
+    for record in &records {
+        // As the loader's drain: whole only when every item parses.
+        let found =
+            batch_items::counts(record).filter(|_| batches.take_whole(record, &mut [0; SLOTS]));
+        if let Some(found) = found {
+            for (count, n) in counts.iter_mut().zip(found) {
+                *count += n;
+            }
+            capture.batch(record).unwrap();
+            whole.batch(record).unwrap();
+        } else {
+            let _ = batches.split(record, |event| {
+                counts[event.kind as usize] += 1;
+                capture.event(event)?;
+                whole.event(event)
+            });
+        }
+        let _ = split_batches.split(record, |event| split.event(event));
+    }
+    capture
+        .finish(&Totals {
+            events: &counts,
+            drops: &[0; SLOTS],
+        })
+        .unwrap();
+    reads_back(&capture.into_inner(), counts.iter().sum());
+    whole.dump("fuzz", None);
+    split.dump("fuzz", None);
+    for (recorder, dumps) in [(&whole, whole_dumps), (&split, split_dumps)] {
+        assert!(recorder.memory() <= 1 << 20);
+        for (made, bytes) in recorder.made.iter().zip(dumps.borrow().iter()) {
+            let made = made.as_ref().expect("a dump into memory");
+            reads_back(&bytes.0.borrow(), made.events);
+        }
+    }
+}

@@ -22,6 +22,7 @@
 #![warn(missing_docs)]
 
 pub mod batch;
+pub mod batch_items;
 pub mod bytes;
 pub mod calls;
 pub mod capture;

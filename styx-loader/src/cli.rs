@@ -281,12 +281,16 @@ pub struct TraceArgs {
 
     /// Run the command after `--` as USER (a name or a numeric uid) instead
     /// of root, as `strace -u` does: with USER's uid, primary group and
-    /// supplementary groups. The environment is passed on unchanged (HOME,
-    /// USER and PATH stay the loader's). Without --user the command runs as
-    /// root, also under sudo (whoever may run the loader with sudo may run
-    /// the command so, and an emulator needing root would otherwise fail
-    /// only under the tracer); to run it as yourself, give
-    /// `--user "$SUDO_USER"`.
+    /// supplementary groups, and HOME, USER and LOGNAME from USER's entry
+    /// in the user database (the rest of the environment, PATH too, is
+    /// passed on). It runs in a session of its own, without a controlling
+    /// terminal, so it cannot type into yours (TIOCSTI); it still reads and
+    /// writes the loader's stdin and stdout, and Ctrl-C (which the
+    /// terminal sends to the loader alone then) is passed on to it.
+    /// Without --user the command runs as root, also under sudo (whoever
+    /// may run the loader with sudo may run the command so, and an
+    /// emulator needing root would otherwise fail only under the tracer);
+    /// to run it as yourself, give `--user "$SUDO_USER"`.
     #[arg(short = 'u', long, value_name = "USER")]
     pub user: Option<String>,
 
@@ -333,15 +337,38 @@ pub struct TraceArgs {
     /// with --output FILE, dump n goes to FILE with `.n` before its
     /// extension (run.1.styx, run.2.styx…); without, one after the other
     /// on stdout. Memory: the last N events of every thread (batched
-    /// events as their batches, ~33 bytes each; per-event ones ~100 bytes).
+    /// events as their batches, ~33 bytes each; per-event ones ~100
+    /// bytes), within --flight-memory.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub flight_recorder: Option<u64>,
+
+    /// With --flight-recorder: the most memory the threads' events take
+    /// (K, M, G suffixes; at least 1M). Past it the oldest events of any
+    /// thread are forgotten first (threads that made none since go
+    /// whole), counted in the summary; a dump then holds fewer than N
+    /// events of the threads quiet the longest. A thread that exited is
+    /// also forgotten about 10 s after its last event.
+    #[arg(long, value_name = "BYTES", default_value = "256M", value_parser = parse_flight_memory, requires = "flight_recorder")]
+    pub flight_memory: u64,
 
     /// With --flight-recorder: dump when an event matches EXPR (the
     /// --filter syntax, e.g. 'control: code == 7' or
     /// 'marker: text contains "panic"'): that event and those before it.
+    /// A trigger within --trigger-holdoff of the last dump a trigger made,
+    /// or after --max-dumps of them, is counted and not dumped.
     #[arg(long, value_name = "EXPR", requires = "flight_recorder")]
     pub trigger: Option<String>,
+
+    /// With --trigger: at most N dumps caused by triggers (SIGUSR1, the
+    /// target's death and the stop still dump): a target that matches
+    /// the trigger at will cannot fill the disk.
+    #[arg(long, value_name = "N", default_value_t = 100, requires = "trigger")]
+    pub max_dumps: u32,
+
+    /// With --trigger: after a trigger's dump, triggers within this many
+    /// seconds of it (by the events' times) do not dump.
+    #[arg(long, value_name = "SECS", default_value = "1", value_parser = parse_seconds, requires = "trigger")]
+    pub trigger_holdoff: Duration,
 
     /// Write events to this file instead of stdout.
     #[arg(long, value_name = "FILE")]
@@ -515,17 +542,33 @@ fn parse_seconds(text: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(secs).map_err(|_| format!("'{text}' is not a usable duration"))
 }
 
-fn parse_ring_size(text: &str) -> Result<u32, String> {
+/// Bytes, with an optional K, M or G suffix (powers of 1024).
+fn parse_bytes(text: &str) -> Result<u64, String> {
     let (digits, scale) = match text.as_bytes().last() {
         Some(b'K' | b'k') => (&text[..text.len() - 1], 1u64 << 10),
         Some(b'M' | b'm') => (&text[..text.len() - 1], 1 << 20),
+        Some(b'G' | b'g') => (&text[..text.len() - 1], 1 << 30),
         _ => (text, 1),
     };
-    let bytes = digits
+    digits
         .parse::<u64>()
         .ok()
         .and_then(|n| n.checked_mul(scale))
-        .ok_or_else(|| format!("'{text}' is not a size"))?;
+        .ok_or_else(|| format!("'{text}' is not a size"))
+}
+
+fn parse_flight_memory(text: &str) -> Result<u64, String> {
+    let bytes = parse_bytes(text)?;
+    if bytes < 1 << 20 {
+        return Err(format!(
+            "the flight recorder needs at least 1M (a batch takes 16K), not {bytes} bytes"
+        ));
+    }
+    Ok(bytes)
+}
+
+fn parse_ring_size(text: &str) -> Result<u32, String> {
+    let bytes = parse_bytes(text)?;
     if bytes < 4096 || !bytes.is_power_of_two() || bytes > 1 << 30 {
         return Err(format!(
             "ring size must be a power of two from 4K to 1024M, not {bytes} bytes"
@@ -544,6 +587,8 @@ mod tests {
         assert_eq!(parse_ring_size("4096"), Ok(4096));
         assert!(parse_ring_size("3000").is_err());
         assert!(parse_ring_size("big").is_err());
+        assert_eq!(parse_flight_memory("2G"), Ok(2 << 30));
+        assert!(parse_flight_memory("64K").is_err());
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! `cargo xtask fuzz [--seconds N] [TARGET…]`: runs the fuzz targets in
 //! `fuzz/` (cargo-fuzz, libFuzzer, nightly) for N seconds each: the
 //! argument-spec parser and compiler, the USDT note parser, and the capture
-//! reader feeding every output format. Installs cargo-fuzz if missing.
+//! reader feeding every output format (with batch records from anyone kept
+//! whole by a raw capture and flight recorders, read back). Installs
+//! cargo-fuzz if missing.
 //!
-//! Seeds: `fuzz/corpus/TARGET` (committed: specs, a real capture, and any
-//! input that once crashed) plus, for `notes`, ELF files built here from
+//! Seeds: `fuzz/corpus/TARGET` (committed: specs, real captures, one with
+//! a forged batch, forged batch records, and any input that once crashed) plus, for `notes`, ELF files built here from
 //! the tests' C program with USDT probes. New inputs the fuzzer keeps go
 //! to `fuzz/target/corpus/TARGET`; a crash is saved under `fuzz/artifacts/`
 //! and fails the command.

@@ -4,7 +4,7 @@ use super::varint::{get, unzigzag};
 use super::{aux_from_code, ARG_SLOTS, AUX_EXPLICIT, AUX_SHIFT, MAGIC, MAX_RECORD};
 use super::{MAX_BATCH_ENTRY, MAX_BATCH_RECORD, TAG_BATCH};
 use super::{MAX_HEADER, TAG_END, TAG_THREAD, TAG_THREAD_FOLLOWS, VERSION};
-use crate::batch::Batches;
+use crate::batch::{BatchError, Batches};
 use crate::event::{Body, Call, Event, Text};
 use crate::header::Header;
 use std::io::{self, Read};
@@ -102,6 +102,12 @@ pub struct Reader<R: Read> {
     batches: Batches,
     /// Events returned so far.
     pub events: u64,
+    /// BATCH records whose framing was whole but whose batch was not (a
+    /// traced process can hand over anything): skipped after the events
+    /// before the fault, and read on.
+    pub malformed_batches: u64,
+    /// The first of them: its offset, and what was wrong.
+    pub first_malformed_batch: Option<(u64, BatchError)>,
     /// How the capture ended, once read to its end.
     pub ending: Ending,
 }
@@ -193,6 +199,8 @@ impl<R: Read> Reader<R> {
             pending_at: 0,
             batches: Batches::new(),
             events: 0,
+            malformed_batches: 0,
+            first_malformed_batch: None,
             ending: Ending::Reading,
         })
     }
@@ -459,6 +467,7 @@ impl<R: Read> Reader<R> {
                 Ok(())
             }
             TAG_BATCH => {
+                let offset = self.base + (*pos - 1) as u64;
                 let len = get(bytes, pos).ok_or(Stop::Short)? as usize;
                 if len > MAX_BATCH_RECORD {
                     return Err(Stop::Bad(format!("batch record of {len} bytes")));
@@ -475,10 +484,13 @@ impl<R: Read> Reader<R> {
                     }
                     Ok::<(), ()>(())
                 });
-                match split {
-                    Ok(_) => Ok(()),
-                    Err(e) => Err(Stop::Bad(e.to_string())),
+                if let Err(e) = split {
+                    // Its length says where the next record starts: one bad
+                    // batch does not hide the rest of the capture.
+                    self.malformed_batches += 1;
+                    self.first_malformed_batch.get_or_insert((offset, e));
                 }
+                Ok(())
             }
             other => Err(Stop::Bad(format!("unknown record tag {other:#04x}"))),
         }

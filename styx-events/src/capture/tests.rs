@@ -613,3 +613,54 @@ fn batch_records_read_back_as_their_events_in_place() {
         assert!(n <= 5 || n >= 5 + split.len(), "cut at {cut}: {n}");
     }
 }
+
+/// A capture written before writers checked batches could hold one whose
+/// head's counts add up while an item has no kind (a hostile process's):
+/// reading skips it, counts it, and reads every record after it.
+#[test]
+fn a_malformed_batch_stored_whole_is_skipped_and_counted() {
+    use styx_common::batch::{item_word, ITEM_TIME};
+    let events = events();
+    let usdt = Names::new(&header());
+    let good = batch_record(3);
+    // A time mark, then an item of kind 255, as the forged batch of issue 25.
+    let mut forged = batch_record(1);
+    let tid_at = std::mem::offset_of!(RecordHeader, tid);
+    forged[tid_at..tid_at + 4].copy_from_slice(&10u32.to_le_bytes());
+    let fixed = std::mem::size_of::<styx_common::batch::BatchRecord>();
+    forged[fixed + 16..fixed + 24].copy_from_slice(&item_word(255, 0).to_le_bytes());
+    assert_eq!(crate::batch_items::counts(&forged), None);
+    let first_item = u64::from_le_bytes(forged[fixed..][..8].try_into().unwrap());
+    assert_eq!(first_item, item_word(ITEM_TIME, 0));
+
+    let mut writer = CaptureWriter::new(Vec::new(), &header()).unwrap();
+    for e in &events[..3] {
+        writer.event(e).unwrap();
+    }
+    writer.batch(&forged).unwrap();
+    writer.batch(&good).unwrap();
+    for e in &events[3..] {
+        writer.event(e).unwrap();
+    }
+    writer.flush().unwrap();
+    let bytes = writer.into_inner();
+
+    let mut reader = Reader::open(&bytes[..]).unwrap();
+    let mut got = Vec::new();
+    while let Some(e) = reader.next().unwrap() {
+        let mut line = Bytes::default();
+        jsonl(&mut line, &e, &usdt, &mut Repeats::default());
+        got.push(String::from_utf8(line.as_slice().to_vec()).unwrap());
+    }
+    let all = lines(&events, &usdt);
+    assert_eq!(got.len(), events.len() + 3);
+    assert_eq!(got[..3], all[..3]);
+    assert_eq!(got[6..], all[3..]);
+    assert_eq!(reader.malformed_batches, 1);
+    let (offset, error) = reader.first_malformed_batch.unwrap();
+    assert_eq!(error.to_string(), "batch item 16 has unknown kind 255");
+    // The offset of its record: tag, length (two bytes), the record.
+    let at = offset as usize;
+    assert_eq!(bytes[at], TAG_BATCH);
+    assert_eq!(bytes[at + 3..][..forged.len()], forged[..]);
+}

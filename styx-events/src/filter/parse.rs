@@ -14,6 +14,12 @@
 //! ```
 
 use super::FilterError;
+use styx_common::filter::FILTER_MAX_OPS;
+
+/// How deep an expression may nest (parentheses, `!`, and each `&&` or
+/// `||` of a chain): the parser and the compiler recurse that deep, and a
+/// program of [`FILTER_MAX_OPS`] operations cannot need more than this.
+pub const MAX_DEPTH: usize = 2 * FILTER_MAX_OPS;
 
 /// A parsed filter: the event types it names (none: every type with its
 /// fields) and its expression.
@@ -159,6 +165,7 @@ pub fn parse(text: &str) -> Result<Parsed, FilterError> {
         tokens,
         at: 0,
         end: text.len() + 1,
+        depth: 0,
     };
     let types = p.types();
     let expr = p.or()?;
@@ -176,6 +183,8 @@ struct Parser {
     at: usize,
     /// The column just past the text, for "found the end".
     end: usize,
+    /// How deep the tree being built is here (see [`MAX_DEPTH`]).
+    depth: usize,
 }
 
 impl Parser {
@@ -185,6 +194,22 @@ impl Parser {
 
     fn column(&self) -> usize {
         self.tokens.get(self.at).map_or(self.end, |(_, c)| *c)
+    }
+
+    /// One level deeper, at the token just taken; an error past [`MAX_DEPTH`].
+    fn deeper(&mut self) -> Result<(), FilterError> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            let column = self.tokens.get(self.at - 1).map_or(self.end, |(_, c)| *c);
+            return Err(FilterError::at(
+                column,
+                format!(
+                    "the expression nests more than {MAX_DEPTH} deep (parentheses, '!', \
+                     '&&' and '||'); a filter program holds at most {FILTER_MAX_OPS} operations"
+                ),
+            ));
+        }
+        Ok(())
     }
 
     fn eat(&mut self, sym: &str) -> bool {
@@ -217,33 +242,45 @@ impl Parser {
     }
 
     fn or(&mut self) -> Result<Expr, FilterError> {
+        let outer = self.depth;
         let mut left = self.and()?;
+        // Each `||` puts the chain so far one level further down.
         while self.eat("||") {
+            self.deeper()?;
             left = Expr::Or(Box::new(left), Box::new(self.and()?));
         }
+        self.depth = outer;
         Ok(left)
     }
 
     fn and(&mut self) -> Result<Expr, FilterError> {
+        let outer = self.depth;
         let mut left = self.unary()?;
         while self.eat("&&") {
+            self.deeper()?;
             left = Expr::And(Box::new(left), Box::new(self.unary()?));
         }
+        self.depth = outer;
         Ok(left)
     }
 
     fn unary(&mut self) -> Result<Expr, FilterError> {
-        if self.eat("!") {
-            return Ok(Expr::Not(Box::new(self.unary()?)));
-        }
-        if self.eat("(") {
+        let outer = self.depth;
+        let expr = if self.eat("!") {
+            self.deeper()?;
+            Expr::Not(Box::new(self.unary()?))
+        } else if self.eat("(") {
+            self.deeper()?;
             let inner = self.or()?;
             if !self.eat(")") {
                 return Err(self.expected("')'"));
             }
-            return Ok(inner);
-        }
-        self.test().map(Expr::Test)
+            inner
+        } else {
+            Expr::Test(self.test()?)
+        };
+        self.depth = outer;
+        Ok(expr)
     }
 
     fn test(&mut self) -> Result<Test, FilterError> {
@@ -478,5 +515,28 @@ mod tests {
             "at column 8: text compares with ==, != or contains only"
         );
         assert_eq!(error("\"x"), "at column 1: a string with no closing '\"'");
+    }
+
+    /// 20,000 `!` or `(` once overflowed the stack (the process aborted);
+    /// now they are refused where they pass the bound, and the deepest
+    /// expression a program can hold still parses.
+    #[test]
+    fn nesting_is_bounded_with_a_clear_error() {
+        let deep = 20_000;
+        let too_deep = |text: &str, column: usize| {
+            let e = parse(text).expect_err("too deep");
+            assert_eq!(e.column, column, "{e}");
+            assert!(e.message.contains("nests more than 64 deep"), "{e}");
+        };
+        too_deep(&format!("{}pc == 1", "!".repeat(deep)), MAX_DEPTH + 1);
+        too_deep(&"(".repeat(deep), MAX_DEPTH + 1);
+        let chain = vec!["pc == 1"; deep].join(" || ");
+        too_deep(&chain, MAX_DEPTH * 11 + 9);
+        let mixed = vec!["!(pc == 1"; deep].join(" && ");
+        assert!(parse(&mixed).is_err());
+        let deepest = format!("{}pc == 1{}", "(".repeat(MAX_DEPTH), ")".repeat(MAX_DEPTH));
+        assert!(parse(&deepest).is_ok());
+        let longest = vec!["pc == 1"; MAX_DEPTH + 1].join(" && ");
+        assert!(parse(&longest).is_ok());
     }
 }

@@ -91,6 +91,13 @@ pub fn run(args: &ReadArgs) -> Result<()> {
         let _ = writer.flush();
         return Err(e.context(format!("after {} events", reader.events)));
     }
+    if let Some((offset, first)) = &reader.first_malformed_batch {
+        log::warn!(
+            "{name}: {} malformed batch records were skipped (the first at byte {offset}: \
+             {first}); their events from the fault on are lost, the rest of the capture was read",
+            reader.malformed_batches
+        );
+    }
     let mut drops = [0u64; EVENT_KIND_SLOTS as usize];
     match &reader.ending {
         Ending::Complete {
@@ -103,7 +110,8 @@ pub fn run(args: &ReadArgs) -> Result<()> {
                     *slot = lost;
                 }
             }
-            if *events != reader.events {
+            // A malformed batch's events were counted from its head.
+            if *events != reader.events && reader.malformed_batches == 0 {
                 bail!(
                     "{name} says it holds {events} events but {} were read",
                     reader.events

@@ -6,6 +6,7 @@ use crate::cli::{Delivery, FunctionExitsArg, TopOptions, TraceArgs};
 use crate::cmd::list::find_functions;
 use crate::cmd::top::{self, Counter, Screen};
 use crate::outputs::{self, Outputs};
+use crate::session::report::Stop;
 use crate::session::spawn::{self, Held};
 use crate::session::{self, Refresh, Session};
 use anyhow::{bail, Result};
@@ -14,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use styx_common::EventKind;
 use styx_events::filter::Filters;
-use styx_events::flight::{FlightRecorder, OpenDump, Recording};
+use styx_events::flight::{FlightRecorder, Limits, OpenDump, Recording};
 use styx_events::formats::Format;
 use styx_events::guest::{Guest, RegisterNames};
 use styx_events::header::{Header, UsdtInfo};
@@ -110,10 +111,14 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
     let (out, calls) = outputs::track_calls(out, &header);
     let mut session = Session::start(&target, &selection, out, options)?;
     let spawned = held.is_some();
+    let own_session = held.as_ref().is_some_and(|h| h.own_session);
     if let Some(held) = held {
         held.release()?;
     }
     let stop = session.stream().await?;
+    if let (Stop::Interrupted, true, Some(pid)) = (&stop, own_session, target.pid) {
+        spawn::interrupt(pid);
+    }
     session.detach().await;
     session.finish(stop)?;
     if let Some(calls) = calls {
@@ -232,9 +237,14 @@ fn flight_recorder(
         let place = path.map_or_else(|| "stdout".to_string(), |p| p.display().to_string());
         Ok((writer, place))
     });
-    let per_thread = usize::try_from(per_thread).unwrap_or(usize::MAX);
+    let limits = Limits {
+        per_thread: usize::try_from(per_thread).unwrap_or(usize::MAX),
+        memory: usize::try_from(args.flight_memory).unwrap_or(usize::MAX),
+        trigger_dumps: args.max_dumps,
+        trigger_holdoff_ns: u64::try_from(args.trigger_holdoff.as_nanos()).unwrap_or(u64::MAX),
+    };
     Ok(Rc::new(RefCell::new(FlightRecorder::new(
-        per_thread, trigger, open,
+        limits, trigger, open,
     ))))
 }
 

@@ -5,6 +5,7 @@ use std::io;
 use styx_common::batch::BATCH_RECORD_KIND;
 use styx_common::{FatalRecord, EVENT_KIND_SLOTS, FATAL_RECORD_KIND};
 use styx_events::batch::{BatchError, Batches};
+use styx_events::batch_items;
 use styx_events::event::{decode, DecodeError, Event};
 use styx_events::filter::Keep;
 use styx_events::writer::{Discard, EventWriter, Totals};
@@ -128,16 +129,27 @@ impl Sink {
         } else {
             (&mut Discard, &mut self.unwritten)
         };
+        // Stored whole by an output that can (the raw capture, the flight
+        // recorder) when every item parses: the loader then only walks
+        // the item words to count them. The head's counts are not trusted:
+        // a batch with a bad item stored whole would stop a reader there.
+        let whole = match bytes.get(16) {
+            Some(&BATCH_RECORD_KIND) if out.takes_batches() && !self.split_batches => {
+                batch_items::counts(bytes).filter(|_| {
+                    self.batches
+                        .take_whole(bytes, &mut [0; EVENT_KIND_SLOTS as usize])
+                })
+            }
+            _ => None,
+        };
         let keep = &mut self.keep;
         let mut keeps = |event: &Event<'_>| keep.as_mut().is_none_or(|k| k.keeps(event));
         let written = match bytes.get(16) {
-            // Stored whole by an output that can (the raw capture): the
-            // loader then only walks the item words to count them.
-            Some(&BATCH_RECORD_KIND)
-                if out.takes_batches()
-                    && !self.split_batches
-                    && self.batches.take_whole(bytes, &mut counts.events) =>
-            {
+            Some(&BATCH_RECORD_KIND) if whole.is_some() => {
+                let found = whole.expect("just checked");
+                for (count, n) in counts.events.iter_mut().zip(found) {
+                    *count += n;
+                }
                 out.batch(bytes)
             }
             Some(&BATCH_RECORD_KIND) => {

@@ -44,6 +44,9 @@ use tokio::time::{interval, sleep, sleep_until, Interval, MissedTickBehavior};
 /// How often the ring is drained.
 const DRAIN_EVERY: Duration = Duration::from_millis(1);
 
+/// How often the flight recorder looks for threads that exited.
+const EXITED_CHECK_EVERY: Duration = Duration::from_secs(1);
+
 /// How to run a session.
 pub struct Options {
     /// How to attach.
@@ -103,6 +106,8 @@ pub struct Session {
     sigusr1: Option<Signal>,
     /// Flight recorder: whether `styx_fatal` knows the batch registry.
     registry_known: bool,
+    /// Flight recorder: when it last forgot threads that exited.
+    exited_checked: Instant,
     tick: Interval,
     options: Options,
     target_name: String,
@@ -226,6 +231,7 @@ impl Session {
             sigterm,
             sigusr1,
             registry_known,
+            exited_checked: Instant::now(),
             tick,
             options,
             target_name: target.name.clone(),
@@ -373,6 +379,12 @@ impl Session {
                 .borrow_mut()
                 .dump(&format!("the target was killed by {name}"), Some(at));
         }
+        if self.exited_checked.elapsed() >= EXITED_CHECK_EVERY {
+            self.exited_checked = Instant::now();
+            // /proc/TID exists for every live thread (listed or not).
+            let alive = |tid: u32| std::path::Path::new(&format!("/proc/{tid}")).exists();
+            flight.borrow_mut().forget_exited(alive);
+        }
         if !self.registry_known {
             if let (Some(pid), false) = (self.pid, self.flush_sites.is_empty()) {
                 if let Ok(Some(registry)) = partial::registry(pid, &self.flush_sites) {
@@ -464,6 +476,9 @@ impl Session {
             filtered: &filtered,
             ring_size: self.options.ring_bytes,
         });
+        if let Some(flight) = &self.options.flight {
+            report::flight(&flight.borrow());
+        }
         if let Some(e) = &self.sink.error {
             // The error names the output that failed (see crate::outputs::open).
             bail!(

@@ -5,6 +5,7 @@ use super::drain::Sink;
 use crate::bpf::load::Lost;
 use std::time::Duration;
 use styx_common::EventKind;
+use styx_events::flight::{FlightRecorder, EXITED_KEPT_LOOKS};
 
 /// Why tracing ended.
 pub enum Stop {
@@ -103,5 +104,40 @@ pub fn print(s: &Summary<'_>) {
     let first = written.first_undecodable.as_ref();
     if let Some(first) = first.or(s.sink.unwritten.first_undecodable.as_ref()) {
         log::warn!("{undecodable} records could not be decoded (first: {first})");
+    }
+}
+
+/// What the flight recorder left out to stay within its bounds.
+pub fn flight(recorder: &FlightRecorder) {
+    let forgotten = &recorder.forgotten;
+    let limits = recorder.limits();
+    if forgotten.events > 0 {
+        log::warn!(
+            "flight recorder: its memory was full (--flight-memory {} MiB): {} events were \
+             forgotten, oldest first ({} threads whole); dumps since hold fewer than the last \
+             {} events of the threads quiet the longest",
+            limits.memory >> 20,
+            forgotten.events,
+            forgotten.threads,
+            limits.per_thread
+        );
+    }
+    if forgotten.exited > 0 {
+        log::info!(
+            "flight recorder: {} threads were forgotten about {EXITED_KEPT_LOOKS} s after they \
+             exited",
+            forgotten.exited
+        );
+    }
+    let skipped = forgotten.held_off + forgotten.past_max;
+    if skipped > 0 {
+        log::warn!(
+            "flight recorder: {skipped} triggers did not dump: {} within {} s of the dump \
+             before (--trigger-holdoff), {} after the {} dumps --max-dumps allows",
+            forgotten.held_off,
+            limits.trigger_holdoff_ns as f64 / 1e9,
+            forgotten.past_max,
+            limits.trigger_dumps
+        );
     }
 }

@@ -6,8 +6,13 @@
 //! starts any threads.
 //!
 //! With `--user`, the child takes the user's groups, gid and uid (in that
-//! order, each checked) just before `exec`. The user and their groups are
-//! looked up before forking, so the child only makes system calls.
+//! order, each checked) just before `exec`, in a session of its own
+//! (`setsid`): without a controlling terminal it cannot push input into
+//! root's (`TIOCSTI`), and Ctrl-C, which the terminal sends only to the
+//! loader then, is passed on by the loader ([`interrupt`]). HOME,
+//! USER and LOGNAME are the user's. The user, their groups and the
+//! environment are made before forking, so the child only makes system
+//! calls.
 
 use anyhow::{bail, Context, Result};
 use std::ffi::CString;
@@ -20,6 +25,8 @@ pub struct Held {
     pub pid: u32,
     /// The executable the child will run.
     pub program: PathBuf,
+    /// It runs in a session of its own (`--user`).
+    pub own_session: bool,
     go: OwnedFd,
 }
 
@@ -32,6 +39,8 @@ pub struct RunAs {
     pub gid: libc::gid_t,
     /// Supplementary groups, as `initgroups` would set them.
     pub groups: Vec<libc::gid_t>,
+    /// The user's home directory, from the user database.
+    pub home: PathBuf,
 }
 
 impl RunAs {
@@ -54,7 +63,12 @@ impl RunAs {
                 .ok_or_else(|| anyhow::anyhow!("--user {user:?}: no such user"))?
             }
         };
-        let (name, uid, gid) = entry;
+        let Entry {
+            name,
+            uid,
+            gid,
+            home,
+        } = entry;
         let groups = group_list(&name, gid)
             .with_context(|| format!("looking up the groups of user {name:?}"))?;
         Ok(RunAs {
@@ -62,12 +76,51 @@ impl RunAs {
             uid,
             gid,
             groups,
+            home: PathBuf::from(std::ffi::OsStr::from_bytes(home.to_bytes())),
         })
+    }
+
+    /// The loader's environment with HOME, USER and LOGNAME the user's, as
+    /// `NAME=value` strings for `execve`.
+    fn environment(&self) -> Result<Vec<CString>> {
+        let from_passwd = [
+            ("HOME", self.home.as_os_str().as_bytes()),
+            ("USER", self.name.as_bytes()),
+            ("LOGNAME", self.name.as_bytes()),
+        ];
+        let inherited = std::env::vars_os().filter(|(name, _)| {
+            !from_passwd
+                .iter()
+                .any(|(replaced, _)| name.as_bytes() == replaced.as_bytes())
+        });
+        let pairs = inherited
+            .map(|(name, value)| (name.as_bytes().to_vec(), value.as_bytes().to_vec()))
+            .chain(
+                from_passwd
+                    .iter()
+                    .map(|(name, value)| (name.as_bytes().to_vec(), value.to_vec())),
+            );
+        pairs
+            .map(|(mut name, value)| {
+                name.push(b'=');
+                name.extend_from_slice(&value);
+                CString::new(name)
+            })
+            .collect::<Result<_, _>>()
+            .context("an environment variable contains a NUL byte")
     }
 }
 
-/// Calls a `getpw*_r` function with a growing buffer: the entry's name, uid
-/// and gid, or None when there is no such user.
+/// What the user database says of a user.
+struct Entry {
+    name: CString,
+    uid: libc::uid_t,
+    gid: libc::gid_t,
+    home: CString,
+}
+
+/// Calls a `getpw*_r` function with a growing buffer: the entry, or None
+/// when there is no such user.
 fn passwd_entry(
     call: impl Fn(
         *mut libc::passwd,
@@ -75,7 +128,7 @@ fn passwd_entry(
         libc::size_t,
         *mut *mut libc::passwd,
     ) -> libc::c_int,
-) -> Result<Option<(CString, libc::uid_t, libc::gid_t)>> {
+) -> Result<Option<Entry>> {
     let mut buf = vec![0 as libc::c_char; 1024];
     loop {
         // SAFETY: passwd is plain data; zeroed is a valid value to overwrite.
@@ -85,9 +138,20 @@ fn passwd_entry(
             libc::ERANGE if buf.len() < 1 << 20 => buf.resize(buf.len() * 4, 0),
             0 if found.is_null() => return Ok(None),
             0 => {
-                // SAFETY: on success pw_name points to a C string inside buf.
-                let name = unsafe { std::ffi::CStr::from_ptr(pwd.pw_name) }.to_owned();
-                return Ok(Some((name, pwd.pw_uid, pwd.pw_gid)));
+                // SAFETY: on success pw_name and pw_dir point to C strings
+                // inside buf.
+                let (name, home) = unsafe {
+                    (
+                        std::ffi::CStr::from_ptr(pwd.pw_name).to_owned(),
+                        std::ffi::CStr::from_ptr(pwd.pw_dir).to_owned(),
+                    )
+                };
+                return Ok(Some(Entry {
+                    name,
+                    uid: pwd.pw_uid,
+                    gid: pwd.pw_gid,
+                    home,
+                }));
             }
             // Some NSS modules say "not found" with an errno.
             libc::ENOENT | libc::ESRCH | libc::EBADF | libc::EPERM => return Ok(None),
@@ -128,6 +192,11 @@ pub fn hold(command: &[String], user: Option<&RunAs>) -> Result<Held> {
         .context("an argument contains a NUL byte")?;
     let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
+    // Null: the loader's own environment.
+    let environment = user.map(RunAs::environment).transpose()?;
+    let mut envp: Vec<*const libc::c_char> =
+        environment.iter().flatten().map(|v| v.as_ptr()).collect();
+    envp.push(std::ptr::null());
 
     let mut fds = [0; 2];
     // SAFETY: fds has room for two descriptors.
@@ -153,8 +222,8 @@ pub fn hold(command: &[String], user: Option<&RunAs>) -> Result<Held> {
         None => (String::new(), String::new()),
     };
     // SAFETY: the process is single-threaded here; the child only calls
-    // async-signal-safe functions (close, read, setgroups, setgid, setuid,
-    // write, execv, _exit).
+    // async-signal-safe functions (close, read, setsid, setgroups, setgid,
+    // setuid, write, execv, execve, _exit).
     match unsafe { libc::fork() } {
         -1 => Err(std::io::Error::last_os_error()).context("fork"),
         0 => unsafe {
@@ -168,16 +237,20 @@ pub fn hold(command: &[String], user: Option<&RunAs>) -> Result<Held> {
                 libc::write(2, text.as_ptr().cast(), text.len());
             };
             if let Some(u) = user {
-                // Groups, then gid, then uid: after setuid, no more changes.
-                if libc::setgroups(u.groups.len(), u.groups.as_ptr()) != 0
+                // A session of its own (no controlling terminal); then
+                // groups, gid, uid: after setuid, no more changes.
+                if libc::setsid() < 0
+                    || libc::setgroups(u.groups.len(), u.groups.as_ptr()) != 0
                     || libc::setgid(u.gid) != 0
                     || libc::setuid(u.uid) != 0
                 {
                     say(&switch_failed);
                     libc::_exit(127);
                 }
+                libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr());
+            } else {
+                libc::execv(path.as_ptr(), argv.as_ptr());
             }
-            libc::execv(path.as_ptr(), argv.as_ptr());
             if user.is_some() {
                 say(&exec_failed);
             }
@@ -186,6 +259,7 @@ pub fn hold(command: &[String], user: Option<&RunAs>) -> Result<Held> {
         pid => Ok(Held {
             pid: pid as u32,
             program,
+            own_session: user.is_some(),
             go,
         }),
     }
@@ -201,6 +275,13 @@ impl Held {
         }
         Ok(())
     }
+}
+
+/// Ctrl-C stopped the loader: the command in a session of its own (which
+/// the terminal does not signal) gets SIGINT too, as it would have.
+pub fn interrupt(pid: u32) {
+    // SAFETY: signals our own child, not yet waited for.
+    unsafe { libc::kill(pid as i32, libc::SIGINT) };
 }
 
 /// Waits for the child and turns its end into an exit code, as a shell does.

@@ -196,3 +196,55 @@ fn raw_dumps_are_captures_read_back_whole() {
     prog.quit();
     let _ = loader.finish();
 }
+
+/// Issue 25, 12: a trigger the target matches at will made a dump each
+/// time (8,001 files in 1.5 s). Now one per --trigger-holdoff (1 s) at
+/// most, and --max-dumps (100) in all; the summary counts the rest.
+#[test]
+fn a_trigger_the_target_fires_at_will_makes_a_bounded_number_of_dumps() {
+    let bounded: [(&[&str], usize, u64, u64); 2] = [
+        (&[], 1, 59, 0),
+        (&["--trigger-holdoff", "0", "--max-dumps", "3"], 3, 0, 57),
+    ];
+    for (extra, trigger_dumps, held_off, past_max) in bounded {
+        let mut args = vec!["--trigger", "control: code < 1000"];
+        args.extend_from_slice(extra);
+        let name = format!("flight-triggers-{trigger_dumps}");
+        let Recording {
+            mut prog,
+            loader,
+            dir,
+            ..
+        } = record(&name, "batched", &args);
+        // 60 rounds, a control event each: 60 triggers within milliseconds.
+        prog.fire_by("fire-main 60");
+        prog.quit();
+        let (status, stderr) = loader.finish();
+        assert!(status.success(), "{stderr:?}");
+        let dumps: Vec<&String> = stderr
+            .iter()
+            .filter(|l| l.contains("flight recorder: dump"))
+            .collect();
+        assert_eq!(dumps.len(), trigger_dumps + 1, "{stderr:?}");
+        let (last, triggered) = dumps.split_last().unwrap();
+        assert!(last.contains("(tracing stopped)"), "{last}");
+        assert!(triggered.iter().all(|l| l.contains("(trigger: control)")));
+        for n in 1..=trigger_dumps + 1 {
+            assert!(dir.join(format!("dump.{n}.jsonl")).exists(), "dump {n}");
+        }
+        assert!(!dir
+            .join(format!("dump.{}.jsonl", trigger_dumps + 2))
+            .exists());
+        let holdoff = if extra.is_empty() { 1 } else { 0 };
+        let said = format!(
+            "flight recorder: {} triggers did not dump: {held_off} within {holdoff} s of the \
+             dump before (--trigger-holdoff), {past_max} after the {} dumps --max-dumps allows",
+            held_off + past_max,
+            if extra.is_empty() { 100 } else { 3 }
+        );
+        assert!(
+            stderr.iter().any(|l| l.contains(&said)),
+            "{said}: {stderr:?}"
+        );
+    }
+}

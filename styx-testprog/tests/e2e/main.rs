@@ -19,6 +19,7 @@ mod enabled;
 mod errors;
 mod filters;
 mod flight;
+mod forged;
 mod functions;
 mod libraries;
 mod list;

@@ -128,3 +128,144 @@ fn spawned_command_runs_as_the_user_given() {
     let mem_reads = events.iter().filter(|e| e["event"] == "mem_read").count();
     assert_eq!(mem_reads, 4, "{stderr}");
 }
+
+/// Issue 25, 14: a `--user` command kept the loader's session and
+/// controlling terminal, and with TIOCSTI allowed (`dev.tty.legacy_tiocsti`)
+/// could type commands into root's shell. The loader runs here as a login
+/// shell's command would, on a terminal of its own (a pty); the command
+/// (tests/c/tiocsti.c) tries to type into it every way it can. It is in a
+/// session of its own, every attempt fails and nothing typed shows; HOME,
+/// USER and LOGNAME are nobody's; Ctrl-C on the terminal still ends it.
+#[test]
+fn a_user_command_cannot_type_into_the_loaders_terminal() {
+    use std::collections::BTreeMap;
+    use std::io::Read;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::os::unix::process::CommandExt;
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+    require_root();
+    let dir = scratch("spawn-tiocsti");
+    let helper = dir.join("tiocsti");
+    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/c/tiocsti.c");
+    cc(&["-O1", "-o", helper.to_str().unwrap(), source]);
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: out-pointers to two descriptors; no name, default modes (echo,
+    // signals from ^C) and size.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: fresh descriptors that nothing else owns.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let out = dir.join("traced.jsonl");
+    let mut command = Command::new(loader_path());
+    command
+        .args([
+            "--user", "nobody", "--quiet", "--probes", "tty:*", "-o", "jsonl",
+        ])
+        .arg("--output")
+        .arg(&out)
+        .arg("--")
+        .arg(&helper)
+        .stdin(Stdio::from(slave.try_clone().unwrap()))
+        .stdout(Stdio::from(slave.try_clone().unwrap()))
+        .stderr(Stdio::from(slave));
+    // SAFETY: only system calls between fork and exec: a session of its
+    // own whose controlling terminal (in the foreground) is the pty.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    /// Killed if the test fails before it ends.
+    struct Running(std::process::Child);
+    impl Drop for Running {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut loader = Running(command.spawn().unwrap());
+    // The pty's other ends are the loader's and the command's alone now.
+    drop(command);
+    let mut terminal = std::fs::File::from(master);
+    let mut reading = terminal.try_clone().unwrap();
+    let (chunks, shown) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        // EIO once every other end is closed.
+        while let Ok(n @ 1..) = reading.read(&mut buf) {
+            if chunks.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut screen = String::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let report = loop {
+        if let Some(line) = screen
+            .lines()
+            .find(|l| l.starts_with("tiocsti: ") && l.contains("LOGNAME="))
+        {
+            break line.to_string();
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        match shown.recv_timeout(left) {
+            Ok(chunk) => screen += &String::from_utf8_lossy(&chunk),
+            Err(_) => panic!("no report from the command; the terminal showed: {screen}"),
+        }
+    };
+    let said: BTreeMap<&str, &str> = report
+        .split_whitespace()
+        .filter_map(|w| w.split_once('='))
+        .collect();
+    assert_eq!(said["sid"], said["pid"], "a session of its own: {report}");
+    assert_eq!(said["parent_sid"], loader.0.id().to_string(), "{report}");
+    for way in ["fd0", "fd1", "fd2"] {
+        assert!(
+            ["EPERM", "EIO"].contains(&said[way]),
+            "typing through {way}: {report}"
+        );
+    }
+    assert_eq!(
+        said["dev_tty"], "ENXIO",
+        "no controlling terminal: {report}"
+    );
+    let name = std::ffi::CString::new("nobody").unwrap();
+    // SAFETY: a C string; the entry is read before any other lookup.
+    let home = unsafe {
+        let entry = libc::getpwnam(name.as_ptr());
+        assert!(!entry.is_null());
+        std::ffi::CStr::from_ptr((*entry).pw_dir)
+            .to_string_lossy()
+            .into_owned()
+    };
+    assert_eq!(said["HOME"], home, "{report}");
+    assert_eq!((said["USER"], said["LOGNAME"]), ("nobody", "nobody"));
+
+    // Ctrl-C: the terminal signals the loader's process group; the command
+    // gets it from the loader and ends of it, and the loader with its status.
+    terminal.write_all(b"\x03").unwrap();
+    let status = loader.0.wait().unwrap();
+    while let Ok(chunk) = shown.recv_timeout(Duration::from_millis(200)) {
+        screen += &String::from_utf8_lossy(&chunk);
+    }
+    assert_eq!(status.code(), Some(130), "{screen}");
+    assert!(
+        !screen.contains("zq-typed"),
+        "typed into the terminal: {screen}"
+    );
+    let events = read_jsonl(&out);
+    assert_eq!(events.len(), 1, "the command was traced: {events:?}");
+    assert_eq!(events[0]["probe"], "tried", "{events:?}");
+}

@@ -49,7 +49,7 @@ const ITEM_BYTES: [Option<usize>; 256] = {
     let mut i = 0;
     while i < EventKind::ALL.len() {
         let kind = EventKind::ALL[i];
-        if let Shape::Args(_) | Shape::MemAccess = kind.shape() {
+        if let Shape::Args(_) | Shape::ArgsAux(_) = kind.shape() {
             bytes[kind as usize] = Some(item_bytes(kind.shape().record_args()));
         }
         i += 1;

@@ -1023,7 +1023,8 @@ fn workload(md: &mut String, plan: &Plan, r: &Results) {
          detached, every probe's check runs. `styx-rv --quiet --repeat N` runs the program \
          N times ({} untraced; traced with `insn_exec` only {} times, with all types {}); \
          compiled out is the same source with `--features probes-off`. Compiled out and \
-         detached run in {} sets of back-to-back runs per round, each build first in turn; \
+         detached run in {} sets of back-to-back runs per round, the order rotating from set \
+         to set; \
          \"vs compiled out\" for detached is the median of the sets' ratios, for traced runs \
          the round's median compiled-out speed over the run's.\n\n\
          | probes | M instructions/s | vs compiled out | events | lost |\n|---|---|---|---|---|",

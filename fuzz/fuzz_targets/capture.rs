@@ -37,7 +37,11 @@ fuzz_target!(|data: &[u8]| {
         else {
             return;
         };
-        let mut writer = CallTracker::new(writer, reader.header.functions.len());
+        let mut writer = CallTracker::new(
+            writer,
+            reader.header.functions.len(),
+            reader.header.uretprobe_exits,
+        );
         let table = writer.table();
         let mut counts = [0u64; 16];
         while let Ok(Some(event)) = reader.next() {

@@ -33,8 +33,8 @@ pub use branch::{Branch, BranchKind, InterruptKind};
 pub use event::{Delivery, EventKind, FieldDef, FieldType, Shape, EVENT_KIND_SLOTS, PROVIDER};
 pub use layout::{
     ArgsRecord, FatalRecord, FunctionRecord, MarkerRecord, RecordHeader, SpanRecord,
-    FATAL_RECORD_KIND, FUNCTION_ENTRY, FUNCTION_EXIT, FUNCTION_RECORD_KIND, MARKER_TEXT_MAX,
-    SPAN_CATEGORY_MAX, SPAN_NAME_MAX,
+    FATAL_RECORD_KIND, FUNCTION_ENTRY, FUNCTION_EXIT, FUNCTION_RECORD_KIND, FUNCTION_TAIL_CALL,
+    MARKER_TEXT_MAX, SPAN_CATEGORY_MAX, SPAN_NAME_MAX,
 };
 pub use usdt::{
     UsdtArg, UsdtRecord, UsdtSpec, ARG_CONST, ARG_HAS_BASE, ARG_HAS_INDEX, ARG_MEM, ARG_REG,

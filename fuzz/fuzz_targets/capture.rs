@@ -60,7 +60,11 @@ fn through_every_format(data: &[u8]) {
         else {
             return;
         };
-        let mut writer = CallTracker::new(writer, reader.header.functions.len());
+        let mut writer = CallTracker::new(
+            writer,
+            reader.header.functions.len(),
+            reader.header.uretprobe_exits,
+        );
         let table = writer.table();
         let mut counts = [0u64; SLOTS];
         while let Ok(Some(event)) = reader.next() {

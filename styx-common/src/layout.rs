@@ -83,8 +83,13 @@ pub struct MarkerRecord {
 
 /// [`RecordHeader::aux`] of a [`FunctionRecord`] at a function's entry.
 pub const FUNCTION_ENTRY: u8 = 0;
-/// [`RecordHeader::aux`] of a [`FunctionRecord`] at one of its `ret`s.
+/// [`RecordHeader::aux`] of a [`FunctionRecord`] at one of its `ret`s (or
+/// its return, as a uretprobe).
 pub const FUNCTION_EXIT: u8 = 1;
+/// [`RecordHeader::aux`] of a [`FunctionRecord`] at one of its `jmp`s to
+/// another function (a tail call): an exit if the stack pointer is the
+/// call's (its frame is gone), else a jump within the function.
+pub const FUNCTION_TAIL_CALL: u8 = 2;
 
 /// `kind` of a [`FunctionRecord`] in the ring: [`crate::EventKind::Function`]'s
 /// id is taken there by batch records ([`crate::batch::BATCH_RECORD_KIND`]);
@@ -92,8 +97,8 @@ pub const FUNCTION_EXIT: u8 = 1;
 pub const FUNCTION_RECORD_KIND: u8 = 0xf1;
 
 /// A traced function entered or about to return (40 bytes; kind
-/// [`FUNCTION_RECORD_KIND`], `aux` [`FUNCTION_ENTRY`] or
-/// [`FUNCTION_EXIT`]). The eBPF program knows only which function and the
+/// [`FUNCTION_RECORD_KIND`], `aux` [`FUNCTION_ENTRY`], [`FUNCTION_EXIT`]
+/// or [`FUNCTION_TAIL_CALL`]). The eBPF program knows only which function and the
 /// stack pointer; the loader pairs entries with exits per thread by it.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]

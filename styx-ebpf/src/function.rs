@@ -9,7 +9,8 @@ use aya_ebpf::programs::ProbeContext;
 use aya_ebpf::EbpfContext;
 use styx_common::{EventKind, FunctionRecord, FUNCTION_RECORD_KIND};
 
-/// `at` is [`styx_common::FUNCTION_ENTRY`] or [`styx_common::FUNCTION_EXIT`];
+/// `at` is [`styx_common::FUNCTION_ENTRY`], [`styx_common::FUNCTION_EXIT`]
+/// or [`styx_common::FUNCTION_TAIL_CALL`];
 /// `popped`: how far the stack pointer has risen since the function's
 /// entry (8 in a uretprobe, which runs after the `ret` popped its address).
 #[inline(always)]

@@ -175,6 +175,15 @@ pub fn styx_fn_exit(ctx: ProbeContext) -> u32 {
     0
 }
 
+/// One of a traced function's `jmp`s to another function (a tail call),
+/// with `ret` probes: the loader ends the call there if the stack pointer
+/// is the call's.
+#[uprobe]
+pub fn styx_fn_tail(ctx: ProbeContext) -> u32 {
+    function::record(&ctx, styx_common::FUNCTION_TAIL_CALL, 0);
+    0
+}
+
 /// A traced function's return as a uretprobe (`--function-exits
 /// uretprobe`): it runs after the `ret`, the stack pointer 8 bytes above
 /// where it was at the entry; the record carries the entry's value.

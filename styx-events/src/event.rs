@@ -5,8 +5,8 @@ use bytemuck::pod_read_unaligned;
 use std::mem::size_of;
 use styx_common::{
     EventKind, FunctionRecord, MarkerRecord, RecordHeader, Shape, SpanRecord, UsdtRecord,
-    FUNCTION_EXIT, FUNCTION_RECORD_KIND, MARKER_TEXT_MAX, MAX_USDT_ARGS, SPAN_CATEGORY_MAX,
-    SPAN_NAME_MAX,
+    FUNCTION_EXIT, FUNCTION_RECORD_KIND, FUNCTION_TAIL_CALL, MARKER_TEXT_MAX, MAX_USDT_ARGS,
+    SPAN_CATEGORY_MAX, SPAN_NAME_MAX,
 };
 use thiserror::Error;
 
@@ -69,6 +69,10 @@ pub struct Call {
     /// when the tracker saw that, at the thread's next traced entry or exit
     /// further out.
     pub unwound: bool,
+    /// On an exit: the call was left by a tail call, a `jmp` to another
+    /// function (record `aux` [`FUNCTION_TAIL_CALL`]). With `ret` probes it
+    /// ended at that jump; with uretprobes, when its callee returned.
+    pub tail_call: bool,
 }
 
 /// A string as the probe passed it: the bytes kept, and whether it was cut.
@@ -154,7 +158,8 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
             Body::Call(Call {
                 function: record.function,
                 sp: record.sp,
-                exit: header.aux == FUNCTION_EXIT,
+                exit: matches!(header.aux, FUNCTION_EXIT | FUNCTION_TAIL_CALL),
+                tail_call: header.aux == FUNCTION_TAIL_CALL,
                 ..Call::default()
             })
         }

@@ -163,6 +163,9 @@ pub fn for_each_field<'a, E>(
             if call.unwound {
                 each(Field::Flag("unwound", true))?;
             }
+            if call.tail_call {
+                each(Field::Flag("tail_call", true))?;
+            }
             Ok(())
         }
     }

@@ -34,6 +34,12 @@ pub struct Header {
     /// `fn_entry`/`fn_exit` events carry.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub functions: Vec<String>,
+    /// The functions' returns were uretprobes (`--function-exits
+    /// uretprobe`): a call that tail-calls another traced function then
+    /// returns with it, its own exit right after the callee's (the call
+    /// tracker pairs them so). Else `ret` probes, and jumps out.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub uretprobe_exits: bool,
 }
 
 /// Record times are kernel `CLOCK_MONOTONIC` ns; this pair, read one right
@@ -101,6 +107,7 @@ impl Header {
             usdt,
             guest: None,
             functions: Vec::new(),
+            uretprobe_exits: false,
         }
     }
 }

@@ -235,12 +235,15 @@ pub struct FunctionArgs {
     /// `fn_entry` event at each call and an `fn_exit` at each return, with
     /// the call's depth on its thread and, on exit, its duration. No
     /// rebuild: uprobes on each function's first instruction and on each
-    /// of its `ret`s (see --function-exits). A call left by unwinding
-    /// (exception, panic, longjmp) gets an exit marked `unwound` once a
-    /// later call or return further out shows it gone. Functions inlined everywhere have no
-    /// symbol and cannot be traced (`list --functions` shows what
-    /// matches). At the end a table per function (calls, total, self,
-    /// max) goes to stderr.
+    /// of its `ret`s and tail-call `jmp`s (see --function-exits). A call
+    /// left by unwinding (exception, panic, longjmp) gets an exit marked
+    /// `unwound` once a later call or return further out shows it gone; one
+    /// left by a tail call, an exit marked `tail_call` at its jump.
+    /// Functions inlined everywhere have no symbol and cannot be traced
+    /// (`list --functions` shows what matches); nor can one whose probe
+    /// sites lie inside another function symbol's instructions. At the end
+    /// a table per function (calls, total, self, max, unwound, tail) goes
+    /// to stderr.
     #[arg(long = "functions", value_name = "REGEX")]
     pub functions: Vec<String>,
 
@@ -307,6 +310,15 @@ pub struct TraceArgs {
     /// are read as each site's argument spec says.
     #[arg(long = "probes", value_name = "GLOB", value_parser = parse_glob)]
     pub probes: Vec<glob::Pattern>,
+
+    /// Also attach probe sites that no function symbol covers (in a
+    /// stripped binary or library). A uprobe inside an instruction would
+    /// corrupt the program, so styx decodes the function around each site
+    /// from its symbol's start and checks that the site starts an
+    /// instruction; without a symbol only the site's `nop` can be checked,
+    /// and such sites are left out, with one warning per file.
+    #[arg(long)]
+    pub allow_unverified_sites: bool,
 
     /// Keep only events for which EXPR holds (repeatable: all must hold).
     /// EXPR compares an event's fields: `addr == 0xd020`, `pc in
@@ -452,7 +464,8 @@ pub struct TraceArgs {
     /// its trampoline (one trap a return, ~40% less per call here; Linux
     /// 6.6+, `--attach multi`), and a C++ exception or a Rust panic
     /// unwinding through a traced call then aborts the program: only for
-    /// functions nothing unwinds through.
+    /// functions nothing unwinds through. A call that tail-calls another
+    /// ends when its callee returns (with `ret`: at its jump).
     #[arg(long, value_enum, default_value_t = FunctionExitsArg::Ret, requires = "functions")]
     pub function_exits: FunctionExitsArg,
 

@@ -70,7 +70,7 @@ pub fn track_calls(
     if header.functions.is_empty() {
         return (out, None);
     }
-    let tracker = CallTracker::new(out, header.functions.len());
+    let tracker = CallTracker::new(out, header.functions.len(), header.uretprobe_exits);
     let table = tracker.table();
     (Box::new(tracker), Some(table))
 }

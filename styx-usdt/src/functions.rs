@@ -12,13 +12,22 @@
 //! `failed to initiate panic, error 5`; uprobes on the same function's
 //! `ret` instructions leave the stack alone and the program runs to its
 //! end. A `jmp` from the body to another function is a tail call: the
-//! callee returns for both (counted, so `list` can say so).
+//! callee returns for both. Its file offset is kept: with `ret` probes the
+//! call ends there (a uprobe on the `jmp`), since the callee's `ret` may
+//! not be traced.
+//!
+//! Every entry, `ret` and `jmp` probed must start an instruction of every
+//! function symbol covering it (`code.rs`): a symbol `g = f+1` inside
+//! `f`'s `movl $0x90c3c3c3,%eax` decodes to three `ret`s that are `f`'s
+//! immediate, and is refused with why.
 //!
 //! A function the compiler inlined everywhere has no symbol and cannot be
 //! traced; a symbol without a size (assembly labels) has no body to read.
 
+use crate::code::{function_symbols, place, symbol_at, FunctionSymbol};
+use crate::demangle::demangle;
 use crate::file::parse_file;
-use crate::note::{in_code, loadable_segments, to_file_offset};
+use crate::segments::{in_code, loadable_segments, to_file_offset};
 use iced_x86::{Decoder, DecoderOptions, Mnemonic, OpKind};
 use object::read::elf::ElfFile64;
 use object::{Endianness, Object, ObjectSymbol, ReadRef, SymbolKind};
@@ -42,8 +51,9 @@ pub struct Function {
     pub entry: u64,
     /// File offsets of its `ret` instructions: where exit uprobes go.
     pub returns: Vec<u64>,
-    /// Direct jumps out of the body (tail calls).
-    pub tail_calls: usize,
+    /// File offsets of its direct `jmp`s to other functions (tail calls;
+    /// not jumps into its own `.cold` part).
+    pub tail_calls: Vec<u64>,
 }
 
 /// Which names to take: any `include` matches, no `exclude` matches.
@@ -108,6 +118,13 @@ pub struct FunctionTable {
     pub without_body: Vec<String>,
     /// Other names of functions already listed (aliases at one address).
     pub aliases: usize,
+    /// Matching functions not traced, with why: an entry, `ret` or `jmp`
+    /// that does not start an instruction of every function symbol around
+    /// it, where a uprobe would corrupt the code.
+    pub refused: Vec<(String, String)>,
+    /// The file has no `.symtab` (stripped): names were looked for in
+    /// `.dynsym` (the exported functions), which has this many functions.
+    pub stripped: Option<usize>,
 }
 
 /// Why a file's functions could not be read.
@@ -159,8 +176,14 @@ pub fn parse_functions<'data, R: ReadRef<'data>>(
     let symbols = if elf.symbols().next().is_some() {
         elf.symbols()
     } else {
+        let functions = elf
+            .dynamic_symbols()
+            .filter(|s| s.kind() == SymbolKind::Text && s.is_definition())
+            .count();
+        table.stripped = Some(functions);
         elf.dynamic_symbols()
     };
+    let code = function_symbols(&elf, &segments);
     for symbol in symbols {
         if symbol.kind() != SymbolKind::Text || !symbol.is_definition() {
             continue;
@@ -173,7 +196,9 @@ pub fn parse_functions<'data, R: ReadRef<'data>>(
         let (address, size) = (symbol.address(), symbol.size());
         let entry = to_file_offset(&segments, address).filter(|_| in_code(&segments, address));
         let body = entry.and_then(|entry| data.read_bytes_at(entry, size).ok());
-        let (Some(entry), Some(body), true) = (entry, body, size > 0) else {
+        // A body past the top of the address space is a crafted one.
+        let fits = size > 0 && address.checked_add(size).is_some();
+        let (Some(entry), Some(body), true) = (entry, body, fits) else {
             table.without_body.push(name);
             continue;
         };
@@ -181,7 +206,7 @@ pub fn parse_functions<'data, R: ReadRef<'data>>(
             table.aliases += 1;
             continue;
         }
-        let (returns, tail_calls) = exits(body, address, entry);
+        let (returns, tail_calls) = exits(body, address, entry, raw, &code);
         table.functions.push(Function {
             name,
             symbol: raw.to_string(),
@@ -192,38 +217,78 @@ pub fn parse_functions<'data, R: ReadRef<'data>>(
             tail_calls,
         });
     }
+    refuse_misplaced(data, &code, &mut table);
     table.functions.sort_by_key(|f| f.address);
     Ok(table)
 }
 
-/// A symbol's name for people: Rust (v0 and legacy, hash dropped), C++, or
-/// as it is.
-pub fn demangle(raw: &str) -> String {
-    if let Ok(rust) = rustc_demangle::try_demangle(raw) {
-        return format!("{rust:#}");
+/// Leaves out the functions with a site to probe that does not start an
+/// instruction of every function symbol covering it, saying why.
+fn refuse_misplaced<'data, R: ReadRef<'data>>(
+    data: R,
+    code: &[FunctionSymbol],
+    table: &mut FunctionTable,
+) {
+    // Each function's sites, as addresses: (function, what, address).
+    let mut sites = Vec::new();
+    for (i, f) in table.functions.iter().enumerate() {
+        let at = |offset: u64| f.address + (offset - f.entry);
+        sites.push((i, "entry", f.address));
+        sites.extend(f.returns.iter().map(|&o| (i, "return", at(o))));
+        sites.extend(f.tail_calls.iter().map(|&o| (i, "tail-call jump", at(o))));
     }
-    if raw.starts_with("_Z") {
-        if let Ok(cpp) = cpp_demangle::Symbol::new(raw) {
-            if let Ok(text) = cpp.demangle() {
-                return text;
-            }
+    let addresses: Vec<u64> = sites.iter().map(|s| s.2).collect();
+    let mut why: Vec<Option<String>> = vec![None; table.functions.len()];
+    for ((function, what, address), placement) in
+        sites.into_iter().zip(place(data, code, &addresses))
+    {
+        if let (Some(refusal), None) = (placement.refusal(), &why[function]) {
+            why[function] = Some(format!(
+                "its {what} at {address:#x} {refusal} (a uprobe there would corrupt the code)"
+            ));
         }
     }
-    raw.to_string()
+    let mut why = why.into_iter();
+    let refused = &mut table.refused;
+    table
+        .functions
+        .retain(|f| match why.next().expect("one per function") {
+            Some(reason) => {
+                refused.push((f.name.clone(), reason));
+                false
+            }
+            None => true,
+        });
 }
 
-/// The file offsets of the body's `ret`s, and its direct jumps out.
-fn exits(body: &[u8], address: u64, entry: u64) -> (Vec<u64>, usize) {
+/// The file offsets of the body's `ret`s, and of its direct `jmp`s to
+/// other functions (the function's own `.cold` part, `RAW.cold` as GCC
+/// names it, is the function still). `raw` is its symbol name; `code` the
+/// file's function symbols.
+fn exits(
+    body: &[u8],
+    address: u64,
+    entry: u64,
+    raw: &str,
+    code: &[FunctionSymbol],
+) -> (Vec<u64>, Vec<u64>) {
     let end = address.saturating_add(body.len() as u64);
     let mut decoder = Decoder::with_ip(64, body, address, DecoderOptions::NONE);
-    let (mut returns, mut tail_calls) = (Vec::new(), 0);
+    let (mut returns, mut tail_calls) = (Vec::new(), Vec::new());
+    let own_part = |target: u64| {
+        symbol_at(code, target).is_some_and(|name| {
+            name.strip_prefix(raw)
+                .is_some_and(|rest| rest.starts_with(".cold"))
+        })
+    };
     for insn in &mut decoder {
+        let at = entry + (insn.ip() - address);
         match insn.mnemonic() {
-            Mnemonic::Ret => returns.push(entry + (insn.ip() - address)),
+            Mnemonic::Ret => returns.push(at),
             Mnemonic::Jmp if insn.op0_kind() == OpKind::NearBranch64 => {
                 let target = insn.near_branch_target();
-                if target < address || target >= end {
-                    tail_calls += 1;
+                if (target < address || target >= end) && !own_part(target) {
+                    tail_calls.push(at);
                 }
             }
             _ => {}
@@ -237,25 +302,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_demangle_for_each_language() {
-        assert_eq!(
-            demangle("_ZN9styx_demo3cpu3Cpu4step17h0123456789abcdefE"),
-            "styx_demo::cpu::Cpu::step"
-        );
-        assert_eq!(demangle("_RNvCs1234_7mycrate4main"), "mycrate::main");
-        assert_eq!(demangle("_Z7throweri"), "thrower(int)");
-        assert_eq!(demangle("main"), "main");
-    }
-
-    #[test]
     fn exits_are_rets_and_jumps_out() {
         // push rbp; je +1; ret; pop rbp; ret; jmp far away
         let body = [
             0x55, 0x74, 0x01, 0xc3, 0x5d, 0xc3, 0xe9, 0x00, 0x10, 0x00, 0x00,
         ];
-        let (returns, tail_calls) = exits(&body, 0x1000, 0x400);
+        let (returns, tail_calls) = exits(&body, 0x1000, 0x400, "f", &[]);
         assert_eq!(returns, vec![0x403, 0x405]);
-        assert_eq!(tail_calls, 1);
+        assert_eq!(tail_calls, vec![0x406]);
+        // A jump to f's own cold part (GCC's `f.cold`) stays in f; one to
+        // another function's is a tail call.
+        let body = [0xe9, 0xfb, 0x0f, 0x00, 0x00, 0xe9, 0xf6, 0x1f, 0x00, 0x00];
+        let code = [
+            FunctionSymbol::at("f.cold", 0x2000, 0x10),
+            FunctionSymbol::at("g.cold", 0x3000, 0x10),
+        ];
+        let (_, tail_calls) = exits(&body, 0x1000, 0x400, "f", &code);
+        assert_eq!(tail_calls, vec![0x405]);
     }
 
     #[test]
@@ -268,7 +331,7 @@ mod tests {
         assert!(
             names
                 .iter()
-                .any(|n| n.ends_with("names_demangle_for_each_language")),
+                .any(|n| n.ends_with("exits_are_rets_and_jumps_out")),
             "{names:?}"
         );
         assert!(
@@ -276,7 +339,7 @@ mod tests {
             "{names:?}"
         );
         for f in &table.functions {
-            assert!(!f.returns.is_empty() || f.tail_calls > 0, "{f:?}");
+            assert!(!f.returns.is_empty() || !f.tail_calls.is_empty(), "{f:?}");
         }
         assert!(Matcher::new(&["(".into()], &[]).is_err());
     }

@@ -6,7 +6,7 @@
 //! 1. [`target`]: what to trace: a process (its executable and mapped
 //!    libraries), a program about to start, or a binary system-wide;
 //! 2. [`note`]: each file's `.note.stapsdt` notes: probe sites, file offsets,
-//!    semaphores;
+//!    semaphores (each site checked to start an instruction, `code.rs`);
 //! 3. [`argspec`]: a site's argument spec (`-4@%esi 8@sym(%rip)`) parsed;
 //! 4. [`compile`]: a parsed spec compiled into the [`styx_common::UsdtSpec`]
 //!    the generic eBPF program reads ([`symbols`] places `%rip` symbols);
@@ -19,10 +19,14 @@
 
 pub mod arch;
 pub mod argspec;
+mod code;
 pub mod compile;
+pub mod demangle;
 mod file;
 pub mod functions;
+pub mod needed;
 pub mod note;
+mod segments;
 pub mod select;
 pub mod symbols;
 pub mod target;

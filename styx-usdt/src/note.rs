@@ -8,14 +8,16 @@
 //! Files come from whoever started the traced process, so nothing in them
 //! is trusted: address arithmetic is checked (a note that cannot be mapped
 //! is skipped, never mis-mapped), duplicate notes are dropped, a site must
-//! be a `nop` (anything else would be corrupted by a uprobe), and a file is
-//! only opened if regular and read only as far as needed (see `file.rs`:
-//! never whole, at most 512 MiB).
+//! be a `nop` that starts an instruction of every function symbol around
+//! it (anything else would be corrupted by a uprobe; see `code.rs`), and a
+//! file is only opened if regular and read only as far as needed (see
+//! `file.rs`: never whole, at most 512 MiB).
 
 use crate::arch::x86_64::{nop_length, MAX_INSTRUCTION};
+use crate::code::{function_symbols, place, Placement};
 use crate::file::parse_file;
-use object::elf::{PF_W, PF_X, PT_LOAD};
-use object::read::elf::{ElfFile64, ProgramHeader, SectionHeader};
+use crate::segments::{in_code, loadable_segments, to_file_offset, Segment};
+use object::read::elf::{ElfFile64, SectionHeader};
 use object::{Endianness, Object, ObjectSection, ReadRef};
 use std::collections::HashMap;
 use std::path::Path;
@@ -39,6 +41,11 @@ pub struct ProbeSite {
     pub semaphore_offset: u64,
     /// The argument spec, e.g. `8@%rdi 8@%rsi`.
     pub args: String,
+    /// Whether a function symbol covers the site, so that decoding showed
+    /// it starts an instruction (see `code.rs`); false: none covers it (a
+    /// stripped file), and only its `nop` was checked. Sites inside an
+    /// instruction are never listed.
+    pub start_checked: bool,
 }
 
 /// What an ELF file's notes say, including the notes that could not be read.
@@ -227,72 +234,41 @@ fn parse_elf<'data, R: ReadRef<'data>>(data: R) -> Result<ProbeTable, ParseError
             }
         }
     }
+    check_instruction_starts(&elf, data, &segments, &mut table);
     Ok(table)
 }
 
-/// A PT_LOAD segment.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Segment {
-    vaddr: u64,
-    file_size: u64,
-    offset: u64,
-    executable: bool,
-    writable: bool,
-}
-
-const PAGE: u64 = 4096;
-
-// Segment values come from the file: all arithmetic on them is checked.
-impl Segment {
-    fn contains(&self, address: u64) -> bool {
-        address
-            .checked_sub(self.vaddr)
-            .is_some_and(|into| into < self.file_size)
-    }
-
-    /// The file offset of `address`, if this segment maps it to one.
-    fn file_offset(&self, address: u64) -> Option<u64> {
-        if !self.contains(address) {
-            return None;
-        }
-        (address - self.vaddr).checked_add(self.offset)
-    }
-
-    /// Whether the file pages this segment maps include `offset`.
-    fn maps_file_page_of(&self, offset: u64) -> bool {
-        let start = self.offset / PAGE * PAGE;
-        let end = self
-            .offset
-            .checked_add(self.file_size)
-            .and_then(|end| end.checked_next_multiple_of(PAGE));
-        // A segment ending past the largest offset maps every page after its
-        // start (no real file has one; it errs towards the warning).
-        end.map_or(offset >= start, |end| (start..end).contains(&offset))
-    }
-}
-
-pub(crate) fn loadable_segments<'data, R: ReadRef<'data>>(
+/// Leaves out the sites that lie inside an instruction of a function symbol
+/// (a problem each), and marks the ones no function symbol covers.
+fn check_instruction_starts<'data, R: ReadRef<'data>>(
     elf: &ElfFile64<'data, Endianness, R>,
-) -> Vec<Segment> {
-    let endian = elf.endian();
-    elf.elf_program_headers()
-        .iter()
-        .filter(|ph| ph.p_type(endian) == PT_LOAD)
-        .map(|ph| Segment {
-            vaddr: ph.p_vaddr(endian),
-            file_size: ph.p_filesz(endian),
-            offset: ph.p_offset(endian),
-            executable: ph.p_flags(endian).0 & PF_X.0 != 0,
-            writable: ph.p_flags(endian).0 & PF_W.0 != 0,
-        })
-        .collect()
-}
-
-pub(crate) fn to_file_offset(segments: &[Segment], address: u64) -> Option<u64> {
-    segments
-        .iter()
-        .find(|s| s.contains(address))
-        .and_then(|s| s.file_offset(address))
+    data: R,
+    segments: &[Segment],
+    table: &mut ProbeTable,
+) {
+    if table.sites.is_empty() {
+        return;
+    }
+    let symbols = function_symbols(elf, segments);
+    let addresses: Vec<u64> = table.sites.iter().map(|s| s.address).collect();
+    let placements = place(data, &symbols, &addresses);
+    let mut placements = placements.into_iter();
+    let problems = &mut table.problems;
+    table.sites.retain_mut(|site| {
+        let placement = placements.next().expect("one per site");
+        site.start_checked = placement == Placement::Starts;
+        match placement.refusal() {
+            Some(why) if placement != Placement::Uncovered => {
+                problems.push(format!(
+                    "{}:{} at {:#x}: the site {why}; a uprobe there would corrupt the code: \
+                     skipped",
+                    site.provider, site.name, site.address
+                ));
+                false
+            }
+            _ => true,
+        }
+    });
 }
 
 /// Whether the site's instruction, read from the file, is a `nop`: a note
@@ -315,10 +291,6 @@ fn check_site_is_nop<'data, R: ReadRef<'data>>(data: R, site: &ProbeSite) -> Res
         shown.join(" "),
         site.file_offset
     ))
-}
-
-pub(crate) fn in_code(segments: &[Segment], address: u64) -> bool {
-    segments.iter().any(|s| s.executable && s.contains(address))
 }
 
 /// Whether more than one writable segment maps the file page holding the
@@ -412,6 +384,7 @@ fn parse_note(
         semaphore,
         semaphore_offset,
         args,
+        start_checked: false,
     })
 }
 

@@ -27,6 +27,9 @@ pub enum Role {
     FunctionEntry,
     /// One of a traced function's `ret` instructions.
     FunctionExit,
+    /// One of a traced function's `jmp`s to another function (a tail call),
+    /// probed with [`FunctionExits::Ret`]: the callee's `ret` may not be.
+    FunctionTailCall,
     /// A traced function's return, as a uretprobe on its entry
     /// ([`FunctionExits::Uretprobe`]).
     FunctionReturn,
@@ -125,6 +128,9 @@ pub struct Wanted<'a> {
     pub batched: bool,
     /// `provider:probe` globs of other providers' probes.
     pub usdt_globs: &'a [glob::Pattern],
+    /// Also take sites no function symbol covers, whose `nop` alone could be
+    /// checked ([`ProbeSite::start_checked`]); else they are left out.
+    pub allow_unverified: bool,
 }
 
 impl Wanted<'_> {
@@ -167,8 +173,45 @@ impl Wanted<'_> {
                  each, ~100x slower"
             ));
         }
+        if !self.allow_unverified {
+            refuse_unverified(file, &symbols.file().name, selection);
+        }
         limit_semaphore_sites(selection);
     }
+}
+
+/// Leaves out the selected sites of file `file` (named `name`) that no
+/// function symbol covers, with one line for them all: whether such a site
+/// starts an instruction is unknown, and a uprobe inside one corrupts the
+/// target. If its flush site goes, its batch-enable sites go too (events
+/// would be batched and never handed over).
+fn refuse_unverified(file: usize, name: &str, selection: &mut Selection) {
+    let unverified = |s: &AttachSite| s.file == file && !s.site.start_checked;
+    let Some(first) = selection.sites.iter().find(|s| unverified(s)) else {
+        return;
+    };
+    let first = format!(
+        "{}:{} at {:#x}",
+        first.site.provider, first.site.name, first.site.address
+    );
+    let flush_gone = selection
+        .sites
+        .iter()
+        .any(|s| unverified(s) && s.role == Role::BatchFlush);
+    let enable = |s: &AttachSite| s.file == file && matches!(s.role, Role::BatchEnable(_));
+    let before = selection.sites.len();
+    selection
+        .sites
+        .retain(|s| !(unverified(s) || (flush_gone && enable(s))));
+    let (sites, are) = match before - selection.sites.len() {
+        1 => ("1 probe site".to_string(), "is"),
+        n => (format!("{n} probe sites"), "are"),
+    };
+    selection.rejected.push(format!(
+        "{sites} of {name} (from {first} on) {are} in no function symbol (stripped?), so styx \
+         cannot check that they start an instruction (a uprobe inside one corrupts the code): \
+         left out (--allow-unverified-sites takes them, their nop alone checked)"
+    ));
 }
 
 /// Leaves out the sites of a semaphore past [`MAX_SITES_PER_SEMAPHORE`],
@@ -324,7 +367,8 @@ fn select_usdt(
 
 impl Selection {
     /// The entry and return sites of `table`'s functions, in file `file`
-    /// (see [`crate::functions`]), returns probed as `exits` says.
+    /// (see [`crate::functions`]), returns probed as `exits` says (with
+    /// `ret` probes, tail-call jumps too).
     pub fn add_functions(&mut self, file: usize, table: &FunctionTable, exits: FunctionExits) {
         for function in &table.functions {
             let cookie = self.functions.len() as u64;
@@ -339,6 +383,9 @@ impl Selection {
                     semaphore: 0,
                     semaphore_offset: 0,
                     args: String::new(),
+                    // Its own symbol's start or one of its instructions,
+                    // checked by `functions`.
+                    start_checked: true,
                 },
                 cookie,
             };
@@ -347,6 +394,9 @@ impl Selection {
                 FunctionExits::Ret => {
                     for &offset in &function.returns {
                         self.sites.push(site(Role::FunctionExit, offset));
+                    }
+                    for &offset in &function.tail_calls {
+                        self.sites.push(site(Role::FunctionTailCall, offset));
                     }
                 }
                 FunctionExits::Uretprobe => {
@@ -400,6 +450,7 @@ mod tests {
             semaphore,
             semaphore_offset: semaphore.saturating_sub(0x1000),
             args: String::new(),
+            start_checked: true,
         }
     }
 
@@ -424,6 +475,7 @@ mod tests {
             batched: true,
             kinds: &[],
             usdt_globs: &globs,
+            allow_unverified: false,
         };
         let mut selection = Selection::default();
         wanted.pick(0, &table, &mut Symbols::of(&file), &mut selection);

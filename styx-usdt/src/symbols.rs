@@ -58,6 +58,11 @@ impl<'a> Symbols<'a> {
         Symbols { file, loaded: None }
     }
 
+    /// The file they are of.
+    pub fn file(&self) -> &'a ElfFile {
+        self.file
+    }
+
     /// The address of `name` in the traced process.
     pub fn address(&mut self, name: &str) -> Result<u64, SymbolError> {
         let file = self.file;

@@ -1,7 +1,8 @@
 //! The per-function table printed at the end of a trace with
 //! `--functions` (and alone with `--summary`, as BCC's `funclatency`
 //! would): calls, total time, self time (less the traced calls it made),
-//! the longest call.
+//! the longest call, how many were unwound and how many left by a tail
+//! call (with a line saying where such a call's time ends).
 
 use std::io::{self, Write};
 
@@ -14,6 +15,8 @@ pub struct Row {
     pub ended: u64,
     /// Of those, ended without their `ret` (see [`super`]).
     pub unwound: u64,
+    /// Of those, left by a tail call (see [`super`]).
+    pub tail_calls: u64,
     /// Time from entry to exit, summed over ended calls.
     pub total_ns: u64,
     /// The same, less the time spent in traced calls they made.
@@ -34,6 +37,9 @@ pub struct CallTable {
     pub still_open: u64,
     /// Calls not tracked: more open at once than the tracker keeps.
     pub untracked: u64,
+    /// Returns were probed as uretprobes: a tail-calling call ends when its
+    /// callee returns (else at its jump).
+    pub uretprobe_exits: bool,
 }
 
 impl CallTable {
@@ -53,6 +59,14 @@ impl CallTable {
     pub fn enter(&mut self, function: u32) {
         if let Some(row) = self.row(function) {
             row.calls += 1;
+        }
+    }
+
+    /// A call of `function` was left by a tail call (before its
+    /// [`CallTable::exit`]).
+    pub fn tail_call(&mut self, function: u32) {
+        if let Some(row) = self.row(function) {
+            row.tail_calls += 1;
         }
     }
 
@@ -80,18 +94,19 @@ impl CallTable {
         rows.sort_by(|a, b| b.1.total_ns.cmp(&a.1.total_ns).then(a.0.cmp(b.0)));
         writeln!(
             out,
-            "{:>12} {:>12} {:>12} {:>12} {:>10}  function",
-            "calls", "total", "self", "max", "unwound"
+            "{:>12} {:>12} {:>12} {:>12} {:>10} {:>10}  function",
+            "calls", "total", "self", "max", "unwound", "tail"
         )?;
         for (name, row) in &rows {
             writeln!(
                 out,
-                "{:>12} {:>12} {:>12} {:>12} {:>10}  {}",
+                "{:>12} {:>12} {:>12} {:>12} {:>10} {:>10}  {}",
                 row.calls,
                 duration(row.total_ns),
                 duration(row.self_ns),
                 duration(row.max_ns),
                 row.unwound,
+                row.tail_calls,
                 crate::escape::controls(name)
             )?;
         }
@@ -113,6 +128,18 @@ impl CallTable {
             if n > 0 {
                 writeln!(out, "({n} {what})")?;
             }
+        }
+        let tail_calls: u64 = self.rows.iter().map(|r| r.tail_calls).sum();
+        if tail_calls > 0 {
+            let ends = if self.uretprobe_exits {
+                "when its callee returns (uretprobes), the callee's time in its total"
+            } else {
+                "at its jump to the callee (ret probes), the callee's time not in it"
+            };
+            writeln!(
+                out,
+                "({tail_calls} calls were left by a tail call: each ends {ends})"
+            )?;
         }
         Ok(())
     }

@@ -23,7 +23,7 @@
 //! | span | id as an argument; then category and name as strings |
 //! | marker | the text as a string |
 //! | usdt | spec id varint, then `aux` arguments as above |
-//! | function | `aux` 0 entry, 1 exit; arguments function id, sp, depth, duration ns + 1 (0: unknown), unwound (0/1) |
+//! | function | `aux` 0 entry, 1 exit, 2 exit by a tail call; arguments function id, sp, depth, duration ns + 1 (0: unknown), unwound (0/1) |
 //! | string | varint `kept_len << 1 \| truncated`, then the bytes kept |
 //!
 //! Meta records: `0x00` THREAD `pid tid` (varints) defines the next thread

@@ -10,8 +10,8 @@ use crate::header::Header;
 use std::io::{self, Read};
 use std::ops::Range;
 use styx_common::{
-    EventKind, RecordHeader, Shape, EVENT_KIND_SLOTS, FUNCTION_EXIT, MARKER_TEXT_MAX,
-    MAX_USDT_ARGS, SPAN_CATEGORY_MAX, SPAN_NAME_MAX,
+    EventKind, RecordHeader, Shape, EVENT_KIND_SLOTS, FUNCTION_EXIT, FUNCTION_TAIL_CALL,
+    MARKER_TEXT_MAX, MAX_USDT_ARGS, SPAN_CATEGORY_MAX, SPAN_NAME_MAX,
 };
 use thiserror::Error;
 
@@ -412,7 +412,8 @@ impl<R: Read> Reader<R> {
                     function: u32::try_from(function)
                         .map_err(|_| Stop::Bad(format!("function id {function}")))?,
                     sp,
-                    exit: aux == FUNCTION_EXIT,
+                    exit: matches!(aux, FUNCTION_EXIT | FUNCTION_TAIL_CALL),
+                    tail_call: aux == FUNCTION_TAIL_CALL,
                     depth: u32::try_from(depth)
                         .map_err(|_| Stop::Bad(format!("call depth {depth}")))?,
                     duration_ns: duration.checked_sub(1),

@@ -132,6 +132,22 @@ fn events() -> Vec<Event<'static>> {
                 depth: 4,
                 duration_ns: Some(0),
                 unwound: true,
+                tail_call: false,
+            }),
+        ),
+        event(
+            11,
+            7,
+            EventKind::Function,
+            styx_common::FUNCTION_TAIL_CALL,
+            Body::Call(Call {
+                function: 1,
+                sp: 0x7ffd_1234_5608,
+                exit: true,
+                depth: 3,
+                duration_ns: Some(9),
+                unwound: false,
+                tail_call: true,
             }),
         ),
     ]
@@ -192,7 +208,7 @@ fn what_goes_in_comes_out() {
         matches!(
             ending,
             Ending::Complete {
-                events: 12,
+                events: 13,
                 dropped: 0,
                 ..
             }

@@ -98,6 +98,9 @@ fn call_line(out: &mut Bytes, call: &Call, names: &Names) {
     if call.unwound {
         out.extend_from_slice(b" (unwound)");
     }
+    if call.tail_call {
+        out.extend_from_slice(b" (tail call)");
+    }
     out.push(b'\n');
 }
 

@@ -26,6 +26,7 @@ pub fn program_name(role: Role) -> &'static str {
         Role::BatchEnable(_) | Role::BatchFlush => return "styx_batch",
         Role::FunctionEntry => return "styx_fn_entry",
         Role::FunctionExit => return "styx_fn_exit",
+        Role::FunctionTailCall => return "styx_fn_tail",
         Role::FunctionReturn => return "styx_fn_return",
     };
     match kind.shape() {

@@ -10,6 +10,7 @@ use styx_events::escape;
 use styx_events::guest::Guest;
 use styx_usdt::argspec::parse_spec;
 use styx_usdt::functions::{read_functions, FunctionTable, FunctionsError, Matcher};
+use styx_usdt::needed::needed_libraries;
 use styx_usdt::note::ProbeTable;
 use styx_usdt::target::Target;
 
@@ -60,7 +61,7 @@ pub fn run(args: &ListArgs) -> Result<()> {
                 writeln!(
                     out,
                     "    {}",
-                    describe_site(site.address, site.semaphore, &site.args)
+                    describe_site(site.address, site.semaphore, &site.args, site.start_checked)
                 )?;
             }
         }
@@ -80,11 +81,28 @@ pub fn run(args: &ListArgs) -> Result<()> {
     Ok(())
 }
 
+/// Which of a target's files were searched for functions: what to say
+/// when none matched but a library the target loads has one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Searched {
+    /// A running process: its executable and mapped libraries.
+    Process,
+    /// `-- CMD`: the program alone (nothing else is mapped yet).
+    Command,
+    /// `--binary PATH`: that file alone.
+    Binary,
+    /// `list FILE`: that file alone.
+    File,
+}
+
 /// The functions of `target`'s files that `select` takes, per file index;
-/// an error if none, or more than [`MAX_FUNCTIONS`] without `--force`.
+/// an error if none (saying why, as far as can be told), or more than
+/// [`MAX_FUNCTIONS`] without `--force`. Functions that cannot be traced
+/// safely (`FunctionTable::refused`) are left to the caller to report.
 pub fn find_functions(
     target: &Target,
     select: &FunctionArgs,
+    searched: Searched,
 ) -> Result<Vec<(usize, FunctionTable)>> {
     let matcher = Matcher::new(&select.functions, &select.functions_exclude)?;
     let mut tables = Vec::new();
@@ -100,9 +118,9 @@ pub fn find_functions(
     let patterns = select.functions.join("', '");
     if count == 0 {
         bail!(
-            "no function of {} matches '{patterns}' (a function the compiler inlined \
-             everywhere has no symbol, and cannot be traced)",
-            escape::controls(&target.name)
+            "no function of {} matches '{patterns}': {}",
+            escape::controls(&target.name),
+            why_none(target, &tables, &matcher, searched)
         );
     }
     if count > MAX_FUNCTIONS && !select.force {
@@ -115,23 +133,83 @@ pub fn find_functions(
     Ok(tables)
 }
 
+/// Why no function of `target` matched, as far as can be told: some did
+/// but cannot be traced safely, a file has no symbol table, the function
+/// lives in a library the search did not cover, or it has no symbol.
+fn why_none(
+    target: &Target,
+    tables: &[(usize, FunctionTable)],
+    matcher: &Matcher,
+    searched: Searched,
+) -> String {
+    let refused: Vec<String> = tables
+        .iter()
+        .flat_map(|(_, t)| &t.refused)
+        .map(|(name, why)| format!("{}: {why}", escape::controls(name)))
+        .collect();
+    if let Some(first) = refused.first() {
+        let more = match refused.len() {
+            1 => String::new(),
+            n => format!(" (and {} more)", n - 1),
+        };
+        return format!("the matching ones cannot be traced safely: {first}{more}");
+    }
+    // A stripped file and a library not searched may both be why.
+    let mut reasons: Vec<String> = tables
+        .iter()
+        .filter_map(|(i, t)| {
+            let functions = t.stripped?;
+            Some(format!(
+                "{} has no symbol table (stripped); its .dynsym has {} (the exported ones)",
+                escape::controls(&target.files[*i].name),
+                plural(functions, "function")
+            ))
+        })
+        .collect();
+    if searched != Searched::Process {
+        let exe = &target.files[0];
+        let found = needed_libraries(&exe.read_at).into_iter().find(|library| {
+            read_functions(library, matcher).is_ok_and(|t| !t.functions.is_empty())
+        });
+        if let Some(library) = found {
+            let name = library.file_name().unwrap_or_default().to_string_lossy();
+            let path = library.display().to_string();
+            let path = escape::controls(&path);
+            let (what, instead) = match searched {
+                Searched::Command => ("`-- CMD`", format!("use --pid, or --binary {path}")),
+                Searched::Binary => ("--binary", format!("use --binary {path}")),
+                _ => ("`list FILE`", format!("list {path}")),
+            };
+            reasons.push(format!(
+                "found in {} ({path}), which {what} does not search: {instead}",
+                escape::controls(&name)
+            ));
+        }
+    }
+    if reasons.is_empty() {
+        return "a function the compiler inlined everywhere has no symbol, and cannot be traced"
+            .to_string();
+    }
+    reasons.join("; ")
+}
+
 /// `list --functions`: the functions tracing them would probe, per file.
 fn list_functions(args: &ListArgs) -> Result<()> {
-    let target = match (args.pid, args.args.as_slice()) {
-        (Some(pid), []) => Target::from_pid(pid)?,
-        (None, [path]) => Target::file(Path::new(path)),
+    let (target, searched) = match (args.pid, args.args.as_slice()) {
+        (Some(pid), []) => (Target::from_pid(pid)?, Searched::Process),
+        (None, [path]) => (Target::file(Path::new(path)), Searched::File),
         (Some(_), _) => bail!("with --pid and --functions, give no PATH or PATTERN"),
         (None, _) => bail!("give one ELF file, or --pid PID, to list its functions"),
     };
-    let tables = find_functions(&target, &args.functions)?;
+    let tables = find_functions(&target, &args.functions, searched)?;
     let count: usize = tables.iter().map(|(_, t)| t.functions.len()).sum();
     let mut out = std::io::stdout().lock();
-    let (mut returns, mut tail_calls, mut no_body) = (0, 0, 0);
+    let (mut returns, mut tail_calls, mut no_body, mut refused) = (0, 0, 0, 0);
     for (i, table) in &tables {
         let file = escape::controls(&target.files[*i].name);
         for f in &table.functions {
             writeln!(out, "fn:{file}:{}", escape::controls(&f.name))?;
-            let tails = match f.tail_calls {
+            let tails = match f.tail_calls.len() {
                 0 => String::new(),
                 n => format!(", {}", plural(n, "tail call")),
             };
@@ -143,7 +221,16 @@ fn list_functions(args: &ListArgs) -> Result<()> {
                 plural(f.returns.len(), "return")
             )?;
             returns += f.returns.len();
-            tail_calls += f.tail_calls;
+            tail_calls += f.tail_calls.len();
+        }
+        for (name, why) in &table.refused {
+            writeln!(
+                out,
+                "fn:{file}:{}\n    cannot be traced: {}",
+                escape::controls(name),
+                escape::controls(why)
+            )?;
+            refused += 1;
         }
         for name in &table.without_body {
             writeln!(
@@ -156,19 +243,23 @@ fn list_functions(args: &ListArgs) -> Result<()> {
     }
     writeln!(
         out,
-        "{}, {}{}{}",
+        "{}, {}{}{}{}",
         plural(count, "function"),
         plural(returns, "return site"),
         match tail_calls {
             0 => String::new(),
             n => format!(
-                ", {} (a function left by a jump returns through its callee)",
+                ", {} (jumps to another function: with ret probes a call ends there)",
                 plural(n, "tail call")
             ),
         },
         match no_body {
             0 => String::new(),
             n => format!("; {} without a body", plural(n, "matching symbol")),
+        },
+        match refused {
+            0 => String::new(),
+            n => format!("; {} not safe to probe", plural(n, "matching function")),
         }
     )?;
     Ok(())
@@ -211,8 +302,9 @@ fn probe_line(file: &str, provider: &str, name: &str) -> String {
 }
 
 /// `0x5a2f1  semaphore 0xcb8e0  8@%rdi 8@%rsi`, flagging specs styx cannot
-/// read; control characters in the spec (and the error quoting it) escaped.
-fn describe_site(address: u64, semaphore: u64, args: &str) -> String {
+/// read and sites no function symbol covers; control characters in the
+/// spec (and the error quoting it) escaped.
+fn describe_site(address: u64, semaphore: u64, args: &str, start_checked: bool) -> String {
     let semaphore = match semaphore {
         0 => "no semaphore".to_string(),
         address => format!("semaphore {address:#x}"),
@@ -223,6 +315,9 @@ fn describe_site(address: u64, semaphore: u64, args: &str) -> String {
             "  (unreadable: {})",
             escape::controls(&e.to_string())
         ));
+    }
+    if !start_checked {
+        line.push_str("  (in no function symbol: left out unless --allow-unverified-sites)");
     }
     line
 }
@@ -239,7 +334,7 @@ mod tests {
             probe_line("/usr/lib/libc.so.6", "libc", "setjmp"),
             "usdt:/usr/lib/libc.so.6:libc:setjmp"
         );
-        let site = describe_site(0x10, 0, "8@%rdi \x1b[8m");
+        let site = describe_site(0x10, 0, "8@%rdi \x1b[8m", true);
         assert!(!site.chars().any(char::is_control), "{site:?}");
         assert!(
             site.starts_with(r"0x10  no semaphore  8@%rdi \x1b[8m"),

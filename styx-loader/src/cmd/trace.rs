@@ -3,7 +3,7 @@
 
 use crate::bpf::load::Counting;
 use crate::cli::{Delivery, FunctionExitsArg, TopOptions, TraceArgs};
-use crate::cmd::list::find_functions;
+use crate::cmd::list::{find_functions, Searched};
 use crate::cmd::top::{self, Counter, Screen};
 use crate::outputs::{self, Outputs};
 use crate::session::report::Stop;
@@ -36,10 +36,13 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
         // emulator and the loader for nothing.
         args.events = top::counted_kinds(&top.count)?;
     }
-    let target = match (&held, &args.binary) {
-        (Some(held), _) => Target::spawned(held.pid, &held.program),
-        (None, Some(path)) => Target::binary(path)?,
-        (None, None) => Target::from_pid(args.pid.expect("clap requires a target"))?,
+    let (target, searched) = match (&held, &args.binary) {
+        (Some(held), _) => (Target::spawned(held.pid, &held.program), Searched::Command),
+        (None, Some(path)) => (Target::binary(path)?, Searched::Binary),
+        (None, None) => (
+            Target::from_pid(args.pid.expect("clap requires a target"))?,
+            Searched::Process,
+        ),
     };
     if args.lossless && args.delivery == Delivery::PerEvent {
         bail!("--lossless needs --delivery batched: a full ring loses per-event hits");
@@ -52,7 +55,7 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
         // rather than lose a batch (the loader counts ~40 M events/s).
         args.lossless = true;
     }
-    let (selection, guest) = find_sites(&args, &target)?;
+    let (selection, guest) = find_sites(&args, &target, searched)?;
     // Bad expressions stop here: nothing is attached yet. Register fields
     // take the names the guest description gives.
     let filters = args.compile_filters(guest.as_ref())?;
@@ -65,6 +68,7 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
     let mut header = Header::now(target.pid.unwrap_or(0), &target.files[0].name, usdt);
     header.guest = guest;
     header.functions = selection.functions.clone();
+    header.uretprobe_exits = args.function_exits == FunctionExitsArg::Uretprobe;
     if top.is_some() && !header.functions.is_empty() {
         bail!("--functions is for tracing, not top");
     }
@@ -265,7 +269,11 @@ fn numbered(path: &Path, n: u32) -> PathBuf {
 
 /// The probe sites to attach in the target, or why there are none, and the
 /// guest its emulator described.
-fn find_sites(args: &TraceArgs, target: &Target) -> Result<(Selection, Option<Guest>)> {
+fn find_sites(
+    args: &TraceArgs,
+    target: &Target,
+    searched: Searched,
+) -> Result<(Selection, Option<Guest>)> {
     let tables = target.probe_tables()?;
     let guest = crate::cmd::list::guest_description(target, &tables);
     let kinds = args.kinds();
@@ -273,6 +281,7 @@ fn find_sites(args: &TraceArgs, target: &Target) -> Result<(Selection, Option<Gu
         kinds: &kinds,
         batched: args.delivery == Delivery::Batched,
         usdt_globs: &args.probes,
+        allow_unverified: args.allow_unverified_sites,
     };
     let mut selection = Selection::default();
     for (file, table) in &tables {
@@ -287,7 +296,15 @@ fn find_sites(args: &TraceArgs, target: &Target) -> Result<(Selection, Option<Gu
             FunctionExitsArg::Ret => FunctionExits::Ret,
             FunctionExitsArg::Uretprobe => FunctionExits::Uretprobe,
         };
-        for (file, table) in find_functions(target, &args.functions)? {
+        for (file, table) in find_functions(target, &args.functions, searched)? {
+            for (name, why) in &table.refused {
+                log::warn!(
+                    "{}: {}: {}: not traced",
+                    target.files[file].name,
+                    styx_events::escape::controls(name),
+                    styx_events::escape::controls(why)
+                );
+            }
             selection.add_functions(file, &table, exits);
         }
         // Nothing else to find: a program without styx probes is fine.

@@ -317,17 +317,18 @@ fn per_site_links_do_not_hit_a_low_soft_open_file_limit() {
 
 /// A C program with `sites` probe sites of `many:bulk` (nops and notes
 /// written by an assembler loop: a C probe per site takes minutes to
-/// compile at this size).
+/// compile at this size), in a function symbol, which the loader decodes
+/// to check each site starts an instruction.
 fn build_bulk(dir: &Path, sites: usize) -> PathBuf {
     let source = format!(
         r#"#include <stdio.h>
 #include <sys/sdt.h>
-__asm__(".pushsection .text\n.rept {sites}\n990: nop\n"
+__asm__(".pushsection .text\n.type bulk_sites,@function\nbulk_sites:\n.rept {sites}\n990: nop\n"
         ".pushsection .note.stapsdt,\"?\",\"note\"\n.balign 4\n"
         ".4byte 992f-991f, 994f-993f, 3\n991: .asciz \"stapsdt\"\n992: .balign 4\n"
         "993: .8byte 990b\n.8byte _.stapsdt.base\n.8byte 0\n"
         ".asciz \"many\"\n.asciz \"bulk\"\n.asciz \"\"\n994: .balign 4\n"
-        ".popsection\n.endr\nret\n.popsection\n");
+        ".popsection\n.endr\nret\n.size bulk_sites,.-bulk_sites\n.popsection\n");
 int main(void) {{ DTRACE_PROBE(many, one); puts("ready"); return 0; }}
 "#
     );

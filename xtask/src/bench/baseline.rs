@@ -24,6 +24,29 @@ pub struct Baseline {
     pub rv_off: PathBuf,
 }
 
+/// The instruction length styx-rv gives `insn_exec!` (its third value),
+/// which styx-probe before instruction lengths does not take: left out of
+/// the copy when REV's catalogue has no `len` field. Detached, the value is
+/// never computed, so the two builds differ only in what a tracer sees.
+const INSN_WITH_LEN: &str = "styx_probe::insn_exec!(|| (pc, bus.peek_word(pc), 4u8));";
+const INSN_WITHOUT_LEN: &str = "styx_probe::insn_exec!(|| (pc, bus.peek_word(pc)));";
+
+fn without_insn_len(machine: &Path, commit: &str, root: &Path) -> Result<()> {
+    let catalogue = git(root, &["show", &format!("{commit}:styx-common/src/event.rs")])?;
+    if catalogue.contains("len: Size") {
+        return Ok(());
+    }
+    let source = std::fs::read_to_string(machine)?;
+    if !source.contains(INSN_WITH_LEN) {
+        bail!(
+            "{} no longer has `{INSN_WITH_LEN}`: update xtask/src/bench/baseline.rs",
+            machine.display()
+        );
+    }
+    std::fs::write(machine, source.replace(INSN_WITH_LEN, INSN_WITHOUT_LEN))?;
+    Ok(())
+}
+
 /// The crates taken from REV.
 const FROM_REV: [&str; 2] = ["probes", "styx-common"];
 
@@ -46,6 +69,7 @@ pub fn build(root: &Path, rev: &str) -> Result<Baseline> {
         without_table(&manifest, "[dev-dependencies]"),
     )?;
     copy_dir(&root.join("styx-rv"), &src.join("styx-rv"))?;
+    without_insn_len(&src.join("styx-rv/src/machine.rs"), &commit, root)?;
     let workspace = std::fs::read_to_string(root.join("Cargo.toml"))?;
     std::fs::write(src.join("Cargo.toml"), baseline_workspace(&workspace)?)?;
     std::fs::copy(root.join("Cargo.lock"), src.join("Cargo.lock"))?;

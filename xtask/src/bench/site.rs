@@ -76,11 +76,14 @@ fn read(loader: &Path, binary: &Path) -> Result<Detached> {
     let (site, semaphore) = chosen.context("no 1-byte-nop styx:mem_read site in styx-bench")?;
     let slots = got_slots(binary, semaphore)?;
     let function = function_start(binary, site)?;
-    // The site sits in a function of the call site's own; the loop holds
-    // the check and the call (or the load of its address): the path read
-    // is the loop's, up to there. (A site inlined into the loop, as
-    // styx-probe once wrote them, is read up to the site itself.)
-    let (function, until) = reference_to(binary, function)?.unwrap_or((function, site));
+    // The site sits in a function of the call site's own; the function
+    // that refers to it (the loop: it may have hoisted the load of its
+    // address) holds the check, read to its end. (A site inlined into the
+    // loop, as styx-probe once wrote them, is read up to the site itself.)
+    let (function, until) = match reference_to(binary, function)? {
+        Some(caller) => (caller, function_end(binary, caller)?),
+        None => (function, site),
+    };
     let code = disassemble(binary, function, until + 1)?;
     let path = path_to_branch(&code, until, semaphore, &slots)
         .with_context(|| format!("no load of the semaphore {semaphore:#x} before {until:#x}"))?;
@@ -154,9 +157,9 @@ fn function_start(binary: &Path, address: u64) -> Result<u64> {
         .context("no text symbol below the site")
 }
 
-/// The first instruction that refers to `function` (a call, or the load of
-/// its address), and the start of the function it is in.
-fn reference_to(binary: &Path, function: u64) -> Result<Option<(u64, u64)>> {
+/// The start of the function holding the first instruction that refers to
+/// `function` (a call, or the load of its address).
+fn reference_to(binary: &Path, function: u64) -> Result<Option<u64>> {
     let out = output(
         Command::new("objdump")
             .args(["-d", "--no-show-raw-insn"])
@@ -170,10 +173,21 @@ fn reference_to(binary: &Path, function: u64) -> Result<Option<(u64, u64)>> {
             || (insn.starts_with("call") && insn.contains(&format!(" {target}")));
         (refers && at != function).then_some(at)
     });
-    match at {
-        Some(at) => Ok(Some((function_start(binary, at)?, at))),
-        None => Ok(None),
-    }
+    at.map(|at| function_start(binary, at)).transpose()
+}
+
+/// Where the function starting at `start` ends: the next text symbol.
+fn function_end(binary: &Path, start: u64) -> Result<u64> {
+    let out = output(Command::new("nm").arg(binary))?;
+    out.lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            let at = u64::from_str_radix(words.next()?, 16).ok()?;
+            matches!(words.next()?, "t" | "T").then_some(at)
+        })
+        .filter(|&at| at > start)
+        .min()
+        .context("no text symbol after the function")
 }
 
 /// `(address, instruction)` from `start` to `stop`.

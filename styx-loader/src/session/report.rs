@@ -81,6 +81,21 @@ pub fn print(s: &Summary<'_>) {
             written.duplicates
         );
     }
+    let irregular = s.sink.irregular();
+    if irregular.out_of_order > 0 {
+        log::warn!(
+            "{} out of order (numbered below later batches of their buffer: forged, or handed \
+             over late); their events were written, some perhaps twice",
+            batch_records(irregular.out_of_order)
+        );
+    }
+    if irregular.conflicting > 0 {
+        log::warn!(
+            "{} with the number of a batch their buffer had handed over but other contents \
+             (forged, or read as it changed); their events were written, some perhaps twice",
+            batch_records(irregular.conflicting)
+        );
+    }
     if let Some(first) = &written.first_bad_batch {
         log::warn!(
             "{} batch records were malformed (first: {first})",
@@ -103,5 +118,13 @@ pub fn print(s: &Summary<'_>) {
     let first = written.first_undecodable.as_ref();
     if let Some(first) = first.or(s.sink.unwritten.first_undecodable.as_ref()) {
         log::warn!("{undecodable} records could not be decoded (first: {first})");
+    }
+}
+
+/// "1 batch record", "2 batch records".
+fn batch_records(n: u64) -> String {
+    match n {
+        1 => "1 batch record".to_string(),
+        n => format!("{n} batch records"),
     }
 }

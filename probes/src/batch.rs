@@ -5,9 +5,11 @@
 //!
 //! Nothing here exists until a thread appends its first event: the buffer
 //! (16 KiB) is allocated then, registered where a stopping loader and the
-//! process's exit find it, and reused by a later thread once its owner has
-//! exited, so memory stays bounded by the most threads tracing at once. The
-//! hot path is a thread-local load, a bounds check and the stores.
+//! process's exit find it (a chain of registry blocks, grown as needed),
+//! and reused by a later thread once its owner has exited, so memory stays
+//! bounded by the most threads tracing at once. Buffers are never freed: a
+//! buffer's number and batch numbers name its batches for good. The hot
+//! path is a thread-local load, a bounds check and the stores.
 
 use crate::enabled::semaphores;
 use core::cell::{Cell, UnsafeCell};
@@ -17,13 +19,13 @@ use std::sync::Once;
 use std::time::Duration;
 use styx_common::batch::{
     item_bytes, item_word, BatchHead, ALONE_SEQ, BATCH_BYTES, BATCH_LAYOUT_VERSION, BATCH_MAGIC,
-    ITEM_TIME, MARK_EVERY_BYTES, REGISTRY_SLOTS,
+    ITEM_TIME, LOSSLESS_LOADER_ENV, MARK_EVERY_BYTES, REGISTRY_BLOCK_BYTES, REGISTRY_SLOTS,
 };
 use styx_common::EVENT_KIND_SLOTS;
 
 /// [`BatchHead`] as the owner writes it: the fields other threads, the
-/// loader (`taken_*`, by `process_vm_writev`)
-/// also touch are atomics. Same layout (checked below).
+/// loader (`taken_*`, by `process_vm_writev`) or a forked child's
+/// renumbering also touch are atomics. Same layout (checked below).
 #[repr(C)]
 struct Head {
     magic: u32,
@@ -33,7 +35,7 @@ struct Head {
     cap: u32,
     taken_seq: AtomicU64,
     taken_len: AtomicU32,
-    _reserved: u32,
+    buffer: AtomicU32,
     /// Only the owner writes these; only the eBPF program reads them.
     counts: UnsafeCell<[u32; EVENT_KIND_SLOTS as usize]>,
 }
@@ -43,6 +45,8 @@ const _: () =
     assert!(core::mem::offset_of!(Head, counts) == core::mem::offset_of!(BatchHead, counts));
 const _: () =
     assert!(core::mem::offset_of!(Head, taken_len) == core::mem::offset_of!(BatchHead, taken_len));
+const _: () =
+    assert!(core::mem::offset_of!(Head, buffer) == core::mem::offset_of!(BatchHead, buffer));
 // The flush probe's readers find the items right after the head.
 const _: () = assert!(core::mem::offset_of!(Buffer, items) == core::mem::size_of::<BatchHead>());
 
@@ -63,12 +67,87 @@ struct Buffer {
 // read atomics and hand the buffer's address to the flush probe.
 unsafe impl Sync for Buffer {}
 
-/// Where every registered buffer is: a stopping loader reads it (found
-/// through [`FLUSH`]), and the process's exit flushes what it lists.
+/// Where every buffer is: a stopping loader reads it (found through
+/// [`FLUSH`]), and the process's exit flushes what it lists. A block of
+/// slots, filled in order and never emptied, then the next block, made
+/// when this one is full (`styx_common::batch::REGISTRY_SLOTS`).
 #[doc(hidden)]
-pub struct Registry([AtomicPtr<Buffer>; REGISTRY_SLOTS]);
+#[repr(C)]
+pub struct RegistryBlock {
+    slots: [AtomicPtr<Buffer>; REGISTRY_SLOTS],
+    next: AtomicPtr<RegistryBlock>,
+}
 
-static REGISTRY: Registry = Registry([const { AtomicPtr::new(null_mut()) }; REGISTRY_SLOTS]);
+const _: () = assert!(core::mem::size_of::<RegistryBlock>() == REGISTRY_BLOCK_BYTES);
+
+static REGISTRY: RegistryBlock = RegistryBlock::empty();
+
+impl RegistryBlock {
+    const fn empty() -> RegistryBlock {
+        RegistryBlock {
+            slots: [const { AtomicPtr::new(null_mut()) }; REGISTRY_SLOTS],
+            next: AtomicPtr::new(null_mut()),
+        }
+    }
+
+    /// Every registered buffer, in the order registered.
+    fn buffers() -> impl Iterator<Item = &'static Buffer> {
+        let blocks = std::iter::successors(Some(&REGISTRY), |block| {
+            let next = block.next.load(Ordering::Acquire);
+            // SAFETY: blocks are never freed.
+            (!next.is_null()).then(|| unsafe { &*next })
+        });
+        blocks.flat_map(|block| {
+            block.slots.iter().map_while(|slot| {
+                let buffer = slot.load(Ordering::Acquire);
+                // SAFETY: registered buffers are never freed.
+                (!buffer.is_null()).then(|| unsafe { &*buffer })
+            })
+        })
+    }
+
+    /// Lists `buffer` in the first free slot, adding a block when every
+    /// slot is taken.
+    fn register(buffer: &'static Buffer) {
+        let listed = buffer as *const Buffer as *mut Buffer;
+        let mut block = &REGISTRY;
+        loop {
+            for slot in &block.slots {
+                if slot.load(Ordering::Acquire).is_null()
+                    && slot
+                        .compare_exchange(null_mut(), listed, Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok()
+                {
+                    return;
+                }
+            }
+            let mut next = block.next.load(Ordering::Acquire);
+            if next.is_null() {
+                let fresh = Box::into_raw(Box::new(RegistryBlock::empty()));
+                next = match block.next.compare_exchange(
+                    null_mut(),
+                    fresh,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => fresh,
+                    Err(theirs) => {
+                        // SAFETY: ours, never shared.
+                        drop(unsafe { Box::from_raw(fresh) });
+                        theirs
+                    }
+                };
+            }
+            // SAFETY: blocks are never freed.
+            block = unsafe { &*next };
+        }
+    }
+}
+
+/// The next buffer's number (`BatchHead::buffer`): from a random start per
+/// process, so that a later process with the same pid numbers its buffers
+/// differently.
+static NEXT_BUFFER: AtomicU32 = AtomicU32::new(0);
 
 /// The flush site's semaphore and, beside it, the registry's address and
 /// lossless mode's flow control (`styx_common::batch::FlushSemaphore`).
@@ -78,11 +157,11 @@ pub struct FlushSemaphore {
     listeners: UnsafeCell<u16>,
     layout_version: u16,
     _reserved: u32,
-    registry: *const Registry,
+    registry: *const RegistryBlock,
     flushed: AtomicU64,
     credit: AtomicU64,
     credit_owner: AtomicU32,
-    _reserved2: u32,
+    controlled: AtomicU32,
 }
 
 // SAFETY: `listeners` is the kernel's (read volatile); the pointer never
@@ -104,7 +183,7 @@ pub static FLUSH: FlushSemaphore = FlushSemaphore {
     flushed: AtomicU64::new(0),
     credit: AtomicU64::new(0),
     credit_owner: AtomicU32::new(0),
-    _reserved2: 0,
+    controlled: AtomicU32::new(0),
 };
 
 thread_local! {
@@ -239,18 +318,29 @@ fn flush_owned(buffer: &Buffer) {
     buffer.limit.set(0);
 }
 
-/// Fires the flush probe for items `start..len` of batch `seq`, after
-/// waiting for credit in lossless mode (`styx_common::batch::FlushSemaphore`
-/// says how). The batch's number and owner go with it as the caller read
-/// them: at process exit another thread may have moved on meanwhile.
+/// Fires the flush probe for items `start..len` of batch `seq` of the
+/// owner's own buffer, after waiting for credit in lossless mode.
 fn hand_over(buffer: &Buffer, start: u32, len: u32, seq: u64) {
     if start >= len {
         return;
     }
+    take_turn();
+    fire_batch(buffer, start, len, seq);
+}
+
+/// Lossless mode: waits for credit to flush a batch, and counts it
+/// (`styx_common::batch::FlushSemaphore` says how).
+fn take_turn() {
     if FLUSH.credit_owner.load(Ordering::Relaxed) != 0 {
         wait_for_credit();
     }
     FLUSH.flushed.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The flush probe for items `start..len` of batch `seq`: the batch's
+/// number and owner go with it as the caller read them (at process exit
+/// another thread may have moved on meanwhile).
+fn fire_batch(buffer: &Buffer, start: u32, len: u32, seq: u64) {
     fire_flush(
         buffer as *const Buffer as u64,
         start as u64,
@@ -263,7 +353,8 @@ fn hand_over(buffer: &Buffer, start: u32, len: u32, seq: u64) {
 /// Lossless mode: waits while the loader has not taken enough of the
 /// batches already flushed. Gives up waiting, and turns flow control off,
 /// when the loader is gone (its pid dead, or nothing attached to the flush
-/// site), so a killed loader cannot hold the emulator.
+/// site), so a killed loader cannot hold the emulator. Never waits in a
+/// process the loader does not control (a forked child's copy of the block).
 #[cold]
 fn wait_for_credit() {
     let mut wait = Duration::from_micros(20);
@@ -272,6 +363,10 @@ fn wait_for_credit() {
         if owner == 0
             || FLUSH.flushed.load(Ordering::Relaxed) < FLUSH.credit.load(Ordering::Acquire)
         {
+            return;
+        }
+        // SAFETY: getpid has no preconditions.
+        if FLUSH.controlled.load(Ordering::Acquire) != unsafe { libc::getpid() } as u32 {
             return;
         }
         // SAFETY: reads the kernel's counter volatile; kill(pid, 0) only
@@ -364,10 +459,10 @@ fn current_or_new() -> Option<&'static Buffer> {
     Some(buffer)
 }
 
-/// A free registered buffer, or a new one (registered if a slot is free).
+/// A free registered buffer, or a new one, registered.
 fn acquire() -> &'static Buffer {
-    static AT_EXIT: Once = Once::new();
-    AT_EXIT.call_once(|| {
+    static FIRST: Once = Once::new();
+    FIRST.call_once(|| {
         // SAFETY: register plain functions; failure only means the exit
         // flush does not run (then a stopping loader still reads the
         // buffers, if it is tracing this process), or a forked child
@@ -376,15 +471,12 @@ fn acquire() -> &'static Buffer {
             libc::atexit(flush_all_at_exit);
             libc::pthread_atfork(None, None, Some(forget_in_child));
         }
+        NEXT_BUFFER.store(random_u32(), Ordering::Relaxed);
+        claim_flow_control();
     });
+    // SAFETY: gettid has no preconditions.
     let tid = unsafe { libc::gettid() } as u32;
-    for slot in &REGISTRY.0 {
-        let buffer = slot.load(Ordering::Acquire);
-        if buffer.is_null() {
-            break;
-        }
-        // SAFETY: registered buffers are never freed.
-        let buffer = unsafe { &*buffer };
+    for buffer in RegistryBlock::buffers() {
         if buffer
             .owned
             .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
@@ -403,43 +495,61 @@ fn acquire() -> &'static Buffer {
             cap: BATCH_BYTES as u32,
             taken_seq: AtomicU64::new(u64::MAX),
             taken_len: AtomicU32::new(0),
-            _reserved: 0,
+            buffer: AtomicU32::new(NEXT_BUFFER.fetch_add(1, Ordering::Relaxed)),
             counts: UnsafeCell::new([0; EVENT_KIND_SLOTS as usize]),
         },
         items: UnsafeCell::new([0; BATCH_BYTES]),
         limit: Cell::new(0),
         owned: AtomicU32::new(1),
     }));
-    // Slots fill from the front and are never emptied, so the first null
-    // one is free unless another thread takes it first.
-    for slot in &REGISTRY.0 {
-        let free = slot.compare_exchange(
-            null_mut(),
-            buffer as *const Buffer as *mut Buffer,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        );
-        if free.is_ok() {
-            return buffer;
-        }
-    }
-    // More threads than slots: this one's buffer is freed at its exit (see
-    // `release`) and a stopping loader cannot see it.
+    RegistryBlock::register(buffer);
     buffer
 }
 
-/// Gives a thread's buffer back: to the next thread if registered, else
-/// to the allocator.
+/// Gives a thread's buffer back, to the next thread that needs one.
 unsafe fn release(buffer: *mut Buffer) {
-    let registered = REGISTRY
-        .0
-        .iter()
-        .any(|slot| slot.load(Ordering::Acquire) == buffer);
-    if registered {
-        (*buffer).owned.store(0, Ordering::Release);
-    } else {
-        drop(Box::from_raw(buffer));
+    (*buffer).owned.store(0, Ordering::Release);
+}
+
+/// A lossless loader that started this process (`-- CMD`) asks for flow
+/// control through the environment (`styx_common::batch::LOSSLESS_LOADER_ENV`):
+/// taken before the first batch, whose flush then waits for the loader's
+/// first credit. Only by the loader's own child: this process's children
+/// inherit the variable, and are not traced.
+fn claim_flow_control() {
+    let Some(loader) = std::env::var_os(LOSSLESS_LOADER_ENV) else {
+        return;
+    };
+    let Some(loader) = loader.to_str().and_then(|pid| pid.parse::<u32>().ok()) else {
+        return;
+    };
+    // SAFETY: getppid and getpid have no preconditions.
+    let (parent, me) = unsafe { (libc::getppid() as u32, libc::getpid() as u32) };
+    // Already claimed: the loader found this block first.
+    if loader == 0 || parent != loader || FLUSH.credit_owner.load(Ordering::Acquire) != 0 {
+        return;
     }
+    FLUSH.controlled.store(me, Ordering::Relaxed);
+    FLUSH.credit.store(0, Ordering::Relaxed);
+    FLUSH.flushed.store(0, Ordering::Relaxed);
+    let _ = FLUSH
+        .credit_owner
+        .compare_exchange(0, loader, Ordering::AcqRel, Ordering::Relaxed);
+}
+
+/// A number from the kernel's random source, or, failing that, from the
+/// clock and the pid.
+fn random_u32() -> u32 {
+    let mut bytes = [0u8; 4];
+    // SAFETY: writes at most 4 bytes into `bytes`.
+    let got = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), 4, libc::GRND_NONBLOCK) };
+    if got == 4 {
+        return u32::from_ne_bytes(bytes);
+    }
+    // SAFETY: getpid has no preconditions.
+    let pid = unsafe { libc::getpid() } as u64;
+    let mixed = (monotonic_ns() ^ pid << 32).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (mixed >> 32) as u32
 }
 
 /// An event fired while its thread is being torn down (after its buffer
@@ -460,7 +570,7 @@ fn push_alone(kind: u8, aux: u8, args: &[u64]) {
             cap: 64,
             taken_seq: AtomicU64::new(0),
             taken_len: AtomicU32::new(0),
-            _reserved: 0,
+            buffer: AtomicU32::new(0),
             counts: UnsafeCell::new([0; EVENT_KIND_SLOTS as usize]),
         },
         items: [0; 8],
@@ -480,43 +590,54 @@ fn push_alone(kind: u8, aux: u8, args: &[u64]) {
 /// too; they may still be appending, and the loader keeps each byte of a
 /// batch once. Events fired after this (in later exit handlers) are lost.
 extern "C" fn flush_all_at_exit() {
-    for slot in &REGISTRY.0 {
-        let buffer = slot.load(Ordering::Acquire);
-        if buffer.is_null() {
-            break;
+    for buffer in RegistryBlock::buffers() {
+        if pending(buffer).is_none() {
+            continue;
         }
-        // SAFETY: registered buffers are never freed.
-        let buffer = unsafe { &*buffer };
-        let head = &buffer.head;
-        let seq = head.seq.load(Ordering::Acquire);
-        let len = head.len.load(Ordering::Acquire);
-        let start = if head.taken_seq.load(Ordering::Acquire) == seq {
-            head.taken_len.load(Ordering::Relaxed).min(len)
-        } else {
-            0
-        };
-        hand_over(buffer, start, len, seq);
+        // Read again after any wait for credit, so that what goes to the
+        // probe is as fresh as it can be: a batch its running owner
+        // flushed meanwhile is not handed over again under its number.
+        take_turn();
+        match pending(buffer) {
+            Some((start, len, seq)) => fire_batch(buffer, start, len, seq),
+            // Not flushed after all: the turn goes back.
+            None => {
+                FLUSH.flushed.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
     }
+}
+
+/// What `buffer` holds that no loader took: (start, len, seq).
+fn pending(buffer: &Buffer) -> Option<(u32, u32, u64)> {
+    let head = &buffer.head;
+    let seq = head.seq.load(Ordering::Acquire);
+    let len = head.len.load(Ordering::Acquire);
+    let start = if head.taken_seq.load(Ordering::Acquire) == seq {
+        head.taken_len.load(Ordering::Relaxed).min(len)
+    } else {
+        0
+    };
+    (start < len).then_some((start, len, seq))
 }
 
 /// In a forked child: the buffers are copies of the parent's, holding the
 /// parent's pending events (the parent hands them over). The child starts
-/// with none: every buffer empty and free, this thread without one.
+/// with none: every buffer empty, free and numbered afresh (its batches
+/// are its own), this thread without one, and no flow control (a lossless
+/// loader traces the parent).
 extern "C" fn forget_in_child() {
-    for slot in &REGISTRY.0 {
-        let buffer = slot.load(Ordering::Acquire);
-        if buffer.is_null() {
-            break;
-        }
-        // SAFETY: registered buffers are never freed; the child has one
-        // thread, this one.
-        let buffer = unsafe { &*buffer };
+    NEXT_BUFFER.store(random_u32(), Ordering::Relaxed);
+    for buffer in RegistryBlock::buffers() {
         buffer.head.len.store(0, Ordering::Release);
-        // SAFETY: as above: no other thread.
+        let number = NEXT_BUFFER.fetch_add(1, Ordering::Relaxed);
+        buffer.head.buffer.store(number, Ordering::Relaxed);
+        // SAFETY: the child has one thread, this one.
         unsafe { *buffer.head.counts.get() = [0; EVENT_KIND_SLOTS as usize] };
         buffer.limit.set(0);
         buffer.owned.store(0, Ordering::Release);
     }
+    FLUSH.credit_owner.store(0, Ordering::Release);
     let _ = CURRENT.try_with(|c| c.set(null_mut()));
 }
 

@@ -21,10 +21,17 @@
 //! 4. The loader splits the record into events, timing each by
 //!    interpolating between the marks around it (and the flush time).
 //!
-//! A batch is identified by (process, [`BatchHead::tid`], [`BatchHead::seq`]);
-//! the same bytes may reach the loader twice (a process exiting flushes other
-//! threads' partial batches while they run; a loader stopping reads them from
-//! the process), and the loader keeps each byte of a batch once.
+//! A batch is identified by its buffer (process, [`BatchHead::tid`],
+//! [`BatchHead::buffer`]) and its number there ([`BatchHead::seq`], which
+//! only grows: a buffer passes from an exited thread to a new one, and the
+//! kernel gives thread ids out again, so a thread id alone names no
+//! sequence). The same bytes may reach the loader twice (a process exiting
+//! flushes other threads' partial batches while they run; a loader stopping
+//! reads them from the process), and the loader keeps each byte of a batch
+//! once. A record that repeats a batch's number with other bytes, or comes
+//! after later batches of its buffer than the loader remembers, is kept
+//! whole and reported: only a forged batch, or a buffer read as it changed,
+//! makes one.
 
 use crate::EVENT_KIND_SLOTS;
 
@@ -118,8 +125,10 @@ pub struct BatchHead {
     pub taken_seq: u64,
     /// See `taken_seq`.
     pub taken_len: u32,
-    /// Zero.
-    pub _reserved: u32,
+    /// The buffer's number, different for each buffer of the process (and,
+    /// chosen at random per process, likely different from those of an
+    /// earlier process with the same pid).
+    pub buffer: u32,
     /// Events per kind in the items being flushed; slot 0 ([`ITEM_TIME`])
     /// counts the time marks.
     pub counts: [u32; EVENT_KIND_SLOTS as usize],
@@ -142,9 +151,25 @@ pub struct BatchRecord {
 }
 
 /// Where the emulator keeps its threads' batch buffers, for a loader that
-/// stops while they hold events. Found through the flush site's semaphore
-/// ([`FlushSemaphore::registry`]).
+/// stops while they hold events: a chain of blocks, each [`REGISTRY_SLOTS`]
+/// pointers to buffers (null: free) and then a pointer to the next block
+/// (null: the last), found through the flush site's semaphore
+/// ([`FlushSemaphore::registry`]). Slots are filled in order and never
+/// emptied; buffers are never freed.
 pub const REGISTRY_SLOTS: usize = 1024;
+
+/// Bytes of a registry block: its slots and the next block's address.
+pub const REGISTRY_BLOCK_BYTES: usize = (REGISTRY_SLOTS + 1) * 8;
+
+/// The most registry blocks a loader reads (262,144 threads tracing at
+/// once); a longer chain, or one that loops, is cut there and reported.
+pub const MAX_REGISTRY_BLOCKS: usize = 256;
+
+/// The environment variable through which a lossless loader that starts
+/// the emulator (`-- CMD`) gives it flow control before its first event:
+/// the loader's pid. The emulator takes it when that pid is its parent's
+/// (its own children, forked or exec'd, are not the traced process).
+pub const LOSSLESS_LOADER_ENV: &str = "STYX_LOSSLESS_LOADER";
 
 /// The flush probe's semaphore, with what a loader reaches through it
 /// (found from the note alone, in stripped binaries too): the thread
@@ -152,13 +177,22 @@ pub const REGISTRY_SLOTS: usize = 1024;
 ///
 /// Lossless mode (`--lossless`) is credit-based, because under kernel
 /// lockdown (integrity) an eBPF program may not write into the process: the
-/// loader writes, with `process_vm_writev`, its pid to `credit_owner` and
-/// every ~1 ms `credit` = the batches it has taken (or seen lost) since it
-/// set `flushed` to 0, plus what half its ring holds. A thread about to
-/// flush waits (20 µs, doubling to 1 ms) while `flushed >= credit`, then
-/// counts itself in `flushed`. It stops waiting, for good, when
-/// `credit_owner` is 0 or no longer a live process, or nothing listens on
-/// the flush site: a loader killed mid-wait cannot hold the emulator.
+/// loader writes, with `process_vm_writev`, the traced process's pid (as
+/// it sees itself) to `controlled`, its own to `credit_owner`, and every
+/// ~1 ms `credit` = the batches it has taken (or seen lost) since it set
+/// `flushed` to 0, plus what half its ring holds. A thread about to flush
+/// waits (20 µs, doubling to 1 ms) while `flushed >= credit`, then counts
+/// itself in `flushed`. It stops waiting, for good, when `credit_owner` is
+/// 0 or no longer a live process, or nothing listens on the flush site: a
+/// loader killed mid-wait cannot hold the emulator. It never waits in
+/// another process than `controlled`: a forked child inherits the block but
+/// no loader grants it credit.
+///
+/// A loader that starts the emulator cannot write here before the emulator
+/// runs; it passes its pid in [`LOSSLESS_LOADER_ENV`] instead, and the
+/// emulator takes flow control itself at its first event (`controlled`
+/// its own pid, `credit` 0): its first flush waits for the loader's first
+/// credit. One lossless loader per process: a second one is refused.
 #[repr(C, align(8))]
 pub struct FlushSemaphore {
     /// Raised by attaching to the flush site.
@@ -169,8 +203,7 @@ pub struct FlushSemaphore {
     pub layout_version: u16,
     /// Zero.
     pub _reserved: u32,
-    /// Address of the registry: `REGISTRY_SLOTS` pointers to [`BatchHead`]s
-    /// (null: free).
+    /// Address of the registry's first block (see [`REGISTRY_SLOTS`]).
     pub registry: u64,
     /// Batches flushed by every thread (counted up by the emulator; set to
     /// 0 by a lossless loader as it starts).
@@ -179,13 +212,16 @@ pub struct FlushSemaphore {
     pub credit: u64,
     /// Lossless mode: the loader's pid; 0: no flow control.
     pub credit_owner: u32,
-    /// Zero.
-    pub _reserved2: u32,
+    /// Lossless mode: the pid of the process flow control is for, as it
+    /// sees itself (`getpid()`).
+    pub controlled: u32,
 }
 
-/// The layout of [`FlushSemaphore`], [`BatchHead`] and the items this
-/// crate describes; changes whenever they do.
-pub const BATCH_LAYOUT_VERSION: u16 = 1;
+/// The layout of [`FlushSemaphore`], the registry, [`BatchHead`] and the
+/// items this crate describes; changes whenever they do (2: the registry
+/// became a chain of blocks, heads got [`BatchHead::buffer`], the block
+/// [`FlushSemaphore::controlled`]).
+pub const BATCH_LAYOUT_VERSION: u16 = 2;
 
 /// Offset of [`FlushSemaphore::layout_version`] from the semaphore's address.
 pub const LAYOUT_VERSION_OFFSET: u64 = 2;
@@ -197,6 +233,8 @@ pub const FLUSHED_OFFSET: u64 = 16;
 pub const CREDIT_OFFSET: u64 = 24;
 /// Offset of [`FlushSemaphore::credit_owner`].
 pub const CREDIT_OWNER_OFFSET: u64 = 32;
+/// Offset of [`FlushSemaphore::controlled`].
+pub const CONTROLLED_OFFSET: u64 = 36;
 
 const _: () = assert!(core::mem::size_of::<BatchHead>() == 104);
 const _: () = assert!(core::mem::size_of::<BatchRecord>() == 136);
@@ -210,3 +248,6 @@ const _: () = assert!(core::mem::offset_of!(FlushSemaphore, flushed) as u64 == F
 const _: () = assert!(core::mem::offset_of!(FlushSemaphore, credit) as u64 == CREDIT_OFFSET);
 const _: () =
     assert!(core::mem::offset_of!(FlushSemaphore, credit_owner) as u64 == CREDIT_OWNER_OFFSET);
+const _: () =
+    assert!(core::mem::offset_of!(FlushSemaphore, controlled) as u64 == CONTROLLED_OFFSET);
+const _: () = assert!(core::mem::offset_of!(BatchHead, buffer) == 36);

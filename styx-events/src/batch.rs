@@ -10,13 +10,19 @@
 //!
 //! The same bytes of a batch may arrive twice (a process's exit flushes
 //! other threads' buffers while they run; a stopping loader reads them from
-//! the process): [`Batches`] remembers, per thread, the newest batch and how
-//! far into it events were given, and gives each once.
+//! the process): [`Batches`] remembers, per buffer (process, thread, buffer
+//! number), its last few batches, how far into each events were given and
+//! the bytes at both ends of that, and gives each event once. A record that
+//! repeats a batch's number with other bytes there, or is older than the
+//! batches remembered, is given whole and counted ([`Irregular`]): nothing
+//! is hidden because a record looks like a repeat. Buffers not heard from
+//! while thousands of others were are forgotten, so memory stays bounded
+//! whatever thread ids or buffer numbers the records name.
 
 use crate::event::{Body, Event};
 use bytemuck::pod_read_unaligned;
 use std::collections::HashMap;
-use std::mem::size_of;
+use std::mem::{size_of, take};
 use styx_common::batch::{item_bytes, BatchRecord, ALONE_SEQ, BATCH_BYTES, ITEM_TIME};
 use styx_common::{EventKind, RecordHeader, Shape};
 use thiserror::Error;
@@ -65,22 +71,218 @@ struct Walked {
     args: [u64; 4],
 }
 
-/// Per-thread memory of what was given, and scratch space reused across
+/// Records that were not what an honest emulator hands over; their events
+/// were given whole (so some may have been given twice).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Irregular {
+    /// Repeated the number of a batch their buffer had handed over, with
+    /// other bytes where they overlap.
+    pub conflicting: u64,
+    /// Numbered below the batches remembered of their buffer, or between
+    /// them without being one of them.
+    pub out_of_order: u64,
+}
+
+/// Which buffer a record comes from: (process, thread, buffer number).
+type BufferKey = (u32, u32, u32);
+
+/// Batches remembered per buffer: a repeat comes soon after the batch
+/// (within a flush or two of its owner).
+const RECENT: usize = 4;
+
+/// Buffers remembered per generation; a buffer unheard of for a whole
+/// generation is forgotten (at most twice this many are remembered).
+const GENERATION: usize = 4096;
+
+/// What was given of one batch.
+#[derive(Clone, Copy, Debug)]
+struct Given {
+    seq: u64,
+    /// Bytes of the batch given, from its start.
+    to: u64,
+    /// Its first 16 bytes (the time mark every batch begins with), once a
+    /// record from its start was given.
+    first: Option<[u8; 16]>,
+    /// The 16 bytes before `to` (the last item's arguments).
+    last: Option<[u8; 16]>,
+}
+
+/// A buffer's recent batches, oldest first.
+type Recent = [Option<Given>; RECENT];
+
+/// Where a record stands against what its buffer handed over before.
+#[derive(Debug, PartialEq, Eq)]
+enum Place {
+    /// Nothing of it was given: all of it is new.
+    Fresh,
+    /// A batch given up to this offset (bytes before are repeats).
+    Known { given_to: u64 },
+    /// Overlaps what was given of its batch, with other bytes.
+    Conflicting,
+    /// Older than the batches remembered, or between them.
+    OutOfOrder,
+}
+
+/// Per-buffer memory of what was given, and scratch space reused across
 /// records.
 #[derive(Default)]
 pub struct Batches {
-    /// (process, thread) → (newest batch seq, bytes of it given).
-    given: HashMap<(u32, u32), (u64, u64)>,
+    /// Buffers heard from in this generation.
+    buffers: HashMap<BufferKey, Recent>,
+    /// Those of the previous generation not heard from since.
+    older: HashMap<BufferKey, Recent>,
+    irregular: Irregular,
     /// The current record's events.
     events: Vec<Walked>,
     /// Its time marks: (index of the event after the mark, ns).
     marks: Vec<(usize, u64)>,
 }
 
+/// A record's fixed part and items, once both are whole.
+struct Record<'a> {
+    batch: BatchRecord,
+    items: &'a [u8],
+}
+
+impl Record<'_> {
+    fn key(&self) -> BufferKey {
+        (
+            self.batch.header.pid,
+            self.batch.header.tid,
+            self.batch.head.buffer,
+        )
+    }
+
+    fn start(&self) -> u64 {
+        self.batch.start as u64
+    }
+
+    fn end(&self) -> u64 {
+        self.start() + self.items.len() as u64
+    }
+
+    /// The batch's first 16 bytes, if this record starts there.
+    fn first(&self) -> Option<[u8; 16]> {
+        let bytes = self.items.get(..16).filter(|_| self.batch.start == 0)?;
+        Some(bytes.try_into().expect("16 bytes"))
+    }
+
+    /// The 16 bytes before batch offset `to`, if this record holds them.
+    fn before(&self, to: u64) -> Option<[u8; 16]> {
+        let at = to.checked_sub(16)?.checked_sub(self.start())? as usize;
+        let bytes = self.items.get(at..at.checked_add(16)?)?;
+        Some(bytes.try_into().expect("16 bytes"))
+    }
+
+    /// What this record gives of its batch.
+    fn given(&self) -> Given {
+        Given {
+            seq: self.batch.head.seq,
+            to: self.end(),
+            first: self.first(),
+            last: self.before(self.end()),
+        }
+    }
+}
+
 impl Batches {
     /// A fresh memory.
     pub fn new() -> Batches {
         Batches::default()
+    }
+
+    /// The irregular records seen so far.
+    pub fn irregular(&self) -> Irregular {
+        self.irregular
+    }
+
+    /// The batches remembered of `key`, if any (without making it recent).
+    fn recent(&self, key: &BufferKey) -> Option<&Recent> {
+        self.buffers.get(key).or_else(|| self.older.get(key))
+    }
+
+    /// The batches remembered of `key`, made recent: a new generation
+    /// starts when this one is full, forgetting buffers not heard of in
+    /// the last.
+    fn recent_mut(&mut self, key: BufferKey) -> &mut Recent {
+        if !self.buffers.contains_key(&key) {
+            let recent = self.older.remove(&key).unwrap_or_default();
+            if self.buffers.len() >= GENERATION {
+                self.older = take(&mut self.buffers);
+            }
+            self.buffers.insert(key, recent);
+        }
+        self.buffers.get_mut(&key).expect("just inserted")
+    }
+
+    /// Whether `record` overlaps what was given of its batch (then it is
+    /// split, which gives only the new part, or reports a conflict).
+    fn overlaps(&self, record: &Record<'_>) -> bool {
+        let seq = record.batch.head.seq;
+        seq != ALONE_SEQ
+            && self.recent(&record.key()).is_some_and(|recent| {
+                recent
+                    .iter()
+                    .flatten()
+                    .any(|g| g.seq == seq && record.start() < g.to)
+            })
+    }
+
+    /// Places `record` against what its buffer handed over before, and
+    /// remembers what it gives.
+    fn place(&mut self, record: &Record<'_>) -> Place {
+        let seq = record.batch.head.seq;
+        if seq == ALONE_SEQ {
+            return Place::Fresh;
+        }
+        let recent = self.recent_mut(record.key());
+        let place = match recent.iter_mut().flatten().find(|g| g.seq == seq) {
+            Some(given) => {
+                let start = record.start();
+                let differs = start < given.to
+                    && ((given.first.is_some()
+                        && record.first().is_some()
+                        && given.first != record.first())
+                        || (given.last.is_some()
+                            && record.before(given.to).is_some()
+                            && given.last != record.before(given.to)));
+                if differs {
+                    *given = record.given();
+                    Place::Conflicting
+                } else {
+                    let given_to = given.to;
+                    given.first = given.first.or(record.first());
+                    if record.end() > given.to {
+                        given.to = record.end();
+                        given.last = record.before(given.to);
+                    }
+                    Place::Known { given_to }
+                }
+            }
+            None => {
+                let newest = recent.iter().flatten().map(|g| g.seq).max();
+                let fresh = newest.is_none_or(|newest| seq > newest);
+                // The oldest (or an empty) entry makes room.
+                let oldest = recent
+                    .iter_mut()
+                    .min_by_key(|g| g.map_or(0, |g| g.seq.saturating_add(1)))
+                    .expect("RECENT > 0");
+                if fresh || oldest.is_none_or(|g| g.seq < seq) {
+                    *oldest = Some(record.given());
+                }
+                if fresh {
+                    Place::Fresh
+                } else {
+                    Place::OutOfOrder
+                }
+            }
+        };
+        match place {
+            Place::Conflicting => self.irregular.conflicting += 1,
+            Place::OutOfOrder => self.irregular.out_of_order += 1,
+            Place::Fresh | Place::Known { .. } => {}
+        }
+        place
     }
 
     /// Takes `record` whole when none of it was given before: adds its
@@ -100,14 +302,8 @@ impl Batches {
         else {
             return false;
         };
-        let key = (batch.header.pid, batch.header.tid);
-        let seq = batch.head.seq;
-        let fresh = match self.given.get(&key) {
-            _ if seq == ALONE_SEQ => true,
-            Some(&(newest, to)) => seq > newest || (seq == newest && to <= batch.start as u64),
-            None => true,
-        };
-        if !fresh {
+        let record = Record { batch, items };
+        if self.overlaps(&record) {
             return false;
         }
         // A whole batch handed over by its owner carries its counts per kind
@@ -121,10 +317,7 @@ impl Batches {
         if !counted {
             return false;
         }
-        if seq != ALONE_SEQ {
-            self.given
-                .insert(key, (seq, batch.start as u64 + len as u64));
-        }
+        self.place(&record);
         true
     }
 
@@ -154,25 +347,11 @@ impl Batches {
         };
         let walked = self.walk(items);
         let start = batch.start as u64;
-        let key = (batch.header.pid, batch.header.tid);
-        let seq = batch.head.seq;
         // Batch offsets before this were given already.
-        let given_to = match self.given.get(&key) {
-            _ if seq == ALONE_SEQ => 0,
-            Some(&(newest, _)) if seq < newest => u64::MAX,
-            Some(&(newest, to)) if seq == newest => to,
-            _ => 0,
+        let given_to = match self.place(&Record { batch, items }) {
+            Place::Known { given_to } => given_to,
+            Place::Fresh | Place::Conflicting | Place::OutOfOrder => 0,
         };
-        if seq != ALONE_SEQ {
-            let end = start + len as u64;
-            let entry = self.given.entry(key).or_insert((seq, 0));
-            if entry.0 < seq {
-                *entry = (seq, 0);
-            }
-            if entry.0 == seq {
-                entry.1 = entry.1.max(end);
-            }
-        }
         let result = self.give(&batch.header, start, given_to, &mut each);
         walked?;
         Ok(result)
@@ -469,17 +648,19 @@ mod tests {
         assert!(split(&mut batches, &record(3, 64, 70, &insn(3)))
             .unwrap()
             .is_empty());
-        // An older batch arriving late was given already.
-        assert!(split(&mut batches, &record(2, 0, 80, &first))
-            .unwrap()
-            .is_empty());
-        // A newer one is.
+        // A newer one is given.
         assert_eq!(
             split(&mut batches, &record(4, 0, 90, &first))
                 .unwrap()
                 .len(),
             2
         );
+        // Batch 3 arriving again late (a process's exit flushed it while
+        // its owner did): given already.
+        assert!(split(&mut batches, &record(3, 0, 95, &longer))
+            .unwrap()
+            .is_empty());
+        assert_eq!(batches.irregular(), Irregular::default());
         // Batches of one event, from a thread being torn down, all count.
         for _ in 0..2 {
             assert_eq!(
@@ -533,6 +714,81 @@ mod tests {
         let mut counts = [0u64; 16];
         assert!(batches.take_whole(&lying, &mut counts));
         assert_eq!(counts[EventKind::InsnExec as usize], 2);
+    }
+
+    /// `record` of `buffer` (thread 7 of process 1).
+    fn of_buffer(buffer: u32, mut bytes: Vec<u8>) -> Vec<u8> {
+        let at = std::mem::offset_of!(BatchRecord, head) + std::mem::offset_of!(BatchHead, buffer);
+        bytes[at..at + 4].copy_from_slice(&buffer.to_le_bytes());
+        bytes
+    }
+
+    #[test]
+    fn batches_are_told_apart_by_buffer_not_by_thread_id_alone() {
+        // A thread id given out again, to a thread on another buffer whose
+        // batch numbers are lower: nothing of it is a repeat.
+        let mut batches = Batches::new();
+        let items: Vec<u64> = [&mark(10)[..], &insn(1), &insn(2)].concat();
+        let got = split(&mut batches, &of_buffer(1, record(9, 0, 20, &items))).unwrap();
+        assert_eq!(got.len(), 2);
+        let got = split(&mut batches, &of_buffer(2, record(2, 0, 30, &items))).unwrap();
+        assert_eq!(got.len(), 2);
+        let mut counts = [0u64; 16];
+        assert!(batches.take_whole(&of_buffer(3, record(0, 0, 40, &items)), &mut counts));
+        assert_eq!(counts.iter().sum::<u64>(), 2);
+        assert_eq!(batches.irregular(), Irregular::default());
+    }
+
+    #[test]
+    fn records_that_are_not_repeats_are_given_whole_and_counted() {
+        let mut batches = Batches::new();
+        let first: Vec<u64> = [&mark(10)[..], &insn(1), &insn(2)].concat();
+        assert_eq!(
+            split(&mut batches, &record(5, 0, 20, &first))
+                .unwrap()
+                .len(),
+            2
+        );
+        // Batch 5 again with another time mark: not a repeat.
+        let other: Vec<u64> = [&mark(11)[..], &insn(3), &insn(4)].concat();
+        let got = split(&mut batches, &record(5, 0, 30, &other)).unwrap();
+        assert_eq!(got.iter().map(|e| e.1).collect::<Vec<_>>(), [3, 4]);
+        // Batch 5 from its middle, its last word other than given.
+        let got = split(
+            &mut batches,
+            &record(5, 16, 35, &[insn(3), insn(6)].concat()),
+        )
+        .unwrap();
+        assert_eq!(got.iter().map(|e| e.1).collect::<Vec<_>>(), [3, 6]);
+        assert_eq!(batches.irregular().conflicting, 2);
+        // Numbers going backwards, below every batch remembered: all given.
+        for seq in (0..5).rev() {
+            let items: Vec<u64> = [&mark(20)[..], &insn(100 + seq)].concat();
+            let got = split(&mut batches, &record(seq, 0, 40, &items)).unwrap();
+            assert_eq!(got.len(), 1, "batch {seq}");
+        }
+        assert_eq!(batches.irregular().out_of_order, 5);
+        // Taken whole too, and counted the same.
+        let mut counts = [0u64; 16];
+        assert!(batches.take_whole(&record(1, 0, 50, &first), &mut counts));
+        assert_eq!(counts.iter().sum::<u64>(), 2);
+        assert_eq!(batches.irregular().out_of_order, 6);
+    }
+
+    #[test]
+    fn memory_stays_bounded_whatever_threads_the_records_name() {
+        let mut batches = Batches::new();
+        let items: Vec<u64> = [&mark(10)[..], &insn(1)].concat();
+        let mut bytes = record(0, 0, 20, &items);
+        let tid_at = std::mem::offset_of!(BatchRecord, header) + 12;
+        for tid in 0..5 * GENERATION as u32 {
+            bytes[tid_at..tid_at + 4].copy_from_slice(&tid.to_le_bytes());
+            let mut counts = [0u64; 16];
+            assert!(batches.take_whole(&bytes, &mut counts));
+        }
+        assert!(batches.buffers.len() + batches.older.len() <= 2 * GENERATION);
+        // A buffer heard from lately is still known.
+        assert!(!batches.take_whole(&bytes, &mut [0u64; 16]));
     }
 
     #[test]

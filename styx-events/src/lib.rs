@@ -4,7 +4,9 @@
 //!
 //! The pipeline, in module order:
 //! 1. [`event`]: a ring-buffer record decoded into an [`event::Event`], or
-//!    [`batch`]: a batch record split into its events;
+//!    [`batch`]: a batch record split into its events ([`partial`] makes
+//!    such records of the batches a process's threads still hold, read
+//!    from its memory);
 //! 2. [`fields`]: an event's fields in order, named and typed, walked from
 //!    styx-common's event catalogue: the one place every format learns how
 //!    an event reads;
@@ -36,6 +38,7 @@ pub mod guest;
 pub mod header;
 pub mod lines;
 pub mod options;
+pub mod partial;
 pub mod timeline;
 pub mod tools;
 pub mod top;

@@ -75,7 +75,11 @@ fn run_trace(args: TraceArgs, top: Option<TopOptions>) -> anyhow::Result<i32> {
         .transpose()?;
     let held = match args.command.as_slice() {
         [] => None,
-        command => Some(session::spawn::hold(command, run_as.as_ref())?),
+        command => {
+            let lossless = cmd::trace::lossless_mode(&args, top.is_some());
+            let _claim = session::flow::ChildClaim::set(lossless != session::Lossless::Off);
+            Some(session::spawn::hold(command, run_as.as_ref())?)
+        }
     };
     tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -17,6 +17,17 @@
 //! - `exit-thread CODE`: a new thread calls `exit(CODE)`, the parked ones still
 //!   waiting.
 //! - `exit CODE`: exits with CODE.
+//! - `churn PAIRS`: PAIRS times, two threads at once: one fires an
+//!   `insn_exec` in each of 10 batches (a `flush()` between them), the
+//!   other one event in one batch; every fourth pair a thread that fires
+//!   nothing first. So thread ids come round again (after ~32,000 threads
+//!   with the kernel's default `pid_max`), each time with either buffer,
+//!   whose batch numbers grow at different rates. Answers like `fire`.
+//! - `fork-child ROUNDS`: a thread fires rounds, each followed by
+//!   `flush()`, until this command ends (so that it is at its credit's end
+//!   while a lossless loader lags); 0.1 s later the main thread forks a
+//!   child that fires ROUNDS rounds the same way and exits. Answers
+//!   `forked status=S`, S the child's exit status, then waits for the thread.
 //! - `recurse DEPTH`: calls `calls::recurse(DEPTH)`; answers `recursed`.
 //! - `panic DEPTH AT AFTER`: `calls::recurse_then_panic(DEPTH, AT)` panics
 //!   at AT, caught; then `calls::recurse(AFTER)`. Answers `caught`.
@@ -225,6 +236,71 @@ fn done_line() -> String {
     )
 }
 
+/// Batches the busy thread of each `churn` pair hands over.
+const CHURN_BATCHES: u64 = 10;
+
+/// Fires one `insn_exec`, not recorded (`churn` compares counts only).
+fn fire_one(pair: u64, i: u64) {
+    fire!(NOT_RECORDED, insn_exec, (pair, i), {"pc": pair, "insn": i});
+}
+
+static NOT_RECORDED: Recorder = Recorder { out: None };
+
+fn churn(pairs: u64) {
+    use std::sync::mpsc::channel;
+    for pair in 0..pairs {
+        // Shifts which of the pair gets the next thread id, so that an id
+        // comes round again on the other buffer.
+        if pair % 4 == 0 {
+            std::thread::spawn(|| {}).join().expect("an idle thread");
+        }
+        let (ready, has_buffer) = channel();
+        let (go, wait) = channel::<()>();
+        // The busy one takes the first free buffer before the other starts.
+        let busy = std::thread::spawn(move || {
+            fire_one(pair, 0);
+            ready.send(()).expect("main waits");
+            let _ = wait.recv();
+            for i in 1..CHURN_BATCHES {
+                styx_probe::flush();
+                fire_one(pair, i);
+            }
+        });
+        has_buffer.recv().expect("the busy thread fired");
+        std::thread::spawn(move || fire_one(pair, CHURN_BATCHES))
+            .join()
+            .expect("the quiet thread");
+        drop(go);
+        busy.join().expect("the busy thread");
+    }
+}
+
+/// Forks a child that fires `rounds` rounds with a flush after each and
+/// exits; returns its exit status once it has.
+fn fork_child(rounds: u64) -> i32 {
+    // SAFETY: the child has only this thread: it fires probes (which
+    // allocate; glibc's fork keeps malloc usable) and exits.
+    match unsafe { libc::fork() } {
+        -1 => panic!("fork: {}", std::io::Error::last_os_error()),
+        0 => {
+            for i in 0..rounds {
+                fire_round(&NOT_RECORDED, 0, i);
+                styx_probe::flush();
+            }
+            // SAFETY: ends the child without running the parent's exit
+            // handlers twice over shared files.
+            unsafe { libc::_exit(0) }
+        }
+        child => {
+            let mut status = 0;
+            // SAFETY: waits for our own child.
+            let waited = unsafe { libc::waitpid(child, &mut status, 0) };
+            assert_eq!(waited, child, "waitpid");
+            status
+        }
+    }
+}
+
 fn run_threads(rec: &Recorder, rounds: u64, threads: u64) {
     std::thread::scope(|scope| {
         for thread in 0..threads {
@@ -334,6 +410,31 @@ fn main() {
                     .expect("exits");
             }
             ["exit", code] => std::process::exit(code.parse().expect("exit code")),
+            ["churn", pairs] => {
+                CALLS.store(0, Ordering::Relaxed);
+                EVALUATED.store(0, Ordering::Relaxed);
+                churn(pairs.parse().expect("pairs"));
+                answer(&done_line());
+            }
+            ["fork-child", rounds] => {
+                let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let busy = {
+                    let stop = stop.clone();
+                    std::thread::spawn(move || {
+                        let mut i = 0;
+                        while !stop.load(Ordering::Relaxed) {
+                            fire_round(&NOT_RECORDED, 1, i);
+                            styx_probe::flush();
+                            i += 1;
+                        }
+                    })
+                };
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                let status = fork_child(rounds.parse().expect("rounds"));
+                answer(&format!("forked status={status}"));
+                stop.store(true, Ordering::Relaxed);
+                busy.join().expect("the busy thread");
+            }
             // Fires rounds on this thread, then dies of SIGSEGV (a real
             // fault) or SIGABRT, its batch not handed over.
             ["crash", rounds, how] => {

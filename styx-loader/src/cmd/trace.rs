@@ -8,7 +8,7 @@ use crate::cmd::top::{self, Counter, Screen};
 use crate::outputs::{self, Outputs};
 use crate::session::report::Stop;
 use crate::session::spawn::{self, Held};
-use crate::session::{self, Refresh, Session};
+use crate::session::{self, Lossless, Refresh, Session};
 use anyhow::{bail, Result};
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
@@ -49,11 +49,6 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
     }
     if args.lossless && target.pid.is_none() {
         bail!("--lossless needs one process (--pid or a command after --), not --binary");
-    }
-    if top.is_some() && args.delivery == Delivery::Batched && target.pid.is_some() {
-        // top's counts are exact: a thread waits for room in the ring
-        // rather than lose a batch (the loader counts ~40 M events/s).
-        args.lossless = true;
     }
     let (selection, guest) = find_sites(&args, &target, searched)?;
     // Bad expressions stop here: nothing is attached yet. Register fields
@@ -106,7 +101,7 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
         ebpf_log: args.ebpf_log,
         duration: args.duration,
         live: session::live_line_wanted(args.quiet, args.output.is_some()),
-        lossless: args.lossless,
+        lossless: lossless_mode(&args, top.is_some()),
         filters,
         counting,
         refresh,
@@ -132,6 +127,21 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
     match (spawned, target.pid) {
         (true, Some(pid)) => spawn::wait_exit_code(pid),
         _ => Ok(0),
+    }
+}
+
+/// Whether batches wait for the loader: `--lossless`, or `top` on one
+/// process, whose counts are exact (a thread waits for room in the ring
+/// rather than lose a batch; the loader counts ~40 M events/s), if no
+/// other loader has flow control of it.
+pub fn lossless_mode(args: &TraceArgs, top: bool) -> Lossless {
+    let one_process = args.pid.is_some() || !args.command.is_empty();
+    if args.lossless {
+        Lossless::Required
+    } else if top && args.delivery == Delivery::Batched && one_process {
+        Lossless::IfFree
+    } else {
+        Lossless::Off
     }
 }
 

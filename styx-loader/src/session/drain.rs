@@ -4,7 +4,7 @@ use aya::maps::{MapData, RingBuf};
 use std::io;
 use styx_common::batch::BATCH_RECORD_KIND;
 use styx_common::{FatalRecord, EVENT_KIND_SLOTS, FATAL_RECORD_KIND};
-use styx_events::batch::{BatchError, Batches};
+use styx_events::batch::{BatchError, Batches, Irregular};
 use styx_events::batch_items;
 use styx_events::event::{decode, DecodeError, Event};
 use styx_events::filter::Keep;
@@ -90,6 +90,11 @@ impl Sink {
 
     pub fn is_open(&self) -> bool {
         self.open
+    }
+
+    /// Batch records that were not what an honest emulator hands over.
+    pub fn irregular(&self) -> Irregular {
+        self.batches.irregular()
     }
 
     /// Takes what is in the ring, up to a budget.

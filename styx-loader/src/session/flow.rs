@@ -4,35 +4,95 @@
 //! taken, rewriting the credit after every drain, and takes the credit
 //! away as it stops. The emulator waits for credit before flushing, so the
 //! ring never fills, however slow the output.
+//!
+//! One loader at a time has flow control of a process (two would overwrite
+//! each other's credit, and the first to stop would turn it off for the
+//! other): it holds an abstract Unix socket named after the process while
+//! it does, which the kernel releases when the loader ends, however it
+//! ends. A command the loader starts learns the loader's pid from the
+//! environment ([`ChildClaim`]) and waits for its first credit before its
+//! first flush: flow control holds from its first event.
 
 use super::flush_block::{self, remote, FlushSite};
 use anyhow::{Context, Result};
 use std::mem::size_of;
+use std::os::fd::AsRawFd;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
+use std::time::{Duration, Instant};
 use styx_common::batch::{
-    BatchRecord, BATCH_BYTES, CREDIT_OFFSET, CREDIT_OWNER_OFFSET, FLUSHED_OFFSET,
+    BatchRecord, BATCH_BYTES, CONTROLLED_OFFSET, CREDIT_OFFSET, CREDIT_OWNER_OFFSET,
+    FLUSHED_OFFSET, LOSSLESS_LOADER_ENV,
 };
+
+/// How often a process is looked at again for flush blocks not found yet,
+/// once some are (a library it maps later).
+const LOOK_AGAIN: Duration = Duration::from_millis(100);
+
+/// Another loader has flow control of the process.
+#[derive(Debug)]
+pub struct Taken {
+    pid: u32,
+    holder: String,
+}
+
+impl std::fmt::Display for Taken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "pid {} is already traced --lossless by {}: two lossless loaders would undo each \
+             other's flow control",
+            self.pid, self.holder
+        )
+    }
+}
+
+impl std::error::Error for Taken {}
 
 /// Flow control of one process, once its flush blocks are found.
 pub struct Flow {
     pid: u32,
-    /// The flush blocks' addresses; empty until the process has mapped its
-    /// files (a command started here has not, at first).
-    blocks: Vec<u64>,
+    /// The process's pid as it sees itself (in its own pid namespace).
+    own_pid: u32,
+    /// Each flush site's block, once found; none until the process has
+    /// mapped the site's file (a command started here has not, at first).
+    blocks: Vec<Option<u64>>,
     /// Batches the emulator may have in flight: half the ring, in the
     /// largest batch records.
     window: u64,
+    /// When to look for the blocks not found yet.
+    next_look: Instant,
+    /// Held while this loader has flow control.
+    _lock: UnixListener,
 }
 
 impl Flow {
-    /// Flow control for `pid` with a ring of `ring_bytes`.
-    pub fn new(pid: u32, ring_bytes: u32) -> Flow {
+    /// Flow control of `pid` with a ring of `ring_bytes`, through `sites`;
+    /// refused when another loader has it.
+    pub fn claim(pid: u32, ring_bytes: u32, sites: usize) -> Result<Flow> {
+        let name = lock_name(pid)?;
+        let address = SocketAddr::from_abstract_name(name.as_bytes())?;
+        let lock = match UnixListener::bind_addr(&address) {
+            Ok(lock) => lock,
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+                let holder = holder_of(&address).map_or_else(
+                    || "another styx-loader".to_string(),
+                    |p| format!("styx-loader pid {p}"),
+                );
+                return Err(Taken { pid, holder }.into());
+            }
+            Err(e) => return Err(e).context("taking lossless flow control"),
+        };
         // Each record also takes the ring's 8-byte header.
         let record = (size_of::<BatchRecord>() + BATCH_BYTES + 8) as u64;
-        Flow {
+        Ok(Flow {
             pid,
-            blocks: Vec::new(),
+            own_pid: own_pid(pid),
+            blocks: vec![None; sites],
             window: (ring_bytes as u64 / 2 / record).max(1),
-        }
+            next_look: Instant::now(),
+            _lock: lock,
+        })
     }
 
     /// The process.
@@ -41,51 +101,48 @@ impl Flow {
     }
 
     /// Grants credit for `taken` batches (received or seen lost since the
-    /// start) plus the window; on the first call that finds the flush
-    /// blocks, also takes the emulator's count of flushes back to 0 and
-    /// claims flow control. An error only if the process's memory cannot
-    /// be written once found.
+    /// start) plus the window; first takes over the blocks found since the
+    /// last look (their count of flushes back to 0, this loader their
+    /// owner). An error only if the process's memory cannot be written once
+    /// found.
     pub fn grant(&mut self, sites: &[FlushSite], taken: u64) -> Result<()> {
-        if self.blocks.is_empty() {
-            let maps =
-                std::fs::read_to_string(format!("/proc/{}/maps", self.pid)).unwrap_or_default();
-            // The files mapped now (a library opened later is not
-            // flow-controlled); none yet: no flush can have happened either.
-            // Errors too are tried again at the next drain: a command
-            // started here may be half-way through `exec`.
-            let mut blocks = Vec::new();
-            for site in sites {
-                if let Ok(Some(block)) = flush_block::address(self.pid, &maps, site) {
-                    blocks.push(block);
-                }
-            }
-            if blocks.is_empty() {
-                return Ok(());
-            }
-            for &block in &blocks {
-                remote::write(self.pid, block + FLUSHED_OFFSET, &0u64.to_le_bytes())
-                    .context("starting lossless flow control")?;
-            }
-            self.blocks = blocks;
-            self.write_credit(taken)?;
-            for &block in &self.blocks {
-                remote::write(
-                    self.pid,
-                    block + CREDIT_OWNER_OFFSET,
-                    &std::process::id().to_le_bytes(),
-                )
-                .context("starting lossless flow control")?;
-            }
-            return Ok(());
+        let missing = self.blocks.iter().any(Option::is_none);
+        if missing && Instant::now() >= self.next_look {
+            self.look(sites, taken)?;
         }
-        self.write_credit(taken)
-    }
-
-    fn write_credit(&self, taken: u64) -> Result<()> {
         let credit = taken + self.window;
-        for &block in &self.blocks {
+        for &block in self.blocks.iter().flatten() {
             remote::write(self.pid, block + CREDIT_OFFSET, &credit.to_le_bytes())
                 .context("granting lossless flow control credit")?;
+        }
+        Ok(())
+    }
+
+    /// Takes over the flush blocks of the files the process maps now. None
+    /// found yet: looked for again at the next drain (a command started
+    /// here may be half-way through `exec`, errors too); some: every
+    /// [`LOOK_AGAIN`].
+    fn look(&mut self, sites: &[FlushSite], taken: u64) -> Result<()> {
+        let maps = std::fs::read_to_string(format!("/proc/{}/maps", self.pid)).unwrap_or_default();
+        for (site, block) in sites.iter().zip(&mut self.blocks) {
+            if block.is_some() {
+                continue;
+            }
+            let Ok(Some(at)) = flush_block::address(self.pid, &maps, site) else {
+                continue;
+            };
+            let write = |offset: u64, bytes: &[u8]| {
+                remote::write(self.pid, at + offset, bytes)
+                    .context("starting lossless flow control")
+            };
+            write(FLUSHED_OFFSET, &0u64.to_le_bytes())?;
+            write(CREDIT_OFFSET, &(taken + self.window).to_le_bytes())?;
+            write(CONTROLLED_OFFSET, &self.own_pid.to_le_bytes())?;
+            write(CREDIT_OWNER_OFFSET, &std::process::id().to_le_bytes())?;
+            *block = Some(at);
+        }
+        if self.blocks.iter().any(Option::is_some) {
+            self.next_look = Instant::now() + LOOK_AGAIN;
         }
         Ok(())
     }
@@ -93,9 +150,84 @@ impl Flow {
     /// Gives flow control up: waiting threads go on (before detaching, so
     /// none waits for a loader that has gone).
     pub fn release(&mut self) {
-        for block in std::mem::take(&mut self.blocks) {
+        for block in std::mem::take(&mut self.blocks).into_iter().flatten() {
             // The process may have exited: nothing to release then.
             let _ = remote::write(self.pid, block + CREDIT_OWNER_OFFSET, &0u32.to_le_bytes());
+        }
+    }
+}
+
+/// The lock's name: the process's pid and start time (so that a pid used
+/// again names another lock).
+fn lock_name(pid: u32) -> Result<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("reading /proc/{pid}/stat"))?;
+    // Fields after the command name (in parentheses, which may hold
+    // anything): the start time is the 20th.
+    let started = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(19))
+        .with_context(|| format!("no start time in /proc/{pid}/stat"))?;
+    Ok(format!("styx-loader/lossless/{pid}/{started}"))
+}
+
+/// The pid of the loader holding the lock at `address`, as the kernel
+/// recorded it.
+fn holder_of(address: &SocketAddr) -> Option<u32> {
+    let stream = UnixStream::connect_addr(address).ok()?;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid for the kernel to fill.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0 && cred.pid > 0).then_some(cred.pid as u32)
+}
+
+/// Process `pid`'s own idea of its pid: the last of `NSpid` in its status
+/// (the innermost pid namespace), or `pid` on a kernel without it.
+fn own_pid(pid: u32) -> u32 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
+            line.split_whitespace().last()?.parse().ok()
+        })
+        .unwrap_or(pid)
+}
+
+/// While a command with lossless mode is forked, the loader's pid in the
+/// environment it inherits (`styx_common::batch::LOSSLESS_LOADER_ENV`):
+/// its styx-probe takes flow control at its first event, before the loader
+/// could have found it. Removed from the loader's own environment again
+/// when dropped. Set only while the loader is single-threaded (before the
+/// async runtime starts), as the environment must be.
+pub struct ChildClaim(bool);
+
+impl ChildClaim {
+    /// Sets the variable if `lossless`.
+    pub fn set(lossless: bool) -> ChildClaim {
+        if lossless {
+            std::env::set_var(LOSSLESS_LOADER_ENV, std::process::id().to_string());
+        }
+        ChildClaim(lossless)
+    }
+}
+
+impl Drop for ChildClaim {
+    fn drop(&mut self) {
+        if self.0 {
+            std::env::remove_var(LOSSLESS_LOADER_ENV);
         }
     }
 }

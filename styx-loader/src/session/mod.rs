@@ -59,8 +59,8 @@ pub struct Options {
     pub duration: Option<Duration>,
     /// Draw the live line (on a terminal, not `--quiet`).
     pub live: bool,
-    /// Batches wait for room in the ring instead of being lost.
-    pub lossless: bool,
+    /// Whether batches wait for room in the ring instead of being lost.
+    pub lossless: Lossless,
     /// `--filter` and `--sample`, if given.
     pub filters: Option<Filters>,
     /// `top` with per-event delivery: count in the kernel.
@@ -69,6 +69,18 @@ pub struct Options {
     pub refresh: Option<Refresh>,
     /// `--flight-recorder`: dumps on SIGUSR1, the target's death, the stop.
     pub flight: Option<Rc<RefCell<FlightRecorder>>>,
+}
+
+/// Whether batches wait for room in the ring instead of being lost (one
+/// process only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lossless {
+    Off,
+    /// `--lossless`: refused if another loader has flow control.
+    Required,
+    /// `top`: taken if no other loader has it; else counted without, the
+    /// drops reported.
+    IfFree,
 }
 
 /// Draws `top`'s tables given the kernel's counts; `true`: the last time.
@@ -132,6 +144,34 @@ impl Session {
             Some(_) => Some(signal(SignalKind::user_defined1())?),
             None => None,
         };
+        let flush_sites: Vec<FlushSite> = selection
+            .sites
+            .iter()
+            .filter(|s| s.role == Role::BatchFlush)
+            .map(|s| FlushSite {
+                file: target.files[s.file].clone(),
+                site: s.site.clone(),
+            })
+            .collect();
+        // Lossless flow control claimed before anything is attached (a
+        // refusal leaves the process as it was); in place before any batch
+        // can be made: in a running process as the first credit is granted
+        // below, in a command started here by its own claim at its first
+        // event (see flow::ChildClaim).
+        let mut flow = match (options.lossless, target.pid) {
+            (Lossless::Off, _) | (_, None) => None,
+            (mode, Some(pid)) => match Flow::claim(pid, options.ring_bytes, flush_sites.len()) {
+                Ok(flow) => Some(flow),
+                Err(e) if mode == Lossless::IfFree && e.is::<flow::Taken>() => {
+                    log::warn!(
+                        "{e}: counting without it (batches a full ring has no room for are \
+                         dropped, and reported)"
+                    );
+                    None
+                }
+                Err(e) => return Err(e),
+            },
+        };
         // Room for a link per site (up to attach::MAX_PER_SITE) before any
         // is attached, rather than EMFILE half-way.
         attach::raise_fd_limit();
@@ -177,22 +217,6 @@ impl Session {
             .iter()
             .partition(|s| matches!(s.role, Role::BatchEnable(_)));
         let links = attach::attach_sites(&mut loaded, target, &rest)?;
-        let flush_sites: Vec<FlushSite> = selection
-            .sites
-            .iter()
-            .filter(|s| s.role == Role::BatchFlush)
-            .map(|s| FlushSite {
-                file: target.files[s.file].clone(),
-                site: s.site.clone(),
-            })
-            .collect();
-        // Lossless flow control in place before any batch can be made (a
-        // running process; a command started here gets it once it has
-        // mapped its program, at the first drain after `exec`).
-        let mut flow = match (options.lossless, target.pid) {
-            (true, Some(pid)) => Some(Flow::new(pid, options.ring_bytes)),
-            _ => None,
-        };
         grant_credit(&mut flow, &loaded, 0, &flush_sites);
         let batch_links = if enable.is_empty() {
             Links::default()
@@ -352,12 +376,8 @@ impl Session {
             None => flush_block::pids_mapping(&self.flush_sites),
         };
         for pid in pids {
-            match partial::read(pid, &self.flush_sites) {
-                Ok(partial) => {
-                    for record in &partial.records {
-                        self.sink.record(record);
-                    }
-                }
+            match partial::read(pid, &self.flush_sites, |record| self.sink.record(record)) {
+                Ok(walked) => partial::report(pid, &walked),
                 Err(e) => log::warn!(
                     "could not read the batches pid {pid}'s threads still hold (their events \
                      since their last flush are lost): {e:#}"
@@ -399,12 +419,8 @@ impl Session {
         self.sink.drain(&mut self.loaded.ring);
         if let Some(pid) = self.pid {
             if !self.flush_sites.is_empty() {
-                match partial::read(pid, &self.flush_sites) {
-                    Ok(partial) => {
-                        for record in &partial.records {
-                            self.sink.record(record);
-                        }
-                    }
+                match partial::read(pid, &self.flush_sites, |record| self.sink.record(record)) {
+                    Ok(walked) => partial::report(pid, &walked),
                     Err(e) => log::warn!(
                         "could not read the batches pid {pid}'s threads hold (their latest events are not in this dump): {e:#}"
                     ),

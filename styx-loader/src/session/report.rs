@@ -82,6 +82,21 @@ pub fn print(s: &Summary<'_>) {
             written.duplicates
         );
     }
+    let irregular = s.sink.irregular();
+    if irregular.out_of_order > 0 {
+        log::warn!(
+            "{} out of order (numbered below later batches of their buffer: forged, or handed \
+             over late); their events were written, some perhaps twice",
+            batch_records(irregular.out_of_order)
+        );
+    }
+    if irregular.conflicting > 0 {
+        log::warn!(
+            "{} with the number of a batch their buffer had handed over but other contents \
+             (forged, or read as it changed); their events were written, some perhaps twice",
+            batch_records(irregular.conflicting)
+        );
+    }
     if let Some(first) = &written.first_bad_batch {
         log::warn!(
             "{} batch records were malformed (first: {first})",
@@ -139,5 +154,13 @@ pub fn flight(recorder: &FlightRecorder) {
             forgotten.past_max,
             limits.trigger_dumps
         );
+    }
+}
+
+/// "1 batch record", "2 batch records".
+fn batch_records(n: u64) -> String {
+    match n {
+        1 => "1 batch record".to_string(),
+        n => format!("{n} batch records"),
     }
 }

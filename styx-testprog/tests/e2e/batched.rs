@@ -536,3 +536,50 @@ fn stopping_the_loader_while_the_emulator_fires_loses_nothing_it_traced() {
         fired.evaluated
     );
 }
+
+#[test]
+fn thread_ids_coming_round_again_lose_no_batches() {
+    // ~45,000 threads, two at a time, one handing over ten batches for the
+    // other's one: the kernel gives thread ids out again (after ~32,000 with
+    // the default pid_max), to a thread on the other buffer, whose batch
+    // numbers are far lower than the last ones under that id.
+    let Traced {
+        mut prog,
+        loader,
+        out,
+        ..
+    } = traced("batched-churn", &["-e", "insn_exec"]);
+    let fired = prog.fire_by("churn 20000");
+    assert_eq!(fired.evaluated, 20_000 * 11);
+    prog.quit();
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{stderr:#?}");
+    let summary = summary_of(&stderr);
+    assert_eq!(summary.events, fired.evaluated, "{stderr:#?}");
+    assert_eq!(summary.dropped, 0, "{stderr:#?}");
+    assert_eq!(lines_in(&out) as u64, fired.evaluated);
+    assert!(!stderr.iter().any(|l| l.contains("warning")), "{stderr:#?}");
+}
+
+#[test]
+fn more_threads_than_a_registry_block_hand_over_their_partial_batches() {
+    // 1,500 idle threads, each holding part of a batch, when the loader
+    // stops: the registry holds them all.
+    let Traced {
+        mut prog,
+        loader,
+        expect,
+        out,
+    } = traced("batched-many-threads", &["-e", BATCHED]);
+    let parked = prog.fire_by("park 10 1500");
+    assert_eq!(parked.evaluated, 1500 * 10 * 8);
+    loader.signal(libc::SIGINT);
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{stderr:#?}");
+    assert_eq!(
+        assert_every_event_arrived(&expect, &out) as u64,
+        parked.evaluated
+    );
+    prog.ask("unpark");
+    prog.quit();
+}

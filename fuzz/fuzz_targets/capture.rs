@@ -17,7 +17,6 @@ use std::sync::OnceLock;
 use styx_common::batch::BATCH_RECORD_KIND;
 use styx_common::{EventKind, EVENT_KIND_SLOTS};
 use styx_events::batch::Batches;
-use styx_events::batch_items;
 use styx_events::calls::CallTracker;
 use styx_events::capture::{CaptureWriter, Ending, Reader};
 use styx_events::filter::Filters;
@@ -159,8 +158,8 @@ fn batch_records_kept_whole(data: &[u8]) {
     let mut counts = [0u64; SLOTS];
     for record in &records {
         // As the loader's drain: whole only when every item parses.
-        let found =
-            batch_items::counts(record).filter(|_| batches.take_whole(record, &mut [0; SLOTS]));
+        let mut found = [0u64; SLOTS];
+        let found = batches.take_whole(record, &mut found).then_some(found);
         if let Some(found) = found {
             for (count, n) in counts.iter_mut().zip(found) {
                 *count += n;

@@ -287,35 +287,23 @@ impl Batches {
 
     /// Takes `record` whole when none of it was given before: adds its
     /// events per kind to `counts` (index = kind id) from a walk of its
-    /// item words, and remembers it was given. False, having changed
-    /// nothing, when it must be split instead (part of it was given, or it
-    /// is malformed: [`Batches::split`] then says how).
+    /// item words ([`crate::batch_items::counts`]: the head's own counts
+    /// are the traced process's word, never trusted), and remembers it was
+    /// given. False, having changed nothing, when it must be split instead
+    /// (part of it was given, or it is malformed: [`Batches::split`] then
+    /// says how).
     pub fn take_whole(&mut self, record: &[u8], counts: &mut [u64]) -> bool {
-        let Some(fixed) = record.get(..RECORD) else {
+        let Some(found) = crate::batch_items::counts(record) else {
             return false;
         };
-        let batch: BatchRecord = pod_read_unaligned(fixed);
-        let len = batch.len as usize;
-        let Some(items) = record
-            .get(RECORD..RECORD + len)
-            .filter(|_| len <= BATCH_BYTES)
-        else {
-            return false;
-        };
+        let batch: BatchRecord = pod_read_unaligned(&record[..RECORD]);
+        let items = &record[RECORD..RECORD + batch.len as usize];
         let record = Record { batch, items };
         if self.overlaps(&record) {
             return false;
         }
-        // A whole batch handed over by its owner carries its counts per kind
-        // (what the kernel would have reported lost): taken when they add
-        // up with whole time marks to its length, so the loader need not
-        // touch the items. Else (a batch read from its middle, a count that
-        // raced an append at process exit), the items are walked.
-        let whole = batch.start == 0 && batch.head.len as usize == len;
-        let counted =
-            (whole && counts_fit(&batch.head.counts, len, counts)) || count_items(items, counts);
-        if !counted {
-            return false;
+        for (count, n) in counts.iter_mut().zip(found) {
+            *count += n;
         }
         self.place(&record);
         true
@@ -441,86 +429,6 @@ impl Batches {
         Ok(split)
     }
 }
-
-/// How many events a batch record holds (from its head's counts when they
-/// add up, else by walking its items); None when it is malformed.
-pub fn events_in(record: &[u8]) -> Option<u64> {
-    let batch: BatchRecord = pod_read_unaligned(record.get(..RECORD)?);
-    let len = batch.len as usize;
-    let items = record
-        .get(RECORD..RECORD + len)
-        .filter(|_| len <= BATCH_BYTES)?;
-    let mut counts = [0u64; styx_common::EVENT_KIND_SLOTS as usize];
-    let whole = batch.start == 0 && batch.head.len as usize == len;
-    ((whole && counts_fit(&batch.head.counts, len, &mut counts)) || count_items(items, &mut counts))
-        .then(|| counts.iter().sum())
-}
-
-/// Adds a batch head's counts to `counts` if they fit a batch of `len`
-/// bytes exactly: its events' items and its time marks (counted in slot
-/// 0). The reader walks the items anyway and fails on any that do not
-/// parse.
-fn counts_fit(head_counts: &[u32], len: usize, counts: &mut [u64]) -> bool {
-    let mut bytes = 0usize;
-    for (kind, &n) in head_counts.iter().enumerate() {
-        match ARGS_OF.get(kind).copied().flatten() {
-            Some(args) => bytes += n as usize * item_bytes(args),
-            None if n == 0 => {}
-            None => return false,
-        }
-    }
-    if bytes != len {
-        return false;
-    }
-    for (count, &n) in counts.iter_mut().zip(head_counts).skip(1) {
-        *count += n as u64;
-    }
-    true
-}
-
-/// Adds the events of `items` per kind to `counts`, walking only their
-/// words; false (counts unchanged) if an item is bad or cut off.
-fn count_items(items: &[u8], counts: &mut [u64]) -> bool {
-    let mut found = [0u64; styx_common::EVENT_KIND_SLOTS as usize];
-    let mut at = 0;
-    while at < items.len() {
-        let Some(word) = read_u64(items, at) else {
-            return false;
-        };
-        let kind = word as u8;
-        let args = match ARGS_OF[kind as usize & 0x0f] {
-            Some(args) if kind < 16 => args,
-            _ => return false,
-        };
-        if kind != ITEM_TIME {
-            found[kind as usize] += 1;
-        }
-        at += item_bytes(args);
-    }
-    if at != items.len() {
-        return false;
-    }
-    for (count, n) in counts.iter_mut().zip(found) {
-        *count += n;
-    }
-    true
-}
-
-/// Arguments an item of each kind byte has: a time mark one (its ns), a
-/// batched event its record's; None for kinds batches never hold.
-const ARGS_OF: [Option<usize>; 16] = {
-    let mut args = [None; 16];
-    args[ITEM_TIME as usize] = Some(1);
-    let mut i = 0;
-    while i < EventKind::ALL.len() {
-        let kind = EventKind::ALL[i];
-        if let Shape::Args(_) | Shape::ArgsAux(_) = kind.shape() {
-            args[kind as usize] = Some(kind.shape().record_args());
-        }
-        i += 1;
-    }
-    args
-};
 
 /// The time of event `index`, linearly between two (event index, ns) marks.
 fn interpolate((from, from_ns): (usize, u64), (to, to_ns): (usize, u64), index: usize) -> u64 {
@@ -689,31 +597,20 @@ mod tests {
         let bad: Vec<u64> = [&insn(1)[..], &[item_word(EventKind::Marker as u8, 0)]].concat();
         assert!(!batches.take_whole(&record(1, 0, 30, &bad), &mut counts));
 
-        // A whole batch's own counts are taken when they fit its length,
-        // without walking its items: these say one mem_read and four marks
-        // (which fits), where the items have more…
-        let mut trusted = record(2, 0, 40, &items);
+        // A head's counts are not trusted, even when they fit the batch's
+        // length: these say one mem_read and four marks, the items hold two
+        // insn_exec more.
+        let mut lying = record(2, 0, 40, &items);
         let counts_at = RECORD - 8 - 64;
-        let with_counts = |bytes: &mut Vec<u8>, marks: u32, insns: u32, reads: u32, len: u32| {
-            bytes[counts_at..][..4].copy_from_slice(&marks.to_le_bytes());
-            bytes[counts_at + 4 * EventKind::InsnExec as usize..][..4]
-                .copy_from_slice(&insns.to_le_bytes());
-            bytes[counts_at + 4 * EventKind::MemRead as usize..][..4]
-                .copy_from_slice(&reads.to_le_bytes());
-            let head_len_at = std::mem::offset_of!(BatchRecord, head) + 16;
-            bytes[head_len_at..][..4].copy_from_slice(&len.to_le_bytes());
-        };
-        with_counts(&mut trusted, 4, 0, 1, (items.len() * 8) as u32);
-        let mut counts = [0u64; 16];
-        assert!(batches.take_whole(&trusted, &mut counts));
-        assert_eq!(counts[EventKind::InsnExec as usize], 0);
-        assert_eq!(counts[EventKind::MemRead as usize], 1);
-        // …and walked when they do not: one insn_exec too many.
-        let mut lying = record(3, 0, 40, &items);
-        with_counts(&mut lying, 1, 3, 1, (items.len() * 8) as u32);
+        lying[counts_at..][..4].copy_from_slice(&4u32.to_le_bytes());
+        lying[counts_at + 4 * EventKind::InsnExec as usize..][..4]
+            .copy_from_slice(&0u32.to_le_bytes());
+        lying[counts_at + 4 * EventKind::MemRead as usize..][..4]
+            .copy_from_slice(&1u32.to_le_bytes());
         let mut counts = [0u64; 16];
         assert!(batches.take_whole(&lying, &mut counts));
         assert_eq!(counts[EventKind::InsnExec as usize], 2);
+        assert_eq!(counts[EventKind::MemRead as usize], 1);
     }
 
     /// `record` of `buffer` (thread 7 of process 1).

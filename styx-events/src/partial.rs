@@ -80,7 +80,7 @@ pub fn take(
             ));
             break;
         }
-        let words = block
+        let mut words = block
             .chunks_exact(8)
             .map(|w| u64::from_le_bytes(w.try_into().expect("8")));
         for (slot, buffer) in words.clone().take(REGISTRY_SLOTS).enumerate() {
@@ -104,7 +104,7 @@ pub fn take(
                 }
             }
         }
-        at = words.last().expect("a block has words");
+        at = words.next_back().expect("a block has words");
         number += 1;
     }
     Ok(walked)

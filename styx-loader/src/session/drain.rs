@@ -5,7 +5,6 @@ use std::io;
 use styx_common::batch::BATCH_RECORD_KIND;
 use styx_common::{FatalRecord, EVENT_KIND_SLOTS, FATAL_RECORD_KIND};
 use styx_events::batch::{BatchError, Batches, Irregular};
-use styx_events::batch_items;
 use styx_events::event::{decode, DecodeError, Event};
 use styx_events::filter::Keep;
 use styx_events::writer::{Discard, EventWriter, Totals};
@@ -140,10 +139,8 @@ impl Sink {
         // a batch with a bad item stored whole would stop a reader there.
         let whole = match bytes.get(16) {
             Some(&BATCH_RECORD_KIND) if out.takes_batches() && !self.split_batches => {
-                batch_items::counts(bytes).filter(|_| {
-                    self.batches
-                        .take_whole(bytes, &mut [0; EVENT_KIND_SLOTS as usize])
-                })
+                let mut found = [0; EVENT_KIND_SLOTS as usize];
+                self.batches.take_whole(bytes, &mut found).then_some(found)
             }
             _ => None,
         };

@@ -32,7 +32,10 @@ const INSN_WITH_LEN: &str = "styx_probe::insn_exec!(|| (pc, bus.peek_word(pc), 4
 const INSN_WITHOUT_LEN: &str = "styx_probe::insn_exec!(|| (pc, bus.peek_word(pc)));";
 
 fn without_insn_len(machine: &Path, commit: &str, root: &Path) -> Result<()> {
-    let catalogue = git(root, &["show", &format!("{commit}:styx-common/src/event.rs")])?;
+    let catalogue = git(
+        root,
+        &["show", &format!("{commit}:styx-common/src/event.rs")],
+    )?;
     if catalogue.contains("len: Size") {
         return Ok(());
     }

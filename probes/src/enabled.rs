@@ -10,6 +10,27 @@
 use core::cell::UnsafeCell;
 use styx_common::EventKind;
 
+/// The word of semaphore `$sema` (a path to a static), loaded RIP-relative
+/// by one instruction.
+#[cfg(not(feature = "disabled"))]
+macro_rules! load_word {
+    ($sema:path) => {{
+        let word: u32;
+        // SAFETY: reads the 4-byte static `$sema`; writes nothing but `word`.
+        unsafe {
+            core::arch::asm!(
+                "mov {word:e}, dword ptr [rip + {sema}]",
+                word = out(reg) word,
+                sema = sym $sema,
+                options(nostack, preserves_flags, readonly),
+            );
+        }
+        word
+    }};
+}
+#[cfg(not(feature = "disabled"))]
+pub(crate) use load_word;
+
 /// Declares every styx event type's semaphore word, from styx-common's event
 /// catalogue: a static named as the probe, in `.probes`.
 #[cfg(not(feature = "disabled"))]
@@ -32,7 +53,7 @@ macro_rules! semaphores {
         #[inline(always)]
         fn semaphore(kind: EventKind) -> u32 {
             match kind {
-                $(EventKind::$kind => crate::fire::load_word!(semaphores::$probe),)*
+                $(EventKind::$kind => load_word!(semaphores::$probe),)*
                 // Other providers' probes and traced functions: not
                 // styx-probe's to report.
                 EventKind::Usdt | EventKind::Function => 0,
@@ -41,7 +62,7 @@ macro_rules! semaphores {
 
         #[inline(always)]
         fn any_semaphore() -> bool {
-            0 $(| crate::fire::load_word!(semaphores::$probe))* != 0
+            0 $(| load_word!(semaphores::$probe))* != 0
         }
     };
 }
@@ -55,7 +76,7 @@ macro_rules! semaphores {
 #[repr(C, align(4))]
 pub struct Semaphore(UnsafeCell<u32>);
 
-// SAFETY: only the kernel writes it; probes read it by `asm!` (`fire::load_word!`).
+// SAFETY: only the kernel writes it; probes read it by `asm!` (`load_word!`).
 #[cfg(not(feature = "disabled"))]
 unsafe impl Sync for Semaphore {}
 

@@ -46,30 +46,9 @@ use styx_common::{Branch, InterruptKind};
 use styx_common::EventKind;
 
 #[cfg(not(feature = "disabled"))]
-use crate::enabled::{semaphores, PER_EVENT};
+use crate::enabled::{load_word, semaphores, PER_EVENT};
 #[cfg(not(feature = "disabled"))]
 use crate::site::event_site;
-
-/// The word of semaphore `$sema` (a path to a static), loaded RIP-relative
-/// by one instruction.
-#[cfg(not(feature = "disabled"))]
-macro_rules! load_word {
-    ($sema:path) => {{
-        let word: u32;
-        // SAFETY: reads the 4-byte static `$sema`; writes nothing but `word`.
-        unsafe {
-            core::arch::asm!(
-                "mov {word:e}, dword ptr [rip + {sema}]",
-                word = out(reg) word,
-                sema = sym $sema,
-                options(nostack, preserves_flags, readonly),
-            );
-        }
-        word
-    }};
-}
-#[cfg(not(feature = "disabled"))]
-pub(crate) use load_word;
 
 /// `armed()`, whether anything is attached to probe `$name`'s type: the
 /// only part of a probe inlined where it is called.

@@ -41,7 +41,7 @@ pub fn counts(record: &[u8]) -> Option<KindCounts> {
 }
 
 /// Bytes an item takes by its kind byte (a time mark: its word and ns; an
-/// event of an argument shape, what [`crate::batch::Batches::split`]
+/// event of an argument shape, what the splitter (`Batches::split`)
 /// reads: its word and arguments); None for kinds no batch holds.
 const ITEM_BYTES: [Option<usize>; 256] = {
     let mut bytes = [None; 256];

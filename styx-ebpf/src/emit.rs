@@ -8,9 +8,7 @@ use aya_ebpf::maps::ring_buf::RingBufEntry;
 use aya_ebpf::programs::ProbeContext;
 use core::ffi::c_void;
 use styx_common::filter::{SLOT_PID, SLOT_SIZE, SLOT_TID, VALUE_SLOTS};
-use styx_common::{
-    ArgsRecord, MarkerRecord, RecordHeader, Shape, SpanRecord, COOKIE_HAS_AUX_ARG,
-};
+use styx_common::{ArgsRecord, MarkerRecord, RecordHeader, Shape, SpanRecord, COOKIE_HAS_AUX_ARG};
 
 // No wake-up per event (~0.9 µs each): the loader drains on a short timer.
 pub(crate) const SUBMIT_FLAGS: u64 = BPF_RB_NO_WAKEUP as u64;

@@ -145,16 +145,24 @@ fn got_slots(binary: &Path, semaphore: u64) -> Result<BTreeSet<u64>> {
 /// The start of the function `address` is in: the nearest text symbol at
 /// or below it.
 fn function_start(binary: &Path, address: u64) -> Result<u64> {
+    text_symbols(binary)?
+        .into_iter()
+        .filter(|&at| at <= address)
+        .max()
+        .context("no text symbol below the site")
+}
+
+/// The addresses of the text symbols, as `nm` lists them.
+fn text_symbols(binary: &Path) -> Result<Vec<u64>> {
     let out = output(Command::new("nm").arg(binary))?;
-    out.lines()
+    Ok(out
+        .lines()
         .filter_map(|line| {
             let mut words = line.split_whitespace();
             let at = u64::from_str_radix(words.next()?, 16).ok()?;
             matches!(words.next()?, "t" | "T").then_some(at)
         })
-        .filter(|&at| at <= address)
-        .max()
-        .context("no text symbol below the site")
+        .collect())
 }
 
 /// The start of the function holding the first instruction that refers to
@@ -178,13 +186,8 @@ fn reference_to(binary: &Path, function: u64) -> Result<Option<u64>> {
 
 /// Where the function starting at `start` ends: the next text symbol.
 fn function_end(binary: &Path, start: u64) -> Result<u64> {
-    let out = output(Command::new("nm").arg(binary))?;
-    out.lines()
-        .filter_map(|line| {
-            let mut words = line.split_whitespace();
-            let at = u64::from_str_radix(words.next()?, 16).ok()?;
-            matches!(words.next()?, "t" | "T").then_some(at)
-        })
+    text_symbols(binary)?
+        .into_iter()
         .filter(|&at| at > start)
         .min()
         .context("no text symbol after the function")

@@ -84,6 +84,8 @@ pub fn run(args: &ListArgs) -> Result<()> {
 /// Which of a target's files were searched for functions: what to say
 /// when none matched but a library the target loads has one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+// Tracing (the `trace` feature) searches commands and binaries too.
+#[cfg_attr(not(feature = "trace"), allow(dead_code))]
 pub enum Searched {
     /// A running process: its executable and mapped libraries.
     Process,

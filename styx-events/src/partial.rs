@@ -80,10 +80,8 @@ pub fn take(
             ));
             break;
         }
-        let mut words = block
-            .chunks_exact(8)
-            .map(|w| u64::from_le_bytes(w.try_into().expect("8")));
-        for (slot, buffer) in words.clone().take(REGISTRY_SLOTS).enumerate() {
+        let word = |i: usize| u64::from_le_bytes(block[8 * i..8 * i + 8].try_into().expect("8"));
+        for (slot, buffer) in (0..REGISTRY_SLOTS).map(word).enumerate() {
             if buffer == 0 {
                 continue;
             }
@@ -104,7 +102,8 @@ pub fn take(
                 }
             }
         }
-        at = words.next_back().expect("a block has words");
+        // After the slots: the next block's address.
+        at = word(REGISTRY_SLOTS);
         number += 1;
     }
     Ok(walked)

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::Command;
 
 /// Every target, in the order they run.
-pub const TARGETS: [&str; 3] = ["argspec", "notes", "capture"];
+pub const TARGETS: [&str; 4] = ["argspec", "notes", "capture", "batch"];
 
 pub fn run(root: &Path, seconds: u64, targets: &[String]) -> Result<()> {
     crate::setup::run(root)?;

@@ -1,6 +1,6 @@
 //! `cargo xtask fuzz [--seconds N] [TARGET…]`: runs the fuzz targets in
 //! `fuzz/` (cargo-fuzz, libFuzzer, nightly) for N seconds each: the
-//! argument-spec parser and compiler, the USDT note parser, a stopping loader's walk of a batch registry, and the capture
+//! argument-spec parser and compiler, the USDT note parser, batch records, heads and registries (the splitter and a stopping loader's registry walk), and the capture
 //! reader feeding every output format (with batch records from anyone kept
 //! whole by a raw capture and flight recorders, read back). Installs
 //! cargo-fuzz if missing.
@@ -16,7 +16,7 @@ use std::path::Path;
 use std::process::Command;
 
 /// Every target, in the order they run.
-pub const TARGETS: [&str; 4] = ["argspec", "notes", "capture", "registry"];
+pub const TARGETS: [&str; 4] = ["argspec", "notes", "capture", "batch"];
 
 pub fn run(root: &Path, seconds: u64, targets: &[String]) -> Result<()> {
     crate::setup::run(root)?;

@@ -58,7 +58,7 @@ enum Command {
         /// Seconds per target.
         #[arg(long, default_value_t = 60)]
         seconds: u64,
-        /// Targets to run (default: all: argspec, notes, capture, registry).
+        /// Targets to run (default: all: argspec, notes, capture, batch).
         targets: Vec<String>,
     },
     /// Set up, check the committed eBPF object, and run every test.

@@ -14,10 +14,18 @@
 //! arch: NUL-terminated string
 //! pc:   NUL-terminated string (the program counter's name; empty: "pc")
 //! entries, each a tag byte:
-//!   GUEST_TAG_REGISTER: u64 number, u16 bits, name (NUL-terminated)
-//!   GUEST_TAG_IMAGE:    u64 base, u64 size, name (NUL-terminated)
-//!   GUEST_TAG_END:      the last entry
+//!   GUEST_TAG_REGISTER:    u64 number, u16 bits, name (NUL-terminated)
+//!   GUEST_TAG_SUBREGISTER: u64 number, u16 bits, u16 shift,
+//!                          parent's name, name (both NUL-terminated)
+//!   GUEST_TAG_IMAGE:       u64 base, u64 size, name (NUL-terminated)
+//!   GUEST_TAG_END:         the last entry
 //! ```
+//!
+//! A sub-register is `bits` bits of its parent, a register of the same
+//! description, starting at bit `shift` (Z80's A is bits 8..16 of AF; an
+//! alias is all of its parent: shift 0, the parent's width). Only a
+//! description with sub-registers has that tag, so readers of the first
+//! layout still read the others.
 //!
 //! The writer is [`note`] (through `styx_probe::describe!`); the reader
 //! styx-events' `guest`.
@@ -34,9 +42,12 @@ pub const GUEST_TAG_END: u8 = 0;
 pub const GUEST_TAG_REGISTER: u8 = 1;
 /// Tag of a guest image entry.
 pub const GUEST_TAG_IMAGE: u8 = 2;
+/// Tag of a sub-register entry.
+pub const GUEST_TAG_SUBREGISTER: u8 = 3;
 
-/// A register of a description: (name, number, bits).
-pub type RegisterEntry = (&'static str, u64, u16);
+/// A register of a description: (name, number, bits, and for a
+/// sub-register its parent's name and the bit it starts at).
+pub type RegisterEntry = (&'static str, u64, u16, Option<(&'static str, u16)>);
 /// An image of a description: (name, base, size).
 pub type ImageEntry = (&'static str, u64, u64);
 
@@ -63,6 +74,9 @@ const fn desc_len(arch: &str, pc: &str, regs: &[RegisterEntry], images: &[ImageE
     let mut i = 0;
     while i < regs.len() {
         len += 1 + 8 + 2 + regs[i].0.len() + 1;
+        if let Some((parent, _)) = regs[i].3 {
+            len += 2 + parent.len() + 1;
+        }
         i += 1;
     }
     i = 0;
@@ -74,7 +88,8 @@ const fn desc_len(arch: &str, pc: &str, regs: &[RegisterEntry], images: &[ImageE
 }
 
 /// The guest description note, at compile time. `N` is [`note_len`] of
-/// the same arguments; a name with a NUL byte in it does not compile.
+/// the same arguments; a name with a NUL byte in it, or a sub-register
+/// that is not inside a register of the description, does not compile.
 pub const fn note<const N: usize>(
     arch: &str,
     pc: &str,
@@ -98,10 +113,23 @@ pub const fn note<const N: usize>(
     at = put_name(&mut out, at, pc);
     let mut i = 0;
     while i < regs.len() {
-        at = put(&mut out, at, &[GUEST_TAG_REGISTER]);
-        at = put(&mut out, at, &regs[i].1.to_le_bytes());
-        at = put(&mut out, at, &regs[i].2.to_le_bytes());
-        at = put_name(&mut out, at, regs[i].0);
+        let (name, num, bits, within) = regs[i];
+        match within {
+            None => {
+                at = put(&mut out, at, &[GUEST_TAG_REGISTER]);
+                at = put(&mut out, at, &num.to_le_bytes());
+                at = put(&mut out, at, &bits.to_le_bytes());
+            }
+            Some((parent, shift)) => {
+                check_within(regs, bits, parent, shift);
+                at = put(&mut out, at, &[GUEST_TAG_SUBREGISTER]);
+                at = put(&mut out, at, &num.to_le_bytes());
+                at = put(&mut out, at, &bits.to_le_bytes());
+                at = put(&mut out, at, &shift.to_le_bytes());
+                at = put_name(&mut out, at, parent);
+            }
+        }
+        at = put_name(&mut out, at, name);
         i += 1;
     }
     i = 0;
@@ -114,6 +142,42 @@ pub const fn note<const N: usize>(
     }
     put(&mut out, at, &[GUEST_TAG_END]);
     out
+}
+
+/// A sub-register's parent is a register of `regs`, not itself a
+/// sub-register, and holds bits `shift..shift + bits`.
+const fn check_within(regs: &[RegisterEntry], bits: u16, parent: &str, shift: u16) {
+    let mut i = 0;
+    while i < regs.len() {
+        if same(regs[i].0, parent) {
+            assert!(
+                regs[i].3.is_none(),
+                "a sub-register's parent in a guest description is itself a sub-register"
+            );
+            assert!(
+                bits > 0 && shift as u32 + bits as u32 <= regs[i].2 as u32,
+                "a sub-register in a guest description does not fit in its parent"
+            );
+            return;
+        }
+        i += 1;
+    }
+    panic!("a sub-register in a guest description names a parent it does not describe");
+}
+
+const fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 const fn put<const N: usize>(out: &mut [u8; N], at: usize, bytes: &[u8]) -> usize {

@@ -51,6 +51,7 @@ fn main() -> anyhow::Result<()> {
                 num,
                 name: format!("r{num}"),
                 bits: 64,
+                within: None,
             })
             .collect(),
         images: Vec::new(),

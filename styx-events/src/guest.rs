@@ -2,14 +2,16 @@
 //! register names and widths, guest images. Decoded from the note's bytes
 //! (layout: `styx_common::guest`), kept in the capture header, and used by
 //! the formats: register names beside numbers, drcov's module table,
-//! Tenet's register lines.
+//! Tenet's register lines (sub-registers merged into their parents).
 //!
 //! The note comes from a file someone else built: decoding checks every
 //! length, and a malformed note is an error that names what is wrong.
 
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use styx_common::guest::{GUEST_NOTE_VERSION, GUEST_TAG_END, GUEST_TAG_IMAGE, GUEST_TAG_REGISTER};
+use styx_common::guest::{
+    GUEST_NOTE_VERSION, GUEST_TAG_END, GUEST_TAG_IMAGE, GUEST_TAG_REGISTER, GUEST_TAG_SUBREGISTER,
+};
 use thiserror::Error;
 
 /// What the emulator said about its guest.
@@ -36,6 +38,18 @@ pub struct Register {
     pub name: String,
     /// Its width in bits.
     pub bits: u16,
+    /// For a sub-register, where it lies in its parent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub within: Option<Within>,
+}
+
+/// Where a sub-register lies in its parent: bits `shift..shift + bits`.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Within {
+    /// The parent's number.
+    pub parent: u64,
+    /// The bit the sub-register starts at.
+    pub shift: u16,
 }
 
 /// One guest image: a program, ROM or kernel loaded at `base`.
@@ -69,6 +83,12 @@ pub enum GuestError {
     /// A register number given twice.
     #[error("guest description names register {0} twice")]
     Duplicate(u64),
+    /// A sub-register whose parent is not a register of the description.
+    #[error("guest description has sub-register {0} of {1}, which it does not describe")]
+    Parent(String, String),
+    /// A sub-register outside its parent's bits.
+    #[error("guest description has sub-register {0}, which does not fit in {1}")]
+    Slice(String, String),
 }
 
 impl Guest {
@@ -89,17 +109,28 @@ impl Guest {
             pc,
             ..Guest::default()
         };
+        // Sub-registers by their parents' names, placed once all are read.
+        let mut parents = Vec::new();
         loop {
             match r.u8()? {
                 GUEST_TAG_END => break,
-                GUEST_TAG_REGISTER => {
+                tag @ (GUEST_TAG_REGISTER | GUEST_TAG_SUBREGISTER) => {
                     let num = r.u64()?;
                     let bits = u16::from_le_bytes(r.take()?);
+                    if tag == GUEST_TAG_SUBREGISTER {
+                        let shift = u16::from_le_bytes(r.take()?);
+                        parents.push((guest.registers.len(), r.str()?, shift));
+                    }
                     let name = r.str()?;
                     if guest.registers.iter().any(|reg| reg.num == num) {
                         return Err(GuestError::Duplicate(num));
                     }
-                    guest.registers.push(Register { num, name, bits });
+                    guest.registers.push(Register {
+                        num,
+                        name,
+                        bits,
+                        within: None,
+                    });
                 }
                 GUEST_TAG_IMAGE => {
                     let base = r.u64()?;
@@ -110,7 +141,43 @@ impl Guest {
                 tag => return Err(GuestError::Tag(tag)),
             }
         }
+        guest.place_subregisters(&parents)?;
         Ok(guest)
+    }
+
+    /// Gives each sub-register, `(index, parent's name, shift)`, its
+    /// place: a whole register of the description that holds its bits.
+    fn place_subregisters(&mut self, subs: &[(usize, String, u16)]) -> Result<(), GuestError> {
+        let mut by_name = HashMap::new();
+        for (index, reg) in self.registers.iter().enumerate() {
+            by_name.entry(reg.name.as_str()).or_insert(index);
+        }
+        let mut is_sub = vec![false; self.registers.len()];
+        for &(index, ..) in subs {
+            is_sub[index] = true;
+        }
+        let mut places = Vec::with_capacity(subs.len());
+        for (index, parent, shift) in subs {
+            let sub = &self.registers[*index];
+            let whole = match by_name.get(parent.as_str()) {
+                Some(&at) if !is_sub[at] => &self.registers[at],
+                _ => return Err(GuestError::Parent(sub.name.clone(), parent.clone())),
+            };
+            if sub.bits == 0 || u32::from(*shift) + u32::from(sub.bits) > u32::from(whole.bits) {
+                return Err(GuestError::Slice(sub.name.clone(), parent.clone()));
+            }
+            places.push((
+                *index,
+                Within {
+                    parent: whole.num,
+                    shift: *shift,
+                },
+            ));
+        }
+        for (index, within) in places {
+            self.registers[index].within = Some(within);
+        }
+        Ok(())
     }
 
     /// The description from the notes of a process's files, `(file name,
@@ -139,7 +206,7 @@ impl Guest {
     pub fn summary(&self) -> String {
         let mut line = self.arch.clone();
         if !self.registers.is_empty() {
-            let names: Vec<&str> = self.registers.iter().map(|r| r.name.as_str()).collect();
+            let names: Vec<String> = self.registers.iter().map(|r| self.slice_name(r)).collect();
             line += &format!(", registers {}", names.join(" "));
         }
         for image in &self.images {
@@ -149,6 +216,24 @@ impl Guest {
             );
         }
         crate::escape::controls(&line).into_owned()
+    }
+}
+
+impl Guest {
+    /// A register's name, and for a sub-register where it lies:
+    /// `a=af[15:8]`, or `sp=r13` for an alias.
+    fn slice_name(&self, reg: &Register) -> String {
+        let Some(within) = reg.within else {
+            return reg.name.clone();
+        };
+        let Some(parent) = self.registers.iter().find(|r| r.num == within.parent) else {
+            return reg.name.clone();
+        };
+        if within.shift == 0 && reg.bits == parent.bits {
+            return format!("{}={}", reg.name, parent.name);
+        }
+        let top = u32::from(within.shift) + u32::from(reg.bits) - 1;
+        format!("{}={}[{top}:{}]", reg.name, parent.name, within.shift)
     }
 }
 
@@ -164,21 +249,27 @@ impl Image {
 #[derive(Clone, Debug, Default)]
 pub struct RegisterNames {
     by_num: HashMap<u64, String>,
+    /// Sub-registers: where each lies, and its width.
+    within: HashMap<u64, (Within, u16)>,
 }
 
 impl RegisterNames {
     /// The names `guest` gives (none without a description).
     pub fn new(guest: Option<&Guest>) -> RegisterNames {
+        let registers = guest.map_or(&[][..], |g| &g.registers);
         RegisterNames {
-            by_num: guest
-                .map(|g| {
-                    g.registers
-                        .iter()
-                        .map(|r| (r.num, r.name.clone()))
-                        .collect()
-                })
-                .unwrap_or_default(),
+            by_num: registers.iter().map(|r| (r.num, r.name.clone())).collect(),
+            within: registers
+                .iter()
+                .filter_map(|r| Some((r.num, (r.within?, r.bits))))
+                .collect(),
         }
+    }
+
+    /// Where register `num` lies in its parent, and its width, if it is
+    /// a sub-register.
+    pub fn within(&self, num: u64) -> Option<(Within, u16)> {
+        self.within.get(&num).copied()
     }
 
     /// Whether any register has a name.
@@ -273,7 +364,8 @@ mod tests {
             vec![Register {
                 num: 3,
                 name: "sp".into(),
-                bits: 8
+                bits: 8,
+                within: None,
             }]
         );
         assert!(guest.images[0].contains(0x80ff));
@@ -282,9 +374,85 @@ mod tests {
         assert_eq!(RegisterNames::new(Some(&guest)).get(3), Some("sp"));
     }
 
+    fn subregister(num: u64, bits: u16, shift: u16, parent: &str, name: &str) -> Vec<u8> {
+        let mut e = vec![GUEST_TAG_SUBREGISTER];
+        e.extend_from_slice(&num.to_le_bytes());
+        e.extend_from_slice(&bits.to_le_bytes());
+        e.extend_from_slice(&shift.to_le_bytes());
+        e.extend_from_slice(parent.as_bytes());
+        e.push(0);
+        e.extend_from_slice(name.as_bytes());
+        e.push(0);
+        e
+    }
+
+    fn decode_entries(entries: &[Vec<u8>]) -> Result<Guest, GuestError> {
+        let mut bytes = entries.concat();
+        bytes.push(GUEST_TAG_END);
+        Guest::decode(&desc(&bytes))
+    }
+
+    /// A sub-register may come before its parent; it is placed by name.
+    #[test]
+    fn sub_registers_are_placed_in_their_parents() {
+        let guest = decode_entries(&[
+            subregister(1, 8, 8, "af", "a"),
+            register(0, 16, "af"),
+            subregister(2, 16, 0, "af", "af2"),
+        ])
+        .unwrap();
+        assert_eq!(
+            guest.registers[0].within,
+            Some(Within {
+                parent: 0,
+                shift: 8
+            })
+        );
+        assert_eq!(guest.registers[1].within, None);
+        assert_eq!(guest.summary(), "6502, registers a=af[15:8] af af2=af");
+        let names = RegisterNames::new(Some(&guest));
+        assert_eq!(names.get(1), Some("a"));
+        let (within, bits) = names.within(1).unwrap();
+        assert_eq!((within.parent, within.shift, bits), (0, 8, 8));
+        assert!(names.within(0).is_none());
+    }
+
+    #[test]
+    fn sub_registers_outside_a_whole_register_are_errors() {
+        let parent = |sub: &str, parent: &str| GuestError::Parent(sub.into(), parent.into());
+        let slice = |sub: &str, parent: &str| GuestError::Slice(sub.into(), parent.into());
+        for (entries, error) in [
+            (vec![subregister(1, 8, 0, "bc", "a")], parent("a", "bc")),
+            (vec![subregister(1, 8, 0, "a", "a")], parent("a", "a")),
+            (
+                vec![
+                    register(0, 16, "af"),
+                    subregister(1, 8, 8, "af", "a"),
+                    subregister(2, 4, 0, "a", "nibble"),
+                ],
+                parent("nibble", "a"),
+            ),
+            (
+                vec![register(0, 16, "af"), subregister(1, 8, 9, "af", "a")],
+                slice("a", "af"),
+            ),
+            (
+                vec![register(0, 16, "af"), subregister(1, 0, 0, "af", "a")],
+                slice("a", "af"),
+            ),
+            (
+                vec![register(0, 16, "af"), subregister(0, 8, 0, "af", "f")],
+                GuestError::Duplicate(0),
+            ),
+        ] {
+            assert_eq!(decode_entries(&entries), Err(error));
+        }
+    }
+
     #[test]
     fn malformed_descriptions_are_errors_never_panics() {
         let mut good = register(1, 8, "x");
+        good.extend(subregister(2, 4, 4, "x", "hi"));
         good.push(GUEST_TAG_END);
         let good = desc(&good);
         // Every prefix is cut short; every byte changed either decodes or

@@ -19,6 +19,8 @@
 //! thread `NAME.TID.EXT` beside it (on stdout: the first thread only, the
 //! others counted and reported). Register names come from the guest
 //! description (`styx_probe::describe!`); without one there is no trace.
+//! Tenet knows whole registers only: a sub-register's value (Z80's A in
+//! AF) is merged into its parent's last value and the parent printed.
 
 use crate::event::{Body, Event};
 use crate::guest::RegisterNames;
@@ -56,6 +58,8 @@ struct Thread {
     /// The instruction whose events are coming in.
     current: Option<Insn>,
     lines: u64,
+    /// Whole registers' last values, which sub-registers' values go into.
+    values: FxHashMap<u64, u64>,
 }
 
 /// One instruction's events.
@@ -107,6 +111,7 @@ impl TenetWriter {
                 out: Chunked::new(out, 64 << 10),
                 current: None,
                 lines: 0,
+                values: FxHashMap::default(),
             };
             self.threads.insert(tid, thread);
         }
@@ -139,6 +144,7 @@ impl EventWriter for TenetWriter {
         if next {
             thread.begin(pc, registers, pc_name);
         }
+        let values = &mut thread.values;
         let insn = thread.current.as_mut().expect("begun above");
         if [insn.memory.len(), insn.written.len(), insn.before.len()]
             .iter()
@@ -149,10 +155,17 @@ impl EventWriter for TenetWriter {
         }
         match event.kind {
             EventKind::InsnExec => insn.executed = true,
-            EventKind::RegRead => know(&mut insn.before, args[1], args[2]),
+            EventKind::RegRead => {
+                let (num, val) = whole(registers, values, args[1], args[2]);
+                know(&mut insn.before, num, val);
+                values.insert(num, val);
+            }
             EventKind::RegWrite => {
-                know(&mut insn.before, args[1], args[3]);
-                set(&mut insn.written, args[1], args[2]);
+                let (num, old) = whole(registers, values, args[1], args[3]);
+                let (_, val) = whole(registers, values, args[1], args[2]);
+                know(&mut insn.before, num, old);
+                set(&mut insn.written, num, val);
+                values.insert(num, val);
             }
             EventKind::MemRead | EventKind::MemWrite => insn.memory.push((
                 event.kind == EventKind::MemWrite,
@@ -308,6 +321,29 @@ fn hex_byte(byte: u8) -> [u8; 2] {
     ]
 }
 
+/// Register `num` holding `val`, as Tenet names it: a sub-register's
+/// bits merged into its parent's last value (bits not seen yet are 0), a
+/// whole register as it is. Parts past bit 63 are not Tenet's.
+fn whole(
+    registers: &RegisterNames,
+    values: &FxHashMap<u64, u64>,
+    num: u64,
+    val: u64,
+) -> (u64, u64) {
+    let Some((within, bits)) = registers.within(num) else {
+        return (num, val);
+    };
+    let last = values.get(&within.parent).copied().unwrap_or(0);
+    let ones = u64::MAX
+        .checked_shr(64u32.saturating_sub(u32::from(bits)))
+        .unwrap_or(0);
+    let merged = match ones.checked_shl(u32::from(within.shift)) {
+        Some(mask) => (last & !mask) | ((val & ones) << within.shift),
+        None => last,
+    };
+    (within.parent, merged)
+}
+
 /// Records a register's value before the instruction, if not known yet.
 fn know(values: &mut Vec<(u64, u64)>, num: u64, val: u64) {
     if !values.iter().any(|&(n, _)| n == num) {
@@ -326,7 +362,7 @@ fn set(values: &mut Vec<(u64, u64)>, num: u64, val: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::guest::{Guest, Register};
+    use crate::guest::{Guest, Register, Within};
     use styx_common::RecordHeader;
 
     fn header() -> Header {
@@ -338,6 +374,7 @@ mod tests {
                 num: 3,
                 name: "sp".into(),
                 bits: 32,
+                within: None,
             }],
             images: Vec::new(),
         });
@@ -399,6 +436,74 @@ mod tests {
         let second = std::fs::read_to_string(dir.join("run.20.tenet")).unwrap();
         assert_eq!(second, "ip=0x200\nmw=0x40:efbe,ip=0x204\n");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Writes through sub-registers, and a read of one, print their
+    /// parent with the bits merged into its last value.
+    #[test]
+    fn sub_registers_print_as_their_parents() {
+        let mut header = header();
+        let guest = header.guest.as_mut().unwrap();
+        let reg = |name: &str, num: u64, bits: u16, within: Option<Within>| Register {
+            num,
+            name: name.into(),
+            bits,
+            within,
+        };
+        let af = Some(Within {
+            parent: 0,
+            shift: 0,
+        });
+        guest.registers = vec![
+            reg("af", 0, 16, None),
+            reg("a", 1, 8, af.map(|w| Within { shift: 8, ..w })),
+            reg("f", 2, 8, af),
+        ];
+        let (out, text) = shared_output();
+        let mut writer = TenetWriter::new(Box::new(out), &header, &Options::default()).unwrap();
+        let insn = |pc: u64| event(1, EventKind::InsnExec, 0, [pc, 0, 0, 0]);
+        let write = |pc: u64, reg: u64, val: u64, old: u64| {
+            event(1, EventKind::RegWrite, 0, [pc, reg, val, old])
+        };
+        for e in [
+            insn(0x10),
+            write(0x10, 1, 0x12, 0x00),
+            insn(0x11),
+            write(0x11, 2, 0x34, 0x00),
+            insn(0x12),
+            write(0x12, 0, 0xbeef, 0x1234),
+            insn(0x13),
+            event(1, EventKind::RegRead, 0, [0x13, 1, 0xbe, 0]),
+            write(0x13, 2, 0x1ff, 0xef),
+        ] {
+            writer.event(&e).unwrap();
+        }
+        writer
+            .finish(&Totals {
+                events: &[0; 16],
+                drops: &[0; 16],
+            })
+            .unwrap();
+        assert_eq!(
+            String::from_utf8(text.lock().unwrap().clone()).unwrap(),
+            "af=0x0,ip=0x10\naf=0x1200,ip=0x11\naf=0x1234,ip=0x12\naf=0xbeef,ip=0x13\naf=0xbeff\n"
+        );
+    }
+
+    /// An output whose bytes the test reads back.
+    fn shared_output() -> (impl Write, std::sync::Arc<std::sync::Mutex<Vec<u8>>>) {
+        struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl Write for Shared {
+            fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let text = std::sync::Arc::default();
+        (Shared(std::sync::Arc::clone(&text)), text)
     }
 
     #[test]

@@ -480,3 +480,58 @@ fn parquet_rolls_files_in_a_directory_and_a_glob_reads_them_all() {
     let sql = format!("SELECT count(*) FROM '{}/*.parquet'", rolled.display());
     assert_eq!(u(&duckdb(&sql)[0][0]), events.len() as u64);
 }
+
+/// A guest description with sub-registers (a toy Z80's A and F are the
+/// halves of AF, H and L of HL), the emulator traced from its start: `list`
+/// shows where each lies, JSON lines and filters name each register by its
+/// own number, Tenet merges the halves into the pairs it knows.
+#[test]
+fn sub_registers_keep_their_names_and_tenet_merges_them_into_their_parents() {
+    require_root();
+    let dir = scratch("tools-subregs");
+    let emulator = testprog_path().with_file_name("styx-subregs");
+    let emulator = emulator.to_str().unwrap();
+    let (status, stdout, stderr) = run_loader(&["list", emulator]);
+    assert!(status.success(), "{stderr}");
+    assert!(
+        stdout.contains("guest: z80, registers af a=af[15:8] f=af[7:0] hl h=hl[15:8] l=hl[7:0]"),
+        "{stdout}"
+    );
+
+    let tenet = dir.join("z80.tenet");
+    let tenet_arg = tenet.to_str().unwrap();
+    let (status, stdout, stderr) =
+        run_loader(&["-o", "tenet", "--output", tenet_arg, "--", emulator]);
+    assert!(status.success(), "{stderr}");
+    assert_eq!(stdout, "af=0x5678 hl=0xbc9a\n");
+    assert_eq!(
+        std::fs::read_to_string(&tenet).unwrap(),
+        "af=0x0,pc=0x100\naf=0x1234,pc=0x101\naf=0x5634,pc=0x102\naf=0x5678,pc=0x103\n\
+         hl=0x9a,pc=0x104\nhl=0xbc9a\n"
+    );
+
+    let out = dir.join("halves.jsonl");
+    let (status, _, stderr) = run_loader(&[
+        "-o",
+        "jsonl",
+        "--output",
+        out.to_str().unwrap(),
+        "--filter",
+        "reg_write: reg == a || reg == h",
+        "--",
+        emulator,
+    ]);
+    assert!(status.success(), "{stderr}");
+    let writes: Vec<(String, u64, u64)> = read_jsonl(&out)
+        .iter()
+        .filter(|e| e["event"] == "reg_write")
+        .map(|e| {
+            (
+                e["reg_name"].as_str().unwrap().to_string(),
+                u(&e["val"]),
+                u(&e["old"]),
+            )
+        })
+        .collect();
+    assert_eq!(writes, [("a".into(), 0x56, 0x12), ("h".into(), 0xbc, 0)]);
+}

@@ -225,7 +225,10 @@ pub(crate) fn push<const N: usize>(kind: u8, aux: u8, args: [u64; N]) {
             }
         }
     }
-    push_slow(kind, aux, &args);
+    // The values in registers, where the site's function has them: no
+    // copy to the stack on the fast path for a call it rarely makes.
+    let value = |i: usize| if i < N { args[i] } else { 0 };
+    push_slow::<N>(value(0), value(1), value(2), value(3), kind, aux);
 }
 
 /// Writes an item at `len`, which the caller checked has room.
@@ -248,7 +251,9 @@ unsafe fn append(buffer: &Buffer, len: u32, kind: u8, aux: u8, args: &[u64]) {
 /// buffer is full, or this thread has none yet.
 #[cold]
 #[inline(never)]
-fn push_slow(kind: u8, aux: u8, args: &[u64]) {
+fn push_slow<const N: usize>(a: u64, b: u64, c: u64, d: u64, kind: u8, aux: u8) {
+    let values = [a, b, c, d];
+    let args = &values[..N];
     let Some(buffer) = current_or_new() else {
         return push_alone(kind, aux, args);
     };

@@ -103,6 +103,9 @@ const _: () = assert!(
 /// tracer attached, the kernel raises a semaphore on that page in the RELRO
 /// mapping instead, and the probe never fires (bpftrace's too). Mutable only
 /// so that its section is writable, as `.probes` is; never accessed.
+/// `#[used]` is what links it in: rustc keeps a used static of a library
+/// crate in every program built with it (so the probes need not refer to
+/// it, which cost a load on every cold path).
 #[cfg(not(feature = "disabled"))]
 #[repr(C, align(4096))]
 pub struct ProbesPage([u8; 0]);
@@ -111,14 +114,6 @@ pub struct ProbesPage([u8; 0]);
 #[used]
 #[link_section = ".probes"]
 static mut PROBES_PAGE: ProbesPage = ProbesPage([]);
-
-/// Called on every probe site's cold path: the reference links in
-/// [`PROBES_PAGE`] wherever a styx probe is compiled.
-#[cfg(not(feature = "disabled"))]
-#[inline(always)]
-pub(crate) fn page_align_semaphores() {
-    core::hint::black_box(&raw const PROBES_PAGE);
-}
 
 #[cfg(not(feature = "disabled"))]
 styx_common::event_catalogue!(semaphores);

@@ -9,7 +9,10 @@
 //! and reused by a later thread once its owner has exited, so memory stays
 //! bounded by the most threads tracing at once. Buffers are never freed: a
 //! buffer's number and batch numbers name its batches for good. The hot
-//! path is a thread-local load, a bounds check and the stores.
+//! path is a thread-local load, a bounds check and the stores: written in
+//! assembly in the batched types' append routines (`fire.rs`, which read
+//! the layout through [`fast`]), and in Rust here ([`push`]) for the
+//! appends they hand on.
 
 use crate::enabled::semaphores;
 use core::cell::{Cell, UnsafeCell};
@@ -186,10 +189,93 @@ pub static FLUSH: FlushSemaphore = FlushSemaphore {
     controlled: AtomicU32::new(0),
 };
 
+/// The name of the thread-local slot holding this thread's buffer (null
+/// until its first batched event). It is defined in assembly, not by
+/// `thread_local!`, so that the probes' fast path (`fire.rs`, assembly too)
+/// can address it; the version in its name keeps two styx-probe versions
+/// in one program apart. Initial-exec: one load from the GOT, then the
+/// slot at `fs:`; in a shared library that is loaded later (`dlopen`) it
+/// takes a few bytes of the C library's spare static TLS.
+macro_rules! current_slot {
+    () => {
+        concat!(
+            "styx_probe_batch_current_v",
+            env!("CARGO_PKG_VERSION_MAJOR"),
+            "_",
+            env!("CARGO_PKG_VERSION_MINOR")
+        )
+    };
+}
+pub(crate) use current_slot;
+
+core::arch::global_asm!(
+    ".pushsection .tbss, \"awT\", @nobits",
+    ".balign 8",
+    concat!(".globl ", current_slot!()),
+    concat!(".hidden ", current_slot!()),
+    concat!(".type ", current_slot!(), ", @object"),
+    concat!(".size ", current_slot!(), ", 8"),
+    concat!(current_slot!(), ":"),
+    ".zero 8",
+    ".popsection",
+);
+
+/// This thread's buffer, or null.
+#[inline(always)]
+fn current() -> *mut Buffer {
+    let buffer: *mut Buffer;
+    // SAFETY: reads this thread's slot (8 bytes of its static TLS).
+    unsafe {
+        core::arch::asm!(
+            concat!("mov {p}, qword ptr [rip + ", current_slot!(), "@GOTTPOFF]"),
+            "mov {p}, qword ptr fs:[{p}]",
+            p = out(reg) buffer,
+            options(nostack, preserves_flags, readonly),
+        );
+    }
+    buffer
+}
+
+/// Makes `buffer` (or null) this thread's.
+#[inline(always)]
+fn set_current(buffer: *mut Buffer) {
+    // SAFETY: writes this thread's slot, nothing else.
+    unsafe {
+        core::arch::asm!(
+            concat!("mov {t}, qword ptr [rip + ", current_slot!(), "@GOTTPOFF]"),
+            "mov qword ptr fs:[{t}], {p}",
+            t = out(reg) _,
+            p = in(reg) buffer,
+            options(nostack, preserves_flags),
+        );
+    }
+}
+
+/// Where the fast path (`fire.rs`) finds a buffer's fields: byte offsets
+/// from its start, derived from the layouts above.
+pub(crate) mod fast {
+    use super::{Buffer, Head};
+    use core::mem::offset_of;
+
+    pub(crate) const LEN: usize = offset_of!(Buffer, head) + offset_of!(Head, len);
+    pub(crate) const LIMIT: usize = offset_of!(Buffer, limit);
+    pub(crate) const ITEMS: usize = offset_of!(Buffer, items);
+    pub(crate) const COUNTS: usize = offset_of!(Buffer, head) + offset_of!(Head, counts);
+
+    // The fast path writes an item's first word as `aux << 8 | kind`.
+    const _: () = {
+        let mut aux = 0;
+        while aux < 256 {
+            assert!(
+                styx_common::batch::item_word(7, aux as u8) == (aux as u64) << 8 | 7,
+                "item_word is no longer what the fast path writes"
+            );
+            aux += 1;
+        }
+    };
+}
+
 thread_local! {
-    /// This thread's buffer; null until its first batched event. No
-    /// destructor, so reading it is a plain thread-local load.
-    static CURRENT: Cell<*mut Buffer> = const { Cell::new(null_mut()) };
     /// Flushes and releases this thread's buffer when the thread exits.
     static OWNER: Owner = const { Owner };
 }
@@ -198,7 +284,8 @@ struct Owner;
 
 impl Drop for Owner {
     fn drop(&mut self) {
-        let buffer = CURRENT.with(|c| c.replace(null_mut()));
+        let buffer = current();
+        set_current(null_mut());
         if !buffer.is_null() {
             // SAFETY: this thread's buffer, valid until released here.
             unsafe {
@@ -212,7 +299,7 @@ impl Drop for Owner {
 /// Appends an event of `kind` with `N` arguments to this thread's batch.
 #[inline(always)]
 pub(crate) fn push<const N: usize>(kind: u8, aux: u8, args: [u64; N]) {
-    let buffer = CURRENT.with(Cell::get);
+    let buffer = current();
     let need = item_bytes(N) as u32;
     if !buffer.is_null() {
         // SAFETY: this thread's own buffer, which only it appends to.
@@ -289,7 +376,7 @@ fn push_slow<const N: usize>(a: u64, b: u64, c: u64, d: u64, kind: u8, aux: u8) 
 /// [`crate::flush`].
 #[inline(always)]
 pub(crate) fn flush_pending() {
-    let buffer = CURRENT.with(Cell::get);
+    let buffer = current();
     if !buffer.is_null() {
         // SAFETY: this thread's own buffer.
         let buffer = unsafe { &*buffer };
@@ -452,7 +539,7 @@ use batch_enable_site;
 /// This thread's buffer, taken or allocated on its first event; None while
 /// the thread is being torn down (its thread-locals destroyed).
 fn current_or_new() -> Option<&'static Buffer> {
-    let buffer = CURRENT.with(Cell::get);
+    let buffer = current();
     if !buffer.is_null() {
         // SAFETY: this thread's buffer lives until the thread exits.
         return Some(unsafe { &*buffer });
@@ -460,7 +547,7 @@ fn current_or_new() -> Option<&'static Buffer> {
     // Registers the destructor that flushes and releases it.
     OWNER.try_with(|_| ()).ok()?;
     let buffer = acquire();
-    CURRENT.with(|c| c.set(buffer as *const Buffer as *mut Buffer));
+    set_current(buffer as *const Buffer as *mut Buffer);
     Some(buffer)
 }
 
@@ -643,7 +730,7 @@ extern "C" fn forget_in_child() {
         buffer.owned.store(0, Ordering::Release);
     }
     FLUSH.credit_owner.store(0, Ordering::Release);
-    let _ = CURRENT.try_with(|c| c.set(null_mut()));
+    set_current(null_mut());
 }
 
 /// `CLOCK_MONOTONIC` now, in ns (the vDSO: no system call).

@@ -5,9 +5,9 @@
 //!
 //! ```text
 //! if fire::mem_read::armed() {                 // inline: one load, one branch
-//!     #[cold] #[inline(never)]
-//!     fn site<T: fire::mem_read::Args>(args: T) { args.fire() }
-//!     site((|| (pc, addr, val))());             // the closure runs here, inlined
+//!     extern "C" fn site(a: u64, b: u64, c: u64, d: u64) { fire::mem_read::fire([a, b, c, d]) }
+//!     let values = (|| (pc, addr, val))();      // the closure runs here, inlined
+//!     fire::mem_read::call_site(site, values);  // `call append`, in assembly
 //! }
 //! ```
 //!
@@ -30,6 +30,17 @@
 //!   it), so each call site keeps its own USDT site and note. Its `asm!`
 //!   names the call site (file, line, column) in a comment, so that no two
 //!   are identical code for LLVM's function merging to fold into one.
+//!
+//! - The frequent (batched) types' cold block calls their type's append
+//!   routine (`fast_append!`, assembly), not `site`: while only batch
+//!   tracers hold the type it appends the item to the thread's batch
+//!   itself, in the registers the call site gave up, and otherwise calls
+//!   `site`, saving what compiled code may change. Compiled code cannot
+//!   be told which registers to leave alone, so reaching the append
+//!   through `site` cost a save of every scratch register and `site`'s own
+//!   saves (the thread-local lookup is a call until the linker relaxes
+//!   it): a traced `mem_read` in a tight loop took 48 instructions, the
+//!   old all-inline probes 28, the routine 33 (callgrind).
 //!
 //! In the cold function the word is loaded again: zero (a tracer detached
 //! since the check, or a `jmp` left by anything patching the check) does
@@ -70,7 +81,7 @@ macro_rules! armed {
 /// with them: the batch item takes the first `$args` values (and `$aux`),
 /// the per-event site the first `$site`.
 macro_rules! batched_probe {
-    ($name:ident / $kind:ident, args $args:tt, site $site:tt, aux |$v:ident| $aux:expr; $(
+    ($name:ident / $kind:ident, args $args:tt, site $site:tt, aux |$v:ident| $aux:expr, $aux_reg:tt; $(
         <$($g:ident: $bound:path),*> ($($var:ident),*) => $values:expr;
     )+) => {
         #[doc(hidden)]
@@ -79,6 +90,19 @@ macro_rules! batched_probe {
             use super::*;
 
             armed!($name);
+
+            /// Calls the type's [`append`] from the call site's cold block
+            /// with the call site's function `site` and the values.
+            #[inline(always)]
+            pub fn call_site(site: extern "C" fn(u64, u64, u64, u64), values: [u64; 4]) {
+                #[cfg(not(feature = "disabled"))]
+                call_append!(append, site, values);
+                #[cfg(feature = "disabled")]
+                let _ = (site, values);
+            }
+
+            #[cfg(not(feature = "disabled"))]
+            fast_append!(append, $name, $kind, $args, $aux_reg);
 
             /// The argument tuples the probe accepts.
             pub trait Args {
@@ -161,37 +185,37 @@ fn first<const N: usize>(values: [u64; 4]) -> [u64; N] {
 
 // An instruction's length travels in the batch item's aux byte and as the
 // per-event site's third value; 0 where the emulator gives none.
-batched_probe!(insn_fetch / InsnFetch, args 2, site 3, aux |v| v[2] as u8;
+batched_probe!(insn_fetch / InsnFetch, args 2, site 3, aux |v| v[2] as u8, dl;
     <P: Into<u64>, I: Into<u64>>(pc, insn) => [pc.into(), insn.into(), 0, 0];
     <P: Into<u64>, I: Into<u64>, L: InsnLen>(pc, insn, len)
         => [pc.into(), insn.into(), len.insn_len().into(), 0];
 );
-batched_probe!(insn_exec / InsnExec, args 2, site 3, aux |v| v[2] as u8;
+batched_probe!(insn_exec / InsnExec, args 2, site 3, aux |v| v[2] as u8, dl;
     <P: Into<u64>, I: Into<u64>>(pc, insn) => [pc.into(), insn.into(), 0, 0];
     <P: Into<u64>, I: Into<u64>, L: InsnLen>(pc, insn, len)
         => [pc.into(), insn.into(), len.insn_len().into(), 0];
 );
-batched_probe!(block / Block, args 2, site 2, aux |v| 0;
+batched_probe!(block / Block, args 2, site 2, aux |v| 0, none;
     <P: Into<u64>, S: Into<u64>>(pc, size) => [pc.into(), size.into(), 0, 0];
 );
 // A memory access's size is the width of its value's type: the batch
 // item's aux byte, the per-event site's fourth value.
-batched_probe!(mem_read / MemRead, args 3, site 4, aux |v| v[3] as u8;
+batched_probe!(mem_read / MemRead, args 3, site 4, aux |v| v[3] as u8, cl;
     <P: Into<u64>, A: Into<u64>, V: MemValue>(pc, addr, val)
         => [pc.into(), addr.into(), val.to_u64(), V::SIZE];
 );
-batched_probe!(mem_write / MemWrite, args 3, site 4, aux |v| v[3] as u8;
+batched_probe!(mem_write / MemWrite, args 3, site 4, aux |v| v[3] as u8, cl;
     <P: Into<u64>, A: Into<u64>, V: MemValue>(pc, addr, val)
         => [pc.into(), addr.into(), val.to_u64(), V::SIZE];
 );
-batched_probe!(reg_read / RegRead, args 3, site 3, aux |v| 0;
+batched_probe!(reg_read / RegRead, args 3, site 3, aux |v| 0, none;
     <P: Into<u64>, R: Into<u64>, V: Into<u64>>(pc, reg, val) => [pc.into(), reg.into(), val.into(), 0];
 );
-batched_probe!(reg_write / RegWrite, args 4, site 4, aux |v| 0;
+batched_probe!(reg_write / RegWrite, args 4, site 4, aux |v| 0, none;
     <P: Into<u64>, R: Into<u64>, V: Into<u64>, O: Into<u64>>(pc, reg, val, old)
         => [pc.into(), reg.into(), val.into(), old.into()];
 );
-batched_probe!(branch / Branch, args 3, site 3, aux |v| 0;
+batched_probe!(branch / Branch, args 3, site 3, aux |v| 0, none;
     <P: Into<u64>, T: Into<u64>, K: Into<Branch>>(pc, target, kind)
         => [pc.into(), target.into(), kind.into().encode(), 0];
 );
@@ -216,71 +240,148 @@ per_event_probe!(span_end:
         name.as_ref().as_ptr() as u64, name.as_ref().len() as u64, id]
 );
 
-/// Calls a batched probe's call-site function `site` with `values`, from
-/// the call site's cold block, without the cost of a call to the code
-/// around it: [`trampoline`] saves the registers the C ABI lets `site`
-/// clobber, so the compiler keeps its values in them across the probe
-/// rather than moving them into callee-saved registers that every run of
-/// the host function would save and restore. The five registers that carry
-/// `site` and the values are declared clobbered instead of saved: they hold
-/// the closure's results, made in the cold block for this call (a value
-/// still needed after it is copied there, in the cold block); so are the
-/// vector registers (they have no callee-saved ones). Measured on styx-rv
-/// under callgrind: detached, the same instruction count as with all nine
-/// saved; a traced batched event, 8 instructions fewer. Not `nostack`: the compiler keeps the red zone free and the stack
-/// aligned around it, as for a call.
+/// Calls `$append` (see [`fast_append!`]) from the call site's cold block:
+/// the registers it uses are declared clobbered (they carry `site` and the
+/// closure's results, made in the cold block for this call; a value still
+/// needed after it is copied there, in the cold block), and so are the
+/// vector registers (they have no callee-saved ones); every other register
+/// keeps its value, so the compiler keeps the host function's values where
+/// it would without probes rather than in callee-saved registers that
+/// every run of the host function would save and restore. Not `nostack`:
+/// the compiler keeps the red zone free and the stack aligned around it,
+/// as for a call.
 #[cfg(not(feature = "disabled"))]
-#[inline(always)]
-pub fn call_site(site: extern "C" fn(u64, u64, u64, u64), values: [u64; 4]) {
-    // SAFETY: `trampoline` returns with every register but these and the
-    // flags as it found them, and the stack pointer restored.
-    unsafe {
-        core::arch::asm!(
-            "call {trampoline}",
-            trampoline = sym trampoline,
-            inout("rax") site => _,
-            inout("rdi") values[0] => _,
-            inout("rsi") values[1] => _,
-            inout("rdx") values[2] => _,
-            inout("rcx") values[3] => _,
-            out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
-            out("xmm4") _, out("xmm5") _, out("xmm6") _, out("xmm7") _,
-            out("xmm8") _, out("xmm9") _, out("xmm10") _, out("xmm11") _,
-            out("xmm12") _, out("xmm13") _, out("xmm14") _, out("xmm15") _,
-        );
-    }
+macro_rules! call_append {
+    ($append:ident, $site:expr, $values:expr) => {
+        // SAFETY: `$append` returns with every register but these and the
+        // flags as it found them, and the stack pointer restored.
+        unsafe {
+            core::arch::asm!(
+                "call {append}",
+                append = sym $append,
+                inout("rax") $site => _,
+                inout("rdi") $values[0] => _,
+                inout("rsi") $values[1] => _,
+                inout("rdx") $values[2] => _,
+                inout("rcx") $values[3] => _,
+                out("r10") _, out("r11") _,
+                out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
+                out("xmm4") _, out("xmm5") _, out("xmm6") _, out("xmm7") _,
+                out("xmm8") _, out("xmm9") _, out("xmm10") _, out("xmm11") _,
+                out("xmm12") _, out("xmm13") _, out("xmm14") _, out("xmm15") _,
+            );
+        }
+    };
 }
-
-#[cfg(feature = "disabled")]
-#[inline(always)]
-pub fn call_site(site: extern "C" fn(u64, u64, u64, u64), values: [u64; 4]) {
-    let _ = (site, values);
-}
-
-/// Calls `rax` with the arguments in `rdi`, `rsi`, `rdx`, `rcx`, and
-/// returns with every general register but those five as it found them
-/// (the C ABI lets `rax`'s function clobber the four it saves too).
 #[cfg(not(feature = "disabled"))]
-#[doc(hidden)]
-#[unsafe(naked)]
-pub unsafe extern "C" fn trampoline() {
-    core::arch::naked_asm!(
-        // Entered with the stack 8 bytes past a 16-byte boundary (the
-        // `asm!` call site is aligned as for a call): 40 bytes align it.
-        "sub rsp, 8",
-        "push r8",
-        "push r9",
-        "push r10",
-        "push r11",
-        "call rax",
-        "pop r11",
-        "pop r10",
-        "pop r9",
-        "pop r8",
-        "add rsp, 8",
-        "ret",
-    );
+use call_append;
+
+/// Defines `$append`, what a batched type's call sites call with the call
+/// site's function in `rax` and the values in `rdi`, `rsi`, `rdx`, `rcx`.
+/// While only batch tracers hold the type and the thread's buffer has
+/// room before its next time mark, it appends the item itself: the
+/// semaphore word, the thread's buffer (an initial-exec thread-local), the
+/// bounds check and the stores, in `rax`, `r10` and `r11` (the call site
+/// declares them clobbered) — what `batch::push` does, without a call
+/// into compiled code, which may clobber every scratch register and would
+/// need them all saved. Anything else (a per-event tracer, no buffer yet,
+/// a time mark due, a word gone to zero) calls the call site's function,
+/// saving the two scratch registers the call site keeps (`r8`, `r9`).
+#[cfg(not(feature = "disabled"))]
+macro_rules! fast_append {
+    ($append:ident, $name:ident, $kind:ident, $args:tt, $aux_reg:tt) => {
+        #[doc(hidden)]
+        #[unsafe(naked)]
+        pub unsafe extern "C" fn $append() {
+            core::arch::naked_asm!(
+                "mov r11d, dword ptr [rip + {sema}]",
+                // Batch tracers only: the high half up, the low half zero.
+                "cmp r11d, {per_event}",
+                "jbe 2f",
+                "test r11d, {per_event}",
+                "jnz 2f",
+                concat!("mov r11, qword ptr [rip + ", crate::batch::current_slot!(), "@GOTTPOFF]"),
+                "mov r11, qword ptr fs:[r11]",
+                "test r11, r11",
+                "jz 2f",
+                "mov r10d, dword ptr [r11 + {len}]",
+                "add r10d, {need}",
+                "cmp r10d, dword ptr [r11 + {limit}]",
+                "ja 2f",
+                item_word!($aux_reg),
+                "mov qword ptr [r11 + r10 + {item}], rax",
+                store_values!($args),
+                "inc dword ptr [r11 + {count}]",
+                // The new length last (x86 stores are release stores): a
+                // thread flushing at exit sees the item.
+                "mov dword ptr [r11 + {len}], r10d",
+                "ret",
+                "2:",
+                // The stack as the call site's: 8 past a 16-byte boundary.
+                "sub rsp, 8",
+                "push r8",
+                "push r9",
+                "call rax",
+                "pop r9",
+                "pop r8",
+                "add rsp, 8",
+                "ret",
+                sema = sym semaphores::$name,
+                per_event = const PER_EVENT,
+                len = const crate::batch::fast::LEN,
+                limit = const crate::batch::fast::LIMIT,
+                need = const styx_common::batch::item_bytes($args),
+                // The item starts `need` bytes before the new length.
+                item = const crate::batch::fast::ITEMS as isize
+                    - styx_common::batch::item_bytes($args) as isize,
+                kind = const EventKind::$kind as u8,
+                count = const crate::batch::fast::COUNTS + 4 * EventKind::$kind as usize,
+            );
+        }
+    };
 }
+#[cfg(not(feature = "disabled"))]
+use fast_append;
+
+/// The item's first word into `rax`: the kind, and the aux byte from the
+/// register the type carries it in.
+#[cfg(not(feature = "disabled"))]
+macro_rules! item_word {
+    (none) => {
+        "mov eax, {kind}"
+    };
+    ($reg:ident) => {
+        concat!(
+            "movzx eax, ",
+            stringify!($reg),
+            "\nshl eax, 8\nor eax, {kind}"
+        )
+    };
+}
+#[cfg(not(feature = "disabled"))]
+use item_word;
+
+/// The item's values after its first word, from the argument registers.
+#[cfg(not(feature = "disabled"))]
+macro_rules! store_values {
+    (2) => {
+        "mov qword ptr [r11 + r10 + {item} + 8], rdi\nmov qword ptr [r11 + r10 + {item} + 16], rsi"
+    };
+    (3) => {
+        concat!(
+            store_values!(2),
+            "\nmov qword ptr [r11 + r10 + {item} + 24], rdx"
+        )
+    };
+    (4) => {
+        concat!(
+            store_values!(3),
+            "\nmov qword ptr [r11 + r10 + {item} + 32], rcx"
+        )
+    };
+}
+#[cfg(not(feature = "disabled"))]
+use store_values;
 
 /// A marker takes one value, not a tuple: its `Args` are for the text itself.
 #[doc(hidden)]

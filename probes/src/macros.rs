@@ -20,7 +20,7 @@ macro_rules! __probe {
                     $crate::fire::site_id(module_path!(), file!(), line!(), column!());
                 $crate::fire::$name::fire::<SITE>([a, b, c, d])
             }
-            $crate::fire::call_site(
+            $crate::fire::$name::call_site(
                 __styx_probe_site,
                 $crate::fire::$name::Args::values(($args)()),
             )

@@ -33,6 +33,11 @@
 //!   at AT, caught; then `calls::recurse(AFTER)`. Answers `caught`.
 //! - `recurse-threads DEPTH THREADS`: each of THREADS threads calls
 //!   `calls::recurse(DEPTH)`; answers `recursed`.
+//! - `dlopen PATH`: loads the shared library PATH (styx-testlib) at run
+//!   time; answers `loaded`.
+//! - `lib-fire N THREADS`: calls the loaded library's `styx_testlib_fire`
+//!   (N `insn_exec` and N `mem_read` on each of THREADS threads); answers
+//!   `lib-fired E`, E the events it fired.
 //! - `quit`: exits (returns from `main`).
 //!
 //! Its first act is a `marker` "testprog start", which only a tracer that
@@ -327,6 +332,23 @@ fn enabled_line() -> String {
     )
 }
 
+/// styx-testlib's `styx_testlib_fire`.
+type LibraryFire = extern "C" fn(u64, u64) -> u64;
+
+/// Loads the library at `path` (never unloaded) and finds its firing
+/// function.
+fn load_library(path: &str) -> LibraryFire {
+    let path = std::ffi::CString::new(path).expect("a path without NUL");
+    // SAFETY: a NUL-terminated path; the handle is kept for good.
+    let handle = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW) };
+    assert!(!handle.is_null(), "dlopen {path:?} failed");
+    // SAFETY: a NUL-terminated name in a library that stays loaded.
+    let symbol = unsafe { libc::dlsym(handle, c"styx_testlib_fire".as_ptr()) };
+    assert!(!symbol.is_null(), "no styx_testlib_fire in {path:?}");
+    // SAFETY: styx-testlib defines it with this signature.
+    unsafe { std::mem::transmute::<*mut libc::c_void, LibraryFire>(symbol) }
+}
+
 fn main() {
     // First thing: only a tracer attached before the program started sees it.
     styx_probe::marker!(|| "testprog start");
@@ -343,6 +365,7 @@ fn main() {
     // Static: parked threads outlive the loop's borrows.
     let rec: &'static Recorder = Box::leak(Box::new(Recorder { out }));
     let mut parked: Option<Parked> = None;
+    let mut library: Option<LibraryFire> = None;
     let stdout = std::io::stdout();
     for line in std::io::stdin().lock().lines() {
         let line = line.expect("reading stdin");
@@ -463,6 +486,15 @@ fn main() {
                     threads.parse().expect("threads"),
                 );
                 answer("recursed");
+            }
+            ["dlopen", path] => {
+                library = Some(load_library(path));
+                answer("loaded");
+            }
+            ["lib-fire", n, threads] => {
+                let fire = library.expect("dlopen first");
+                let fired = fire(n.parse().expect("n"), threads.parse().expect("threads"));
+                answer(&format!("lib-fired {fired}"));
             }
             ["quit"] => return,
             _ => panic!("unknown command {line:?}"),

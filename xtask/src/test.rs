@@ -9,10 +9,11 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     crate::build_ebpf::run(root, true)?;
     kernel_free(root)?;
     // The end-to-end tests run styx-loader, a binary of another package,
-    // which `cargo test` alone does not build.
+    // and load styx-testlib, a shared library: `cargo test` alone builds
+    // neither.
     crate::run_checked(
         Command::new("cargo")
-            .args(["build", "--workspace", "--bins"])
+            .args(["build", "--workspace", "--bins", "--lib"])
             .current_dir(root),
     )?;
     crate::run_checked(

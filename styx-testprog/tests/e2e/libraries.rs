@@ -145,3 +145,72 @@ fn library_probes_are_traced_and_a_dlclosed_library_loses_nothing_else() {
         "bpftrace sees the 50 library events styx-loader saw"
     );
 }
+
+/// styx-testlib, a Rust emulator library: built by `cargo build --workspace`.
+fn testlib_path() -> PathBuf {
+    let path = testprog_path().with_file_name("libstyx_testlib.so");
+    assert!(
+        path.exists(),
+        "{} is missing: `cargo build -p styx-testlib` first",
+        path.display()
+    );
+    path
+}
+
+/// A Rust library with styx probes that the program loads at run time
+/// (`dlopen`), traced by pid: the probes' per-thread batch slot (an
+/// initial-exec thread-local, from the C library's spare static TLS) works
+/// there too, and every event of every thread arrives with its values,
+/// in order.
+#[test]
+fn a_rust_library_loaded_at_run_time_delivers_every_batched_event() {
+    require_root();
+    let dir = scratch("libraries-dlopen-rust");
+    let out = dir.join("events.jsonl");
+    let mut prog = TestProg::spawn(None);
+    let library = testlib_path();
+    assert_eq!(
+        prog.ask(&format!("dlopen {}", library.display())).trim(),
+        "loaded"
+    );
+    let loader = prog.attach_loader(&jsonl_to(&out, "batched", &[]));
+    const N: u64 = 20_000;
+    assert_eq!(
+        prog.ask(&format!("lib-fire {N} 2")).trim(),
+        format!("lib-fired {}", 4 * N)
+    );
+    prog.quit();
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{stderr:?}");
+    let threads = by_tid(read_jsonl(&out));
+    assert_eq!(threads.len(), 2, "{stderr:?}");
+    for events in threads.values() {
+        assert_eq!(events.len() as u64, 2 * N, "{stderr:?}");
+        for (i, pair) in events.chunks(2).enumerate() {
+            let i = i as u64;
+            let (exec, read) = (&pair[0], &pair[1]);
+            assert_eq!(
+                (&exec["event"], &exec["pc"], &exec["insn"], &exec["len"]),
+                (&"insn_exec".into(), &i.into(), &(3 * i).into(), &4.into()),
+                "{exec}"
+            );
+            assert_eq!(
+                (
+                    &read["event"],
+                    &read["pc"],
+                    &read["addr"],
+                    &read["val"],
+                    &read["size"]
+                ),
+                (
+                    &"mem_read".into(),
+                    &i.into(),
+                    &(8 * i).into(),
+                    &i.into(),
+                    &4.into()
+                ),
+                "{read}"
+            );
+        }
+    }
+}

@@ -1,0 +1,26 @@
+//! An emulator library as a program loads it at run time (`dlopen`): its
+//! probes' per-thread batch slot is an initial-exec thread-local, which a
+//! library loaded after start takes from the C library's spare static TLS.
+//! The end-to-end tests load it into styx-testprog (`dlopen PATH`), trace
+//! the process and fire (`lib-fire N THREADS`).
+
+/// Fires `n` `insn_exec` events (pc `i`, instruction `i * 3`, length 4)
+/// and `n` `mem_read`s (pc `i`, address `i * 8`, a 4-byte value `i`) on
+/// each of `threads` new threads; returns the events fired.
+#[no_mangle]
+pub extern "C" fn styx_testlib_fire(n: u64, threads: u64) -> u64 {
+    let workers: Vec<_> = (0..threads)
+        .map(|_| {
+            std::thread::spawn(move || {
+                for i in 0..n {
+                    styx_probe::insn_exec!(|| (i, i * 3, 4u8));
+                    styx_probe::mem_read!(|| (i, i * 8, i as u32));
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().expect("a firing thread");
+    }
+    2 * n * threads
+}

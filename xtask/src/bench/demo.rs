@@ -4,13 +4,14 @@
 //! with per-event delivery.
 
 use super::stats::Samples;
-use super::tracer::{copy_failures, Delivery};
+use super::tracer::{copy_failures, delivery_arg};
 use super::{Binaries, Plan};
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use styx_common::{Delivery, EventKind};
 use styx_testkit::{Loader, Summary};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -33,14 +34,21 @@ impl Variant {
         Variant::All(Delivery::PerEvent),
     ];
 
-    pub fn label(self) -> &'static str {
+    pub fn label(self) -> String {
+        let delivery = match self {
+            Variant::CompiledOut => return "probes compiled out".into(),
+            Variant::Detached => return "probes detached".into(),
+            Variant::One(delivery) | Variant::All(delivery) => delivery_arg(delivery),
+        };
+        format!("{delivery}: {}", self.traced())
+    }
+
+    /// What a traced variant traces (empty for the others).
+    pub fn traced(self) -> String {
         match self {
-            Variant::CompiledOut => "probes compiled out",
-            Variant::Detached => "probes detached",
-            Variant::One(Delivery::Batched) => "batched: `insn_exec` only",
-            Variant::All(Delivery::Batched) => "batched: all 13 event types",
-            Variant::One(Delivery::PerEvent) => "per-event: `insn_exec` only",
-            Variant::All(Delivery::PerEvent) => "per-event: all 13 event types",
+            Variant::One(_) => "`insn_exec` only".into(),
+            Variant::All(_) => format!("all {} event types", styx_event_types()),
+            Variant::CompiledOut | Variant::Detached => String::new(),
         }
     }
 
@@ -146,6 +154,15 @@ pub fn plain(emulator: &Path, repeat: u64) -> Result<f64> {
     speed(&String::from_utf8_lossy(&output.stdout))
 }
 
+/// styx's own event types, the catalogue's: what `-e` offers besides
+/// `usdt` (other providers' probes), and what the demo fires.
+pub fn styx_event_types() -> usize {
+    EventKind::ALL
+        .iter()
+        .filter(|&&kind| kind != EventKind::Usdt)
+        .count()
+}
+
 /// Speed, events received and events lost, traced from the first instruction.
 pub fn traced(
     loader: &Path,
@@ -161,7 +178,7 @@ pub fn traced(
         "/dev/null",
         "--quiet",
         "--delivery",
-        delivery.arg(),
+        delivery_arg(delivery),
     ]
     .map(OsStr::new)
     .to_vec();

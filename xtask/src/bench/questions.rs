@@ -5,10 +5,11 @@
 //! delivery modes, side by side in each round.
 
 use super::stats::Samples;
-use super::tracer::{Delivery, Question, Session, Styx, Tracer, Workload};
+use super::tracer::{Question, Session, Styx, Tracer, Workload};
 use super::{Binaries, Plan};
 use anyhow::Result;
 use std::collections::BTreeMap;
+use styx_common::Delivery;
 
 pub const QUESTIONS: [Question; 4] = [
     Question::None,

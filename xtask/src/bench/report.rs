@@ -5,10 +5,10 @@ use super::demo::Variant;
 use super::machine::Machine;
 use super::stats::Samples;
 use super::stream::{Row, Way};
-use super::tracer::Delivery;
 use super::{Plan, Results};
 use std::fmt::Write;
 use std::time::Duration;
+use styx_common::Delivery;
 
 pub fn render(machine: &Machine, plan: &Plan, results: &Results, took: Duration) -> String {
     let mut md = String::new();
@@ -282,10 +282,7 @@ fn targets(md: &mut String, r: &Results) {
         (Variant::One(Delivery::Batched), 3.0),
     ] {
         let d = &demo[&variant];
-        let what = match variant {
-            Variant::All(_) => "all 13 event types",
-            _ => "`insn_exec` only",
-        };
+        let what = variant.traced();
         row(
             format!(
                 "demo traced from its first instruction, batched, {what}: ≤ {limit:.0}× slower than compiled out"
@@ -845,7 +842,7 @@ fn encoding(md: &mut String, r: &Results) {
 /// Filters, `top` and the flight recorder against streaming.
 fn questions(md: &mut String, plan: &Plan, results: &Results) {
     use super::questions::{label, DELIVERIES, QUESTIONS};
-    use super::tracer::{Delivery, Question};
+    use super::tracer::{delivery_arg, Question};
     let q = &results.questions;
     let _ = writeln!(
         md,
@@ -881,10 +878,7 @@ fn questions(md: &mut String, plan: &Plan, results: &Results) {
             let _ = writeln!(
                 md,
                 "| {} | {} | {} | {vs} | {} | {} of {} |",
-                match delivery {
-                    Delivery::PerEvent => "per-event",
-                    Delivery::Batched => "batched",
-                },
+                delivery_arg(delivery),
                 label(question),
                 row.ns_per_event.show(1),
                 row.loader_ns_per_event.show(1),

@@ -4,10 +4,11 @@
 
 use super::disk;
 use super::stats::Samples;
-use super::tracer::{bpf_run_stats, Delivery, Question, Session, Styx, Tracer, Workload};
+use super::tracer::{bpf_run_stats, Question, Session, Styx, Tracer, Workload};
 use super::{Binaries, Plan};
 use anyhow::Result;
 use std::collections::BTreeMap;
+use styx_common::Delivery;
 
 /// One way of sending and consuming the stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

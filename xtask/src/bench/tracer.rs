@@ -9,6 +9,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::mpsc::Receiver;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use styx_common::Delivery;
 use styx_testkit::{lines_of, Loader, Summary};
 
 /// styx-bench's handshake events for bpftrace: `styx_probe::mem_write!`, a
@@ -95,19 +96,12 @@ impl Workload {
     }
 }
 
-/// styx-loader's `--delivery`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Delivery {
-    Batched,
-    PerEvent,
-}
-
-impl Delivery {
-    pub fn arg(self) -> &'static str {
-        match self {
-            Delivery::Batched => "batched",
-            Delivery::PerEvent => "per-event",
-        }
+/// styx-loader's `--delivery` value for `delivery` (of the types batched
+/// by default; the others always go per event).
+pub fn delivery_arg(delivery: Delivery) -> &'static str {
+    match delivery {
+        Delivery::Batched => "batched",
+        Delivery::PerEvent => "per-event",
     }
 }
 
@@ -228,7 +222,7 @@ impl Session {
                         "-o",
                         format,
                         "--delivery",
-                        styx.delivery.arg(),
+                        delivery_arg(styx.delivery),
                         "--quiet",
                         "--output",
                     ]

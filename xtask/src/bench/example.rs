@@ -253,4 +253,26 @@ mod tests {
             }
         }
     }
+
+    /// The prose quotes the machine it ran on and styx's own definitions,
+    /// not the machine and catalogue it was written for.
+    #[test]
+    fn report_quotes_the_machine_and_styx() {
+        let mut machine = machine();
+        machine.cpus = 8;
+        machine.virtual_machine = false;
+        let md = super::super::report::render(
+            &machine,
+            &plan(Scenario::Missed),
+            &results(Scenario::Missed),
+            std::time::Duration::from_secs(1),
+        );
+        assert!(md.contains("on this 8-CPU machine"), "{md}");
+        assert!(!md.contains("vCPU"), "{md}");
+        // Every catalogue type but `usdt`, which stands for other providers.
+        let types = styx_common::EventKind::ALL.len() - 1;
+        assert!(md.contains(&format!("all {types} event types")), "{md}");
+        let kib = styx_common::batch::BATCH_BYTES / 1024;
+        assert!(md.contains(&format!("per {kib} KiB batch")), "{md}");
+    }
 }

@@ -45,7 +45,7 @@ impl Shape {
 /// How events of a type reach the reader when styx-loader traces them in
 /// batches (its default; `--delivery per-event` takes every type one hit
 /// each).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Delivery {
     /// Appended to the thread's batch buffer; one probe hit per batch
     /// (see [`crate::batch`]).

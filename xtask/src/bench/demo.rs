@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use styx_common::{Delivery, EventKind};
 use styx_testkit::{Loader, Summary};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Variant {
     CompiledOut,
     Detached,
@@ -52,6 +52,17 @@ impl Variant {
         }
     }
 
+    /// Its place among the results' keys (styx-common's `Delivery` is not
+    /// ordered: see [`super::questions::Asked`]).
+    fn rank(self) -> (u8, u8) {
+        match self {
+            Variant::CompiledOut => (0, 0),
+            Variant::Detached => (1, 0),
+            Variant::One(delivery) => (2, delivery as u8),
+            Variant::All(delivery) => (3, delivery as u8),
+        }
+    }
+
     /// Repeats of the demo's programs per run.
     pub fn repeat(self, plan: &Plan) -> u64 {
         match self {
@@ -61,6 +72,18 @@ impl Variant {
             Variant::One(Delivery::PerEvent) => plan.demo_repeat_per_event_one,
             Variant::All(Delivery::PerEvent) => plan.demo_repeat_per_event_all,
         }
+    }
+}
+
+impl Ord for Variant {
+    fn cmp(&self, other: &Variant) -> std::cmp::Ordering {
+        self.rank().cmp(&other.rank())
+    }
+}
+
+impl PartialOrd for Variant {
+    fn partial_cmp(&self, other: &Variant) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
     }
 }
 

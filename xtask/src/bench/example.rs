@@ -6,7 +6,7 @@
 use super::consumers::FORMATS;
 use super::demo::Variant;
 use super::machine::{CpuUse, Machine};
-use super::questions::{DELIVERIES, QUESTIONS};
+use super::questions::{Asked, DELIVERIES, QUESTIONS};
 use super::stats::Samples;
 use super::stream::{Breakdown, Way, RATIOS};
 use super::workload::{self, BaselineResults};
@@ -112,15 +112,20 @@ pub fn results(scenario: Scenario) -> Results {
 
     for delivery in DELIVERIES {
         for (i, question) in QUESTIONS.into_iter().enumerate() {
-            let row = r.questions.rows.entry((delivery, question)).or_default();
+            let row = r
+                .questions
+                .rows
+                .entry(Asked(delivery, question))
+                .or_default();
             row.ns_per_event = around(10.0 + i as f64);
             row.loader_ns_per_event = around(5.0 + i as f64);
             row.events = 350_000;
             row.dropped = lost;
             if i > 0 {
-                r.questions
-                    .ratios
-                    .insert((delivery, question), around(if met { 0.5 } else { 1.0 }));
+                r.questions.ratios.insert(
+                    Asked(delivery, question),
+                    around(if met { 0.5 } else { 1.0 }),
+                );
             }
         }
     }

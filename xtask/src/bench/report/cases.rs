@@ -6,7 +6,7 @@ use super::figures::{slower, table, times, verdict};
 use super::Facts;
 use crate::bench::consumers::FORMATS;
 use crate::bench::demo::Variant;
-use crate::bench::questions::{label, DELIVERIES, QUESTIONS};
+use crate::bench::questions::{label, Asked, DELIVERIES, QUESTIONS};
 use crate::bench::tracer::{delivery_arg, Question};
 use crate::bench::{workload, Plan, Results};
 use std::fmt::Write;
@@ -143,10 +143,10 @@ pub fn questions(md: &mut String, plan: &Plan, results: &Results) {
     let mut rows = Vec::new();
     for delivery in DELIVERIES {
         for question in QUESTIONS {
-            let Some(row) = q.rows.get(&(delivery, question)) else {
+            let Some(row) = q.rows.get(&Asked(delivery, question)) else {
                 continue;
             };
-            let vs = match q.ratios.get(&(delivery, question)) {
+            let vs = match q.ratios.get(&Asked(delivery, question)) {
                 Some(r) if question != Question::None => times(r, 2),
                 _ => "1".into(),
             };
@@ -191,10 +191,13 @@ fn question_targets(md: &mut String, results: &Results) {
     let q = &results.questions;
     let loader = |delivery, question| {
         q.rows
-            .get(&(delivery, question))
+            .get(&Asked(delivery, question))
             .map_or("-".into(), |row| row.loader_ns_per_event.show(1))
     };
-    if let Some(r) = q.ratios.get(&(Delivery::PerEvent, Question::FilterAll)) {
+    if let Some(r) = q
+        .ratios
+        .get(&Asked(Delivery::PerEvent, Question::FilterAll))
+    {
         let _ = writeln!(
             md,
             "Target: filtered-out events cost measurably less than streamed ones: per-event \
@@ -217,7 +220,7 @@ fn question_targets(md: &mut String, results: &Results) {
     }
     if let Some(r) = q
         .ratios
-        .get(&(Delivery::PerEvent, Question::FlightRecorder))
+        .get(&Asked(Delivery::PerEvent, Question::FlightRecorder))
     {
         let _ = writeln!(
             md,
@@ -226,7 +229,7 @@ fn question_targets(md: &mut String, results: &Results) {
              the ring into the loader's memory; nothing is formatted or written).\n",
             times(r, 2),
             q.ratios
-                .get(&(Delivery::Batched, Question::FlightRecorder))
+                .get(&Asked(Delivery::Batched, Question::FlightRecorder))
                 .map_or("-".into(), |r| times(r, 2)),
         );
     }

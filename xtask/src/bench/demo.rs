@@ -4,16 +4,17 @@
 //! with per-event delivery.
 
 use super::stats::Samples;
-use super::tracer::{copy_failures, Delivery};
+use super::tracer::{copy_failures, delivery_arg};
 use super::{Binaries, Plan};
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use styx_common::{Delivery, EventKind};
 use styx_testkit::{Loader, Summary};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Variant {
     CompiledOut,
     Detached,
@@ -33,14 +34,32 @@ impl Variant {
         Variant::All(Delivery::PerEvent),
     ];
 
-    pub fn label(self) -> &'static str {
+    pub fn label(self) -> String {
+        let delivery = match self {
+            Variant::CompiledOut => return "probes compiled out".into(),
+            Variant::Detached => return "probes detached".into(),
+            Variant::One(delivery) | Variant::All(delivery) => delivery_arg(delivery),
+        };
+        format!("{delivery}: {}", self.traced())
+    }
+
+    /// What a traced variant traces (empty for the others).
+    pub fn traced(self) -> String {
         match self {
-            Variant::CompiledOut => "probes compiled out",
-            Variant::Detached => "probes detached",
-            Variant::One(Delivery::Batched) => "batched: `insn_exec` only",
-            Variant::All(Delivery::Batched) => "batched: all 13 event types",
-            Variant::One(Delivery::PerEvent) => "per-event: `insn_exec` only",
-            Variant::All(Delivery::PerEvent) => "per-event: all 13 event types",
+            Variant::One(_) => "`insn_exec` only".into(),
+            Variant::All(_) => format!("all {} event types", styx_event_types()),
+            Variant::CompiledOut | Variant::Detached => String::new(),
+        }
+    }
+
+    /// Its place among the results' keys (styx-common's `Delivery` is not
+    /// ordered: see [`super::questions::Asked`]).
+    fn rank(self) -> (u8, u8) {
+        match self {
+            Variant::CompiledOut => (0, 0),
+            Variant::Detached => (1, 0),
+            Variant::One(delivery) => (2, delivery as u8),
+            Variant::All(delivery) => (3, delivery as u8),
         }
     }
 
@@ -53,6 +72,18 @@ impl Variant {
             Variant::One(Delivery::PerEvent) => plan.demo_repeat_per_event_one,
             Variant::All(Delivery::PerEvent) => plan.demo_repeat_per_event_all,
         }
+    }
+}
+
+impl Ord for Variant {
+    fn cmp(&self, other: &Variant) -> std::cmp::Ordering {
+        self.rank().cmp(&other.rank())
+    }
+}
+
+impl PartialOrd for Variant {
+    fn partial_cmp(&self, other: &Variant) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
     }
 }
 
@@ -146,6 +177,15 @@ pub fn plain(emulator: &Path, repeat: u64) -> Result<f64> {
     speed(&String::from_utf8_lossy(&output.stdout))
 }
 
+/// styx's own event types, the catalogue's: what `-e` offers besides
+/// `usdt` (other providers' probes), and what the demo fires.
+pub fn styx_event_types() -> usize {
+    EventKind::ALL
+        .iter()
+        .filter(|&&kind| kind != EventKind::Usdt)
+        .count()
+}
+
 /// Speed, events received and events lost, traced from the first instruction.
 pub fn traced(
     loader: &Path,
@@ -161,7 +201,7 @@ pub fn traced(
         "/dev/null",
         "--quiet",
         "--delivery",
-        delivery.arg(),
+        delivery_arg(delivery),
     ]
     .map(OsStr::new)
     .to_vec();

@@ -23,6 +23,8 @@ mod baseline;
 mod consumers;
 mod demo;
 mod disk;
+#[cfg(test)]
+mod example;
 mod functions;
 mod machine;
 mod questions;

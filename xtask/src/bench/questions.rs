@@ -5,10 +5,12 @@
 //! delivery modes, side by side in each round.
 
 use super::stats::Samples;
-use super::tracer::{Delivery, Question, Session, Styx, Tracer, Workload};
+use super::tracer::{Question, Session, Styx, Tracer, Workload};
 use super::{Binaries, Plan};
 use anyhow::Result;
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
+use styx_common::Delivery;
 
 pub const QUESTIONS: [Question; 4] = [
     Question::None,
@@ -16,6 +18,24 @@ pub const QUESTIONS: [Question; 4] = [
     Question::Top,
     Question::FlightRecorder,
 ];
+
+/// A row of the table: the delivery, and the question asked. Ordered here:
+/// styx-common's `Delivery` is not, and deriving that there would change the
+/// committed eBPF object (its debug info).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Asked(pub Delivery, pub Question);
+
+impl Ord for Asked {
+    fn cmp(&self, other: &Asked) -> Ordering {
+        (self.0 as u8, self.1).cmp(&(other.0 as u8, other.1))
+    }
+}
+
+impl PartialOrd for Asked {
+    fn partial_cmp(&self, other: &Asked) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
 
 pub const DELIVERIES: [Delivery; 2] = [Delivery::PerEvent, Delivery::Batched];
 
@@ -41,9 +61,9 @@ pub struct Row {
 
 #[derive(Default)]
 pub struct Results {
-    pub rows: BTreeMap<(Delivery, Question), Row>,
+    pub rows: BTreeMap<Asked, Row>,
     /// Per round: a question's ns per event over streaming's, same delivery.
-    pub ratios: BTreeMap<(Delivery, Question), Samples>,
+    pub ratios: BTreeMap<Asked, Samples>,
 }
 
 pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> {
@@ -72,7 +92,7 @@ pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> 
                 run.evaluated
             );
             let got = session.finish(workload)?;
-            let row = results.rows.entry((delivery, question)).or_default();
+            let row = results.rows.entry(Asked(delivery, question)).or_default();
             row.ns_per_event.push(run.ns_per_event);
             row.loader_ns_per_event.push(cpu * 1e9 / n as f64);
             row.events += got.fired;
@@ -83,7 +103,7 @@ pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> 
                     if let Some(base) = streamed {
                         results
                             .ratios
-                            .entry((delivery, question))
+                            .entry(Asked(delivery, question))
                             .or_default()
                             .push(run.ns_per_event / base);
                     }

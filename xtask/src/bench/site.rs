@@ -226,6 +226,26 @@ struct Path_ {
     backward: bool,
 }
 
+/// One instruction as objdump prints it: `mov 0x2f00(%rip),%rax  # 8e048 <sym>`.
+struct Insn<'a> {
+    at: u64,
+    mnemonic: &'a str,
+    /// Without objdump's comment.
+    operands: &'a str,
+    text: &'a str,
+}
+
+impl Insn<'_> {
+    /// Whether objdump's comment names address `to`.
+    fn refers(&self, to: u64) -> bool {
+        self.text.contains(&format!("# {to:x} <"))
+    }
+
+    fn listed(&self) -> String {
+        format!("{:x}: {}", self.at, squeeze(self.text))
+    }
+}
+
 /// The last instruction before `site` that reads the semaphore word,
 /// directly or through a register loaded from one of its GOT `slots`, and
 /// what follows it up to the first conditional branch.
@@ -235,60 +255,67 @@ fn path_to_branch(
     semaphore: u64,
     slots: &BTreeSet<u64>,
 ) -> Option<Path_> {
-    let before: Vec<(u64, &str, &str)> = code
+    let before: Vec<Insn> = code
         .iter()
         .filter(|(a, _)| *a < site)
-        .map(|(a, insn)| {
-            let (mnemonic, operands) = insn.split_once(char::is_whitespace).unwrap_or((insn, ""));
-            (
-                *a,
+        .map(|(a, text)| {
+            let (mnemonic, operands) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
+            Insn {
+                at: *a,
                 mnemonic,
-                operands.split('#').next().unwrap_or("").trim(),
-            )
+                operands: operands.split('#').next().unwrap_or("").trim(),
+                text,
+            }
         })
         .collect();
-    let comment = |i: usize| {
-        code.iter()
-            .find(|(a, _)| *a == before[i].0)
-            .map(|(_, t)| t.as_str())
-    };
-    let refers = |i: usize, to: u64| comment(i).is_some_and(|t| t.contains(&format!("# {to:x} <")));
-    // A load of the word itself, or of its address from the GOT.
-    let direct = before
-        .iter()
-        .enumerate()
-        .rposition(|(i, _)| refers(i, semaphore));
+    let (start, hoisted) = semaphore_load(&before, semaphore, slots)?;
+    walk_to_branch(&before[start..], hoisted, slots)
+}
+
+/// Where the path starts: the last load of the word itself, or of its
+/// address from the GOT (or, when that load was hoisted out of the loop,
+/// the load through the register it filled; the hoisted load is returned).
+fn semaphore_load(
+    before: &[Insn],
+    semaphore: u64,
+    slots: &BTreeSet<u64>,
+) -> Option<(usize, Option<String>)> {
+    let direct = before.iter().rposition(|insn| insn.refers(semaphore));
     let through_got = before
         .iter()
-        .enumerate()
-        .rposition(|(i, _)| slots.iter().any(|&slot| refers(i, slot)));
-    let (start, hoisted) = match (direct, through_got) {
-        (Some(direct), None) => (direct, None),
-        (Some(direct), Some(got)) if direct > got => (direct, None),
+        .rposition(|insn| slots.iter().any(|&slot| insn.refers(slot)));
+    match (direct, through_got) {
+        (Some(direct), None) => Some((direct, None)),
+        (Some(direct), Some(got)) if direct > got => Some((direct, None)),
         (_, Some(g)) => {
             // `mov SLOT(%rip),%REG`, then a load through `(%REG)`.
-            let register = before[g].2.rsplit(',').next()?.trim().to_string();
+            let register = before[g].operands.rsplit(',').next()?.trim().to_string();
             let through = |ops: &str| {
                 let source = ops.split(',').next().unwrap_or("");
                 source.ends_with(&format!("({register})")) && !source.contains("(%rip)")
             };
             let load = (g + 1..before.len())
                 .rev()
-                .find(|&i| through(before[i].2))?;
+                .find(|&i| through(before[i].operands))?;
             if load == g + 1 {
-                (g, None)
+                Some((g, None))
             } else {
-                let (at, _, _) = before[g];
-                (load, Some(format!("{at:x}: {}", squeeze(comment(g)?))))
+                Some((load, Some(before[g].listed())))
             }
         }
-        (None, None) => return None,
-    };
+        (None, None) => None,
+    }
+}
+
+/// The path from its first instruction to the first conditional branch,
+/// counting the loads of memory on it.
+fn walk_to_branch(path: &[Insn], hoisted: Option<String>, slots: &BTreeSet<u64>) -> Option<Path_> {
     let mut listing = Vec::new();
     let mut loads = 0;
     let mut word_32 = false;
-    for (i, &(at, mnemonic, operands)) in before.iter().enumerate().skip(start) {
-        listing.push(format!("{at:x}: {}", squeeze(comment(i)?)));
+    for (i, insn) in path.iter().enumerate() {
+        listing.push(insn.listed());
+        let (at, mnemonic, operands) = (insn.at, insn.mnemonic, insn.operands);
         if mnemonic.starts_with('j') && mnemonic != "jmp" {
             let target = operands.split_whitespace().next().and_then(hex_bare);
             let backward = target.is_some_and(|t| t < at);
@@ -308,7 +335,7 @@ fn path_to_branch(
             && !(mnemonic.starts_with("mov") && last.contains('('));
         if reads_memory {
             loads += 1;
-            let got_load = i == start && slots.iter().any(|&slot| refers(i, slot));
+            let got_load = i == 0 && slots.iter().any(|&slot| insn.refers(slot));
             if !got_load {
                 word_32 = mnemonic.ends_with('l') || last.starts_with("%e") || last.ends_with('d');
             }

@@ -4,10 +4,11 @@
 
 use super::disk;
 use super::stats::Samples;
-use super::tracer::{bpf_run_stats, Delivery, Question, Session, Styx, Tracer, Workload};
+use super::tracer::{bpf_run_stats, Question, Session, Styx, Tracer, Workload};
 use super::{Binaries, Plan};
 use anyhow::Result;
 use std::collections::BTreeMap;
+use styx_common::Delivery;
 
 /// One way of sending and consuming the stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -217,8 +218,28 @@ const TRACED: [Way; 10] = [
 /// One round: every way once; the file captures last, each followed by
 /// writing back what it left in the page cache.
 pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> {
+    let mut this_round = untraced(bins, plan, results)?;
+    for way in TRACED {
+        let ns_per_event = traced(bins, plan, way, results.rows.entry(way).or_default())?;
+        this_round.insert(way, ns_per_event);
+        if way.to_file() {
+            disk::sync();
+        }
+    }
+    for (a, b) in RATIOS {
+        results
+            .ratios
+            .entry((a, b))
+            .or_default()
+            .push(this_round[&a] / this_round[&b]);
+    }
+    disk::round(plan, &mut results.disk)
+}
+
+/// The ways no tracer attaches to (the seeds' have their own readers),
+/// sharing one workload process per program; their ns per event.
+fn untraced(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<BTreeMap<Way, f64>> {
     let mut this_round = BTreeMap::new();
-    // The untraced ways share one workload process per program.
     let mut workloads = BTreeMap::new();
     for way in [
         Way::Loop,
@@ -247,63 +268,54 @@ pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> 
     for (_, workload) in workloads {
         workload.quit()?;
     }
+    Ok(this_round)
+}
 
-    for way in TRACED {
-        let tracer = way.tracer().expect("a traced way");
-        let n = way.events(plan);
-        let mut workload = Workload::spawn(way.program(bins))?;
-        let session = Session::start(tracer, &bins.loader, &mut workload)?;
-        let cpu_before = session.cpu_seconds()?;
-        let split_before = session.cpu_split()?;
-        let run = workload.run(way.via(), n)?;
-        let cpu = session.cpu_seconds_when_idle()? - cpu_before;
-        let split_after = session.cpu_split()?;
-        let (user, system) = (
-            split_after.0 - split_before.0,
-            split_after.1 - split_before.1,
-        );
-        let trampoline = workload.has_uprobe_trampoline()?;
-        anyhow::ensure!(
-            run.evaluated == n,
-            "{}: only {} of {n} probes fired",
-            way.label(),
-            run.evaluated,
-        );
-        let got = session.finish(workload)?;
-        let row = results.rows.entry(way).or_default();
-        row.ns_per_event.push(run.ns_per_event);
-        // Per event received: what the consumer had to handle.
-        let handled = match tracer {
-            Tracer::Styx(_) => got.received.max(1),
-            _ => n,
-        };
-        row.consumer_ns_per_event.push(cpu * 1e9 / handled as f64);
-        if user + system > 0.0 {
-            row.consumer_system_share.push(system / (user + system));
-        }
-        row.events += got.fired;
-        row.lost += got.lost;
-        row.reported_lost += got.reported_lost;
-        row.trampoline_runs += u64::from(trampoline);
-        if let Some(bytes) = got.file_bytes {
-            row.file_bytes_per_event
-                .push(bytes as f64 / got.received.max(1) as f64);
-            row.file_mb_s
-                .push(bytes as f64 / (run.ns_per_event * n as f64 / 1e9) / 1e6);
-        }
-        this_round.insert(way, run.ns_per_event);
-        if way.to_file() {
-            disk::sync();
-        }
+/// One run of a traced way on a fresh workload, added to its row; the
+/// loop's ns per event.
+fn traced(bins: &Binaries, plan: &Plan, way: Way, row: &mut Row) -> Result<f64> {
+    let tracer = way.tracer().expect("a traced way");
+    let n = way.events(plan);
+    let mut workload = Workload::spawn(way.program(bins))?;
+    let session = Session::start(tracer, &bins.loader, &mut workload)?;
+    let cpu_before = session.cpu_seconds()?;
+    let split_before = session.cpu_split()?;
+    let run = workload.run(way.via(), n)?;
+    let cpu = session.cpu_seconds_when_idle()? - cpu_before;
+    let split_after = session.cpu_split()?;
+    let (user, system) = (
+        split_after.0 - split_before.0,
+        split_after.1 - split_before.1,
+    );
+    let trampoline = workload.has_uprobe_trampoline()?;
+    anyhow::ensure!(
+        run.evaluated == n,
+        "{}: only {} of {n} probes fired",
+        way.label(),
+        run.evaluated,
+    );
+    let got = session.finish(workload)?;
+    row.ns_per_event.push(run.ns_per_event);
+    // Per event received: what the consumer had to handle.
+    let handled = match tracer {
+        Tracer::Styx(_) => got.received.max(1),
+        _ => n,
+    };
+    row.consumer_ns_per_event.push(cpu * 1e9 / handled as f64);
+    if user + system > 0.0 {
+        row.consumer_system_share.push(system / (user + system));
     }
-    for (a, b) in RATIOS {
-        results
-            .ratios
-            .entry((a, b))
-            .or_default()
-            .push(this_round[&a] / this_round[&b]);
+    row.events += got.fired;
+    row.lost += got.lost;
+    row.reported_lost += got.reported_lost;
+    row.trampoline_runs += u64::from(trampoline);
+    if let Some(bytes) = got.file_bytes {
+        row.file_bytes_per_event
+            .push(bytes as f64 / got.received.max(1) as f64);
+        row.file_mb_s
+            .push(bytes as f64 / (run.ns_per_event * n as f64 / 1e9) / 1e6);
     }
-    disk::round(plan, &mut results.disk)
+    Ok(run.ns_per_event)
 }
 
 /// Where a batched event's time goes in the emulator: one more batched run

@@ -9,6 +9,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::mpsc::Receiver;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use styx_common::Delivery;
 use styx_testkit::{lines_of, Loader, Summary};
 
 /// styx-bench's handshake events for bpftrace: `styx_probe::mem_write!`, a
@@ -95,19 +96,12 @@ impl Workload {
     }
 }
 
-/// styx-loader's `--delivery`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Delivery {
-    Batched,
-    PerEvent,
-}
-
-impl Delivery {
-    pub fn arg(self) -> &'static str {
-        match self {
-            Delivery::Batched => "batched",
-            Delivery::PerEvent => "per-event",
-        }
+/// styx-loader's `--delivery` value for `delivery` (of the types batched
+/// by default; the others always go per event).
+pub fn delivery_arg(delivery: Delivery) -> &'static str {
+    match delivery {
+        Delivery::Batched => "batched",
+        Delivery::PerEvent => "per-event",
     }
 }
 
@@ -149,6 +143,89 @@ impl Question {
             Question::FlightRecorder => (&[], &["--flight-recorder", "100000"]),
         }
     }
+}
+
+impl Styx {
+    /// styx-loader's arguments for tracing process `pid` this way.
+    fn args(self, pid: &str) -> Vec<std::ffi::OsString> {
+        let format = if self.raw && self.question != Question::Top {
+            "raw"
+        } else {
+            "jsonl"
+        };
+        let (before, after) = self.question.args();
+        let output = if self.to_file || self.question == Question::FlightRecorder {
+            let path = capture_path();
+            let _ = std::fs::remove_file(&path);
+            path
+        } else {
+            PathBuf::from("/dev/null")
+        };
+        let mut args: Vec<std::ffi::OsString> = before.iter().map(Into::into).collect();
+        args.extend(
+            [
+                "--pid",
+                pid,
+                "-e",
+                "mem_read",
+                "-o",
+                format,
+                "--delivery",
+                delivery_arg(self.delivery),
+                "--quiet",
+                "--output",
+            ]
+            .iter()
+            .map(Into::into),
+        );
+        args.push(output.into_os_string());
+        args.extend(after.iter().map(Into::into));
+        if self.lossless {
+            args.push("--lossless".into());
+        }
+        args
+    }
+}
+
+/// bpftrace attached to process `pid`, counting or printing the measured
+/// probe's events.
+fn bpftrace(tracer: Tracer, pid: &str) -> Result<Child> {
+    // mem_write carries the handshake (see wait_attached); its printf of
+    // nothing wakes bpftrace without adding a line.
+    let (measured, handshake) = if tracer == Tracer::BpftraceCount {
+        ("@events = count();", "@ready = count();")
+    } else {
+        (
+            r#"printf("%lu %lu %lu\n", arg0, arg1, arg2);"#,
+            r#"printf("");"#,
+        )
+    };
+    Command::new("bpftrace")
+        .args(["-p", pid, "-e"])
+        .arg(format!(
+            "usdt::styx:mem_read {{ {measured} }} usdt::styx:mem_write {{ {handshake} }}"
+        ))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("starting {tracer:?}"))
+}
+
+/// Reads a tracer's stdout to its end: the lines, and the last of its text.
+fn count_lines(mut out: ChildStdout) -> (u64, String) {
+    let mut lines = 0;
+    let mut tail = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    while let Ok(n) = out.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        lines += buf[..n].iter().filter(|&&b| b == b'\n').count() as u64;
+        tail.extend_from_slice(&buf[..n]);
+        let cut = tail.len().saturating_sub(4096);
+        tail.drain(..cut);
+    }
+    (lines, String::from_utf8_lossy(&tail).into_owned())
 }
 
 /// Who traces the workload.
@@ -203,91 +280,23 @@ impl Session {
     /// Starts `tracer` on the workload and returns once it is attached.
     pub fn start(tracer: Tracer, loader: &Path, workload: &mut Workload) -> Result<Session> {
         let pid = workload.pid().to_string();
-        let (process, mut out) = match tracer {
+        let (process, out) = match tracer {
             Tracer::Styx(styx) => {
-                let format = if styx.raw && styx.question != Question::Top {
-                    "raw"
-                } else {
-                    "jsonl"
-                };
-                let (before, after) = styx.question.args();
-                let output = if styx.to_file || styx.question == Question::FlightRecorder {
-                    let path = capture_path();
-                    let _ = std::fs::remove_file(&path);
-                    path
-                } else {
-                    PathBuf::from("/dev/null")
-                };
-                let mut args: Vec<std::ffi::OsString> = before.iter().map(Into::into).collect();
-                args.extend(
-                    [
-                        "--pid",
-                        &pid,
-                        "-e",
-                        "mem_read",
-                        "-o",
-                        format,
-                        "--delivery",
-                        styx.delivery.arg(),
-                        "--quiet",
-                        "--output",
-                    ]
-                    .iter()
-                    .map(Into::into),
-                );
-                args.push(output.into_os_string());
-                args.extend(after.iter().map(Into::into));
-                if styx.lossless {
-                    args.push("--lossless".into());
-                }
-                let mut loader = Loader::spawn(loader, args, Stdio::piped())?;
+                let mut loader = Loader::spawn(loader, styx.args(&pid), Stdio::piped())?;
                 let out = loader.child.stdout.take().expect("piped");
                 (Process::Styx(loader), out)
             }
             Tracer::BpftraceCount | Tracer::BpftracePrintf => {
-                // mem_write carries the handshake (see wait_attached); its
-                // printf of nothing wakes bpftrace without adding a line.
-                let (measured, handshake) = if tracer == Tracer::BpftraceCount {
-                    ("@events = count();", "@ready = count();")
-                } else {
-                    (
-                        r#"printf("%lu %lu %lu\n", arg0, arg1, arg2);"#,
-                        r#"printf("");"#,
-                    )
-                };
-                let mut child = Command::new("bpftrace")
-                    .args(["-p", &pid, "-e"])
-                    .arg(format!(
-                        "usdt::styx:mem_read {{ {measured} }} usdt::styx:mem_write {{ {handshake} }}"
-                    ))
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .with_context(|| format!("starting {tracer:?}"))?;
+                let mut child = bpftrace(tracer, &pid)?;
                 let out = child.stdout.take().expect("piped");
                 let stderr = lines_of(child.stderr.take().expect("piped"));
                 (Process::Bpftrace { child, stderr }, out)
             }
         };
-        let stdout = std::thread::spawn(move || {
-            let mut lines = 0;
-            let mut tail = Vec::new();
-            let mut buf = vec![0u8; 1 << 16];
-            while let Ok(n) = out.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                lines += buf[..n].iter().filter(|&&b| b == b'\n').count() as u64;
-                tail.extend_from_slice(&buf[..n]);
-                let cut = tail.len().saturating_sub(4096);
-                tail.drain(..cut);
-            }
-            (lines, String::from_utf8_lossy(&tail).into_owned())
-        });
         let mut session = Session {
             tracer,
             process,
-            stdout,
+            stdout: std::thread::spawn(move || count_lines(out)),
         };
         session.wait_attached(workload)?;
         Ok(session)

@@ -9,11 +9,11 @@
 use super::baseline::Baseline;
 use super::demo::{plain, traced, Row};
 use super::stats::Samples;
-use super::tracer::Delivery;
 use super::{Binaries, Plan};
 use anyhow::Result;
 use std::collections::BTreeMap;
 use std::path::Path;
+use styx_common::Delivery;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Variant {

@@ -4,7 +4,7 @@
 //! breakdown and the probe baseline there or not, the site read or not).
 
 use super::consumers::FORMATS;
-use super::demo::Variant;
+use super::demo::{Row, Variant};
 use super::machine::{CpuUse, Machine};
 use super::questions::{Asked, DELIVERIES, QUESTIONS};
 use super::stats::Samples;
@@ -163,6 +163,22 @@ pub fn results(scenario: Scenario) -> Results {
                 detached_slowdown: around(1.695),
             },
             current_vs_baseline: around(0.8),
+            traced: [workload::Variant::One, workload::Variant::All]
+                .into_iter()
+                .map(|variant| {
+                    let row = Row {
+                        speed: around(22.0),
+                        slowdown: around(2.7),
+                        events: 5_000_000,
+                        ..Row::default()
+                    };
+                    (variant, row)
+                })
+                .collect(),
+            traced_vs_baseline: [workload::Variant::One, workload::Variant::All]
+                .into_iter()
+                .map(|variant| (variant, around(1.1)))
+                .collect(),
         });
         r.breakdown = Some(Breakdown {
             ns_per_event: 16.56,

@@ -4,7 +4,8 @@
 //! second CPU): compiled out, detached, and traced by styx-loader (batched,
 //! `insn_exec` only and every type) from its first instruction. With
 //! `--probe-baseline REV` the same source built against REV's styx-probe
-//! runs beside it, compiled out and detached, in the same pairs.
+//! runs beside it: compiled out and detached in the same sets, traced
+//! right after this tree's traced run of the same kind, in turn first.
 
 use super::baseline::Baseline;
 use super::demo::{plain, traced, Row};
@@ -61,6 +62,10 @@ pub struct BaselineResults {
     /// Per set: the baseline's detached speed / the current one's (above 1:
     /// the current probes cost more).
     pub current_vs_baseline: Samples,
+    /// The traced rows (`One`, `All`) of the baseline build.
+    pub traced: BTreeMap<Variant, Row>,
+    /// Per round and traced row: the baseline's speed / the current one's.
+    pub traced_vs_baseline: BTreeMap<Variant, Samples>,
 }
 
 #[derive(Default)]
@@ -80,6 +85,8 @@ impl Results {
                 commit: b.commit.clone(),
                 untraced: Untraced::default(),
                 current_vs_baseline: Samples::default(),
+                traced: BTreeMap::new(),
+                traced_vs_baseline: BTreeMap::new(),
             }),
             ..Results::default()
         }
@@ -138,19 +145,58 @@ pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> 
         }
     }
     for variant in [Variant::One, Variant::All] {
-        let only = (variant == Variant::One).then_some("insn_exec");
-        let (speed, events, lost) = traced(
-            &bins.loader,
-            &bins.rv,
-            Delivery::Batched,
-            only,
-            variant.repeat(plan),
-        )?;
-        let row = results.traced.entry(variant).or_default();
-        row.speed.push(speed);
-        row.slowdown.push(compiled_out.median() / speed);
-        row.events += events;
-        row.lost += lost;
+        let mut runs: Vec<(bool, &Path)> = vec![(false, &bins.rv)];
+        if let Some(baseline) = &bins.rv_baseline {
+            runs.push((true, &baseline.rv));
+            // Alternate which goes first, round by round.
+            if results.traced.get(&variant).map_or(0, |r| r.speed.len()) % 2 == 1 {
+                runs.reverse();
+            }
+        }
+        let mut speeds = [None; 2];
+        for (is_baseline, rv) in runs {
+            let row = match &mut results.baseline {
+                Some(baseline) if is_baseline => baseline.traced.entry(variant).or_default(),
+                _ => results.traced.entry(variant).or_default(),
+            };
+            speeds[usize::from(is_baseline)] = Some(traced_row(
+                bins,
+                plan,
+                variant,
+                rv,
+                compiled_out.median(),
+                row,
+            )?);
+        }
+        if let (Some(baseline), [Some(current), Some(before)]) = (&mut results.baseline, speeds) {
+            let ratios = baseline.traced_vs_baseline.entry(variant).or_default();
+            ratios.push(before / current);
+        }
     }
     Ok(())
+}
+
+/// One traced run of `rv` (batched, `variant`'s types) added to `row`;
+/// returns its speed.
+fn traced_row(
+    bins: &Binaries,
+    plan: &Plan,
+    variant: Variant,
+    rv: &Path,
+    compiled_out: f64,
+    row: &mut Row,
+) -> Result<f64> {
+    let only = (variant == Variant::One).then_some("insn_exec");
+    let (speed, events, lost) = traced(
+        &bins.loader,
+        rv,
+        Delivery::Batched,
+        only,
+        variant.repeat(plan),
+    )?;
+    row.speed.push(speed);
+    row.slowdown.push(compiled_out / speed);
+    row.events += events;
+    row.lost += lost;
+    Ok(speed)
 }

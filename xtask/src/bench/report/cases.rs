@@ -5,10 +5,11 @@
 use super::figures::{slower, table, times, verdict};
 use super::Facts;
 use crate::bench::consumers::FORMATS;
-use crate::bench::demo::Variant;
+use crate::bench::demo::{Row, Variant};
 use crate::bench::questions::{label, Asked, DELIVERIES, QUESTIONS};
 use crate::bench::tracer::{delivery_arg, Question};
 use crate::bench::{workload, Plan, Results};
+use std::collections::BTreeMap;
 use std::fmt::Write;
 use styx_common::Delivery;
 
@@ -346,12 +347,17 @@ pub fn workload(md: &mut String, plan: &Plan, r: &Results) {
         table(header, rows),
     );
     if let Some(b) = &w.baseline {
-        baseline(md, b, &w.current);
+        baseline(md, b, &w.current, &w.traced);
     }
 }
 
 /// Section 9's before and after: styx-rv built against an older styx-probe.
-fn baseline(md: &mut String, b: &workload::BaselineResults, current: &workload::Untraced) {
+fn baseline(
+    md: &mut String,
+    b: &workload::BaselineResults,
+    current: &workload::Untraced,
+    traced: &BTreeMap<workload::Variant, Row>,
+) {
     let rows = [(b.rev.as_str(), &b.untraced), ("this tree", current)].map(|(label, untraced)| {
         let ratio = &untraced.detached_slowdown;
         [
@@ -387,5 +393,30 @@ fn baseline(md: &mut String, b: &workload::BaselineResults, current: &workload::
         "Per set, this tree's detached run took {} as long as {}'s.\n",
         times(&b.current_vs_baseline, 3),
         b.rev,
+    );
+    let rows = b.traced_vs_baseline.iter().map(|(variant, ratio)| {
+        let speed = |rows: &BTreeMap<workload::Variant, Row>| {
+            rows.get(variant)
+                .map_or("-".into(), |row| row.speed.show(2))
+        };
+        [
+            variant.label().to_string(),
+            speed(&b.traced),
+            speed(traced),
+            times(ratio, 3),
+        ]
+    });
+    let header = [
+        "traced",
+        &format!("{}, M instructions/s", b.rev),
+        "this tree, M instructions/s",
+        "this tree's time per run vs the baseline's",
+    ];
+    let _ = writeln!(
+        md,
+        "Traced the same way, each round's run of this tree's build next to one of {}'s \
+         (which goes first alternating by round):\n\n{}",
+        b.rev,
+        table(header, rows),
     );
 }

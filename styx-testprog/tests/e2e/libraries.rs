@@ -146,17 +146,6 @@ fn library_probes_are_traced_and_a_dlclosed_library_loses_nothing_else() {
     );
 }
 
-/// styx-testlib, a Rust emulator library: built by `cargo build --workspace`.
-fn testlib_path() -> PathBuf {
-    let path = testprog_path().with_file_name("libstyx_testlib.so");
-    assert!(
-        path.exists(),
-        "{} is missing: `cargo build -p styx-testlib` first",
-        path.display()
-    );
-    path
-}
-
 /// A Rust library with styx probes that the program loads at run time
 /// (`dlopen`), traced by pid: the probes' per-thread batch slot (an
 /// initial-exec thread-local, from the C library's spare static TLS) works
@@ -168,7 +157,7 @@ fn a_rust_library_loaded_at_run_time_delivers_every_batched_event() {
     let dir = scratch("libraries-dlopen-rust");
     let out = dir.join("events.jsonl");
     let mut prog = TestProg::spawn(None);
-    let library = testlib_path();
+    let library = beside_testprog("libstyx_testlib.so", "styx-testlib");
     assert_eq!(
         prog.ask(&format!("dlopen {}", library.display())).trim(),
         "loaded"

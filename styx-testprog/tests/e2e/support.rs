@@ -24,22 +24,22 @@ pub fn testprog_path() -> PathBuf {
 }
 
 pub fn loader_path() -> PathBuf {
-    beside_testprog("styx-loader")
+    beside_testprog("styx-loader", "styx-loader")
 }
 
 /// The 6502 demo emulator.
 pub fn demo_path() -> PathBuf {
-    beside_testprog("styx-demo")
+    beside_testprog("styx-demo", "styx-demo")
 }
 
-/// The binary `name` of another package, built beside styx-testprog by
-/// `cargo xtask test` (plain `cargo test` does not build other packages'
-/// binaries).
-fn beside_testprog(name: &str) -> PathBuf {
+/// The file `name` that another package, `package`, builds beside
+/// styx-testprog under `cargo xtask test` (plain `cargo test` does not
+/// build other packages' binaries and libraries).
+pub fn beside_testprog(name: &str, package: &str) -> PathBuf {
     let path = testprog_path().with_file_name(name);
     assert!(
         path.exists(),
-        "{} is missing: run the tests with `cargo xtask test`, or `cargo build -p {name}` first",
+        "{} is missing: run the tests with `cargo xtask test`, or `cargo build -p {package}` first",
         path.display()
     );
     path

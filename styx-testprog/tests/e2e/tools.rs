@@ -489,8 +489,7 @@ fn parquet_rolls_files_in_a_directory_and_a_glob_reads_them_all() {
 fn sub_registers_keep_their_names_and_tenet_merges_them_into_their_parents() {
     require_root();
     let dir = scratch("tools-subregs");
-    let emulator = testprog_path().with_file_name("styx-subregs");
-    let emulator = emulator.to_str().unwrap();
+    let emulator = env!("CARGO_BIN_EXE_styx-subregs");
     let (status, stdout, stderr) = run_loader(&["list", emulator]);
     assert!(status.success(), "{stderr}");
     assert!(

@@ -13,15 +13,9 @@ use styx_rv::bus::HALT_PORT;
 use styx_rv::guest::{self, Answers, RESULT_CHECKSUM, RESULT_PRIMES, STACK_TOP};
 use styx_rv::registers::{RA, SP};
 
-/// The styx-rv binary (built by `cargo build --workspace --bins`).
+/// The styx-rv binary.
 fn rv_path() -> PathBuf {
-    let path = testprog_path().with_file_name("styx-rv");
-    assert!(
-        path.exists(),
-        "{} is missing: `cargo build -p styx-rv` first",
-        path.display()
-    );
-    path
+    beside_testprog("styx-rv", "styx-rv")
 }
 
 /// The event types the workload fires, by the names styx gives them, and the

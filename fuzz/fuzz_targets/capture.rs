@@ -16,14 +16,14 @@ use std::rc::Rc;
 use std::sync::OnceLock;
 use styx_common::batch::BATCH_RECORD_KIND;
 use styx_common::{EventKind, EVENT_KIND_SLOTS};
-use styx_events::batch::Batches;
-use styx_events::calls::CallTracker;
-use styx_events::capture::{CaptureWriter, Ending, Reader};
-use styx_events::filter::Filters;
-use styx_events::flight::{FlightRecorder, Limits, OpenDump};
-use styx_events::formats::{self, Detail, Format, Options};
-use styx_events::header::Header;
-use styx_events::writer::{EventWriter, Totals};
+use styx_events::Batches;
+use styx_events::CallTracker;
+use styx_events::{CaptureWriter, Ending, Reader};
+use styx_events::Filters;
+use styx_events::{FlightRecorder, Limits, OpenDump};
+use styx_events::{Detail, Format, Options};
+use styx_events::Header;
+use styx_events::{EventWriter, Totals};
 
 // Tenet last: without register names in the header it refuses to open.
 const FORMATS: [Format; 9] = [
@@ -55,7 +55,7 @@ fn through_every_format(data: &[u8]) {
             detail: Detail::Full,
             ..Options::default()
         };
-        let Ok(writer) = formats::open(format, Box::new(io::sink()), &reader.header, &options)
+        let Ok(writer) = styx_events::open(format, Box::new(io::sink()), &reader.header, &options)
         else {
             return;
         };

@@ -13,7 +13,7 @@ styx_probe::describe! {
 #[cfg(not(feature = "disabled"))]
 #[test]
 fn the_note_decodes_to_what_the_macro_said() {
-    use styx_events::guest::{Guest, Image, Register};
+    use styx_events::{Guest, Image, Register};
     let exe = std::env::current_exe().unwrap();
     let table = styx_usdt::note::read_probe_table(&exe).unwrap();
     assert_eq!(table.guest_notes.len(), 1, "one description, one note");

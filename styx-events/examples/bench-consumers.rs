@@ -13,12 +13,12 @@ use std::io;
 use std::path::Path;
 use std::time::Instant;
 use styx_common::{Branch, BranchKind, EventKind, RecordHeader};
-use styx_events::capture::{CaptureWriter, Reader};
-use styx_events::event::{Body, Event, Text};
-use styx_events::formats::{self, Format, Options};
-use styx_events::guest::{Guest, Register};
-use styx_events::header::Header;
-use styx_events::writer::{EventWriter, Totals};
+use styx_events::Header;
+use styx_events::{Body, Event, Text};
+use styx_events::{CaptureWriter, Reader};
+use styx_events::{EventWriter, Totals};
+use styx_events::{Format, Options};
+use styx_events::{Guest, Register};
 
 /// Events per capture unless `--events=N` says otherwise.
 const EVENTS: u64 = 10_000_000;
@@ -133,7 +133,7 @@ fn convert(path: &Path, format: Format) -> anyhow::Result<f64> {
     let started = cpu_seconds();
     let mut reader = Reader::open(File::open(path)?)?;
     let header = reader.header.clone();
-    let mut writer = formats::open(format, Box::new(io::sink()), &header, &Options::default())?;
+    let mut writer = styx_events::open(format, Box::new(io::sink()), &header, &Options::default())?;
     let mut counts = [0u64; 16];
     while let Some(event) = reader.next()? {
         counts[event.kind as usize] += 1;

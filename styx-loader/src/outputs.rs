@@ -8,11 +8,11 @@ use std::io::{self, IsTerminal, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use styx_events::calls::{CallTable, CallTracker};
-use styx_events::formats::{self, Detail, Format};
-use styx_events::header::Header;
-use styx_events::tools::parquet::is_dir_output;
-use styx_events::writer::{Discard, EventWriter, Labeled, Tee};
+use styx_events::is_dir_output;
+use styx_events::Header;
+use styx_events::{CallTable, CallTracker};
+use styx_events::{Detail, Format};
+use styx_events::{Discard, EventWriter, Labeled, Tee};
 
 /// Where events go.
 #[cfg_attr(not(feature = "trace"), allow(dead_code))]
@@ -127,7 +127,7 @@ pub fn open_one(
         None => (Box::new(io::stdout()), "stdout".to_string()),
     };
     let labeled = Labeled::new(out, name.clone());
-    let options = formats::Options {
+    let options = styx_events::Options {
         // More files beside the output (Tenet's threads, rolled Parquet),
         // created as carefully as the output.
         opener: Rc::new(|path: &Path| {
@@ -136,9 +136,9 @@ pub fn open_one(
                 .map_err(|e| io::Error::other(format!("{e:#}")))
         }),
         roll_bytes: roll_mib << 20,
-        ..formats::Options::new(path, detail)
+        ..styx_events::Options::new(path, detail)
     };
-    formats::open(format, Box::new(labeled), header, &options)
+    styx_events::open(format, Box::new(labeled), header, &options)
         .with_context(|| format!("writing the start of {name}"))
 }
 

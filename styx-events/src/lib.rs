@@ -19,9 +19,10 @@
 //!    [`View`], [`heatmap`]), traced functions' calls paired
 //!    ([`CallTracker`], [`CallTable`]), and the [`FlightRecorder`];
 //! 5. `formats`: every output format, picked by [`Format`] and made by
-//!    [`open`]: JSON lines, text, the raw capture (and its [`Reader`],
-//!    which gives events back to any format), Chrome JSON, Perfetto, drcov,
-//!    Tenet, Parquet, folded stacks.
+//!    [`open`] on an [`Output`] (stdout, a file, a directory), the one
+//!    place outputs are created: JSON lines, text, the raw capture (and its
+//!    [`Reader`], which gives events back to any format), Chrome JSON,
+//!    Perfetto, drcov, Tenet, Parquet, folded stacks.
 //!
 //! The modules are private; what other crates use is re-exported here.
 #![warn(missing_docs)]
@@ -33,10 +34,8 @@ mod session;
 mod write;
 
 pub use formats::drcov::MAX_INSN_GAP as DRCOV_MAX_INSN_GAP;
-pub use formats::output::{numbered_beside, Opener, Options};
-pub use formats::parquet::is_dir_output;
 pub use formats::raw::{CaptureError, CaptureWriter, Ending, Reader};
-pub use formats::{open, Detail, Format};
+pub use formats::{create_file, open, open_stream, Detail, Format, Options, Output, OutputError};
 pub use questions::calls::{CallTable, CallTracker};
 pub use questions::filter::{FilterError, Filters, Keep};
 pub use questions::flight::{FlightRecorder, Limits, OpenDump, Recording, EXITED_KEPT_LOOKS};
@@ -44,8 +43,9 @@ pub use questions::top::{heatmap, CountWriter, KeyRef, KeySpec, Table, TableForm
 pub use record::batch::{BatchError, Batches, Irregular};
 pub use record::event::{decode, Body, Call, DecodeError, Event, Text};
 pub use record::{batch_items, partial};
+pub use rustix::time::ClockId;
 pub use session::guest::{Guest, GuestError, Image, Register, RegisterNames};
-pub use session::header::{Header, UsdtInfo};
+pub use session::header::{clock_ns, Header, UsdtInfo};
 pub use write::escape;
 pub use write::human::si;
-pub use write::writer::{Discard, EventWriter, Labeled, Tee, Totals};
+pub use write::writer::{Discard, EventWriter, Tee, Totals};

@@ -9,7 +9,7 @@ mod folded;
 mod jsonl;
 mod lines;
 pub mod output;
-pub mod parquet;
+mod parquet;
 mod perfetto;
 mod rates;
 pub mod raw;
@@ -18,13 +18,13 @@ mod tenet;
 mod text;
 
 use crate::session::header::Header;
-use crate::write::writer::EventWriter;
+use crate::write::writer::{EventWriter, Labeled};
 use chrome::ChromeWriter;
 use drcov::DrcovWriter;
 use folded::FoldedWriter;
 pub use lines::Detail;
 use lines::{Line, LineWriter};
-pub use output::Options;
+pub use output::{create_file, Output, OutputError};
 use parquet::ParquetWriter;
 use perfetto::PerfettoWriter;
 use raw::CaptureWriter;
@@ -65,9 +65,27 @@ pub enum Format {
 }
 
 impl Format {
+    /// Every format, in the order `--help` lists them.
+    pub const ALL: [Format; 9] = [
+        Format::Jsonl,
+        Format::Text,
+        Format::Raw,
+        Format::Chrome,
+        Format::Perfetto,
+        Format::Drcov,
+        Format::Tenet,
+        Format::Parquet,
+        Format::Folded,
+    ];
+
     /// Whether the format is binary, so not for a terminal.
     pub fn is_binary(self) -> bool {
         matches!(self, Format::Raw | Format::Drcov | Format::Parquet)
+    }
+
+    /// Whether `--output DIR/` rolls files in the directory.
+    pub fn rolls_files(self) -> bool {
+        matches!(self, Format::Parquet)
     }
 
     /// Its name on the command line.
@@ -86,11 +104,70 @@ impl Format {
     }
 }
 
-/// A writer for `format` on `out` (unbuffered: every writer gathers its own
-/// chunks), for the session `header` describes.
+/// How a format writes, beyond where.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// Perfetto: compress (also when the output file is named `*.gz`).
+    pub gzip: bool,
+    /// Text: how much a line says.
+    pub detail: Detail,
+    /// A format rolling files in a directory: bytes per file before the
+    /// next begins.
+    pub roll_bytes: u64,
+}
+
+/// `--roll-size`'s default: a rolled file is closed and the next begun
+/// once it holds this many bytes.
+pub const ROLL_BYTES: u64 = 256 << 20;
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            gzip: false,
+            detail: Detail::default(),
+            roll_bytes: ROLL_BYTES,
+        }
+    }
+}
+
+/// Opens `output` (refusing a binary format on a terminal) and makes the
+/// writer for `format` on it, for the session `header` describes; errors
+/// name the output. The one way a run's outputs open.
 pub fn open(
     format: Format,
+    output: &Output,
+    header: &Header,
+    options: &Options,
+) -> Result<Box<dyn EventWriter>, OutputError> {
+    output.refuse_binary_on_terminal(format)?;
+    let out = Labeled::new(output.open()?, output.to_string());
+    let options = Options {
+        gzip: options.gzip || output.gzip(),
+        ..*options
+    };
+    writer(format, Box::new(out), output, header, &options).map_err(|source| OutputError::Start {
+        name: output.to_string(),
+        source,
+    })
+}
+
+/// The writer for `format` on a stream the caller opened (tests, the
+/// benchmark, the fuzzer), as on stdout: no files beside it.
+pub fn open_stream(
+    format: Format,
     out: Box<dyn Write>,
+    header: &Header,
+    options: &Options,
+) -> io::Result<Box<dyn EventWriter>> {
+    writer(format, out, &Output::Stdout, header, options)
+}
+
+/// `format`'s writer on `out`, already opened for `output` (unbuffered:
+/// every writer gathers its own chunks).
+fn writer(
+    format: Format,
+    out: Box<dyn Write>,
+    output: &Output,
     header: &Header,
     options: &Options,
 ) -> io::Result<Box<dyn EventWriter>> {
@@ -101,8 +178,25 @@ pub fn open(
         Format::Chrome => Box::new(ChromeWriter::new(out, header)),
         Format::Perfetto => Box::new(PerfettoWriter::new(out, header, options.gzip)),
         Format::Drcov => Box::new(DrcovWriter::new(out, header)),
-        Format::Tenet => Box::new(TenetWriter::new(out, header, options)?),
-        Format::Parquet => Box::new(ParquetWriter::new(out, header, options)?),
+        Format::Tenet => Box::new(TenetWriter::new(out, header, output)?),
+        Format::Parquet => Box::new(ParquetWriter::new(out, header, output, options.roll_bytes)?),
         Format::Folded => Box::new(FoldedWriter::new(out, header)),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `Format::ALL` and the names are what clap sees (the enum itself).
+    #[cfg(feature = "clap")]
+    #[test]
+    fn the_list_of_formats_is_every_format() {
+        use clap::ValueEnum;
+        assert_eq!(Format::value_variants(), Format::ALL);
+        for format in Format::ALL {
+            let value = format.to_possible_value().expect("not hidden");
+            assert_eq!(value.get_name(), format.name());
+        }
+    }
 }

@@ -20,11 +20,11 @@
 //! (and [`ROW_GROUP_TEXT_BYTES`] of strings), each written out as it
 //! fills: memory stays bounded however long the run. With `--output DIR/`
 //! the writer rolls to a new file once one reaches `--roll-size` (default
-//! [`crate::formats::output::ROLL_BYTES`]); a file
+//! [`crate::formats::ROLL_BYTES`]); a file
 //! is written as `NAME.parquet.part` and renamed when complete, so a glob
 //! `DIR/*.parquet` only ever sees whole files.
 
-use crate::formats::output::Options;
+use crate::formats::output::{create_file, Output};
 use crate::record::event::{Body, Event};
 use crate::session::fields::{for_each_field, is_plain, plain_values, Arg, Field, Names};
 use crate::session::header::Header;
@@ -37,7 +37,7 @@ use parquet::schema::parser::parse_message_type;
 use parquet::schema::types::{ColumnPath, Type};
 use rustc_hash::FxHashMap;
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use styx_common::{EventKind, FieldType, Shape, EVENT_KIND_SLOTS, MAX_USDT_ARGS};
 
@@ -192,7 +192,8 @@ pub struct ParquetWriter {
     properties: Arc<WriterProperties>,
     writer: Option<SerializedFileWriter<Vec<u8>>>,
     sink: Sink,
-    options: Options,
+    /// Bytes per file in a directory before the next begins.
+    roll_bytes: u64,
     rows: usize,
     /// Rows per group: [`ROW_GROUP_ROWS`], fewer when rolling small files
     /// (a file ends only after a row group).
@@ -207,12 +208,13 @@ const TID: usize = 2;
 const EVENT: usize = 3;
 
 impl ParquetWriter {
-    /// Parquet on `out`, or files rolled in `options.path` when it names a
-    /// directory (`--output DIR/`).
+    /// Parquet on `out`, or files of about `roll_bytes` rolled in `output`
+    /// when it is a directory (`--output DIR/`).
     pub fn new(
         out: Box<dyn Write>,
         header: &Header,
-        options: &Options,
+        output: &Output,
+        roll_bytes: u64,
     ) -> io::Result<ParquetWriter> {
         let mut columns = vec![
             ColumnInfo::new("ts_ns", ColumnType::U64, true),
@@ -316,8 +318,8 @@ impl ParquetWriter {
         for name in ["kind", "reg_name", "category", "name", "provider", "probe"] {
             properties = properties.set_column_dictionary_enabled(ColumnPath::from(name), true);
         }
-        let sink = match options.path.as_deref().filter(|p| is_dir_output(p)) {
-            Some(dir) => Sink::Dir {
+        let sink = match output {
+            Output::Dir(dir) => Sink::Dir {
                 dir: dir.to_path_buf(),
                 stem: format!(
                     "styx-{}-{}-{}",
@@ -328,7 +330,7 @@ impl ParquetWriter {
                 seq: 0,
                 current: None,
             },
-            None => Sink::One(out),
+            Output::Stdout | Output::File(_) => Sink::One(out),
         };
         let sink_is_dir = matches!(sink, Sink::Dir { .. });
         let parts = (0..EVENT_KIND_SLOTS)
@@ -357,11 +359,11 @@ impl ParquetWriter {
             properties: Arc::new(properties.build()),
             writer: None,
             sink,
-            options: options.clone(),
+            roll_bytes,
             rows: 0,
             // Parquet of styx events is ~10 bytes a row.
             group_rows: match sink_is_dir {
-                true => usize::try_from(options.roll_bytes / 16)
+                true => usize::try_from(roll_bytes / 16)
                     .unwrap_or(usize::MAX)
                     .clamp(16 << 10, ROW_GROUP_ROWS),
                 false => ROW_GROUP_ROWS,
@@ -450,7 +452,7 @@ impl ParquetWriter {
             return Ok(());
         };
         let roll = matches!(self.sink, Sink::Dir { .. })
-            && writer.bytes_written() as u64 >= self.options.roll_bytes;
+            && writer.bytes_written() as u64 >= self.roll_bytes;
         let bytes = if close || roll {
             let writer = self.writer.take().expect("checked above");
             writer.into_inner().map_err(io::Error::other)?
@@ -471,7 +473,7 @@ impl ParquetWriter {
                     *seq += 1;
                     let name = dir.join(format!("{stem}-{seq:05}.parquet"));
                     let part = name.with_extension("parquet.part");
-                    *current = Some(((self.options.opener)(&part)?, name));
+                    *current = Some((Box::new(create_file(&part)?), name));
                 }
                 let (out, _) = current.as_mut().expect("opened above");
                 out.write_all(&bytes)?;
@@ -615,12 +617,6 @@ fn set_str(columns: &mut [Values], row: usize, col: usize, value: &[u8], text_by
         *text_bytes += value.len();
         c.strs.push(ByteArray::from(value.to_vec()));
     }
-}
-
-/// Whether `--output` names a directory to roll files in: it ends in `/`
-/// or is one.
-pub fn is_dir_output(path: &Path) -> bool {
-    path.as_os_str().to_string_lossy().ends_with('/') || path.is_dir()
 }
 
 /// A host name as part of a file name.

@@ -20,13 +20,14 @@
 //! others counted and reported). Register names come from the guest
 //! description (`styx_probe::describe!`); without one there is no trace.
 
-use crate::formats::output::{numbered_beside, Options};
+use crate::formats::output::{create_file, numbered_beside, Output};
 use crate::record::event::{Body, Event};
 use crate::session::guest::RegisterNames;
 use crate::session::header::Header;
 use crate::write::writer::{Chunked, EventWriter, Totals};
 use rustc_hash::FxHashMap;
 use std::io::{self, Write};
+use std::path::{Path, PathBuf};
 use styx_common::EventKind;
 
 /// Threads given a file of their own; events of more are counted.
@@ -41,8 +42,8 @@ pub struct TenetWriter {
     pc_name: String,
     /// The output for the first thread; None once taken.
     first: Option<Box<dyn Write>>,
-    /// The output's path (for the other threads' files), and how to create them.
-    options: Options,
+    /// The output's path, beside which the other threads' files go.
+    path: Option<PathBuf>,
     threads: FxHashMap<u32, Thread>,
     /// Events of threads that got no file.
     left_out: u64,
@@ -72,9 +73,9 @@ struct Insn {
 }
 
 impl TenetWriter {
-    /// A Tenet trace on `out` (and files beside `options.path` for more
+    /// A Tenet trace on `out` (and files beside `output`'s for more
     /// threads); an error if the emulator named no registers.
-    pub fn new(out: Box<dyn Write>, header: &Header, options: &Options) -> io::Result<TenetWriter> {
+    pub fn new(out: Box<dyn Write>, header: &Header, output: &Output) -> io::Result<TenetWriter> {
         let Some(guest) = header.guest.as_ref().filter(|g| !g.registers.is_empty()) else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -86,7 +87,7 @@ impl TenetWriter {
             registers: RegisterNames::new(Some(guest)),
             pc_name: guest.pc.clone(),
             first: Some(out),
-            options: options.clone(),
+            path: output.path().map(Path::to_path_buf),
             threads: FxHashMap::default(),
             left_out: 0,
             over: 0,
@@ -96,10 +97,10 @@ impl TenetWriter {
     /// Opens the thread's file on its first event; false if it gets none.
     fn open_thread(&mut self, tid: u32) -> io::Result<bool> {
         if !self.threads.contains_key(&tid) {
-            let out = match (self.first.take(), &self.options.path) {
+            let out: Box<dyn Write> = match (self.first.take(), &self.path) {
                 (Some(out), _) => out,
                 (None, Some(path)) if self.threads.len() < MAX_THREADS => {
-                    (self.options.opener)(&numbered_beside(path, tid))?
+                    Box::new(create_file(&numbered_beside(path, tid))?)
                 }
                 (None, _) => return Ok(false),
             };
@@ -192,7 +193,7 @@ impl EventWriter for TenetWriter {
                 "tenet: {} events of other threads left out ({}); give --output FILE for a \
                  file per thread (at most {MAX_THREADS})",
                 self.left_out,
-                if self.options.path.is_none() {
+                if self.path.is_none() {
                     "stdout holds one thread"
                 } else {
                     "too many threads"
@@ -200,7 +201,7 @@ impl EventWriter for TenetWriter {
             );
         }
         if self.threads.len() > 1 {
-            if let Some(path) = &self.options.path {
+            if let Some(path) = &self.path {
                 log::info!(
                     "tenet: {} threads: the first in {}, the others in {}",
                     self.threads.len(),
@@ -367,12 +368,8 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("run.tenet");
-        let options = Options {
-            path: Some(path.clone()),
-            ..Options::default()
-        };
-        let out = (options.opener)(&path).unwrap();
-        let mut writer = TenetWriter::new(out, &header(), &options).unwrap();
+        let out = Box::new(create_file(&path).unwrap());
+        let mut writer = TenetWriter::new(out, &header(), &Output::File(path.clone())).unwrap();
         let events = [
             event(10, EventKind::InsnFetch, 0, [0x100, 0, 0, 0]),
             event(20, EventKind::InsnFetch, 0, [0x200, 0, 0, 0]),
@@ -405,7 +402,7 @@ mod tests {
     fn without_register_names_it_says_so() {
         let mut header = header();
         header.guest = None;
-        let err = TenetWriter::new(Box::new(io::sink()), &header, &Options::default()).err();
+        let err = TenetWriter::new(Box::new(io::sink()), &header, &Output::Stdout).err();
         assert!(err.unwrap().to_string().contains("needs register names"));
     }
 }

@@ -4,6 +4,7 @@
 //! a raw capture stores it as JSON.
 
 use crate::session::guest::Guest;
+use rustix::time::ClockId;
 use serde::{Deserialize, Serialize};
 use styx_common::{EventKind, Shape, UsdtSpec};
 
@@ -156,9 +157,9 @@ impl ClockMapping {
     pub fn now() -> ClockMapping {
         let mut best: Option<(u64, ClockMapping)> = None;
         for _ in 0..5 {
-            let before = clock(libc::CLOCK_MONOTONIC);
-            let realtime_ns = clock(libc::CLOCK_REALTIME);
-            let after = clock(libc::CLOCK_MONOTONIC);
+            let before = clock_ns(ClockId::Monotonic);
+            let realtime_ns = clock_ns(ClockId::Realtime);
+            let after = clock_ns(ClockId::Monotonic);
             let mapping = ClockMapping {
                 monotonic_ns: before + (after - before) / 2,
                 realtime_ns,
@@ -178,14 +179,10 @@ impl ClockMapping {
     }
 }
 
-fn clock(id: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec we own.
-    unsafe { libc::clock_gettime(id, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+/// Now on `clock`, in ns: `Monotonic` is the clock of records' `ts_ns`.
+pub fn clock_ns(clock: ClockId) -> u64 {
+    let now = rustix::time::clock_gettime(clock);
+    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
 }
 
 fn uname() -> (String, String) {

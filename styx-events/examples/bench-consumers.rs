@@ -245,6 +245,8 @@ impl Emulator {
     }
 
     /// One instruction's events.
+    // Over 80 lines: a straight script of the made-up instruction's events;
+    // the benchmark's figures depend on this mix staying as it is.
     fn step(&mut self, mut emit: impl FnMut(&Event<'_>)) {
         self.steps += 1;
         let r = self.next();

@@ -216,108 +216,14 @@ impl ParquetWriter {
         output: &Output,
         roll_bytes: u64,
     ) -> io::Result<ParquetWriter> {
-        let mut columns = vec![
-            ColumnInfo::new("ts_ns", ColumnType::U64, true),
-            ColumnInfo::new("pid", ColumnType::U64, true),
-            ColumnInfo::new("tid", ColumnType::U64, true),
-            ColumnInfo::new("event", ColumnType::Str, true),
-        ];
-        let mut add = |name: &str, ty: ColumnType| {
-            if !columns.iter().any(|c| c.name == name) {
-                columns.push(ColumnInfo::new(name, ty, false));
-            }
-        };
-        for kind in EventKind::ALL.iter().filter(|k| k.shape() != Shape::Usdt) {
-            for field in kind.fields() {
-                match field.ty {
-                    FieldType::Hex | FieldType::Dec | FieldType::Size => {
-                        add(field.name, ColumnType::U64)
-                    }
-                    FieldType::Reg => {
-                        add(field.name, ColumnType::U64);
-                        add(&format!("{}_name", field.name), ColumnType::Str);
-                    }
-                    FieldType::Branch => {
-                        add(field.name, ColumnType::Str);
-                        add("conditional", ColumnType::Bool);
-                    }
-                    FieldType::Interrupt | FieldType::Text => add(field.name, ColumnType::Str),
-                }
-            }
-        }
-        add("kind_raw", ColumnType::U64);
-        add("truncated", ColumnType::Bool);
-        // Other providers' probes: only for a session that traced some, and
-        // as many argument columns as the widest has (each column costs
-        // every row a definition level).
-        if !header.usdt.is_empty() {
-            add("provider", ColumnType::Str);
-            add("probe", ColumnType::Str);
-            let widest = header.usdt.iter().map(|u| u.args.len()).max().unwrap_or(0);
-            for i in 0..widest.min(MAX_USDT_ARGS) {
-                add(&format!("arg{i}"), ColumnType::I64);
-            }
-        }
-        if header.guest.as_ref().is_none_or(|g| g.registers.is_empty()) {
-            columns.retain(|c| c.name != "reg_name");
-        }
+        let columns = columns(header);
         let by_name: FxHashMap<String, usize> = columns
             .iter()
             .enumerate()
             .map(|(i, c)| (c.name.clone(), i))
             .collect();
-        let plain = (0..EVENT_KIND_SLOTS as u8)
-            .map(|id| {
-                let kind = EventKind::from_id(id).filter(|&k| is_plain(k))?;
-                Some(
-                    kind.fields()
-                        .iter()
-                        .map(|f| {
-                            let reg_name = (f.ty == FieldType::Reg)
-                                .then(|| by_name.get(format!("{}_name", f.name).as_str()).copied())
-                                .flatten();
-                            (by_name[f.name], reg_name)
-                        })
-                        .collect(),
-                )
-            })
-            .collect();
-        let message = format!(
-            "message styx {{ {} }}",
-            columns
-                .iter()
-                .map(ColumnInfo::schema)
-                .collect::<Vec<_>>()
-                .join(" ")
-        );
-        let schema = Arc::new(parse_message_type(&message).map_err(io::Error::other)?);
-        let mut properties = WriterProperties::builder()
-            .set_compression(Compression::SNAPPY)
-            .set_dictionary_enabled(false)
-            .set_statistics_enabled(EnabledStatistics::None)
-            .set_max_row_group_row_count(Some(ROW_GROUP_ROWS));
-        // Min/max per column chunk for the columns queries range over, so a
-        // reader skips row groups.
-        for name in ["ts_ns", "pc", "addr"] {
-            properties = properties
-                .set_column_statistics_enabled(ColumnPath::from(name), EnabledStatistics::Chunk);
-        }
-        // Integers delta-coded: times, pcs and addresses change by little
-        // from row to row of a type, so pages shrink before compression.
-        for c in columns
-            .iter()
-            .filter(|c| matches!(c.ty, ColumnType::U64 | ColumnType::I64))
-        {
-            properties = properties.set_column_encoding(
-                ColumnPath::from(c.name.as_str()),
-                Encoding::DELTA_BINARY_PACKED,
-            );
-        }
-        // Dictionaries for the few-valued strings; `event`'s hashing per row
-        // costs more than its plain bytes, which compression shrinks.
-        for name in ["kind", "reg_name", "category", "name", "provider", "probe"] {
-            properties = properties.set_column_dictionary_enabled(ColumnPath::from(name), true);
-        }
+        let plain = plain_columns(&by_name);
+        let (schema, properties) = schema(&columns)?;
         let sink = match output {
             Output::Dir(dir) => Sink::Dir {
                 dir: dir.to_path_buf(),
@@ -356,7 +262,7 @@ impl ParquetWriter {
                 })
                 .collect(),
             schema,
-            properties: Arc::new(properties.build()),
+            properties,
             writer: None,
             sink,
             roll_bytes,
@@ -599,6 +505,118 @@ impl EventWriter for ParquetWriter {
         }
         self.flush()
     }
+}
+
+/// The table's columns: the common ones, then every catalogue field's (and
+/// the USDT ones if the session traced any), as `header` needs them.
+fn columns(header: &Header) -> Vec<ColumnInfo> {
+    let mut columns = vec![
+        ColumnInfo::new("ts_ns", ColumnType::U64, true),
+        ColumnInfo::new("pid", ColumnType::U64, true),
+        ColumnInfo::new("tid", ColumnType::U64, true),
+        ColumnInfo::new("event", ColumnType::Str, true),
+    ];
+    let mut add = |name: &str, ty: ColumnType| {
+        if !columns.iter().any(|c| c.name == name) {
+            columns.push(ColumnInfo::new(name, ty, false));
+        }
+    };
+    for kind in EventKind::ALL.iter().filter(|k| k.shape() != Shape::Usdt) {
+        for field in kind.fields() {
+            match field.ty {
+                FieldType::Hex | FieldType::Dec | FieldType::Size => {
+                    add(field.name, ColumnType::U64)
+                }
+                FieldType::Reg => {
+                    add(field.name, ColumnType::U64);
+                    add(&format!("{}_name", field.name), ColumnType::Str);
+                }
+                FieldType::Branch => {
+                    add(field.name, ColumnType::Str);
+                    add("conditional", ColumnType::Bool);
+                }
+                FieldType::Interrupt | FieldType::Text => add(field.name, ColumnType::Str),
+            }
+        }
+    }
+    add("kind_raw", ColumnType::U64);
+    add("truncated", ColumnType::Bool);
+    // Other providers' probes: only for a session that traced some, and
+    // as many argument columns as the widest has (each column costs
+    // every row a definition level).
+    if !header.usdt.is_empty() {
+        add("provider", ColumnType::Str);
+        add("probe", ColumnType::Str);
+        let widest = header.usdt.iter().map(|u| u.args.len()).max().unwrap_or(0);
+        for i in 0..widest.min(MAX_USDT_ARGS) {
+            add(&format!("arg{i}"), ColumnType::I64);
+        }
+    }
+    if header.guest.as_ref().is_none_or(|g| g.registers.is_empty()) {
+        columns.retain(|c| c.name != "reg_name");
+    }
+    columns
+}
+
+/// Per kind id with plain fields: each field's column (and `reg_name`'s).
+fn plain_columns(by_name: &FxHashMap<String, usize>) -> Vec<Option<PlainColumns>> {
+    (0..EVENT_KIND_SLOTS as u8)
+        .map(|id| {
+            let kind = EventKind::from_id(id).filter(|&k| is_plain(k))?;
+            Some(
+                kind.fields()
+                    .iter()
+                    .map(|f| {
+                        let reg_name = (f.ty == FieldType::Reg)
+                            .then(|| by_name.get(format!("{}_name", f.name).as_str()).copied())
+                            .flatten();
+                        (by_name[f.name], reg_name)
+                    })
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+/// The schema of `columns`, and how each is written.
+fn schema(columns: &[ColumnInfo]) -> io::Result<(Arc<Type>, Arc<WriterProperties>)> {
+    let message = format!(
+        "message styx {{ {} }}",
+        columns
+            .iter()
+            .map(ColumnInfo::schema)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let schema = Arc::new(parse_message_type(&message).map_err(io::Error::other)?);
+    let mut properties = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .set_dictionary_enabled(false)
+        .set_statistics_enabled(EnabledStatistics::None)
+        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS));
+    // Min/max per column chunk for the columns queries range over, so a
+    // reader skips row groups.
+    for name in ["ts_ns", "pc", "addr"] {
+        properties = properties
+            .set_column_statistics_enabled(ColumnPath::from(name), EnabledStatistics::Chunk);
+    }
+    // Integers delta-coded: times, pcs and addresses change by little
+    // from row to row of a type, so pages shrink before compression.
+    for c in columns
+        .iter()
+        .filter(|c| matches!(c.ty, ColumnType::U64 | ColumnType::I64))
+    {
+        properties = properties.set_column_encoding(
+            ColumnPath::from(c.name.as_str()),
+            Encoding::DELTA_BINARY_PACKED,
+        );
+    }
+    // Dictionaries for the few-valued strings; `event`'s hashing per row
+    // costs more than its plain bytes, which compression shrinks.
+    for name in ["kind", "reg_name", "category", "name", "provider", "probe"] {
+        properties = properties.set_column_dictionary_enabled(ColumnPath::from(name), true);
+    }
+    Ok((schema, Arc::new(properties.build())))
 }
 
 /// Column `col`'s value at `row` (the first one given).

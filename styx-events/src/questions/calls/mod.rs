@@ -113,6 +113,9 @@ impl CallTracker {
         Rc::clone(&self.table)
     }
 
+    // Over 80 lines: the pairing rules of the module's doc, entry then exit,
+    // in that order on one thread's stack; split, they would pass the
+    // stack, the table and the event between pieces.
     fn call(&mut self, header: &RecordHeader, call: &Call) -> io::Result<()> {
         let thread = (header.pid, header.tid);
         let stack = self.threads.entry(thread).or_default();

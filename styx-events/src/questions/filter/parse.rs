@@ -283,6 +283,8 @@ impl Parser {
         Ok(expr)
     }
 
+    // Over 80 lines: one production of the grammar (field, mask, operator
+    // and its operands), read as the grammar is written.
     fn test(&mut self) -> Result<Test, FilterError> {
         let column = self.column();
         let Some(Token::Ident(field)) = self.peek().cloned() else {

@@ -40,13 +40,11 @@ pub fn svg(table: &Table, page_bits: u8, title: &str) -> String {
         _ => pages.clone(),
     };
     let rows = cells.len().div_ceil(COLUMNS as usize) as u64;
-    let grid_w = COLUMNS * CELL;
     let grid_h = rows.max(1) * CELL;
-    let width = LABEL + grid_w + 20;
+    let width = LABEL + COLUMNS * CELL + 20;
     let height = TOP + 2 * grid_h + 40;
     let max = |kind| pages.iter().map(|&p| table.get(kind, p)).max().unwrap_or(0);
     let (max_read, max_write) = (max(read), max(write));
-    let page_size = 1u64 << page_bits;
     let other = table.other[read as usize] + table.other[write as usize];
     let mut svg = String::new();
     let _ = writeln!(
@@ -61,7 +59,8 @@ pub fn svg(table: &Table, page_bits: u8, title: &str) -> String {
     );
     let _ = writeln!(
         svg,
-        r#"<text x="8" y="36">pages of {page_size} bytes, {} touched; colour: log of accesses per page (max {max_read} reads, {max_write} writes){}</text>"#,
+        r#"<text x="8" y="36">pages of {} bytes, {} touched; colour: log of accesses per page (max {max_read} reads, {max_write} writes){}</text>"#,
+        1u64 << page_bits,
         pages.len(),
         if other > 0 {
             format!("; {other} accesses to pages beyond the table not drawn")
@@ -69,39 +68,44 @@ pub fn svg(table: &Table, page_bits: u8, title: &str) -> String {
             String::new()
         }
     );
-    for (panel, (kind, name, max, hue)) in [
-        (read, "reads", max_read, 210),
-        (write, "writes", max_write, 0),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let (x0, y0) = (LABEL, TOP + panel as u64 * (grid_h + 24));
+    let grid = Grid {
+        table,
+        cells: &cells,
+        page_bits,
+    };
+    grid.panel(&mut svg, (read, "reads", max_read, 210), TOP);
+    grid.panel(&mut svg, (write, "writes", max_write, 0), TOP + grid_h + 24);
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// What both panels draw: a cell per page of `cells`.
+struct Grid<'a> {
+    table: &'a Table,
+    cells: &'a [u64],
+    page_bits: u8,
+}
+
+impl Grid<'_> {
+    /// One panel at `y0`: (its type, name, the type's most accesses to a
+    /// page, its colour's hue).
+    fn panel(&self, svg: &mut String, (kind, name, max, hue): (u8, &str, u64, u32), y0: u64) {
+        let (read, write) = (EventKind::MemRead as u8, EventKind::MemWrite as u8);
         let _ = writeln!(svg, r#"<text x="8" y="{}">{name}</text>"#, y0 - 6);
-        for (i, &page) in cells.iter().enumerate() {
+        for (i, &page) in self.cells.iter().enumerate() {
             let (row, col) = (i as u64 / COLUMNS, i as u64 % COLUMNS);
-            let n = table.get(kind, page);
-            let fill = if n == 0 {
-                "#f2f2f2".to_string()
-            } else {
-                // 25% (few) to 85% (the most) saturation, darker with more.
-                let level = ((n as f64).ln_1p() / (max as f64).ln_1p()).clamp(0.0, 1.0);
-                format!(
-                    "hsl({hue},{:.0}%,{:.0}%)",
-                    40.0 + 50.0 * level,
-                    85.0 - 50.0 * level
-                )
-            };
+            let n = self.table.get(kind, page);
             let _ = writeln!(
                 svg,
-                r#"<rect x="{}" y="{}" width="{}" height="{}" fill="{fill}"><title>{:#x}: {} reads, {} writes</title></rect>"#,
-                x0 + col * CELL,
+                r#"<rect x="{}" y="{}" width="{}" height="{}" fill="{}"><title>{:#x}: {} reads, {} writes</title></rect>"#,
+                LABEL + col * CELL,
                 y0 + row * CELL,
                 CELL - 1,
                 CELL - 1,
-                page << page_bits,
-                table.get(read, page),
-                table.get(write, page)
+                fill(n, max, hue),
+                page << self.page_bits,
+                self.table.get(read, page),
+                self.table.get(write, page)
             );
             if col == 0 {
                 let _ = writeln!(
@@ -109,13 +113,25 @@ pub fn svg(table: &Table, page_bits: u8, title: &str) -> String {
                     r#"<text x="{}" y="{}" text-anchor="end">{:#x}</text>"#,
                     LABEL - 6,
                     y0 + row * CELL + CELL - 2,
-                    page << page_bits
+                    page << self.page_bits
                 );
             }
         }
     }
-    svg.push_str("</svg>\n");
-    svg
+}
+
+/// A cell's colour for `n` accesses of at most `max`.
+fn fill(n: u64, max: u64, hue: u32) -> String {
+    if n == 0 {
+        return "#f2f2f2".to_string();
+    }
+    // 25% (few) to 85% (the most) saturation, darker with more.
+    let level = ((n as f64).ln_1p() / (max as f64).ln_1p()).clamp(0.0, 1.0);
+    format!(
+        "hsl({hue},{:.0}%,{:.0}%)",
+        40.0 + 50.0 * level,
+        85.0 - 50.0 * level
+    )
 }
 
 fn xml(s: &str) -> String {

@@ -261,107 +261,122 @@ pub struct View<'a> {
     pub rows: Option<usize>,
 }
 
+/// One row of a printed table: a key's count (`key` None: a type's
+/// "other" row), its share of the total and its rate.
+struct Row {
+    kind: u8,
+    key: Option<u64>,
+    n: u64,
+    share: f64,
+    rate: Option<f64>,
+}
+
 impl View<'_> {
     /// The table as text or JSON lines.
     pub fn render(&self, format: TableFormat) -> String {
+        let sorted = self.table.sorted();
+        let shown = sorted.len().min(self.rows.unwrap_or(usize::MAX));
+        let keyed: Vec<Row> = (sorted[..shown].iter())
+            .map(|&(kind, key, n)| self.row(kind, Some(key), n))
+            .collect();
+        let others: Vec<Row> = (self.table.other.iter().enumerate())
+            .filter(|(_, &n)| n > 0)
+            .map(|(kind, &n)| self.row(kind as u8, None, n))
+            .collect();
+        match format {
+            TableFormat::Jsonl => self.jsonl(keyed.iter().chain(&others)),
+            TableFormat::Text => self.text(&keyed, sorted.len() - shown, &others),
+        }
+    }
+
+    fn row(&self, kind: u8, key: Option<u64>, n: u64) -> Row {
         let total = self.table.total();
-        let share = |n: u64| {
-            if total == 0 {
+        let rate = self.previous.map(|(prev, dt)| {
+            let before = match key {
+                Some(key) => prev.get(kind, key),
+                None => prev.other[kind as usize],
+            };
+            n.saturating_sub(before) as f64 / dt.as_secs_f64().max(1e-9)
+        });
+        Row {
+            kind,
+            key,
+            n,
+            share: if total == 0 {
                 0.0
             } else {
                 n as f64 / total as f64
-            }
-        };
-        let rate = |kind: u8, key: Option<u64>, n: u64| {
-            self.previous.map(|(prev, dt)| {
-                let before = match key {
-                    Some(key) => prev.get(kind, key),
-                    None => prev.other[kind as usize],
-                };
-                n.saturating_sub(before) as f64 / dt.as_secs_f64().max(1e-9)
-            })
-        };
-        let sorted = self.table.sorted();
-        let shown = &sorted[..self.rows.map_or(sorted.len(), |r| r.min(sorted.len()))];
-        let others: Vec<(u8, u64)> = self
-            .table
-            .other
-            .iter()
-            .enumerate()
-            .filter(|(_, &n)| n > 0)
-            .map(|(k, &n)| (k as u8, n))
-            .collect();
-        let name = |kind: u8| EventKind::from_id(kind).map_or("?", EventKind::probe_name);
+            },
+            rate,
+        }
+    }
+
+    fn jsonl<'r>(&self, rows: impl Iterator<Item = &'r Row>) -> String {
+        let by = &self.spec.by;
         let mut out = String::new();
-        match format {
-            TableFormat::Jsonl => {
-                for &(kind, key, n) in shown {
-                    let _ = write!(
-                        out,
-                        "{{\"event\":\"{}\",\"by\":\"{}\",\"key\":{},\"count\":{n},\"share\":{:.6}",
-                        name(kind),
-                        self.spec.by,
-                        self.spec.json_value(key),
-                        share(n)
-                    );
-                    let reg = EventKind::from_id(kind).and_then(|k| self.spec.register(k, key));
-                    if let Some(reg) = reg {
-                        // As event lines give `reg_name` beside `reg`.
-                        let _ = write!(out, ",\"key_name\":{}", serde_json::json!(reg));
-                    }
-                    if let Some(r) = rate(kind, Some(key), n) {
-                        let _ = write!(out, ",\"rate\":{r:.1}");
-                    }
-                    out.push_str("}\n");
-                }
-                for &(kind, n) in &others {
-                    let _ = writeln!(
-                        out,
-                        "{{\"event\":\"{}\",\"by\":\"{}\",\"other\":true,\"count\":{n},\"share\":{:.6}}}",
-                        name(kind),
-                        self.spec.by,
-                        share(n)
-                    );
-                }
-            }
-            TableFormat::Text => {
-                let by = self.spec.by.to_uppercase();
-                let rates = self.previous.is_some();
-                let _ = write!(
+        for row in rows {
+            let (event, n, share) = (name(row.kind), row.n, row.share);
+            let Some(key) = row.key else {
+                let _ = writeln!(
                     out,
-                    "{:<11} {by:>18} {:>14} {:>7}",
-                    "EVENT", "COUNT", "SHARE"
+                    "{{\"event\":\"{event}\",\"by\":\"{by}\",\"other\":true,\"count\":{n},\"share\":{share:.6}}}",
                 );
-                out.push_str(if rates { "     RATE/s\n" } else { "\n" });
-                let row = |out: &mut String, kind: u8, key: String, n: u64, r: Option<f64>| {
-                    let _ = write!(
-                        out,
-                        "{:<11} {key:>18} {n:>14} {:>6.2}%",
-                        name(kind),
-                        share(n) * 100.0
-                    );
-                    if let Some(r) = r {
-                        let _ = write!(out, " {:>10}", si(r));
-                    }
-                    out.push('\n');
-                };
-                for &(kind, key, n) in shown {
-                    let key_text = match EventKind::from_id(kind) {
-                        Some(k) => self.spec.show(k, key),
-                        None => key.to_string(),
-                    };
-                    row(&mut out, kind, key_text, n, rate(kind, Some(key), n));
-                }
-                if shown.len() < sorted.len() {
-                    let _ = writeln!(out, "… {} more keys", sorted.len() - shown.len());
-                }
-                for &(kind, n) in &others {
-                    row(&mut out, kind, "(other)".into(), n, rate(kind, None, n));
-                }
+                continue;
+            };
+            let _ = write!(
+                out,
+                "{{\"event\":\"{event}\",\"by\":\"{by}\",\"key\":{},\"count\":{n},\"share\":{share:.6}",
+                self.spec.json_value(key),
+            );
+            let reg = EventKind::from_id(row.kind).and_then(|k| self.spec.register(k, key));
+            if let Some(reg) = reg {
+                // As event lines give `reg_name` beside `reg`.
+                let _ = write!(out, ",\"key_name\":{}", serde_json::json!(reg));
             }
+            if let Some(r) = row.rate {
+                let _ = write!(out, ",\"rate\":{r:.1}");
+            }
+            out.push_str("}\n");
         }
         out
     }
+
+    /// Aligned columns: the keys shown, how many `more` were not, the
+    /// types' other rows.
+    fn text(&self, keyed: &[Row], more: usize, others: &[Row]) -> String {
+        let by = self.spec.by.to_uppercase();
+        let mut out = format!("{:<11} {by:>18} {:>14} {:>7}", "EVENT", "COUNT", "SHARE");
+        out.push_str(if self.previous.is_some() {
+            "     RATE/s\n"
+        } else {
+            "\n"
+        });
+        for (i, row) in keyed.iter().chain(others).enumerate() {
+            if i == keyed.len() && more > 0 {
+                let _ = writeln!(out, "… {more} more keys");
+            }
+            let key = match (row.key, EventKind::from_id(row.kind)) {
+                (None, _) => "(other)".to_string(),
+                (Some(key), Some(k)) => self.spec.show(k, key),
+                (Some(key), None) => key.to_string(),
+            };
+            let (event, n, pct) = (name(row.kind), row.n, row.share * 100.0);
+            let _ = write!(out, "{event:<11} {key:>18} {n:>14} {pct:>6.2}%");
+            if let Some(r) = row.rate {
+                let _ = write!(out, " {:>10}", si(r));
+            }
+            out.push('\n');
+        }
+        if others.is_empty() && more > 0 {
+            let _ = writeln!(out, "… {more} more keys");
+        }
+        out
+    }
+}
+
+/// An event type's name by id.
+fn name(kind: u8) -> &'static str {
+    EventKind::from_id(kind).map_or("?", EventKind::probe_name)
 }
 
 /// Counts the events it is handed into shared tables: one per `--by` (and

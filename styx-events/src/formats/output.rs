@@ -35,42 +35,23 @@ pub enum OutputError {
          does not follow for an output (give the path of the file it points to)"
     )]
     ForeignLink(String),
-    /// Truncating a file with other names would change them too.
+    /// Truncating a file with other names would change them too: the
+    /// output, and how many names it has.
     #[error(
-        "cannot write {name}: it has {links} hard links, so truncating it would change the \
-         other names too (remove it first, or choose another name)"
+        "cannot write {0}: it has {1} hard links, so truncating it would change the other \
+         names too (remove it first, or choose another name)"
     )]
-    HardLinks {
-        /// The output.
-        name: String,
-        /// How many names the file has.
-        links: u64,
-    },
-    /// Creating or truncating the file failed.
-    #[error("cannot write {name}")]
-    Write {
-        /// The output.
-        name: String,
-        /// Why.
-        source: io::Error,
-    },
+    HardLinks(String, u64),
+    /// Creating or truncating the output failed.
+    #[error("cannot write {0}")]
+    Write(String, #[source] io::Error),
     /// Creating the directory failed.
-    #[error("cannot create {name}")]
-    CreateDir {
-        /// The directory.
-        name: String,
-        /// Why.
-        source: io::Error,
-    },
+    #[error("cannot create {0}")]
+    CreateDir(String, #[source] io::Error),
     /// The format could not write its start (a header, or what it needs is
     /// missing).
-    #[error("writing the start of {name}")]
-    Start {
-        /// The output.
-        name: String,
-        /// Why.
-        source: io::Error,
-    },
+    #[error("writing the start of {0}")]
+    Start(String, #[source] io::Error),
 }
 
 /// Outputs opened after the start (a thread's or a rolled file) fail as
@@ -108,8 +89,8 @@ impl Output {
         }
     }
 
-    /// The `n`th of several outputs (the flight recorder's dumps): see
-    /// [`numbered`]; stdout stays stdout.
+    /// The `n`th of several outputs (the flight recorder's dumps):
+    /// `run.styx` → `run.<n>.styx`, `dumps/` → `dumps/<n>/`; stdout stays.
     pub fn numbered(&self, n: u32) -> Output {
         match self {
             Output::Stdout => Output::Stdout,
@@ -145,10 +126,7 @@ impl Output {
                         .mode(0o700)
                         .recursive(true)
                         .create(dir)
-                        .map_err(|source| OutputError::CreateDir {
-                            name: dir.display().to_string(),
-                            source,
-                        })?;
+                        .map_err(|e| OutputError::CreateDir(dir.display().to_string(), e))?;
                 }
                 Box::new(io::sink())
             }
@@ -180,10 +158,7 @@ impl fmt::Display for Output {
 /// files (`/dev/null`, a named pipe) are written as they are.
 pub fn create_file(path: &Path) -> Result<File, OutputError> {
     let name = || path.display().to_string();
-    let failed = |source| OutputError::Write {
-        name: name(),
-        source,
-    };
+    let failed = |e| OutputError::Write(name(), e);
     // SAFETY: geteuid has no preconditions.
     let ours = |link: &Metadata| link.uid() == unsafe { libc::geteuid() };
     let follow = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_symlink() && ours(&m));
@@ -203,10 +178,7 @@ pub fn create_file(path: &Path) -> Result<File, OutputError> {
     let meta = file.metadata().map_err(failed)?;
     if meta.file_type().is_file() {
         if meta.nlink() > 1 {
-            return Err(OutputError::HardLinks {
-                name: name(),
-                links: meta.nlink(),
-            });
+            return Err(OutputError::HardLinks(name(), meta.nlink()));
         }
         // Truncated only now that it is known to be a file of its own.
         file.set_len(0).map_err(failed)?;

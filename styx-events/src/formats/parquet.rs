@@ -174,7 +174,6 @@ struct Part {
 /// Events as Parquet rows.
 pub struct ParquetWriter {
     names: Names,
-    /// The schema's columns.
     columns: Vec<ColumnInfo>,
     /// Per kind id.
     parts: Vec<Part>,

@@ -15,7 +15,6 @@ pub const MAX_DEPTH: usize = 1024;
 /// An open slice: a span by its id, or a call by function and stack pointer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Open {
-    /// A span.
     Span(u64),
     /// A traced function's call.
     Call(u32, u64),

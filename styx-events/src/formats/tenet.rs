@@ -51,7 +51,6 @@ pub struct TenetWriter {
     over: u64,
 }
 
-/// One thread's trace.
 struct Thread {
     out: Chunked<Box<dyn Write>>,
     /// The instruction whose events are coming in.
@@ -59,7 +58,6 @@ struct Thread {
     lines: u64,
 }
 
-/// One instruction's events.
 #[derive(Default)]
 struct Insn {
     pc: u64,

@@ -171,7 +171,7 @@ fn take_buffer(
 }
 
 /// The byte range of a buffer's items that no loader took, if any.
-pub fn pending(head: &BatchHead) -> Option<(u32, u32)> {
+pub(crate) fn pending(head: &BatchHead) -> Option<(u32, u32)> {
     let len = head.len.min(head.cap).min(BATCH_BYTES as u32);
     let start = if head.taken_seq == head.seq {
         head.taken_len.min(len)

@@ -9,9 +9,7 @@ use std::collections::HashMap;
 /// One other provider's probe.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UsdtProbe {
-    /// The provider.
     pub provider: String,
-    /// The probe's name.
     pub probe: String,
     /// Per argument: whether it is signed.
     pub signed: Vec<bool>,

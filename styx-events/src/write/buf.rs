@@ -35,7 +35,6 @@ impl ByteBuf {
         self.len
     }
 
-    /// The content.
     pub fn as_slice(&self) -> &[u8] {
         &self.buf[..self.len]
     }

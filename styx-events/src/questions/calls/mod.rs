@@ -58,7 +58,6 @@ pub use table::CallTable;
 /// a capture of endless entries cannot grow memory without bound.
 pub const MAX_OPEN_CALLS: usize = 1 << 20;
 
-/// An open call.
 #[derive(Clone, Copy, Debug)]
 struct Frame {
     function: u32,

@@ -7,7 +7,6 @@
 use crate::write::human::duration;
 use std::io::{self, Write};
 
-/// One function's row.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Row {
     /// Entries seen.

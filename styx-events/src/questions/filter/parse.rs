@@ -27,27 +27,20 @@ pub const MAX_DEPTH: usize = 2 * FILTER_MAX_OPS;
 pub struct Parsed {
     /// Types named before `:`, with their columns.
     pub types: Vec<(String, usize)>,
-    /// The expression.
     pub expr: Expr,
 }
 
-/// A filter expression.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Expr {
-    /// Both.
     And(Box<Expr>, Box<Expr>),
-    /// Either.
     Or(Box<Expr>, Box<Expr>),
-    /// Not.
     Not(Box<Expr>),
-    /// One comparison.
     Test(Test),
 }
 
 /// `field [& mask] OP value`, or `field in lo..hi`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Test {
-    /// The field's name.
     pub field: String,
     /// Its column (1-based), for errors.
     pub column: usize,
@@ -57,7 +50,6 @@ pub struct Test {
     pub op: Op,
 }
 
-/// A comparison.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
     /// `== != < <= > >=` (a `CMP_*` code) with a value.
@@ -78,7 +70,6 @@ pub enum Op {
 /// The right side of a comparison.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
-    /// A literal number.
     Number(u64),
     /// A name such as `call` or `entry`, with its column.
     Name(String, usize),

@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use styx_common::EventKind;
 
 /// Pages drawn at most as one contiguous span (the untouched ones blank).
-pub const MAX_SPAN_PAGES: u64 = 1 << 14;
+pub(crate) const MAX_SPAN_PAGES: u64 = 1 << 14;
 const COLUMNS: u64 = 64;
 const CELL: u64 = 12;
 const LABEL: u64 = 120;

@@ -8,7 +8,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use std::io;
-use styx_events::batch::Batches;
+use styx_events::Batches;
 use styx_events::batch_items;
 use styx_events::partial::{self, Memory};
 

@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use styx_events::guest::Guest;
+use styx_events::Guest;
 use styx_usdt::argspec::parse_spec;
 use styx_usdt::functions::{parse_functions, Matcher};
 use styx_usdt::note::parse_probe_table;

@@ -20,7 +20,7 @@ styx_probe::describe! {
 #[cfg(not(feature = "disabled"))]
 #[test]
 fn the_note_decodes_to_what_the_macro_said() {
-    use styx_events::guest::{Guest, Image, Register, Within};
+    use styx_events::{Guest, Image, Register, Within};
     let exe = std::env::current_exe().unwrap();
     let table = styx_usdt::note::read_probe_table(&exe).unwrap();
     assert_eq!(table.guest_notes.len(), 1, "one description, one note");
@@ -83,7 +83,7 @@ fn compiled_out_there_is_no_note() {
 #[cfg(not(feature = "disabled"))]
 #[test]
 fn a_summary_shows_where_sub_registers_lie() {
-    use styx_events::guest::Guest;
+    use styx_events::Guest;
     let exe = std::env::current_exe().unwrap();
     let table = styx_usdt::note::read_probe_table(&exe).unwrap();
     let guest = Guest::decode(&table.guest_notes[0]).unwrap();

@@ -2,45 +2,50 @@
 //! eBPF, no async runtime. `styx-loader` feeds it records live; `read` and
 //! the consumer benchmark feed it captures.
 //!
-//! The pipeline, in module order:
-//! 1. [`event`]: a ring-buffer record decoded into an [`event::Event`], or
-//!    [`batch`]: a batch record split into its events ([`partial`] makes
-//!    such records of the batches a process's threads still hold, read
-//!    from its memory);
-//! 2. [`fields`]: an event's fields in order, named and typed, walked from
-//!    styx-common's event catalogue: the one place every format learns how
-//!    an event reads;
-//! 3. [`writer`]: the [`writer::EventWriter`] every format is, and the one
-//!    chunked buffer ([`bytes::Bytes`]) between a format and its output;
-//!    every writer starts from the session's [`header::Header`] (who was
-//!    traced, clocks, probes), which a capture also stores;
-//! 4. the formats, picked by [`formats::Format`]: [`lines`] (JSON lines,
-//!    text), [`timeline`] (Chrome JSON, Perfetto: spans as slices, rates as
-//!    counters), and [`capture`] (the raw capture, and its reader, which
-//!    gives events back to any format);
-//! 5. [`calls`]: traced functions' entries paired with their exits (depth,
-//!    duration, unwinding), the per-function table and `-o folded`, in
-//!    front of any format.
+//! The crate is in five rooms, each depending only on those before it:
+//! 1. `record`: a ring-buffer record decoded into an [`Event`], borrowed
+//!    in place; a batch record split into its events ([`Batches`]);
+//!    [`partial`] reads the batches a stopping process's threads still
+//!    hold from its memory;
+//! 2. `write`: the [`EventWriter`] every format is, its decorators
+//!    ([`Tee`], [`Discard`]), the one byte buffer between a format and its
+//!    output, [`escape`] and numbers for people ([`si`]);
+//! 3. `session`: what every writer starts from, the session's [`Header`]
+//!    (who was traced, clocks, probes, the emulator's [`Guest`]), which a
+//!    capture also stores, and an event's fields walked from styx-common's
+//!    event catalogue: the one place every format learns how an event reads;
+//! 4. `questions`: what a run asks beyond writing events: [`Filters`] and
+//!    [`Keep`] (`--filter`, `--sample`), `top`'s counts ([`CountWriter`],
+//!    [`View`], [`heatmap`]), traced functions' calls paired
+//!    ([`CallTracker`], [`CallTable`]), and the [`FlightRecorder`];
+//! 5. `formats`: every output format, picked by [`Format`] and made by
+//!    [`open`] on an [`Output`] (stdout, a file, a directory), the one
+//!    place outputs are created: JSON lines, text, the raw capture (and its
+//!    [`Reader`], which gives events back to any format), Chrome JSON,
+//!    Perfetto, drcov, Tenet, Parquet, folded stacks.
+//!
+//! The modules are private; what other crates use is re-exported here.
 #![warn(missing_docs)]
 
-pub mod batch;
-pub mod batch_items;
-pub mod bytes;
-pub mod calls;
-pub mod capture;
-pub mod escape;
-pub mod event;
-pub mod fields;
-pub mod filter;
-pub mod flight;
-pub mod formats;
-pub mod guest;
-pub mod header;
-pub mod lines;
-pub mod options;
-pub mod partial;
-pub mod timeline;
-pub mod tools;
-pub mod top;
-pub mod usdt;
-pub mod writer;
+mod formats;
+mod questions;
+mod record;
+mod session;
+mod write;
+
+pub use formats::drcov::MAX_INSN_GAP as DRCOV_MAX_INSN_GAP;
+pub use formats::raw::{CaptureError, CaptureWriter, Ending, Reader};
+pub use formats::{create_file, open, open_stream, Detail, Format, Options, Output, OutputError};
+pub use questions::calls::{CallTable, CallTracker};
+pub use questions::filter::{FilterError, Filters, Keep};
+pub use questions::flight::{FlightRecorder, Limits, OpenDump, Recording, EXITED_KEPT_LOOKS};
+pub use questions::top::{heatmap, CountWriter, KeyRef, KeySpec, Table, TableFormat, View};
+pub use record::batch::{BatchError, Batches, Irregular};
+pub use record::event::{decode, Body, Call, DecodeError, Event, Text};
+pub use record::{batch_items, partial};
+pub use rustix::time::ClockId;
+pub use session::guest::{Guest, GuestError, Image, Register, RegisterNames, Within};
+pub use session::header::{clock_ns, Header, UsdtInfo};
+pub use write::escape;
+pub use write::human::si;
+pub use write::writer::{Discard, EventWriter, Tee, Totals};

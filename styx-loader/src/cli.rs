@@ -5,9 +5,9 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
 use styx_common::EventKind;
-use styx_events::filter::Filters;
-use styx_events::formats::{Detail, Format};
-use styx_events::guest::{Guest, RegisterNames};
+use styx_events::Filters;
+use styx_events::{Detail, Format};
+use styx_events::{Guest, RegisterNames};
 
 const EXAMPLES: &str = "\
 Examples:

@@ -1,18 +1,16 @@
-//! The session's outputs: the writer for `-o` on `--output` (or stdout),
-//! plus a raw capture on `--capture`; errors name the file that failed.
+//! The session's outputs as the command line asks for them: the writer for
+//! `-o` on `--output` (or stdout), plus a raw capture on `--capture`, and
+//! the function table. How outputs are opened is styx-events' (`open`).
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{Context, Result};
 use std::cell::RefCell;
-use std::fs::{File, Metadata, OpenOptions};
-use std::io::{self, IsTerminal, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use styx_events::calls::{CallTable, CallTracker};
-use styx_events::formats::{self, Detail, Format};
-use styx_events::header::Header;
-use styx_events::tools::parquet::is_dir_output;
-use styx_events::writer::{Discard, EventWriter, Labeled, Tee};
+/// Files beside the outputs (tables, the heatmap) are created as they are.
+pub use styx_events::create_file as create;
+use styx_events::{CallTable, CallTracker, Detail, Discard, EventWriter, Format, Header};
+use styx_events::{Options, Output, Tee};
 
 /// Where events go.
 #[cfg_attr(not(feature = "trace"), allow(dead_code))]
@@ -99,7 +97,9 @@ pub fn write_call_table(
     }
 }
 
-/// One output, unbuffered: every format gathers its own chunks.
+/// One output, from the command line's format, `--output` (stdout if
+/// None), `--detail` and `--roll-size`. Everything about where it goes and
+/// how it is created is styx-events' ([`styx_events::Output`]).
 pub fn open_one(
     format: Format,
     path: Option<&Path>,
@@ -107,103 +107,17 @@ pub fn open_one(
     roll_mib: u64,
     header: &Header,
 ) -> Result<Box<dyn EventWriter>> {
-    refuse_binary_on_terminal(format, path)?;
-    let (out, name): (Box<dyn Write>, String) = match path {
-        Some(dir) if format == Format::Parquet && is_dir_output(dir) => {
-            // Files rolled in the directory, each created as it begins.
-            if !dir.is_dir() {
-                std::fs::DirBuilder::new()
-                    .mode(0o700)
-                    .recursive(true)
-                    .create(dir)
-                    .with_context(|| format!("cannot create {}", dir.display()))?;
-            }
-            (Box::new(io::sink()), dir.display().to_string())
-        }
-        Some(path) => {
-            let file = create(path)?;
-            (Box::new(file), path.display().to_string())
-        }
-        None => (Box::new(io::stdout()), "stdout".to_string()),
-    };
-    let labeled = Labeled::new(out, name.clone());
-    let options = formats::Options {
-        // More files beside the output (Tenet's threads, rolled Parquet),
-        // created as carefully as the output.
-        opener: Rc::new(|path: &Path| {
-            create(path)
-                .map(|file| Box::new(file) as Box<dyn Write>)
-                .map_err(|e| io::Error::other(format!("{e:#}")))
-        }),
+    let options = Options {
+        detail,
         roll_bytes: roll_mib << 20,
-        ..formats::Options::new(path, detail)
+        ..Options::default()
     };
-    formats::open(format, Box::new(labeled), header, &options)
-        .with_context(|| format!("writing the start of {name}"))
-}
-
-/// A binary format is not written to a terminal: it needs `--output` or a
-/// pipe. Checked when an output opens, and before attaching for outputs
-/// opened later (the flight recorder's dumps).
-pub fn refuse_binary_on_terminal(format: Format, path: Option<&Path>) -> Result<()> {
-    if format.is_binary() && path.is_none() && io::stdout().is_terminal() {
-        bail!(
-            "-o {} is binary: give --output FILE, or pipe it",
-            format.name()
-        );
-    }
-    Ok(())
-}
-
-/// Opens `path` to write an output, safely when run as root in a directory
-/// others can write (/tmp): a symbolic link owned by another user is not
-/// followed (`O_NOFOLLOW`), so a link planted there cannot make the run
-/// overwrite a file of its choosing or create one where it likes (the rule
-/// of the kernel's `fs.protected_symlinks`, applied everywhere); a link of
-/// our own, such as `/dev/stdout`, is. Nor is a regular file with other
-/// hard links truncated. A new file is created
-/// 0600, as perf creates perf.data: a trace holds the traced program's data.
-///
-/// An existing regular file (one name only) is overwritten, keeping its owner
-/// and mode, so `--output` can name the same file run after run; whoever
-/// could put a regular file there could write it anyway. Other existing
-/// files (`/dev/null`, a named pipe) are written as they are.
-pub fn create(path: &Path) -> Result<File> {
-    let name = path.display();
-    // SAFETY: geteuid has no preconditions.
-    let ours = |link: &Metadata| link.uid() == unsafe { libc::geteuid() };
-    let follow = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_symlink() && ours(&m));
-    let no_follow = if follow { 0 } else { libc::O_NOFOLLOW };
-    let file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .mode(0o600)
-        .custom_flags(no_follow | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP | libc::EACCES) if path.is_symlink() => anyhow!(
-                "cannot write {name}: it is a symbolic link owned by another user, which \
-                 styx-loader does not follow for an output (give the path of the file it \
-                 points to)"
-            ),
-            _ => anyhow::Error::new(e).context(format!("cannot write {name}")),
-        })?;
-    let meta = file
-        .metadata()
-        .with_context(|| format!("cannot write {name}"))?;
-    if meta.file_type().is_file() {
-        if meta.nlink() > 1 {
-            bail!(
-                "cannot write {name}: it has {} hard links, so truncating it would change \
-                 the other names too (remove it first, or choose another name)",
-                meta.nlink()
-            );
-        }
-        // Truncated only now that it is known to be a file of its own.
-        file.set_len(0)
-            .with_context(|| format!("cannot write {name}"))?;
-    }
-    Ok(file)
+    Ok(styx_events::open(
+        format,
+        &Output::new(path, format),
+        header,
+        &options,
+    )?)
 }
 
 #[cfg(test)]

@@ -10,8 +10,8 @@ use log::warn;
 use styx_common::count::{CountKey, CountSpec, COUNT_TABLES};
 use styx_common::filter::FilterProgram;
 use styx_common::{EventKind, UsdtSpec, EVENT_KIND_SLOTS};
-use styx_events::filter::Filters;
-use styx_events::top::{KeyRef, Table};
+use styx_events::Filters;
+use styx_events::{KeyRef, Table};
 use styx_usdt::select::UsdtSite;
 
 /// Built from styx-ebpf by `cargo xtask build-ebpf`; committed, so the loader

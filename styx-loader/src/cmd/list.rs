@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::Path;
 use styx_events::escape;
-use styx_events::guest::Guest;
+use styx_events::Guest;
 use styx_usdt::argspec::parse_spec;
 use styx_usdt::functions::{read_functions, FunctionTable, FunctionsError, Matcher};
 use styx_usdt::needed::needed_libraries;

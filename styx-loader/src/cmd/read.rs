@@ -8,10 +8,10 @@ use anyhow::{bail, Context, Result};
 use std::fs::File;
 use std::io::{self, Read};
 use styx_common::{EventKind, EVENT_KIND_SLOTS};
-use styx_events::capture::{Ending, Reader};
-use styx_events::filter::Keep;
-use styx_events::formats::Format;
-use styx_events::writer::{Discard, EventWriter, Tee, Totals};
+use styx_events::Format;
+use styx_events::Keep;
+use styx_events::{Discard, EventWriter, Tee, Totals};
+use styx_events::{Ending, Reader};
 
 /// Converts the capture `args` names.
 pub fn run(args: &ReadArgs) -> Result<()> {

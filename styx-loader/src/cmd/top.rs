@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 use styx_common::EventKind;
-use styx_events::formats::Format;
-use styx_events::guest::{Guest, RegisterNames};
-use styx_events::top::{heatmap, CountWriter, KeySpec, Table, TableFormat, View};
+use styx_events::Format;
+use styx_events::{heatmap, CountWriter, KeySpec, Table, TableFormat, View};
+use styx_events::{Guest, RegisterNames};
 
 /// What is counted, and the loader's own counts so far.
 pub struct Counter {

@@ -11,17 +11,14 @@ use crate::session::spawn::{self, Held};
 use crate::session::{self, Lossless, Refresh, Session};
 use anyhow::{bail, Result};
 use std::cell::RefCell;
-use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use styx_common::EventKind;
-use styx_events::filter::Filters;
-use styx_events::flight::{FlightRecorder, Limits, OpenDump, Recording};
-use styx_events::formats::Format;
-use styx_events::guest::{Guest, RegisterNames};
-use styx_events::header::{Header, UsdtInfo};
-use styx_events::options::numbered_beside;
-use styx_events::tools::parquet::is_dir_output;
-use styx_events::writer::{EventWriter, Tee};
+use styx_events::Filters;
+use styx_events::{EventWriter, Tee};
+use styx_events::{FlightRecorder, Limits, OpenDump, Recording};
+use styx_events::{Format, Options, Output};
+use styx_events::{Guest, RegisterNames};
+use styx_events::{Header, UsdtInfo};
 use styx_usdt::select::Role;
 use styx_usdt::select::{describe_providers, FunctionExits, Selection, Wanted};
 use styx_usdt::symbols::Symbols;
@@ -223,7 +220,8 @@ fn flight_recorder(
     if args.capture.is_some() {
         bail!("--capture writes every event; with --flight-recorder use -o raw for dumps");
     }
-    outputs::refuse_binary_on_terminal(args.format, args.output.as_deref())?;
+    let output = Output::new(args.output.as_deref(), args.format);
+    output.refuse_binary_on_terminal(args.format)?;
     // The filter language, without sampling: any event it keeps triggers.
     let trigger = match &args.trigger {
         None => None,
@@ -237,19 +235,16 @@ fn flight_recorder(
             Err((expr, e)) => bail!("--trigger '{expr}': {e}"),
         },
     };
-    let (format, detail, roll_mib, output, header) = (
-        args.format,
-        args.detail,
-        args.roll_size,
-        args.output.clone(),
-        header.clone(),
-    );
+    let (format, header) = (args.format, header.clone());
+    let options = Options {
+        detail: args.detail,
+        roll_bytes: args.roll_size << 20,
+        ..Options::default()
+    };
     let open: OpenDump = Box::new(move |n| {
-        let path = output.as_deref().map(|p| numbered(p, n));
-        let writer = outputs::open_one(format, path.as_deref(), detail, roll_mib, &header)
-            .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
-        let place = path.map_or_else(|| "stdout".to_string(), |p| p.display().to_string());
-        Ok((writer, place))
+        let place = output.numbered(n);
+        let writer = styx_events::open(format, &place, &header, &options)?;
+        Ok((writer, place.to_string()))
     });
     let limits = Limits {
         per_thread: usize::try_from(per_thread).unwrap_or(usize::MAX),
@@ -260,21 +255,6 @@ fn flight_recorder(
     Ok(Rc::new(RefCell::new(FlightRecorder::new(
         limits, trigger, open,
     ))))
-}
-
-/// `run.styx` → `run.<n>.styx`; a directory of rolled Parquet files,
-/// `dumps/` → `dumps/<n>/`; another path that is not a regular file
-/// (/dev/null, a pipe) stays as it is: every dump goes there.
-fn numbered(path: &Path, n: u32) -> PathBuf {
-    if is_dir_output(path) {
-        let mut dir = path.join(n.to_string()).into_os_string();
-        dir.push("/");
-        return PathBuf::from(dir);
-    }
-    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
-        return path.to_path_buf();
-    }
-    numbered_beside(path, n)
 }
 
 /// The probe sites to attach in the target, or why there are none, and the
@@ -339,31 +319,4 @@ fn find_sites(
         );
     }
     Ok((selection, guest))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dumps_are_numbered_beside_the_output_or_inside_its_directory() {
-        assert_eq!(
-            numbered(Path::new("/x/run.styx"), 2),
-            PathBuf::from("/x/run.2.styx")
-        );
-        assert_eq!(numbered(Path::new("/x/run"), 3), PathBuf::from("/x/run.3"));
-        assert_eq!(
-            numbered(Path::new("/x/dumps/"), 1),
-            PathBuf::from("/x/dumps/1/")
-        );
-        assert_eq!(
-            numbered(Path::new("/dev/null"), 1),
-            PathBuf::from("/dev/null")
-        );
-        let dir = std::env::temp_dir();
-        assert_eq!(
-            numbered(&dir, 4),
-            PathBuf::from(format!("{}/4/", dir.display()))
-        );
-    }
 }

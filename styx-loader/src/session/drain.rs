@@ -4,10 +4,10 @@ use aya::maps::{MapData, RingBuf};
 use std::io;
 use styx_common::batch::BATCH_RECORD_KIND;
 use styx_common::{FatalRecord, EVENT_KIND_SLOTS, FATAL_RECORD_KIND};
-use styx_events::batch::{BatchError, Batches, Irregular};
-use styx_events::event::{decode, DecodeError, Event};
-use styx_events::filter::Keep;
-use styx_events::writer::{Discard, EventWriter, Totals};
+use styx_events::Keep;
+use styx_events::{decode, DecodeError, Event};
+use styx_events::{BatchError, Batches, Irregular};
+use styx_events::{Discard, EventWriter, Totals};
 
 /// Records taken per drain at most, so a producer faster than the output
 /// cannot keep the loop from noticing signals and deadlines.

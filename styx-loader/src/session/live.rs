@@ -5,7 +5,7 @@
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
 use styx_common::EventKind;
-use styx_events::top::si;
+use styx_events::si;
 
 /// How often the line is redrawn.
 const EVERY: Duration = Duration::from_millis(500);

@@ -18,6 +18,7 @@ use std::fs;
 use std::io;
 use styx_common::batch::REGISTRY_POINTER_OFFSET;
 use styx_events::partial::{self, Memory, Walked};
+use styx_events::{clock_ns, ClockId};
 
 /// The traced process's memory, through `process_vm_readv`/`writev`.
 struct Process(u32);
@@ -46,8 +47,14 @@ pub fn read(pid: u32, sites: &[FlushSite], mut each: impl FnMut(&[u8])) -> Resul
         let Some(registry) = registry_of(pid, &maps, flush)?.filter(|&r| r != 0) else {
             continue;
         };
-        let walked = partial::take(&mut Process(pid), registry, pid, monotonic_ns(), &mut each)
-            .context("reading the batch registry")?;
+        let walked = partial::take(
+            &mut Process(pid),
+            registry,
+            pid,
+            clock_ns(ClockId::Monotonic),
+            &mut each,
+        )
+        .context("reading the batch registry")?;
         found.buffers += walked.buffers;
         found.skipped += walked.skipped;
         if found.first_skipped.is_none() {
@@ -100,14 +107,4 @@ fn registry_of(pid: u32, maps: &str, flush: &FlushSite) -> Result<Option<u64>> {
     remote::read(pid, block + REGISTRY_POINTER_OFFSET, &mut pointer)
         .context("reading the batch registry's address")?;
     Ok(Some(u64::from_le_bytes(pointer)))
-}
-
-fn monotonic_ns() -> u64 {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes the struct we pass.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
-    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
 }

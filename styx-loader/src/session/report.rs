@@ -5,7 +5,7 @@ use super::drain::Sink;
 use crate::bpf::load::Lost;
 use std::time::Duration;
 use styx_common::EventKind;
-use styx_events::flight::{FlightRecorder, EXITED_KEPT_LOOKS};
+use styx_events::{FlightRecorder, EXITED_KEPT_LOOKS};
 
 /// Why tracing ended.
 pub enum Stop {

@@ -253,7 +253,7 @@ fn drcov_blocks_from_instruction_lengths_hold_only_executed_instructions() {
     let executed: BTreeSet<u64> = pcs.iter().copied().collect();
     assert!(
         pcs.windows(2)
-            .any(|w| w[1] > w[0] + 4 && w[1] - w[0] <= styx_events::tools::drcov::MAX_INSN_GAP),
+            .any(|w| w[1] > w[0] + 4 && w[1] - w[0] <= styx_events::DRCOV_MAX_INSN_GAP),
         "the guest makes a short forward jump"
     );
     let (_, entries) = crate::tools::parse_drcov(&std::fs::read(&drcov).unwrap());

@@ -7,7 +7,8 @@ use anyhow::{Context, Result};
 use std::collections::BTreeMap;
 use std::process::Command;
 
-/// Formats in the example's order, with the Styx figure and the target it prints.
+/// Formats in the example's order, with the Styx figure and the target it
+/// prints (the example's test checks this list against its own).
 pub const FORMATS: [&str; 8] = [
     "read", "jsonl", "text", "chrome", "perfetto", "drcov", "tenet", "parquet",
 ];

@@ -9,7 +9,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 
-/// styx-loader's output piece (a capture's chunk, `styx_events::capture::writer`).
+/// styx-loader's output piece (a capture's chunk, `styx-events/src/formats/raw/writer.rs`).
 const PIECE: usize = 256 << 10;
 
 #[derive(Default)]

@@ -1,0 +1,106 @@
+//! One event as a JSON line.
+
+use super::lines::Repeats;
+use crate::record::event::{Body, Event};
+use crate::session::fields::Names;
+use crate::session::fields::{for_each_field, plain_values, Arg, Field};
+use crate::write::buf::ByteBuf;
+
+/// Appends one event as a JSON line.
+pub fn jsonl(out: &mut ByteBuf, event: &Event<'_>, names: &Names, repeats: &mut Repeats) {
+    let h = &event.header;
+    out.extend_from_slice(b"{\"ts_ns\":");
+    repeats.ts(out, h.ts_ns);
+    repeats.json_thread(out, h.pid, h.tid);
+    if let (Body::Args(args), Some(keys)) = (&event.body, &repeats.json_keys[event.kind as usize]) {
+        // The common case, straight from the record (see fields::is_plain).
+        let values = plain_values(event, args);
+        for (key, value) in keys.iter().zip(values) {
+            out.extend_from_slice(key);
+            out.dec(value);
+        }
+        out.extend_from_slice(b"}\n");
+        return;
+    }
+    out.extend_from_slice(event.name().as_bytes());
+    out.push(b'"');
+    let _ = for_each_field(event, names, |field| {
+        out.extend_from_slice(b",\"");
+        match field {
+            Field::Hex(name, v) | Field::Dec(name, v) => {
+                key(out, name);
+                out.dec(v);
+            }
+            Field::Reg(name, v, reg_name) => {
+                key(out, name);
+                out.dec(v);
+                if let Some(reg_name) = reg_name {
+                    out.extend_from_slice(b",\"");
+                    out.extend_from_slice(name.as_bytes());
+                    out.extend_from_slice(b"_name\":");
+                    json_string(out, reg_name);
+                }
+            }
+            Field::Str(name, v) => {
+                key(out, name);
+                json_string(out, v);
+            }
+            Field::Args(args) => {
+                key(out, "args");
+                json_args(out, args);
+            }
+            Field::Name(name, v) => {
+                key(out, name);
+                out.push(b'"');
+                out.extend_from_slice(v.as_bytes());
+                out.push(b'"');
+            }
+            Field::Flag(name, v) => {
+                key(out, name);
+                out.extend_from_slice(if v { b"true" } else { b"false" });
+            }
+            Field::Text(name, text) => {
+                key(out, name);
+                json_string(out, &text.lossy());
+            }
+        }
+        Ok::<(), ()>(())
+    });
+    out.extend_from_slice(b"}\n");
+}
+
+/// `name":` (the opening quote is already out).
+#[inline]
+fn key(out: &mut ByteBuf, name: &str) {
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b"\":");
+}
+
+/// Another provider's arguments as a JSON array, signed ones negative.
+pub fn json_args(out: &mut ByteBuf, args: impl Iterator<Item = Arg>) {
+    out.push(b'[');
+    for (i, arg) in args.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        match arg {
+            Arg::Signed(v) => out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes()),
+            Arg::Unsigned(v) => out.dec(v),
+        }
+    }
+    out.push(b']');
+}
+
+/// A JSON string: plain printable ASCII straight through, anything else
+/// escaped by serde_json.
+pub fn json_string(out: &mut ByteBuf, s: &str) {
+    if s.bytes()
+        .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
+    {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        serde_json::to_writer(&mut *out, s).expect("writing to a Vec cannot fail");
+    }
+}

@@ -1,0 +1,650 @@
+//! Parquet for SQL engines (DuckDB, pandas/Polars, Spark, ClickHouse),
+//! written with the arrow-rs `parquet` crate's column writers.
+//!
+//! One table, one row per event: `ts_ns`, `pid`, `tid`, `event`, then a
+//! nullable column for every field any event type has, derived from the
+//! event catalogue (`reg` also gets `reg_name` where the guest names its
+//! registers; other providers' probes get `provider`, `probe` and
+//! `arg0`… when the session traced any). One table rather than a file per type because the
+//! common questions cross types: `GROUP BY event`, `GROUP BY pc` over every
+//! type, a time range; a column of nulls costs almost nothing in Parquet.
+//! Numbers are unsigned 64-bit (DuckDB's UBIGINT), USDT arguments signed.
+//!
+//! Within a row group, rows are grouped by event type (in time order within
+//! each type): a type's columns then hold runs of values and the others
+//! runs of nulls, which is what makes writing cheap (definition levels in
+//! long runs) and files small (integers delta-coded, then Snappy). Queries
+//! that want a timeline say `ORDER BY ts_ns`, as SQL needs anyway.
+//!
+//! Rows are gathered into row groups of at most [`ROW_GROUP_ROWS`] rows
+//! (and [`ROW_GROUP_TEXT_BYTES`] of strings), each written out as it
+//! fills: memory stays bounded however long the run. With `--output DIR/`
+//! the writer rolls to a new file once one reaches `--roll-size` (default
+//! [`crate::formats::ROLL_BYTES`]); a file
+//! is written as `NAME.parquet.part` and renamed when complete, so a glob
+//! `DIR/*.parquet` only ever sees whole files.
+
+use crate::formats::output::{create_file, Output};
+use crate::record::event::{Body, Event};
+use crate::session::fields::{for_each_field, is_plain, plain_values, Arg, Field, Names};
+use crate::session::header::Header;
+use crate::write::writer::{EventWriter, Totals};
+use parquet::basic::{Compression, Encoding};
+use parquet::data_type::{BoolType, ByteArray, ByteArrayType, Int64Type};
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::writer::SerializedFileWriter;
+use parquet::schema::parser::parse_message_type;
+use parquet::schema::types::{ColumnPath, Type};
+use rustc_hash::FxHashMap;
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use styx_common::{EventKind, FieldType, Shape, EVENT_KIND_SLOTS, MAX_USDT_ARGS};
+
+/// Rows per row group at most.
+pub const ROW_GROUP_ROWS: usize = 1 << 20;
+/// Bytes of strings per row group at most.
+pub const ROW_GROUP_TEXT_BYTES: usize = 64 << 20;
+
+/// A column's type in the file.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ColumnType {
+    U64,
+    I64,
+    Str,
+    Bool,
+}
+
+/// A column of the schema.
+struct ColumnInfo {
+    name: String,
+    ty: ColumnType,
+    /// Every row has a value (`ts_ns`, `pid`, `tid`, `event`).
+    required: bool,
+}
+
+impl ColumnInfo {
+    fn new(name: &str, ty: ColumnType, required: bool) -> ColumnInfo {
+        ColumnInfo {
+            name: name.to_string(),
+            ty,
+            required,
+        }
+    }
+
+    fn schema(&self) -> String {
+        let rep = if self.required {
+            "required"
+        } else {
+            "optional"
+        };
+        let (ty, logical) = match self.ty {
+            ColumnType::U64 => ("int64", " (INTEGER(64,false))"),
+            ColumnType::I64 => ("int64", ""),
+            ColumnType::Str => ("binary", " (STRING)"),
+            ColumnType::Bool => ("boolean", ""),
+        };
+        format!("{rep} {ty} {}{logical};", self.name)
+    }
+}
+
+/// One column's values among one type's rows of the row group being
+/// gathered (a column holds one type of value).
+#[derive(Default)]
+struct Values {
+    /// Definition levels, one per row so far; empty while every row has a
+    /// value (see [`levels`]).
+    def: Vec<i16>,
+    ints: Vec<i64>,
+    strs: Vec<ByteArray>,
+    bools: Vec<bool>,
+}
+
+impl Values {
+    /// Values so far.
+    fn len(&self) -> usize {
+        self.ints.len() + self.strs.len() + self.bools.len()
+    }
+
+    /// Whether the next value goes at `row`: nulls up to it, then a value.
+    #[inline]
+    fn at(&mut self, row: usize) -> bool {
+        if self.def.is_empty() {
+            let n = self.len();
+            if n == row {
+                return true;
+            }
+            if n > row {
+                return false; // a second value for one row: keep the first
+            }
+            self.def.resize(n, 1);
+        } else if self.def.len() > row {
+            return false;
+        }
+        self.def.resize(row, 0);
+        self.def.push(1);
+        true
+    }
+
+    fn clear(&mut self) {
+        self.def.clear();
+        self.ints.clear();
+        self.strs.clear();
+        self.bools.clear();
+    }
+}
+
+/// The definition levels of `rows` rows holding `values` values, taken
+/// from `ones` while every row has one (`def` empty).
+fn levels<'a>(def: &'a mut Vec<i16>, values: usize, rows: usize, ones: &'a [i16]) -> &'a [i16] {
+    if def.is_empty() && values == rows {
+        return &ones[..rows];
+    }
+    if def.is_empty() {
+        def.resize(values, 1);
+    }
+    def.resize(rows, 0);
+    def
+}
+
+/// Where the bytes go: one output, or files rolled in a directory.
+enum Sink {
+    One(Box<dyn Write>),
+    Dir {
+        dir: PathBuf,
+        stem: String,
+        seq: u32,
+        /// The file being written and its final name.
+        current: Option<(Box<dyn Write>, PathBuf)>,
+    },
+}
+
+/// A plain kind's fields in order: each one's column, and its `_name`
+/// column for a register.
+type PlainColumns = Vec<(usize, Option<usize>)>;
+
+/// One event type's rows of the row group being gathered: each schema
+/// column's values (`event` is the type's name, not stored per row).
+struct Part {
+    rows: usize,
+    /// Per schema column.
+    columns: Vec<Values>,
+}
+
+/// Events as Parquet rows.
+pub struct ParquetWriter {
+    names: Names,
+    columns: Vec<ColumnInfo>,
+    /// Per kind id.
+    parts: Vec<Part>,
+    /// Definition levels of a column a type does not have: all null.
+    nulls: Vec<i16>,
+    /// … and of one it has in every row.
+    ones: Vec<i16>,
+    by_name: FxHashMap<String, usize>,
+    /// Per kind id with plain fields: each field's column (and `reg_name`'s).
+    plain: Vec<Option<PlainColumns>>,
+    event_names: Vec<ByteArray>,
+    /// Per kind: its name repeated, the `event` column of its rows.
+    event_column: Vec<Vec<ByteArray>>,
+    schema: Arc<Type>,
+    properties: Arc<WriterProperties>,
+    writer: Option<SerializedFileWriter<Vec<u8>>>,
+    sink: Sink,
+    /// Bytes per file in a directory before the next begins.
+    roll_bytes: u64,
+    rows: usize,
+    /// Rows per group: [`ROW_GROUP_ROWS`], fewer when rolling small files
+    /// (a file ends only after a row group).
+    group_rows: usize,
+    text_bytes: usize,
+    files: u32,
+}
+
+const TS: usize = 0;
+const PID: usize = 1;
+const TID: usize = 2;
+const EVENT: usize = 3;
+
+impl ParquetWriter {
+    /// Parquet on `out`, or files of about `roll_bytes` rolled in `output`
+    /// when it is a directory (`--output DIR/`).
+    pub fn new(
+        out: Box<dyn Write>,
+        header: &Header,
+        output: &Output,
+        roll_bytes: u64,
+    ) -> io::Result<ParquetWriter> {
+        let columns = columns(header);
+        let by_name: FxHashMap<String, usize> = columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.name.clone(), i))
+            .collect();
+        let plain = plain_columns(&by_name);
+        let (schema, properties) = schema(&columns)?;
+        let sink = match output {
+            Output::Dir(dir) => Sink::Dir {
+                dir: dir.to_path_buf(),
+                stem: format!(
+                    "styx-{}-{}-{}",
+                    file_safe(&header.host),
+                    header.pid,
+                    header.clock.realtime_ns / 1_000_000_000
+                ),
+                seq: 0,
+                current: None,
+            },
+            Output::Stdout | Output::File(_) => Sink::One(out),
+        };
+        let sink_is_dir = matches!(sink, Sink::Dir { .. });
+        let parts = (0..EVENT_KIND_SLOTS)
+            .map(|_| Part {
+                rows: 0,
+                columns: columns.iter().map(|_| Values::default()).collect(),
+            })
+            .collect();
+        Ok(ParquetWriter {
+            names: Names::new(header),
+            parts,
+            nulls: Vec::new(),
+            ones: Vec::new(),
+            event_column: vec![Vec::new(); EVENT_KIND_SLOTS as usize],
+            columns,
+            by_name,
+            plain,
+            event_names: (0..EVENT_KIND_SLOTS as u8)
+                .map(|id| {
+                    let name = EventKind::from_id(id).map_or("?", EventKind::probe_name);
+                    // Static bytes: a clone per row counts no references.
+                    ByteArray::from(bytes::Bytes::from_static(name.as_bytes()))
+                })
+                .collect(),
+            schema,
+            properties,
+            writer: None,
+            sink,
+            roll_bytes,
+            rows: 0,
+            // Parquet of styx events is ~10 bytes a row.
+            group_rows: match sink_is_dir {
+                true => usize::try_from(roll_bytes / 16)
+                    .unwrap_or(usize::MAX)
+                    .clamp(16 << 10, ROW_GROUP_ROWS),
+                false => ROW_GROUP_ROWS,
+            },
+            text_bytes: 0,
+            files: 0,
+        })
+    }
+
+    /// Writes the gathered rows as a row group, and hands its bytes on.
+    fn write_group(&mut self) -> io::Result<()> {
+        if self.rows == 0 {
+            return Ok(());
+        }
+        let writer = match &mut self.writer {
+            Some(writer) => writer,
+            None => self.writer.insert(self.file_writer()?),
+        };
+        let mut group = writer.next_row_group().map_err(io::Error::other)?;
+        let most = self.parts.iter().map(|p| p.rows).max().unwrap_or(0);
+        self.nulls.resize(most, 0);
+        self.ones.resize(most, 1);
+        for (c, info) in self.columns.iter().enumerate() {
+            let mut column = group
+                .next_column()
+                .map_err(io::Error::other)?
+                .expect("one column writer per schema column");
+            // Each type's rows in turn: a type's rows are together, so
+            // definition levels come in long runs, cheap to encode.
+            for (kind, part) in self.parts.iter_mut().enumerate() {
+                let rows = part.rows;
+                if rows == 0 {
+                    continue;
+                }
+                let col = &mut part.columns[c];
+                let values = col.len();
+                let Values {
+                    def,
+                    ints,
+                    strs,
+                    bools,
+                } = col;
+                let def = match (info.required, values) {
+                    (true, _) => None,
+                    (false, 0) => Some(&self.nulls[..rows]),
+                    (false, _) => Some(levels(def, values, rows, &self.ones)),
+                };
+                let written = match info.ty {
+                    _ if c == EVENT => {
+                        let names = &mut self.event_column[kind];
+                        names.resize(rows, self.event_names[kind].clone());
+                        column
+                            .typed::<ByteArrayType>()
+                            .write_batch(&names[..rows], None, None)
+                    }
+                    ColumnType::U64 | ColumnType::I64 => {
+                        column.typed::<Int64Type>().write_batch(ints, def, None)
+                    }
+                    ColumnType::Str => column.typed::<ByteArrayType>().write_batch(strs, def, None),
+                    ColumnType::Bool => column.typed::<BoolType>().write_batch(bools, def, None),
+                };
+                written.map_err(io::Error::other)?;
+            }
+            column.close().map_err(io::Error::other)?;
+        }
+        for part in &mut self.parts {
+            part.rows = 0;
+            part.columns.iter_mut().for_each(Values::clear);
+        }
+        group.close().map_err(io::Error::other)?;
+        self.rows = 0;
+        self.text_bytes = 0;
+        self.hand_on(false)
+    }
+
+    /// A writer for the next file, gathering its bytes in memory.
+    fn file_writer(&self) -> io::Result<SerializedFileWriter<Vec<u8>>> {
+        SerializedFileWriter::new(Vec::new(), self.schema.clone(), self.properties.clone())
+            .map_err(io::Error::other)
+    }
+
+    /// Moves the file's bytes so far to the sink; `close` ends the file
+    /// (footer) and, in a directory, renames it whole.
+    fn hand_on(&mut self, close: bool) -> io::Result<()> {
+        let Some(writer) = &mut self.writer else {
+            return Ok(());
+        };
+        let roll = matches!(self.sink, Sink::Dir { .. })
+            && writer.bytes_written() as u64 >= self.roll_bytes;
+        let bytes = if close || roll {
+            let writer = self.writer.take().expect("checked above");
+            writer.into_inner().map_err(io::Error::other)?
+        } else {
+            writer.flush()?;
+            std::mem::take(writer.inner_mut())
+        };
+        let ended = close || roll;
+        match &mut self.sink {
+            Sink::One(out) => out.write_all(&bytes)?,
+            Sink::Dir {
+                dir,
+                stem,
+                seq,
+                current,
+            } => {
+                if current.is_none() {
+                    *seq += 1;
+                    let name = dir.join(format!("{stem}-{seq:05}.parquet"));
+                    let part = name.with_extension("parquet.part");
+                    *current = Some((Box::new(create_file(&part)?), name));
+                }
+                let (out, _) = current.as_mut().expect("opened above");
+                out.write_all(&bytes)?;
+                if ended {
+                    let (mut out, name) = current.take().expect("opened above");
+                    out.flush()?;
+                    drop(out);
+                    std::fs::rename(name.with_extension("parquet.part"), &name)?;
+                    self.files += 1;
+                }
+            }
+        }
+        if let (false, Some(writer)) = (ended, &mut self.writer) {
+            // The buffer back, emptied, for the next row group: growing a
+            // new one faulted in fresh pages every time.
+            let mut bytes = bytes;
+            bytes.clear();
+            *writer.inner_mut() = bytes;
+        }
+        Ok(())
+    }
+}
+
+impl EventWriter for ParquetWriter {
+    fn event(&mut self, event: &Event<'_>) -> io::Result<()> {
+        let h = &event.header;
+        let part = &mut self.parts[event.kind as usize];
+        let row = part.rows;
+        part.rows += 1;
+        let columns = &mut part.columns[..];
+        columns[TS].ints.push(h.ts_ns as i64);
+        columns[PID].ints.push(h.pid.into());
+        columns[TID].ints.push(h.tid.into());
+        let text_bytes = &mut self.text_bytes;
+        match (&event.body, &self.plain[event.kind as usize]) {
+            (Body::Args(args), Some(plain)) => {
+                // The common case, straight from the record (see fields::is_plain).
+                for (&(col, name_col), value) in plain.iter().zip(plain_values(event, args)) {
+                    set_int(columns, row, col, value as i64);
+                    let registers = &self.names.registers;
+                    let name = name_col.and_then(|c| Some((c, registers.get(value)?)));
+                    if let Some((name_col, name)) = name {
+                        set_str(columns, row, name_col, name.as_bytes(), text_bytes);
+                    }
+                }
+            }
+            _ => {
+                let by_name = &self.by_name;
+                let col = |name: &str| by_name.get(name).copied();
+                let _ = for_each_field(event, &self.names, |field| {
+                    match field {
+                        Field::Hex(n, v) | Field::Dec(n, v) => {
+                            if let Some(c) = col(n) {
+                                set_int(columns, row, c, v as i64)
+                            }
+                        }
+                        Field::Reg(n, v, reg_name) => {
+                            if let Some(c) = col(n) {
+                                set_int(columns, row, c, v as i64)
+                            }
+                            if let (Some(name), Some(c)) = (reg_name, col(&format!("{n}_name"))) {
+                                set_str(columns, row, c, name.as_bytes(), text_bytes);
+                            }
+                        }
+                        Field::Name(n, v) | Field::Str(n, v) => {
+                            if let Some(c) = col(n) {
+                                set_str(columns, row, c, v.as_bytes(), text_bytes)
+                            }
+                        }
+                        Field::Flag(n, v) => {
+                            if let Some(c) = col(n) {
+                                if columns[c].at(row) {
+                                    columns[c].bools.push(v);
+                                }
+                            }
+                        }
+                        Field::Text(n, t) => {
+                            if let Some(c) = col(n) {
+                                set_str(columns, row, c, t.lossy().as_bytes(), text_bytes)
+                            }
+                        }
+                        Field::Args(args) => {
+                            for (i, arg) in args.enumerate() {
+                                let v = match arg {
+                                    Arg::Signed(v) => v,
+                                    Arg::Unsigned(v) => v as i64,
+                                };
+                                if let Some(c) = col(&format!("arg{i}")) {
+                                    set_int(columns, row, c, v);
+                                }
+                            }
+                        }
+                    }
+                    Ok::<(), ()>(())
+                });
+            }
+        }
+        self.rows += 1;
+        if self.rows >= self.group_rows || self.text_bytes >= ROW_GROUP_TEXT_BYTES {
+            self.write_group()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        // A row group is written when full: flushing a small one would make
+        // many tiny groups, which slow every reader.
+        match &mut self.sink {
+            Sink::One(out) => out.flush(),
+            Sink::Dir { current, .. } => current.as_mut().map_or(Ok(()), |(out, _)| out.flush()),
+        }
+    }
+
+    fn finish(&mut self, _: &Totals<'_>) -> io::Result<()> {
+        self.write_group()?;
+        if self.writer.is_none() && matches!(self.sink, Sink::One(_)) {
+            // No events: still a valid, empty file.
+            self.writer = Some(self.file_writer()?);
+        }
+        self.hand_on(true)?;
+        if let Sink::Dir { dir, .. } = &self.sink {
+            log::info!("parquet: {} files in {}", self.files, dir.display());
+        }
+        self.flush()
+    }
+}
+
+/// The table's columns: the common ones, then every catalogue field's (and
+/// the USDT ones if the session traced any), as `header` needs them.
+fn columns(header: &Header) -> Vec<ColumnInfo> {
+    let mut columns = vec![
+        ColumnInfo::new("ts_ns", ColumnType::U64, true),
+        ColumnInfo::new("pid", ColumnType::U64, true),
+        ColumnInfo::new("tid", ColumnType::U64, true),
+        ColumnInfo::new("event", ColumnType::Str, true),
+    ];
+    let mut add = |name: &str, ty: ColumnType| {
+        if !columns.iter().any(|c| c.name == name) {
+            columns.push(ColumnInfo::new(name, ty, false));
+        }
+    };
+    for kind in EventKind::ALL.iter().filter(|k| k.shape() != Shape::Usdt) {
+        for field in kind.fields() {
+            match field.ty {
+                FieldType::Hex | FieldType::Dec | FieldType::Size => {
+                    add(field.name, ColumnType::U64)
+                }
+                FieldType::Reg => {
+                    add(field.name, ColumnType::U64);
+                    add(&format!("{}_name", field.name), ColumnType::Str);
+                }
+                FieldType::Branch => {
+                    add(field.name, ColumnType::Str);
+                    add("conditional", ColumnType::Bool);
+                }
+                FieldType::Interrupt | FieldType::Text => add(field.name, ColumnType::Str),
+            }
+        }
+    }
+    add("kind_raw", ColumnType::U64);
+    add("truncated", ColumnType::Bool);
+    // Other providers' probes: only for a session that traced some, and
+    // as many argument columns as the widest has (each column costs
+    // every row a definition level).
+    if !header.usdt.is_empty() {
+        add("provider", ColumnType::Str);
+        add("probe", ColumnType::Str);
+        let widest = header.usdt.iter().map(|u| u.args.len()).max().unwrap_or(0);
+        for i in 0..widest.min(MAX_USDT_ARGS) {
+            add(&format!("arg{i}"), ColumnType::I64);
+        }
+    }
+    if header.guest.as_ref().is_none_or(|g| g.registers.is_empty()) {
+        columns.retain(|c| c.name != "reg_name");
+    }
+    columns
+}
+
+/// Per kind id with plain fields: each field's column (and `reg_name`'s).
+fn plain_columns(by_name: &FxHashMap<String, usize>) -> Vec<Option<PlainColumns>> {
+    (0..EVENT_KIND_SLOTS as u8)
+        .map(|id| {
+            let kind = EventKind::from_id(id).filter(|&k| is_plain(k))?;
+            Some(
+                kind.fields()
+                    .iter()
+                    .map(|f| {
+                        let reg_name = (f.ty == FieldType::Reg)
+                            .then(|| by_name.get(format!("{}_name", f.name).as_str()).copied())
+                            .flatten();
+                        (by_name[f.name], reg_name)
+                    })
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+/// The schema of `columns`, and how each is written.
+fn schema(columns: &[ColumnInfo]) -> io::Result<(Arc<Type>, Arc<WriterProperties>)> {
+    let message = format!(
+        "message styx {{ {} }}",
+        columns
+            .iter()
+            .map(ColumnInfo::schema)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let schema = Arc::new(parse_message_type(&message).map_err(io::Error::other)?);
+    let mut properties = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .set_dictionary_enabled(false)
+        .set_statistics_enabled(EnabledStatistics::None)
+        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS));
+    // Min/max per column chunk for the columns queries range over, so a
+    // reader skips row groups.
+    for name in ["ts_ns", "pc", "addr"] {
+        properties = properties
+            .set_column_statistics_enabled(ColumnPath::from(name), EnabledStatistics::Chunk);
+    }
+    // Integers delta-coded: times, pcs and addresses change by little
+    // from row to row of a type, so pages shrink before compression.
+    for c in columns
+        .iter()
+        .filter(|c| matches!(c.ty, ColumnType::U64 | ColumnType::I64))
+    {
+        properties = properties.set_column_encoding(
+            ColumnPath::from(c.name.as_str()),
+            Encoding::DELTA_BINARY_PACKED,
+        );
+    }
+    // Dictionaries for the few-valued strings; `event`'s hashing per row
+    // costs more than its plain bytes, which compression shrinks.
+    for name in ["kind", "reg_name", "category", "name", "provider", "probe"] {
+        properties = properties.set_column_dictionary_enabled(ColumnPath::from(name), true);
+    }
+    Ok((schema, Arc::new(properties.build())))
+}
+
+/// Column `col`'s value at `row` (the first one given).
+#[inline]
+fn set_int(columns: &mut [Values], row: usize, col: usize, value: i64) {
+    let c = &mut columns[col];
+    if c.at(row) {
+        c.ints.push(value);
+    }
+}
+
+#[inline]
+fn set_str(columns: &mut [Values], row: usize, col: usize, value: &[u8], text_bytes: &mut usize) {
+    let c = &mut columns[col];
+    if c.at(row) {
+        *text_bytes += value.len();
+        c.strs.push(ByteArray::from(value.to_vec()));
+    }
+}
+
+/// A host name as part of a file name.
+fn file_safe(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}

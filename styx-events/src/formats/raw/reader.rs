@@ -1,0 +1,590 @@
+//! Reads a raw capture back into events, one at a time, in bounded memory.
+
+use super::varint::{get, unzigzag};
+use super::{aux_from_code, ARG_SLOTS, AUX_EXPLICIT, AUX_SHIFT, MAGIC, MAX_RECORD};
+use super::{MAX_BATCH_ENTRY, MAX_BATCH_RECORD, TAG_BATCH};
+use super::{MAX_HEADER, TAG_END, TAG_THREAD, TAG_THREAD_FOLLOWS, VERSION};
+use crate::record::batch::{BatchError, Batches};
+use crate::record::event::{Body, Call, Event, Text};
+use crate::session::header::Header;
+use std::io::{self, Read};
+use std::ops::Range;
+use styx_common::{
+    EventKind, RecordHeader, Shape, EVENT_KIND_SLOTS, FUNCTION_EXIT, FUNCTION_TAIL_CALL,
+    MARKER_TEXT_MAX, MAX_USDT_ARGS, SPAN_CATEGORY_MAX, SPAN_NAME_MAX,
+};
+use thiserror::Error;
+
+/// Bytes read from the file at a time.
+const READ_CHUNK: usize = 1 << 20;
+
+#[derive(Debug, Error)]
+/// Why a capture cannot be read (on).
+pub enum CaptureError {
+    #[error("not a styx capture (it does not start with the capture magic; write one with `-o raw --output FILE`)")]
+    /// It does not start with the capture magic.
+    NotACapture,
+    #[error("capture format version {found}; this styx-loader reads version {VERSION}")]
+    /// A format version this reader does not know.
+    WrongVersion {
+        /// The version the file says it is.
+        found: u32,
+    },
+    #[error("the capture ends inside its header ({0} bytes): nothing was recorded")]
+    /// The file ends inside its header.
+    HeaderCut(u64),
+    #[error("the capture claims a header of {len} bytes (at most {MAX_HEADER} are read): it is corrupt or not a styx capture")]
+    /// The header length is past `MAX_HEADER` (16 MiB): no writer writes one that
+    /// long, and reading it would take that much memory.
+    HeaderTooLong {
+        /// The length the file gives.
+        len: u64,
+    },
+    #[error("the capture's header is not valid: {0}")]
+    /// The header is not the JSON it should be.
+    BadHeader(serde_json::Error),
+    #[error("corrupt record at byte {offset}: {what}")]
+    /// A record that cannot be decoded, at `offset`.
+    Corrupt {
+        /// Where the record starts.
+        offset: u64,
+        /// What is wrong with it.
+        what: String,
+    },
+    #[error(transparent)]
+    /// Reading the input failed.
+    Io(#[from] io::Error),
+}
+
+/// How the capture ended, once [`Reader::next`] has returned `None`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// Not at the end yet.
+    Reading,
+    /// The writer closed it: its own count of events and drops.
+    Complete {
+        /// Events the writer wrote.
+        events: u64,
+        /// Events lost in the kernel while tracing.
+        dropped: u64,
+        /// `(kind id, events, dropped)` for every kind with either.
+        per_kind: Vec<(u8, u64, u64)>,
+    },
+    /// It stops without an END record: the loader was killed or the disk
+    /// filled. `partial` bytes of an incomplete record at `offset` were
+    /// dropped; whatever came after was never written.
+    CutShort {
+        /// Where the last whole record ends.
+        offset: u64,
+        /// Bytes after it, part of a record.
+        partial: usize,
+    },
+}
+
+/// Reads a capture: the header at once, then one event per [`Reader::next`].
+pub struct Reader<R: Read> {
+    input: R,
+    /// The session the capture describes.
+    pub header: Header,
+    buf: Vec<u8>,
+    pos: usize,
+    end: usize,
+    /// File offset of `buf[0]`.
+    base: u64,
+    eof: bool,
+    prev_ts: u64,
+    prev: [[u64; ARG_SLOTS]; EVENT_KIND_SLOTS as usize],
+    threads: Vec<(u32, u32)>,
+    current: Option<(u32, u32)>,
+    /// The events of the last BATCH record not yet returned, and which is next.
+    pending: Vec<ArgsEvent>,
+    pending_at: usize,
+    batches: Batches,
+    /// Events returned so far.
+    pub events: u64,
+    /// BATCH records whose framing was whole but whose batch was not (a
+    /// traced process can hand over anything): skipped after the events
+    /// before the fault, and read on.
+    pub malformed_batches: u64,
+    /// The first of them: its offset, and what was wrong.
+    pub first_malformed_batch: Option<(u64, BatchError)>,
+    /// How the capture ended, once read to its end.
+    pub ending: Ending,
+}
+
+/// An event whose body is its arguments, in parts.
+type ArgsEvent = (RecordHeader, EventKind, [u64; 4]);
+
+fn args_event((header, kind, args): ArgsEvent) -> Event<'static> {
+    Event {
+        header,
+        kind,
+        body: Body::Args(args),
+    }
+}
+
+/// An event's parts, before its strings are borrowed from the buffer.
+enum Parts {
+    Args([u64; 4]),
+    Span {
+        id: u64,
+        category: (Range<usize>, bool),
+        name: (Range<usize>, bool),
+    },
+    Marker((Range<usize>, bool)),
+    Usdt {
+        spec_id: u32,
+        nargs: usize,
+    },
+    Call(Call),
+}
+
+/// Why a record could not be decoded.
+enum Stop {
+    /// The bytes ran out.
+    Short,
+    Bad(String),
+}
+
+impl<R: Read> Reader<R> {
+    /// Reads and checks the magic, version and header.
+    pub fn open(mut input: R) -> Result<Reader<R>, CaptureError> {
+        let mut fixed = [0u8; 16];
+        let got = read_full(&mut input, &mut fixed)?;
+        if got < MAGIC.len() || &fixed[..8] != MAGIC {
+            return Err(CaptureError::NotACapture);
+        }
+        if got < fixed.len() {
+            return Err(CaptureError::HeaderCut(got as u64));
+        }
+        let version = u32::from_le_bytes(fixed[8..12].try_into().expect("4 bytes"));
+        if version != VERSION {
+            return Err(CaptureError::WrongVersion { found: version });
+        }
+        let len = u32::from_le_bytes(fixed[12..16].try_into().expect("4 bytes")) as usize;
+        if len > MAX_HEADER {
+            return Err(CaptureError::HeaderTooLong { len: len as u64 });
+        }
+        // Read as it arrives, not allocated up front: a short file claiming
+        // a long header costs what it holds.
+        let mut json = Vec::new();
+        loop {
+            match (&mut input)
+                .take((len - json.len()) as u64)
+                .read_to_end(&mut json)
+            {
+                Ok(_) => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let got = json.len();
+        if got < len {
+            return Err(CaptureError::HeaderCut((16 + got) as u64));
+        }
+        let header = serde_json::from_slice(&json).map_err(CaptureError::BadHeader)?;
+        Ok(Reader {
+            input,
+            header,
+            buf: vec![0; READ_CHUNK],
+            pos: 0,
+            end: 0,
+            base: (16 + len) as u64,
+            eof: false,
+            prev_ts: 0,
+            prev: [[0; ARG_SLOTS]; EVENT_KIND_SLOTS as usize],
+            threads: Vec::new(),
+            current: None,
+            pending: Vec::new(),
+            pending_at: 0,
+            batches: Batches::new(),
+            events: 0,
+            malformed_batches: 0,
+            first_malformed_batch: None,
+            ending: Ending::Reading,
+        })
+    }
+
+    /// The next event, or None at the end (then see [`Reader::ending`]).
+    #[allow(clippy::should_implement_trait)] // lends from self: not an Iterator
+    #[inline(always)]
+    pub fn next(&mut self) -> Result<Option<Event<'_>>, CaptureError> {
+        // The common case inline in the caller's loop; the rest apart
+        // (also a batch's events, which come before the next record).
+        if self.pending_at >= self.pending.len() {
+            if let Some(event) = self.fast_args() {
+                self.events += 1;
+                return Ok(Some(args_event(event)));
+            }
+        }
+        self.next_slow()
+    }
+
+    #[inline(never)]
+    fn next_slow(&mut self) -> Result<Option<Event<'_>>, CaptureError> {
+        loop {
+            if let Some(&event) = self.pending.get(self.pending_at) {
+                self.pending_at += 1;
+                self.events += 1;
+                return Ok(Some(args_event(event)));
+            }
+            // Records the fast path takes can follow a refill.
+            if let Some(event) = self.fast_args() {
+                self.events += 1;
+                return Ok(Some(args_event(event)));
+            }
+            if !matches!(self.ending, Ending::Reading) {
+                return Ok(None);
+            }
+            if self.end - self.pos < MAX_RECORD && !self.eof {
+                self.refill()?;
+                continue;
+            }
+            if self.pos == self.end {
+                self.ending = Ending::CutShort {
+                    offset: self.offset(),
+                    partial: 0,
+                };
+                return Ok(None);
+            }
+            let mut pos = self.pos;
+            match self.record(&mut pos) {
+                Ok(None) => self.pos = pos,
+                Ok(Some((header, kind, parts))) => {
+                    self.pos = pos;
+                    self.events += 1;
+                    return Ok(Some(self.event(header, kind, parts)));
+                }
+                Err(Stop::Short) if self.eof => {
+                    self.ending = Ending::CutShort {
+                        offset: self.offset(),
+                        partial: self.end - self.pos,
+                    };
+                    return Ok(None);
+                }
+                // A BATCH record is longer than the others: read on.
+                Err(Stop::Short) if self.end - self.pos < MAX_BATCH_ENTRY => self.refill()?,
+                Err(Stop::Short) => {
+                    return Err(self.corrupt("a record longer than any record can be".into()))
+                }
+                Err(Stop::Bad(what)) => return Err(self.corrupt(what)),
+            }
+        }
+    }
+
+    /// The common record, decoded with fewer branches: arguments only, same
+    /// thread as the one before, `aux` in the tag, and a whole record
+    /// certainly buffered. None for anything else, which [`Reader::record`]
+    /// then decodes.
+    #[inline(always)]
+    fn fast_args(&mut self) -> Option<ArgsEvent> {
+        if self.end - self.pos < MAX_RECORD {
+            return None;
+        }
+        let bytes = &self.buf[..self.end];
+        let (kind, nargs, aux) = FAST[bytes[self.pos] as usize]?;
+        let (pid, tid) = self.current?;
+        let mut pos = self.pos + 1;
+        let ts_ns = self.prev_ts.wrapping_add(unzigzag(get(bytes, &mut pos)?));
+        let prev = &mut self.prev[kind as usize];
+        let mut arg = |i: usize| -> Option<u64> {
+            let value = prev[i].wrapping_add(unzigzag(get(bytes, &mut pos)?));
+            prev[i] = value;
+            Some(value)
+        };
+        // Unrolled, so the values go to the event from registers: copying
+        // them back out of `prev` right after storing them stalls.
+        let args = match nargs {
+            2 => [arg(0)?, arg(1)?, 0, 0],
+            3 => [arg(0)?, arg(1)?, arg(2)?, 0],
+            _ => [arg(0)?, arg(1)?, arg(2)?, arg(3)?],
+        };
+        self.pos = pos;
+        self.prev_ts = ts_ns;
+        let header = RecordHeader {
+            ts_ns,
+            pid,
+            tid,
+            kind: kind as u8,
+            aux,
+            _reserved: [0; 6],
+        };
+        Some((header, kind, args))
+    }
+
+    fn offset(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+
+    fn corrupt(&self, what: String) -> CaptureError {
+        CaptureError::Corrupt {
+            offset: self.offset(),
+            what,
+        }
+    }
+
+    fn refill(&mut self) -> io::Result<()> {
+        self.buf.copy_within(self.pos..self.end, 0);
+        self.base += self.pos as u64;
+        self.end -= self.pos;
+        self.pos = 0;
+        while self.end < self.buf.len() {
+            match self.input.read(&mut self.buf[self.end..]) {
+                Ok(0) => {
+                    self.eof = true;
+                    break;
+                }
+                Ok(n) => self.end += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Decodes one record at `*pos`: None for a meta record.
+    // Over 80 lines: the decoder's hot path, one match over the record
+    // kinds read top to bottom, inlined whole into `next`.
+    #[inline(always)]
+    #[allow(clippy::type_complexity)]
+    fn record(
+        &mut self,
+        pos: &mut usize,
+    ) -> Result<Option<(RecordHeader, EventKind, Parts)>, Stop> {
+        let bytes = &self.buf[..self.end];
+        let tag = *bytes.get(*pos).ok_or(Stop::Short)?;
+        *pos += 1;
+        let kind_id = tag & 0x0f;
+        if kind_id == 0 {
+            return self.meta(tag, pos).map(|()| None);
+        }
+        let kind = EventKind::from_id(kind_id)
+            .ok_or_else(|| Stop::Bad(format!("unknown event kind {kind_id}")))?;
+        if tag & TAG_THREAD_FOLLOWS != 0 {
+            let index = get(bytes, pos).ok_or(Stop::Short)?;
+            let thread = self
+                .threads
+                .get(index as usize)
+                .copied()
+                .ok_or_else(|| Stop::Bad(format!("thread {index} was never defined")))?;
+            self.current = Some(thread);
+        }
+        let (pid, tid) = self
+            .current
+            .ok_or_else(|| Stop::Bad("an event before any thread record".into()))?;
+        let code = tag >> AUX_SHIFT;
+        let aux = match aux_from_code(code) {
+            Some(aux) => aux,
+            None if code == AUX_EXPLICIT => get(bytes, pos).ok_or(Stop::Short)? as u8,
+            None => return Err(Stop::Bad(format!("unknown aux code {code}"))),
+        };
+        let ts_ns = self
+            .prev_ts
+            .wrapping_add(unzigzag(get(bytes, pos).ok_or(Stop::Short)?));
+        let prev = &mut self.prev[kind_id as usize];
+        let parts = match kind.shape() {
+            Shape::Args(n) => Parts::Args(delta_args(bytes, pos, prev, n)?),
+            Shape::ArgsAux(n) => Parts::Args(delta_args(bytes, pos, prev, n)?),
+            Shape::Span => {
+                let [id, ..] = delta_args(bytes, pos, prev, 1)?;
+                let category = text(bytes, pos, SPAN_CATEGORY_MAX)?;
+                let name = text(bytes, pos, SPAN_NAME_MAX)?;
+                Parts::Span { id, category, name }
+            }
+            Shape::Marker => Parts::Marker(text(bytes, pos, MARKER_TEXT_MAX)?),
+            Shape::Usdt => {
+                let spec_id = get(bytes, pos).ok_or(Stop::Short)? as u32;
+                let nargs = aux as usize;
+                if nargs > MAX_USDT_ARGS {
+                    return Err(Stop::Bad(format!("usdt record with {nargs} arguments")));
+                }
+                for slot in prev.iter_mut().take(nargs) {
+                    *slot = slot.wrapping_add(unzigzag(get(bytes, pos).ok_or(Stop::Short)?));
+                }
+                Parts::Usdt { spec_id, nargs }
+            }
+            Shape::Function => {
+                let mut values = [0u64; 5];
+                for (value, last) in values.iter_mut().zip(prev.iter()) {
+                    *value = last.wrapping_add(unzigzag(get(bytes, pos).ok_or(Stop::Short)?));
+                }
+                prev[..5].copy_from_slice(&values);
+                let [function, sp, depth, duration, unwound] = values;
+                Parts::Call(Call {
+                    function: u32::try_from(function)
+                        .map_err(|_| Stop::Bad(format!("function id {function}")))?,
+                    sp,
+                    exit: matches!(aux, FUNCTION_EXIT | FUNCTION_TAIL_CALL),
+                    tail_call: aux == FUNCTION_TAIL_CALL,
+                    depth: u32::try_from(depth)
+                        .map_err(|_| Stop::Bad(format!("call depth {depth}")))?,
+                    duration_ns: duration.checked_sub(1),
+                    unwound: unwound != 0,
+                })
+            }
+        };
+        self.prev_ts = ts_ns;
+        let header = RecordHeader {
+            ts_ns,
+            pid,
+            tid,
+            kind: kind_id,
+            aux,
+            _reserved: [0; 6],
+        };
+        Ok(Some((header, kind, parts)))
+    }
+
+    fn meta(&mut self, tag: u8, pos: &mut usize) -> Result<(), Stop> {
+        let bytes = &self.buf[..self.end];
+        match tag {
+            TAG_THREAD => {
+                let pid = get(bytes, pos).ok_or(Stop::Short)? as u32;
+                let tid = get(bytes, pos).ok_or(Stop::Short)? as u32;
+                self.threads.push((pid, tid));
+                self.current = Some((pid, tid));
+                Ok(())
+            }
+            TAG_END => {
+                let events = get(bytes, pos).ok_or(Stop::Short)?;
+                let dropped = get(bytes, pos).ok_or(Stop::Short)?;
+                let mut per_kind = Vec::new();
+                loop {
+                    let kind = *bytes.get(*pos).ok_or(Stop::Short)?;
+                    *pos += 1;
+                    if kind == 0 {
+                        break;
+                    }
+                    let n = get(bytes, pos).ok_or(Stop::Short)?;
+                    let lost = get(bytes, pos).ok_or(Stop::Short)?;
+                    per_kind.push((kind, n, lost));
+                }
+                self.ending = Ending::Complete {
+                    events,
+                    dropped,
+                    per_kind,
+                };
+                // Nothing after the end is read.
+                self.end = *pos;
+                self.eof = true;
+                Ok(())
+            }
+            TAG_BATCH => {
+                let offset = self.base + (*pos - 1) as u64;
+                let len = get(bytes, pos).ok_or(Stop::Short)? as usize;
+                if len > MAX_BATCH_RECORD {
+                    return Err(Stop::Bad(format!("batch record of {len} bytes")));
+                }
+                let record = bytes.get(*pos..*pos + len).ok_or(Stop::Short)?;
+                *pos += len;
+                self.pending.clear();
+                self.pending_at = 0;
+                let pending = &mut self.pending;
+                let split = self.batches.split(record, |event| {
+                    // Batches hold events of argument shapes only.
+                    if let Body::Args(args) = event.body {
+                        pending.push((event.header, event.kind, args));
+                    }
+                    Ok::<(), ()>(())
+                });
+                if let Err(e) = split {
+                    // Its length says where the next record starts: one bad
+                    // batch does not hide the rest of the capture.
+                    self.malformed_batches += 1;
+                    self.first_malformed_batch.get_or_insert((offset, e));
+                }
+                Ok(())
+            }
+            other => Err(Stop::Bad(format!("unknown record tag {other:#04x}"))),
+        }
+    }
+
+    #[inline(always)]
+    fn event(&self, header: RecordHeader, kind: EventKind, parts: Parts) -> Event<'_> {
+        let text = |(range, truncated): (Range<usize>, bool)| Text {
+            bytes: &self.buf[range],
+            truncated,
+        };
+        let body = match parts {
+            Parts::Args(args) => Body::Args(args),
+            Parts::Span { id, category, name } => Body::Span {
+                id,
+                category: text(category),
+                name: text(name),
+            },
+            Parts::Marker(t) => Body::Marker(text(t)),
+            Parts::Usdt { spec_id, nargs } => Body::Usdt {
+                spec_id,
+                args: &self.prev[kind as usize][..nargs],
+            },
+            Parts::Call(call) => Body::Call(call),
+        };
+        Event { header, kind, body }
+    }
+}
+
+/// By tag: the kind, argument count and `aux` of records that are only
+/// arguments, of the current thread, with `aux` in the tag.
+const FAST: [Option<(EventKind, usize, u8)>; 256] = {
+    let mut table = [None; 256];
+    let mut tag = 0;
+    while tag < 256 {
+        let kind = EventKind::from_id(tag as u8 & 0x0f);
+        let aux = aux_from_code(tag as u8 >> AUX_SHIFT);
+        if let (Some(kind), Some(aux), 0) = (kind, aux, tag as u8 & TAG_THREAD_FOLLOWS) {
+            table[tag] = match kind.shape() {
+                Shape::Args(n) if n >= 2 && n <= 4 => Some((kind, n, aux)),
+                Shape::ArgsAux(n) if n >= 2 && n <= 4 => Some((kind, n, aux)),
+                _ => None,
+            };
+        }
+        tag += 1;
+    }
+    table
+};
+
+/// Reads `n` delta-coded arguments; `prev` is updated only if all are there.
+#[inline(always)]
+fn delta_args(
+    bytes: &[u8],
+    pos: &mut usize,
+    prev: &mut [u64; ARG_SLOTS],
+    n: usize,
+) -> Result<[u64; 4], Stop> {
+    let mut args = [0u64; 4];
+    for (i, arg) in args.iter_mut().enumerate().take(n) {
+        *arg = prev[i].wrapping_add(unzigzag(get(bytes, pos).ok_or(Stop::Short)?));
+    }
+    prev[..n].copy_from_slice(&args[..n]);
+    Ok(args)
+}
+
+fn text(bytes: &[u8], pos: &mut usize, max: usize) -> Result<(Range<usize>, bool), Stop> {
+    let word = get(bytes, pos).ok_or(Stop::Short)?;
+    let len = (word >> 1) as usize;
+    if len > max {
+        return Err(Stop::Bad(format!(
+            "a string of {len} bytes (at most {max})"
+        )));
+    }
+    let range = *pos..*pos + len;
+    if range.end > bytes.len() {
+        return Err(Stop::Short);
+    }
+    *pos = range.end;
+    Ok((range, word & 1 == 1))
+}
+
+/// Reads until `buf` is full or the input ends; returns the bytes read.
+fn read_full(input: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match input.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}

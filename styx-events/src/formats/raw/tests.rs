@@ -1,0 +1,678 @@
+//! The capture codec on its own: what goes in comes out, and a capture cut
+//! at any byte reads up to its last whole record.
+
+use super::*;
+use crate::formats::jsonl::jsonl;
+use crate::formats::lines::Repeats;
+use crate::record::event::{Body, Call, Event, Text};
+use crate::session::fields::Names;
+use crate::session::header::{ClockMapping, Header, UsdtInfo};
+use crate::write::buf::ByteBuf;
+use crate::write::writer::{EventWriter, Totals};
+use styx_common::{EventKind, RecordHeader, UsdtSpec};
+
+fn header() -> Header {
+    let mut spec = UsdtSpec {
+        nargs: 2,
+        ..UsdtSpec::default()
+    };
+    (spec.args[0].size, spec.args[0].signed) = (4, 1);
+    spec.args[1].size = 8;
+    let site = UsdtInfo::from_spec(0, "prov", "probe", &spec);
+    let mut header = Header::now(42, "/bin/emu", vec![site]);
+    header.functions = vec!["emu::run".into(), "emu::step".into()];
+    assert_eq!(header.usdt[0].args[0].ty, "i32");
+    assert_eq!(header.usdt[0].args[1].ty, "u64");
+    // Fixed, so two headers compare equal.
+    header.clock = ClockMapping {
+        monotonic_ns: 1,
+        realtime_ns: 2,
+    };
+    header
+}
+
+fn event(ts_ns: u64, tid: u32, kind: EventKind, aux: u8, body: Body<'static>) -> Event<'static> {
+    Event {
+        header: RecordHeader {
+            ts_ns,
+            pid: 42,
+            tid,
+            kind: kind as u8,
+            aux,
+            _reserved: [0; 6],
+        },
+        kind,
+        body,
+    }
+}
+
+static NEGATIVE: [u64; 2] = [-5i64 as u64, u64::MAX];
+
+/// A mix of every shape, threads switching, time stepping back, extremes.
+fn events() -> Vec<Event<'static>> {
+    let text = |s: &'static str, truncated| Text {
+        bytes: s.as_bytes(),
+        truncated,
+    };
+    vec![
+        event(
+            1_000,
+            7,
+            EventKind::MemRead,
+            1,
+            Body::Args([0x1000, 0x40, 0x2a, 0]),
+        ),
+        event(
+            1_050,
+            7,
+            EventKind::MemRead,
+            8,
+            Body::Args([0x1002, 0x42, u64::MAX, 0]),
+        ),
+        event(
+            1_040,
+            8,
+            EventKind::MemWrite,
+            2,
+            Body::Args([0x2000, 0x10, 0xbeef, 0]),
+        ),
+        event(1_060, 7, EventKind::RegWrite, 0, Body::Args([1, 2, 3, 4])),
+        event(
+            u64::MAX,
+            8,
+            EventKind::Branch,
+            0,
+            Body::Args([5, 0, 0x101, 0]),
+        ),
+        event(0, 9, EventKind::Interrupt, 0, Body::Args([1, 2, 3, 4])),
+        event(
+            5,
+            9,
+            EventKind::SpanBegin,
+            0,
+            Body::Span {
+                id: 77,
+                category: text("cpu", false),
+                name: text("a \"quoted\" name", true),
+            },
+        ),
+        event(6, 7, EventKind::Marker, 0, Body::Marker(text("", false))),
+        event(
+            7,
+            7,
+            EventKind::Usdt,
+            2,
+            Body::Usdt {
+                spec_id: 0,
+                args: &NEGATIVE,
+            },
+        ),
+        event(8, 7, EventKind::Control, 3, Body::Args([0, 0, 0, 0])),
+        event(
+            9,
+            7,
+            EventKind::Function,
+            0,
+            Body::Call(Call {
+                function: 1,
+                sp: 0x7ffd_1234_5678,
+                depth: 3,
+                ..Call::default()
+            }),
+        ),
+        event(
+            10,
+            7,
+            EventKind::Function,
+            1,
+            Body::Call(Call {
+                function: 0,
+                sp: 0x7ffd_1234_5608,
+                exit: true,
+                depth: 4,
+                duration_ns: Some(0),
+                unwound: true,
+                tail_call: false,
+            }),
+        ),
+        event(
+            11,
+            7,
+            EventKind::Function,
+            styx_common::FUNCTION_TAIL_CALL,
+            Body::Call(Call {
+                function: 1,
+                sp: 0x7ffd_1234_5608,
+                exit: true,
+                depth: 3,
+                duration_ns: Some(9),
+                unwound: false,
+                tail_call: true,
+            }),
+        ),
+    ]
+}
+
+fn lines(events: &[Event<'_>], usdt: &Names) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| {
+            let mut out = ByteBuf::default();
+            jsonl(&mut out, e, usdt, &mut Repeats::default());
+            String::from_utf8(out.as_slice().to_vec()).unwrap()
+        })
+        .collect()
+}
+
+fn write(events: &[Event<'_>]) -> Vec<u8> {
+    let mut writer = CaptureWriter::new(Vec::new(), &header()).unwrap();
+    let mut counts = [0u64; 16];
+    for e in events {
+        writer.event(e).unwrap();
+        counts[e.kind as usize] += 1;
+    }
+    let drops = [0u64; 16];
+    writer
+        .finish(&Totals {
+            events: &counts,
+            drops: &drops,
+        })
+        .unwrap();
+    writer.into_inner()
+}
+
+fn read(bytes: &[u8]) -> (Vec<String>, Ending) {
+    let mut reader = Reader::open(bytes).unwrap();
+    let usdt = Names::new(&reader.header);
+    let mut out = Vec::new();
+    while let Some(e) = reader.next().unwrap() {
+        let mut line = ByteBuf::default();
+        jsonl(&mut line, &e, &usdt, &mut Repeats::default());
+        out.push(String::from_utf8(line.as_slice().to_vec()).unwrap());
+    }
+    (out, reader.ending)
+}
+
+#[test]
+fn what_goes_in_comes_out() {
+    let events = events();
+    let bytes = write(&events);
+    let (got, ending) = read(&bytes);
+    assert_eq!(got, lines(&events, &Names::new(&header())));
+    assert!(
+        got[8].contains("\"args\":[-5,18446744073709551615]"),
+        "{}",
+        got[8]
+    );
+    assert!(
+        matches!(
+            ending,
+            Ending::Complete {
+                events: 13,
+                dropped: 0,
+                ..
+            }
+        ),
+        "{ending:?}"
+    );
+    let reader = Reader::open(&bytes[..]).unwrap();
+    assert_eq!(reader.header, header());
+}
+
+#[test]
+fn a_capture_cut_anywhere_reads_to_its_last_whole_record() {
+    let events = events();
+    let all = lines(&events, &Names::new(&header()));
+    let bytes = write(&events);
+    let body_start = 16 + u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
+    let mut last = 0;
+    for cut in body_start..bytes.len() {
+        let (got, ending) = read(&bytes[..cut]);
+        assert_eq!(got[..], all[..got.len()], "cut at {cut}");
+        assert!(got.len() >= last, "more bytes never give fewer events");
+        last = got.len();
+        match ending {
+            Ending::CutShort { offset, partial } => {
+                assert_eq!(offset as usize + partial, cut, "cut at {cut}");
+            }
+            other => panic!("cut at {cut}: {other:?}"),
+        }
+    }
+    assert_eq!(last, events.len(), "only the END record missing");
+}
+
+#[test]
+fn bad_input_is_named() {
+    let bytes = write(&events());
+    let err = |b: &[u8]| Reader::open(b).err().expect("an error").to_string();
+    assert!(err(b"{\"ts_ns\":1}\n").contains("not a styx capture"));
+    assert!(err(&bytes[..10]).contains("ends inside its header"));
+    assert!(err(&bytes[..40]).contains("ends inside its header"));
+    let mut newer = bytes.clone();
+    newer[8] = 2;
+    assert!(err(&newer).contains("version 2; this styx-loader reads version 1"));
+    let mut corrupt = bytes.clone();
+    let body_start = 16 + u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
+    corrupt[body_start] = 0x70; // a meta tag nobody writes
+    let mut reader = Reader::open(&corrupt[..]).unwrap();
+    let e = reader.next().err().expect("corrupt").to_string();
+    assert!(
+        e.contains(&format!("corrupt record at byte {body_start}")),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_typical_mem_read_takes_few_bytes() {
+    // An emulator loop: reads a few ns apart, pc and address moving a little.
+    let events: Vec<Event<'static>> = (0..1000u64)
+        .map(|i| {
+            event(
+                1_000_000 + i * 700,
+                7,
+                EventKind::MemRead,
+                1,
+                Body::Args([0x8000 + (i * 3) % 64, 0x200 + i % 256, i * 37 % 256, 0]),
+            )
+        })
+        .collect();
+    let bytes = write(&events);
+    let body_start = 16 + u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
+    let per_event = (bytes.len() - body_start) as f64 / 1000.0;
+    assert!(per_event <= 10.0, "{per_event} bytes per mem_read");
+}
+
+/// Many events, so that reads cross buffer refills and the fast path runs.
+fn many_events() -> Vec<Event<'static>> {
+    let base = events();
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut out = Vec::new();
+    for i in 0..130_000u64 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let mut e = clone_event(&base[(rng % base.len() as u64) as usize]);
+        e.header.ts_ns = 1_000_000 + i * 250 + rng % 100;
+        e.header.tid = 7 + (rng >> 20) as u32 % 3;
+        if let Body::Args(a) = &mut e.body {
+            a[0] = rng >> 40;
+            a[1] = a[1].wrapping_add(i);
+        }
+        out.push(e);
+    }
+    out
+}
+
+fn clone_event(e: &Event<'static>) -> Event<'static> {
+    let body = match &e.body {
+        Body::Args(a) => Body::Args(*a),
+        Body::Span { id, category, name } => Body::Span {
+            id: *id,
+            category: Text {
+                bytes: category.bytes,
+                truncated: category.truncated,
+            },
+            name: Text {
+                bytes: name.bytes,
+                truncated: name.truncated,
+            },
+        },
+        Body::Marker(t) => Body::Marker(Text {
+            bytes: t.bytes,
+            truncated: t.truncated,
+        }),
+        Body::Usdt { spec_id, args } => Body::Usdt {
+            spec_id: *spec_id,
+            args,
+        },
+        Body::Call(call) => Body::Call(*call),
+    };
+    Event {
+        header: e.header,
+        kind: e.kind,
+        body,
+    }
+}
+
+/// Hands out a few bytes per read, as a pipe may.
+struct Trickle<'a>(&'a [u8], usize);
+
+impl std::io::Read for Trickle<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.1.min(buf.len()).min(self.0.len());
+        buf[..n].copy_from_slice(&self.0[..n]);
+        self.0 = &self.0[n..];
+        Ok(n)
+    }
+}
+
+#[test]
+fn long_captures_read_back_across_refills_however_the_bytes_arrive() {
+    let events = many_events();
+    let want = lines(&events, &Names::new(&header()));
+    let bytes = write(&events);
+    assert!(
+        bytes.len() > 1 << 20,
+        "more than one read buffer: {}",
+        bytes.len()
+    );
+    let (got, ending) = read(&bytes);
+    assert!(got == want, "whole file");
+    assert!(matches!(ending, Ending::Complete { .. }));
+    for chunk in [7, 4096] {
+        let mut reader = Reader::open(Trickle(&bytes, chunk)).unwrap();
+        let usdt = Names::new(&reader.header);
+        let mut n = 0;
+        while let Some(e) = reader.next().unwrap() {
+            let mut line = ByteBuf::default();
+            jsonl(&mut line, &e, &usdt, &mut Repeats::default());
+            assert_eq!(
+                line.as_slice(),
+                want[n].as_bytes(),
+                "event {n}, {chunk}-byte reads"
+            );
+            n += 1;
+        }
+        assert_eq!(n, want.len());
+    }
+    // Cut in the middle of a later buffer: a prefix, and the bytes dropped.
+    let cut = bytes.len() * 3 / 4 + 3;
+    let (got, ending) = read(&bytes[..cut]);
+    assert_eq!(got[..], want[..got.len()]);
+    let Ending::CutShort { offset, partial } = ending else {
+        panic!("{ending:?}")
+    };
+    assert_eq!(offset as usize + partial, cut);
+}
+
+/// MAGIC, version and a header length, and nothing else.
+fn prelude(header_len: u32) -> Vec<u8> {
+    let mut bytes = MAGIC.to_vec();
+    bytes.extend_from_slice(&VERSION.to_le_bytes());
+    bytes.extend_from_slice(&header_len.to_le_bytes());
+    bytes
+}
+
+#[test]
+fn a_header_longer_than_any_header_is_refused() {
+    // 16 bytes claiming a 4 GiB header: refused before anything is allocated.
+    let err = Reader::open(&prelude(u32::MAX)[..])
+        .err()
+        .expect("an error");
+    assert!(
+        matches!(err, CaptureError::HeaderTooLong { len } if len == u32::MAX as u64),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("header of 4294967295 bytes"),
+        "{err}"
+    );
+    // Within the limit but the file ends early: read as far as it goes.
+    let mut short = prelude(MAX_HEADER as u32);
+    short.extend_from_slice(b"{\"loader\":");
+    let err = Reader::open(&short[..]).err().expect("an error");
+    assert!(matches!(err, CaptureError::HeaderCut(26)), "{err}");
+}
+
+/// `header()` with one more probe, `prov:far`, at spec id `id`.
+fn header_with_spec(id: u32) -> Header {
+    let mut header = header();
+    let mut far = header.usdt[0].clone();
+    far.spec_id = id;
+    far.probe = "far".into();
+    header.usdt.push(far);
+    header
+}
+
+/// Every format over the capture in `bytes`; the number of events read, or
+/// the first error. Panics (overflow, slicing) fail the test that calls it.
+fn through_every_format(bytes: &[u8]) -> Result<u64, CaptureError> {
+    use crate::formats::{open_stream, Detail, Format, Options};
+    let mut read = 0;
+    // Tenet needs the guest's register names, which these headers lack.
+    for format in Format::ALL.into_iter().filter(|&f| f != Format::Tenet) {
+        let mut reader = Reader::open(bytes)?;
+        let detail = match format {
+            Format::Text => Detail::Full,
+            _ => Detail::Normal,
+        };
+        let options = Options {
+            detail,
+            ..Options::default()
+        };
+        let mut writer =
+            open_stream(format, Box::new(std::io::sink()), &reader.header, &options).unwrap();
+        let mut counts = [0u64; 16];
+        while let Some(e) = reader.next()? {
+            counts[e.kind as usize] += 1;
+            writer.event(&e).unwrap();
+        }
+        writer
+            .finish(&Totals {
+                events: &counts,
+                drops: &[0; 16],
+            })
+            .unwrap();
+        read = reader.events;
+    }
+    Ok(read)
+}
+
+#[test]
+fn spec_ids_do_not_size_anything() {
+    let mut writer = CaptureWriter::new(Vec::new(), &header_with_spec(4_000_000_000)).unwrap();
+    let far = event(
+        9,
+        7,
+        EventKind::Usdt,
+        2,
+        Body::Usdt {
+            spec_id: 4_000_000_000,
+            args: &NEGATIVE,
+        },
+    );
+    writer.event(&far).unwrap();
+    let mut counts = [0u64; 16];
+    counts[EventKind::Usdt as usize] = 1;
+    writer
+        .finish(&Totals {
+            events: &counts,
+            drops: &[0; 16],
+        })
+        .unwrap();
+    let bytes = writer.into_inner();
+    let (got, ending) = read(&bytes);
+    assert_eq!(got.len(), 1);
+    assert!(got[0].contains("\"probe\":\"far\""), "{}", got[0]);
+    assert!(matches!(ending, Ending::Complete { events: 1, .. }));
+    assert_eq!(through_every_format(&bytes).unwrap(), 1);
+}
+
+#[test]
+fn times_near_the_end_of_u64_go_through_every_format() {
+    let mut events = events();
+    for (i, e) in events.iter_mut().enumerate() {
+        e.header.ts_ns = u64::MAX - 11_500_000 + i as u64 * 900_000;
+    }
+    events.push(event(
+        u64::MAX,
+        7,
+        EventKind::Marker,
+        0,
+        Body::Marker(Text {
+            bytes: b"last",
+            truncated: false,
+        }),
+    ));
+    let bytes = write(&events);
+    assert_eq!(through_every_format(&bytes).unwrap(), events.len() as u64);
+}
+
+#[test]
+fn any_bytes_give_events_or_an_error() {
+    let mut events = events();
+    events.extend(many_events().into_iter().take(300));
+    let good = write(&events);
+    let body_start = 16 + u32::from_le_bytes(good[12..16].try_into().unwrap()) as usize;
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    for round in 0..1000 {
+        let mut bytes = good.clone();
+        // Mostly the records; sometimes the prelude and header too.
+        let from = if round % 4 == 0 { 0 } else { body_start };
+        for _ in 0..1 + next() % 4 {
+            let at = from + (next() as usize) % (bytes.len() - from);
+            bytes[at] = match next() % 4 {
+                0 => 0xff,
+                1 => 0x00,
+                2 => bytes[at] ^ (1 << (next() % 8)),
+                _ => next() as u8,
+            };
+        }
+        if round % 3 == 0 {
+            bytes.truncate(from + (next() as usize) % (bytes.len() - from));
+        }
+        // Either is fine: what matters is no panic, hang or huge allocation.
+        let _ = through_every_format(&bytes);
+    }
+}
+
+/// A batch record of thread 9 with `n` insn_exec events (one time mark).
+fn batch_record(n: u64) -> Vec<u8> {
+    use styx_common::batch::{item_word, BatchHead, BatchRecord, BATCH_RECORD_KIND, ITEM_TIME};
+    let mut items = vec![item_word(ITEM_TIME, 0), 5_000];
+    for i in 0..n {
+        items.extend([item_word(EventKind::InsnExec as u8, 0), 0x600 + i, i]);
+    }
+    let fixed = BatchRecord {
+        header: RecordHeader {
+            ts_ns: 5_000 + n,
+            pid: 42,
+            tid: 9,
+            kind: BATCH_RECORD_KIND,
+            ..RecordHeader::default()
+        },
+        head: BatchHead::default(),
+        start: 0,
+        len: (items.len() * 8) as u32,
+    };
+    let mut bytes = bytemuck::bytes_of(&fixed).to_vec();
+    for item in items {
+        bytes.extend_from_slice(&item.to_le_bytes());
+    }
+    bytes
+}
+
+/// Batches stored whole read back as their events, in place, between the
+/// events around them, also across refills and cut anywhere.
+#[test]
+fn batch_records_read_back_as_their_events_in_place() {
+    let events = events();
+    let usdt = Names::new(&header());
+    // The largest batch there is: ~16 KiB of items.
+    let n = (styx_common::batch::BATCH_BYTES as u64 - 16) / 24;
+    let batch = batch_record(n);
+    assert!(batch.len() <= MAX_BATCH_RECORD);
+    let mut split = Vec::new();
+    crate::record::batch::Batches::new()
+        .split(&batch, |e| {
+            let mut line = ByteBuf::default();
+            jsonl(&mut line, e, &usdt, &mut Repeats::default());
+            split.push(String::from_utf8(line.as_slice().to_vec()).unwrap());
+            Ok::<(), ()>(())
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(split.len() as u64, n);
+
+    let mut writer = CaptureWriter::new(Vec::new(), &header()).unwrap();
+    assert!(writer.takes_batches());
+    for e in &events[..5] {
+        writer.event(e).unwrap();
+    }
+    writer.batch(&batch).unwrap();
+    for e in &events[5..] {
+        writer.event(e).unwrap();
+    }
+    writer.flush().unwrap();
+    let bytes = writer.into_inner();
+    let all = lines(&events, &usdt);
+    let expected: Vec<String> = [&all[..5], &split[..], &all[5..]].concat();
+    let (got, _) = read(&bytes);
+    assert_eq!(got, expected);
+    // A batch costs its record and 4 bytes (tag, length) beyond it.
+    let without = write(&events).len();
+    assert!(
+        bytes.len() <= without + batch.len() + 4,
+        "{} bytes",
+        bytes.len()
+    );
+
+    for cut in (0..bytes.len()).step_by(97) {
+        let Ok(mut reader) = Reader::open(&bytes[..cut]) else {
+            continue;
+        };
+        let mut n = 0;
+        while reader.next().unwrap().is_some() {
+            n += 1;
+        }
+        // Before the batch is whole: only the 5 events before it.
+        assert!(n <= 5 || n >= 5 + split.len(), "cut at {cut}: {n}");
+    }
+}
+
+/// A capture written before writers checked batches could hold one whose
+/// head's counts add up while an item has no kind (a hostile process's):
+/// reading skips it, counts it, and reads every record after it.
+#[test]
+fn a_malformed_batch_stored_whole_is_skipped_and_counted() {
+    use styx_common::batch::{item_word, ITEM_TIME};
+    let events = events();
+    let usdt = Names::new(&header());
+    let good = batch_record(3);
+    // A time mark, then an item of kind 255, as the forged batch of issue 25.
+    let mut forged = batch_record(1);
+    let tid_at = std::mem::offset_of!(RecordHeader, tid);
+    forged[tid_at..tid_at + 4].copy_from_slice(&10u32.to_le_bytes());
+    let fixed = std::mem::size_of::<styx_common::batch::BatchRecord>();
+    forged[fixed + 16..fixed + 24].copy_from_slice(&item_word(255, 0).to_le_bytes());
+    assert_eq!(crate::record::batch_items::counts(&forged), None);
+    let first_item = u64::from_le_bytes(forged[fixed..][..8].try_into().unwrap());
+    assert_eq!(first_item, item_word(ITEM_TIME, 0));
+
+    let mut writer = CaptureWriter::new(Vec::new(), &header()).unwrap();
+    for e in &events[..3] {
+        writer.event(e).unwrap();
+    }
+    writer.batch(&forged).unwrap();
+    writer.batch(&good).unwrap();
+    for e in &events[3..] {
+        writer.event(e).unwrap();
+    }
+    writer.flush().unwrap();
+    let bytes = writer.into_inner();
+
+    let mut reader = Reader::open(&bytes[..]).unwrap();
+    let mut got = Vec::new();
+    while let Some(e) = reader.next().unwrap() {
+        let mut line = ByteBuf::default();
+        jsonl(&mut line, &e, &usdt, &mut Repeats::default());
+        got.push(String::from_utf8(line.as_slice().to_vec()).unwrap());
+    }
+    let all = lines(&events, &usdt);
+    assert_eq!(got.len(), events.len() + 3);
+    assert_eq!(got[..3], all[..3]);
+    assert_eq!(got[6..], all[3..]);
+    assert_eq!(reader.malformed_batches, 1);
+    let (offset, error) = reader.first_malformed_batch.unwrap();
+    assert_eq!(error.to_string(), "batch item 16 has unknown kind 255");
+    // The offset of its record: tag, length (two bytes), the record.
+    let at = offset as usize;
+    assert_eq!(bytes[at], TAG_BATCH);
+    assert_eq!(bytes[at + 3..][..forged.len()], forged[..]);
+}

@@ -1,0 +1,752 @@
+//! Which events to keep: `--filter EXPR` and `--sample N`.
+//!
+//! An expression ([`parse`]) is checked against the event catalogue: each
+//! field it names must be a field of the types it applies to (those it
+//! names before `:`, else every selected type that has all its fields).
+//! It is then compiled, per event type, into a
+//! [`styx_common::filter::FilterProgram`]: the same bytes the eBPF
+//! programs run for per-event delivery (a filtered-out event writes nothing
+//! to the ring) and the loader runs with [`Keep`] for what the kernel
+//! cannot filter: batched events (the kernel copies a batch whole), text
+//! fields, programs longer than the kernel's bound.
+//!
+//! Sampling keeps the 1st, (N+1)th, … event of each type of each thread
+//! that passes the filters: a rerun of the same program gives the same
+//! events.
+
+pub mod parse;
+
+use crate::record::event::{Body, Event};
+use crate::session::guest::RegisterNames;
+use parse::{Expr, Op, Parsed, Test, Value};
+use std::collections::HashMap;
+use std::fmt;
+use styx_common::filter::{
+    FilterOp, FilterProgram, CMP_CONTAINS, CMP_EQ, CMP_GE, CMP_LE, CMP_NE, FILTER_MAX_OPS,
+    SLOT_PID, SLOT_SIZE, SLOT_TID, VALUE_SLOTS,
+};
+use styx_common::{BranchKind, EventKind, FieldType, InterruptKind, EVENT_KIND_SLOTS};
+
+/// What is wrong with a filter, and where: one line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilterError {
+    /// 1-based column of the offending token.
+    pub column: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl FilterError {
+    pub(crate) fn at(column: usize, message: impl Into<String>) -> FilterError {
+        FilterError {
+            column,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for FilterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "at column {}: {}", self.column, self.message)
+    }
+}
+
+impl std::error::Error for FilterError {}
+
+/// Where a field's value is, for one event type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldRef {
+    /// A number: `(slot >> shift) & mask`, with names for its values.
+    Value {
+        /// The value slot (see [`styx_common::filter`]).
+        slot: u8,
+        /// Shifted right first.
+        shift: u8,
+        /// Then masked.
+        mask: u64,
+        /// Names its values go by (`call`, `entry`, `true`), if any.
+        names: &'static [(&'static str, u64)],
+    },
+    /// A string: the event's text field by index (span: 0 category, 1 name;
+    /// marker: 0 text).
+    Text(u8),
+}
+
+const BRANCH_KINDS: &[(&str, u64)] = &{
+    let mut names = [("", 0u64); BranchKind::ALL.len()];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = (BranchKind::ALL[i].name(), BranchKind::ALL[i] as u64);
+        i += 1;
+    }
+    names
+};
+const INTERRUPT_KINDS: &[(&str, u64)] = &[
+    (InterruptKind::Entry.name(), 0),
+    (InterruptKind::Exit.name(), 1),
+];
+const BOOLS: &[(&str, u64)] = &[("false", 0), ("true", 1)];
+
+/// The fields filters and `top --by` can use for `kind`, with where they are:
+/// the catalogue's fields (a branch's `kind` and `conditional` apart), then
+/// `tid` and `pid`.
+pub fn fields_of(kind: EventKind) -> Vec<(&'static str, FieldRef)> {
+    let mut out = Vec::new();
+    if kind == EventKind::Usdt {
+        return out;
+    }
+    let mut arg = 0u8;
+    let mut text = 0u8;
+    let value = |slot, shift, mask, names| FieldRef::Value {
+        slot,
+        shift,
+        mask,
+        names,
+    };
+    for field in kind.fields() {
+        match field.ty {
+            FieldType::Hex | FieldType::Dec | FieldType::Reg => {
+                out.push((field.name, value(arg, 0, u64::MAX, &[][..])));
+                arg += 1;
+            }
+            FieldType::Size => out.push((field.name, value(SLOT_SIZE, 0, 0xff, &[][..]))),
+            FieldType::Branch => {
+                out.push((field.name, value(arg, 0, 0xff, BRANCH_KINDS)));
+                out.push(("conditional", value(arg, 8, 1, BOOLS)));
+                arg += 1;
+            }
+            FieldType::Interrupt => {
+                out.push((field.name, value(arg, 0, u64::MAX, INTERRUPT_KINDS)));
+                arg += 1;
+            }
+            FieldType::Text => {
+                out.push((field.name, FieldRef::Text(text)));
+                text += 1;
+            }
+        }
+    }
+    out.push(("tid", value(SLOT_TID, 0, u64::MAX, &[][..])));
+    out.push(("pid", value(SLOT_PID, 0, u64::MAX, &[][..])));
+    out
+}
+
+/// The field `name` of `kind`.
+pub fn field_of(kind: EventKind, name: &str) -> Option<FieldRef> {
+    fields_of(kind)
+        .into_iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, f)| f)
+}
+
+/// The selected types that have field `name`, or an error saying which
+/// types have it.
+pub fn types_with_field(
+    name: &str,
+    column: usize,
+    selected: &[EventKind],
+) -> Result<Vec<EventKind>, FilterError> {
+    let having: Vec<EventKind> = selected
+        .iter()
+        .copied()
+        .filter(|&k| field_of(k, name).is_some())
+        .collect();
+    if !having.is_empty() {
+        return Ok(having);
+    }
+    let anywhere: Vec<&str> = EventKind::ALL
+        .iter()
+        .filter(|&&k| field_of(k, name).is_some())
+        .map(|k| k.probe_name())
+        .collect();
+    Err(FilterError::at(
+        column,
+        if anywhere.is_empty() {
+            format!("no event type has a field '{name}'")
+        } else {
+            format!(
+                "no selected event type has a field '{name}' ({} {} it)",
+                anywhere.join(", "),
+                if anywhere.len() == 1 { "has" } else { "have" }
+            )
+        },
+    ))
+}
+
+/// Every selected type's program, and the strings their text tests use.
+#[derive(Clone)]
+pub struct Filters {
+    /// Indexed by event kind id.
+    pub programs: [FilterProgram; EVENT_KIND_SLOTS as usize],
+    texts: Vec<String>,
+    /// Register names a comparison may use (`reg == sp`).
+    registers: RegisterNames,
+}
+
+impl Filters {
+    /// Checks and compiles `--filter` expressions (ANDed) and `--sample`
+    /// for the `selected` types. An error names the expression.
+    pub fn compile(
+        filters: &[String],
+        sample: u64,
+        selected: &[EventKind],
+    ) -> Result<Filters, (String, FilterError)> {
+        Filters::compile_named(filters, sample, selected, RegisterNames::default())
+    }
+
+    /// [`Filters::compile`], where register fields also take the names the
+    /// guest description gives (`reg_write: reg == sp`).
+    pub fn compile_named(
+        filters: &[String],
+        sample: u64,
+        selected: &[EventKind],
+        registers: RegisterNames,
+    ) -> Result<Filters, (String, FilterError)> {
+        let mut out = Filters {
+            programs: [FilterProgram::default(); EVENT_KIND_SLOTS as usize],
+            texts: Vec::new(),
+            registers,
+        };
+        // Per kind: the programs' ops before they are cut to the kernel's bound.
+        let mut ops: Vec<Vec<FilterOp>> = vec![Vec::new(); EVENT_KIND_SLOTS as usize];
+        for text in filters {
+            let compiled = out.one(text, selected, &mut ops);
+            compiled.map_err(|e| (text.clone(), e))?;
+        }
+        for &kind in selected {
+            let program = &mut out.programs[kind as usize];
+            let kind_ops = &ops[kind as usize];
+            if kind_ops.len() > FILTER_MAX_OPS {
+                let all = filters.join("' --filter '");
+                return Err((
+                    all,
+                    FilterError::at(
+                        1,
+                        format!(
+                            "{} needs {} operations, more than the {FILTER_MAX_OPS} a filter program holds",
+                            kind.probe_name(),
+                            kind_ops.len()
+                        ),
+                    ),
+                ));
+            }
+            program.ops[..kind_ops.len()].copy_from_slice(kind_ops);
+            program.len = kind_ops.len() as u32;
+            program.sample_every = sample;
+            if !kind_ops.iter().any(|op| op.code == FilterOp::TEXT) {
+                program.flags |= FilterProgram::KERNEL;
+            }
+        }
+        Ok(out)
+    }
+
+    fn one(
+        &mut self,
+        text: &str,
+        selected: &[EventKind],
+        ops: &mut [Vec<FilterOp>],
+    ) -> Result<(), FilterError> {
+        let Parsed { types, expr } = parse::parse(text)?;
+        let kinds = if types.is_empty() {
+            applies_to(&expr, selected)?
+        } else {
+            let mut kinds = Vec::new();
+            for (name, column) in &types {
+                let Some(kind) = EventKind::ALL
+                    .iter()
+                    .copied()
+                    .find(|k| k.probe_name() == name && *k != EventKind::Usdt)
+                else {
+                    let names: Vec<&str> = EventKind::ALL[..EventKind::ALL.len() - 1]
+                        .iter()
+                        .map(|k| k.probe_name())
+                        .collect();
+                    return Err(FilterError::at(
+                        *column,
+                        format!("no event type '{name}' (types: {})", names.join(" ")),
+                    ));
+                };
+                if !selected.contains(&kind) {
+                    return Err(FilterError::at(
+                        *column,
+                        format!("{name} is not traced (add it to -e)"),
+                    ));
+                }
+                kinds.push(kind);
+            }
+            kinds
+        };
+        for kind in kinds {
+            let mut program = Vec::new();
+            self.emit(&expr, kind, &mut program)?;
+            let all = &mut ops[kind as usize];
+            let and = !all.is_empty();
+            all.extend(program);
+            if and {
+                all.push(op(FilterOp::AND, 0, 0, 0, 0, 0));
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends `expr`'s ops for `kind`, postfix.
+    fn emit(
+        &mut self,
+        expr: &Expr,
+        kind: EventKind,
+        out: &mut Vec<FilterOp>,
+    ) -> Result<(), FilterError> {
+        match expr {
+            Expr::And(a, b) | Expr::Or(a, b) => {
+                self.emit(a, kind, out)?;
+                self.emit(b, kind, out)?;
+                let code = if matches!(expr, Expr::And(..)) {
+                    FilterOp::AND
+                } else {
+                    FilterOp::OR
+                };
+                out.push(op(code, 0, 0, 0, 0, 0));
+            }
+            Expr::Not(a) => {
+                self.emit(a, kind, out)?;
+                out.push(op(FilterOp::NOT, 0, 0, 0, 0, 0));
+            }
+            Expr::Test(test) => self.test(test, kind, out)?,
+        }
+        Ok(())
+    }
+
+    // Over 80 lines: one test's checks against the catalogue (field, mask,
+    // operator, values), each error pointing at its column, in the order
+    // the expression reads.
+    fn test(
+        &mut self,
+        test: &Test,
+        kind: EventKind,
+        out: &mut Vec<FilterOp>,
+    ) -> Result<(), FilterError> {
+        let Some(field) = field_of(kind, &test.field) else {
+            let names: Vec<&str> = fields_of(kind).iter().map(|(n, _)| *n).collect();
+            return Err(FilterError::at(
+                test.column,
+                format!(
+                    "{} has no field '{}' (its fields: {})",
+                    kind.probe_name(),
+                    test.field,
+                    names.join(" ")
+                ),
+            ));
+        };
+        let number_only = |what: &str| {
+            FilterError::at(test.column, format!("'{}' is a number: {what}", test.field))
+        };
+        match (field, &test.op) {
+            (FieldRef::Text(index), Op::TextEq(s, eq)) if test.mask.is_none() => {
+                let cmp = if *eq { CMP_EQ } else { CMP_NE };
+                out.push(op(FilterOp::TEXT, index, cmp, 0, 0, self.text(s)));
+            }
+            (FieldRef::Text(index), Op::Contains(s)) if test.mask.is_none() => {
+                out.push(op(FilterOp::TEXT, index, CMP_CONTAINS, 0, 0, self.text(s)));
+            }
+            (FieldRef::Text(_), _) => {
+                return Err(FilterError::at(
+                    test.column,
+                    format!(
+                        "'{}' is text: compare it with == \"…\", != \"…\" or contains \"…\"",
+                        test.field
+                    ),
+                ))
+            }
+            (FieldRef::Value { .. }, Op::TextEq(..) | Op::Contains(_)) => {
+                return Err(number_only("compare it with a number or a name"))
+            }
+            (
+                FieldRef::Value {
+                    slot, shift, mask, ..
+                },
+                Op::In { lo, hi_inclusive },
+            ) => {
+                let mask = mask & test.mask.unwrap_or(u64::MAX);
+                out.push(op(FilterOp::TEST, slot, CMP_GE, shift, mask, *lo));
+                out.push(op(FilterOp::TEST, slot, CMP_LE, shift, mask, *hi_inclusive));
+                out.push(op(FilterOp::AND, 0, 0, 0, 0, 0));
+            }
+            (
+                FieldRef::Value {
+                    slot,
+                    shift,
+                    mask,
+                    names,
+                },
+                Op::Cmp(cmp, value),
+            ) => {
+                let register = kind
+                    .fields()
+                    .iter()
+                    .any(|f| f.name == test.field && f.ty == FieldType::Reg);
+                let value = match value {
+                    Value::Number(n) => *n,
+                    Value::Name(name, column) => names
+                        .iter()
+                        .find(|(n, _)| n == name)
+                        .map(|(_, v)| *v)
+                        .or_else(|| register.then(|| self.registers.num_of(name)).flatten())
+                        .ok_or_else(|| {
+                            let mut known: Vec<&str> = names.iter().map(|(n, _)| *n).collect();
+                            if register {
+                                known.extend(self.registers.names());
+                            }
+                            FilterError::at(
+                                *column,
+                                if known.is_empty() {
+                                    format!(
+                                        "'{name}' is not a number ('{}' takes numbers)",
+                                        test.field
+                                    )
+                                } else {
+                                    format!(
+                                        "'{name}' is not a value of '{}' ({})",
+                                        test.field,
+                                        known.join(" ")
+                                    )
+                                },
+                            )
+                        })?,
+                };
+                let mask = mask & test.mask.unwrap_or(u64::MAX);
+                out.push(op(FilterOp::TEST, slot, *cmp, shift, mask, value));
+            }
+        }
+        Ok(())
+    }
+
+    fn text(&mut self, s: &str) -> u64 {
+        self.texts.push(s.to_string());
+        (self.texts.len() - 1) as u64
+    }
+
+    /// Whether any type is filtered or sampled.
+    pub fn any(&self) -> bool {
+        self.programs.iter().any(|p| !p.keeps_all())
+    }
+
+    /// Whether `event` matches its type's expressions (sampling aside);
+    /// None when none applies to its type (`--trigger`).
+    pub fn matches(&self, event: &Event<'_>) -> Option<bool> {
+        let program = &self.programs[event.kind as usize];
+        if program.len == 0 {
+            return None;
+        }
+        let texts = &self.texts;
+        Some(program.keeps(&values(event), |field, cmp, index| {
+            let wanted = texts.get(index as usize).map_or("", String::as_str);
+            text_test(event, field, cmp, wanted.as_bytes())
+        }))
+    }
+
+    /// Whether the kernel can apply `kind`'s program (numbers only, short enough).
+    pub fn kernel_can(&self, kind: EventKind) -> bool {
+        self.programs[kind as usize].flags & FilterProgram::KERNEL != 0
+    }
+}
+
+/// The selected types that have every field `expr` uses.
+fn applies_to(expr: &Expr, selected: &[EventKind]) -> Result<Vec<EventKind>, FilterError> {
+    let mut fields = Vec::new();
+    tests(expr, &mut |t| fields.push((t.field.clone(), t.column)));
+    let mut kinds: Vec<EventKind> = selected.to_vec();
+    for (name, column) in &fields {
+        let having = types_with_field(name, *column, selected)?;
+        kinds.retain(|k| having.contains(k));
+    }
+    if kinds.is_empty() {
+        let names: Vec<&str> = fields.iter().map(|(n, _)| n.as_str()).collect();
+        return Err(FilterError::at(
+            fields[0].1,
+            format!(
+                "no selected event type has all of the fields {} (name the type: 'TYPE: …')",
+                names.join(", ")
+            ),
+        ));
+    }
+    Ok(kinds)
+}
+
+fn tests<'a>(expr: &'a Expr, f: &mut impl FnMut(&'a Test)) {
+    match expr {
+        Expr::And(a, b) | Expr::Or(a, b) => {
+            tests(a, f);
+            tests(b, f);
+        }
+        Expr::Not(a) => tests(a, f),
+        Expr::Test(t) => f(t),
+    }
+}
+
+fn op(code: u8, slot: u8, cmp: u8, shift: u8, mask: u64, value: u64) -> FilterOp {
+    FilterOp {
+        code,
+        slot,
+        cmp,
+        shift,
+        _reserved: 0,
+        mask,
+        value,
+    }
+}
+
+/// An event's value slots (see [`styx_common::filter`]).
+pub fn values(event: &Event<'_>) -> [u64; VALUE_SLOTS] {
+    let mut values = [0u64; VALUE_SLOTS];
+    match &event.body {
+        Body::Args(args) => values[..4].copy_from_slice(args),
+        Body::Span { id, .. } => values[0] = *id,
+        Body::Marker(_) | Body::Usdt { .. } | Body::Call(_) => {}
+    }
+    values[SLOT_SIZE as usize] = event.header.aux.into();
+    values[SLOT_TID as usize] = event.header.tid.into();
+    values[SLOT_PID as usize] = event.header.pid.into();
+    values
+}
+
+/// The loader's side of `--filter` and `--sample`: the events the kernel
+/// did not already filter (batched ones, text tests), kept or left out.
+pub struct Keep {
+    filters: Filters,
+    /// Per kind id: the eBPF programs already applied its program.
+    in_kernel: [bool; EVENT_KIND_SLOTS as usize],
+    /// Events of each (thread, kind) that passed the filters so far.
+    passed: HashMap<(u32, u8), u64>,
+    /// Events left out here, per kind id.
+    pub left_out: [u64; EVENT_KIND_SLOTS as usize],
+}
+
+impl Keep {
+    /// Applies `filters` to every kind but those `in_kernel` says the eBPF
+    /// programs filter.
+    pub fn new(filters: Filters, in_kernel: impl Fn(EventKind) -> bool) -> Keep {
+        let mut kernel = [false; EVENT_KIND_SLOTS as usize];
+        for &kind in EventKind::ALL {
+            kernel[kind as usize] = in_kernel(kind);
+        }
+        Keep {
+            filters,
+            in_kernel: kernel,
+            passed: HashMap::new(),
+            left_out: [0; EVENT_KIND_SLOTS as usize],
+        }
+    }
+
+    /// Whether to keep `event`.
+    #[inline]
+    pub fn keeps(&mut self, event: &Event<'_>) -> bool {
+        let k = event.kind as usize;
+        let program = &self.filters.programs[k];
+        if self.in_kernel[k] || program.keeps_all() {
+            return true;
+        }
+        let texts = &self.filters.texts;
+        let pass = program.keeps(&values(event), |field, cmp, index| {
+            let wanted = texts.get(index as usize).map_or("", String::as_str);
+            text_test(event, field, cmp, wanted.as_bytes())
+        });
+        let keep = pass && {
+            let n = self.passed.entry((event.header.tid, k as u8)).or_insert(0);
+            let first_of_n = program.sample_every <= 1 || n.is_multiple_of(program.sample_every);
+            *n += 1;
+            first_of_n
+        };
+        if !keep {
+            self.left_out[k] += 1;
+        }
+        keep
+    }
+}
+
+fn text_test(event: &Event<'_>, field: u8, cmp: u8, wanted: &[u8]) -> bool {
+    let text = match (&event.body, field) {
+        (Body::Span { category, .. }, 0) => category,
+        (Body::Span { name, .. }, 1) => name,
+        (Body::Marker(text), 0) => text,
+        _ => return false,
+    };
+    let bytes = text.bytes;
+    match cmp {
+        CMP_EQ => bytes == wanted && !text.truncated,
+        CMP_NE => bytes != wanted || text.truncated,
+        CMP_CONTAINS => wanted.is_empty() || bytes.windows(wanted.len()).any(|w| w == wanted),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::event::Text;
+    use styx_common::{Branch, RecordHeader};
+
+    const ALL: &[EventKind] = &[
+        EventKind::InsnExec,
+        EventKind::MemRead,
+        EventKind::MemWrite,
+        EventKind::Branch,
+        EventKind::Marker,
+        EventKind::Interrupt,
+    ];
+
+    fn event(kind: EventKind, args: [u64; 4], aux: u8) -> Event<'static> {
+        Event {
+            header: RecordHeader {
+                kind: kind as u8,
+                aux,
+                tid: 7,
+                pid: 3,
+                ..RecordHeader::default()
+            },
+            kind,
+            body: Body::Args(args),
+        }
+    }
+
+    fn keep(filters: &[&str], sample: u64) -> Keep {
+        let filters: Vec<String> = filters.iter().map(|s| s.to_string()).collect();
+        Keep::new(Filters::compile(&filters, sample, ALL).unwrap(), |_| false)
+    }
+
+    fn error(filter: &str, selected: &[EventKind]) -> String {
+        match Filters::compile(&[filter.to_string()], 0, selected) {
+            Err((_, e)) => e.to_string(),
+            Ok(_) => panic!("{filter} compiled"),
+        }
+    }
+
+    #[test]
+    fn ranges_masks_and_logic() {
+        let mut k = keep(&["addr in 0x8000..0x9000 && !(val & 0x80 != 0)"], 0);
+        let w = |addr, val| event(EventKind::MemWrite, [1, addr, val, 0], 1);
+        assert!(k.keeps(&w(0x8000, 0x7f)));
+        assert!(k.keeps(&w(0x8fff, 0)));
+        assert!(!k.keeps(&w(0x9000, 0)));
+        assert!(!k.keeps(&w(0x7fff, 0)));
+        assert!(!k.keeps(&w(0x8001, 0x80)));
+        // Types without `addr` are not filtered.
+        assert!(k.keeps(&event(EventKind::InsnExec, [5, 6, 0, 0], 0)));
+        assert_eq!(k.left_out[EventKind::MemWrite as usize], 3);
+    }
+
+    #[test]
+    fn named_types_sizes_and_branch_names() {
+        let mut k = keep(
+            &[
+                "mem_write: size == 2 || pc >= 100",
+                "branch: kind == call && conditional == false",
+            ],
+            0,
+        );
+        assert!(k.keeps(&event(EventKind::MemWrite, [1, 0, 0, 0], 2)));
+        assert!(!k.keeps(&event(EventKind::MemWrite, [1, 0, 0, 0], 1)));
+        assert!(k.keeps(&event(EventKind::MemWrite, [100, 0, 0, 0], 1)));
+        // mem_read is not named: kept.
+        assert!(k.keeps(&event(EventKind::MemRead, [1, 0, 0, 0], 1)));
+        let call = Branch::unconditional(BranchKind::Call).encode();
+        let cond_call = Branch::conditional(BranchKind::Call).encode();
+        let jump = Branch::unconditional(BranchKind::Jump).encode();
+        assert!(k.keeps(&event(EventKind::Branch, [1, 2, call, 0], 0)));
+        assert!(!k.keeps(&event(EventKind::Branch, [1, 2, cond_call, 0], 0)));
+        assert!(!k.keeps(&event(EventKind::Branch, [1, 2, jump, 0], 0)));
+    }
+
+    #[test]
+    fn text_fields() {
+        let mut k = keep(&[r#"marker: text contains "reset""#], 0);
+        let marker = |s: &'static str| Event {
+            header: RecordHeader {
+                kind: EventKind::Marker as u8,
+                ..RecordHeader::default()
+            },
+            kind: EventKind::Marker,
+            body: Body::Marker(Text {
+                bytes: s.as_bytes(),
+                truncated: false,
+            }),
+        };
+        assert!(k.keeps(&marker("cold reset vector")));
+        assert!(!k.keeps(&marker("tick")));
+        let f = Filters::compile(&[r#"marker: text == "x""#.into()], 0, ALL).unwrap();
+        assert!(!f.kernel_can(EventKind::Marker), "text is the loader's");
+        let f = Filters::compile(&["pc == 1".into()], 0, ALL).unwrap();
+        assert!(f.kernel_can(EventKind::InsnExec) && f.kernel_can(EventKind::MemRead));
+    }
+
+    #[test]
+    fn sampling_is_per_thread_and_type() {
+        let mut k = keep(&["pc < 10"], 3);
+        let kept: Vec<u64> = (0..20)
+            .filter(|&pc| k.keeps(&event(EventKind::InsnExec, [pc, 0, 0, 0], 0)))
+            .collect();
+        // The 1st, 4th, 7th… of those passing (pc 0..10).
+        assert_eq!(kept, vec![0, 3, 6, 9]);
+        let mut other = event(EventKind::InsnExec, [0, 0, 0, 0], 0);
+        other.header.tid = 8;
+        assert!(k.keeps(&other), "another thread counts from its own first");
+    }
+
+    /// Whatever is typed gives a program or an error, never a panic:
+    /// every prefix of some expressions, and each with one byte replaced
+    /// by characters the grammar uses (and one it does not).
+    #[test]
+    fn no_input_panics() {
+        let seeds = [
+            r#"mem_write, branch: addr in 0x10..=0x20 && !(val & 0x80 != 0) || kind == call"#,
+            r#"marker: text contains "é\"" || (tid >= 0b101 && pid < 99999999999999999999)"#,
+        ];
+        let alphabet = [
+            '(', ')', '!', '&', '|', '.', '=', '"', ':', ',', '0', 'x', 'é', ' ',
+        ];
+        for seed in seeds {
+            for (at, _) in seed.char_indices() {
+                let _ = Filters::compile(&[seed[..at].to_string()], 3, ALL);
+                for c in alphabet {
+                    let mut mutated = seed.to_string();
+                    mutated.replace_range(
+                        at..at + seed[at..].chars().next().unwrap().len_utf8(),
+                        &c.to_string(),
+                    );
+                    let _ = Filters::compile(&[mutated], 0, ALL);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn errors_say_which_types_have_a_field() {
+        assert_eq!(
+            error("addr == 1", &[EventKind::InsnExec]),
+            "at column 1: no selected event type has a field 'addr' (mem_read, mem_write have it)"
+        );
+        assert_eq!(
+            error("mem_write: target == 1", ALL),
+            "at column 12: mem_write has no field 'target' (its fields: pc addr val size tid pid)"
+        );
+        assert_eq!(
+            error("mem_wrte: pc == 1", ALL).split(" (").next().unwrap(),
+            "at column 1: no event type 'mem_wrte'"
+        );
+        assert_eq!(
+            error("block: pc == 1", ALL),
+            "at column 1: block is not traced (add it to -e)"
+        );
+        assert_eq!(
+            error("branch: kind == cal", ALL),
+            "at column 17: 'cal' is not a value of 'kind' (jump call ret interrupt exception return_from_interrupt return_from_exception hw_loop)"
+        );
+        assert_eq!(error("addr == 1 && target == 2", ALL), "at column 1: no selected event type has all of the fields addr, target (name the type: 'TYPE: …')");
+        assert_eq!(
+            error("zork == 1", ALL),
+            "at column 1: no event type has a field 'zork'"
+        );
+        assert_eq!(
+            error(r#"marker: text == 5"#, ALL),
+            "at column 9: 'text' is text: compare it with == \"…\", != \"…\" or contains \"…\""
+        );
+    }
+}

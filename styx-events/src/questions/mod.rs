@@ -1,0 +1,9 @@
+//! What a run asks of its events beyond writing them: which to keep
+//! (`--filter`, `--sample`), how many of each key (`top`), which calls
+//! they make (`--functions`), and the newest of them when something
+//! happens (the flight recorder).
+
+pub mod calls;
+pub mod filter;
+pub mod flight;
+pub mod top;

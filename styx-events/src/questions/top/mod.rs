@@ -1,0 +1,502 @@
+//! Live counts: events counted per key (`top --by pc`, `read CAP --by
+//! addr`), the table people read, and the memory heatmap ([`heatmap`]).
+//!
+//! A [`KeySpec`] says, per event type, which number is its key: one of its
+//! fields, the page of its address, or the type itself. Its
+//! [`KeyRef`]s are what the eBPF programs use to count per-event delivery
+//! in the kernel (no event reaches userspace); [`CountWriter`] counts the
+//! events that do reach the loader (batched ones, a capture's) the same
+//! way. A [`Table`] holds at most `max_keys` keys: events of a key that
+//! does not fit are counted in their type's "other" row, never dropped.
+
+pub mod heatmap;
+
+use crate::questions::filter::{field_of, types_with_field, FieldRef};
+use crate::record::event::{Body, Event};
+use crate::session::guest::RegisterNames;
+use crate::write::escape;
+use crate::write::human::si;
+use crate::write::writer::{EventWriter, Totals};
+use rustc_hash::FxHashMap;
+use std::cell::RefCell;
+use std::fmt::Write as _;
+use std::io;
+use std::rc::Rc;
+use std::time::Duration;
+use styx_common::filter::{SLOT_PID, SLOT_SIZE, SLOT_TID};
+use styx_common::{EventKind, EVENT_KIND_SLOTS};
+
+/// Where one type's key is in its value slots: `(slot >> shift) & mask`,
+/// as a filter test reads a field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyRef {
+    /// The value slot.
+    pub slot: u8,
+    /// Shifted right first (a page: its size's bits more).
+    pub shift: u8,
+    /// Then masked (0: every event of the type has key 0, `--by event`).
+    pub mask: u64,
+}
+
+/// What `--by` counts per.
+#[derive(Clone, Debug)]
+pub struct KeySpec {
+    /// What was asked for: a field name, `page` or `event`.
+    pub by: String,
+    /// `page`: bits of the page size (the key is the page's number).
+    pub page_bits: u8,
+    /// Per kind id: its key, or None when the type is not counted.
+    pub keys: [Option<KeyRef>; EVENT_KIND_SLOTS as usize],
+    /// Register names for `--by reg`, where the guest gives them.
+    pub registers: RegisterNames,
+}
+
+impl KeySpec {
+    /// Counts the `selected` types by `by`: a numeric field (`pc`, `addr`,
+    /// `target`, `reg`, …; the types that have it), `page` (the page of
+    /// `addr`, pages of `page_size` bytes) or `event` (the type itself).
+    pub fn new(by: &str, page_size: u64, selected: &[EventKind]) -> Result<KeySpec, String> {
+        if !page_size.is_power_of_two() {
+            return Err(format!("--page-size {page_size} is not a power of two"));
+        }
+        let page_bits = page_size.trailing_zeros() as u8;
+        let mut spec = KeySpec {
+            by: by.to_string(),
+            page_bits: if by == "page" { page_bits } else { 0 },
+            keys: [None; EVENT_KIND_SLOTS as usize],
+            registers: RegisterNames::default(),
+        };
+        let field = match by {
+            "event" => {
+                for &kind in selected.iter().filter(|&&k| k != EventKind::Usdt) {
+                    spec.keys[kind as usize] = Some(KeyRef {
+                        slot: 0,
+                        shift: 0,
+                        mask: 0,
+                    });
+                }
+                return Ok(spec);
+            }
+            "page" => "addr",
+            field => field,
+        };
+        let kinds = types_with_field(field, 1, selected)
+            .map_err(|e| format!("--by {by}: {}", e.message))?;
+        for kind in kinds {
+            match field_of(kind, field) {
+                Some(FieldRef::Value {
+                    slot, shift, mask, ..
+                }) => {
+                    let shift = shift + spec.page_bits;
+                    spec.keys[kind as usize] = Some(KeyRef {
+                        slot,
+                        shift,
+                        mask: mask >> spec.page_bits,
+                    })
+                }
+                Some(FieldRef::Text(_)) => {
+                    return Err(format!("--by {by}: '{field}' is text; count by a number"))
+                }
+                None => {}
+            }
+        }
+        Ok(spec)
+    }
+
+    /// The types it counts.
+    pub fn kinds(&self) -> impl Iterator<Item = EventKind> + '_ {
+        EventKind::ALL
+            .iter()
+            .copied()
+            .filter(|&k| self.keys[k as usize].is_some())
+    }
+
+    /// `event`'s key, if its type is counted.
+    #[inline]
+    pub fn key(&self, event: &Event<'_>) -> Option<u64> {
+        let key = self.keys[event.kind as usize]?;
+        // The one slot wanted (what `filter::values` would give for it).
+        let value = match (key.slot, &event.body) {
+            (slot @ 0..=3, Body::Args(args)) => args[slot as usize],
+            (0, Body::Span { id, .. }) => *id,
+            (SLOT_SIZE, _) => event.header.aux.into(),
+            (SLOT_TID, _) => event.header.tid.into(),
+            (SLOT_PID, _) => event.header.pid.into(),
+            _ => 0,
+        };
+        Some((value >> key.shift) & key.mask)
+    }
+
+    /// How a key reads: a page's first address, a number in hex or decimal
+    /// as the field reads, or the type's name.
+    pub fn show(&self, kind: EventKind, key: u64) -> String {
+        match self.by.as_str() {
+            "event" => kind.probe_name().to_string(),
+            "page" => format!("{:#x}", key << self.page_bits),
+            field => match kind.fields().iter().find(|f| f.name == field).map(|f| f.ty) {
+                Some(styx_common::FieldType::Hex) => format!("{key:#x}"),
+                Some(styx_common::FieldType::Reg) => self.registers.get(key).map_or_else(
+                    || key.to_string(),
+                    |name| escape::controls(name).into_owned(),
+                ),
+                _ => match field_of(kind, field) {
+                    Some(FieldRef::Value { names, .. }) if !names.is_empty() => names
+                        .iter()
+                        .find(|(_, v)| *v == key)
+                        .map_or_else(|| key.to_string(), |(n, _)| n.to_string()),
+                    _ => key.to_string(),
+                },
+            },
+        }
+    }
+
+    /// The register name of `key` when counting a type's register field.
+    pub fn register(&self, kind: EventKind, key: u64) -> Option<&str> {
+        let field = kind.fields().iter().find(|f| f.name == self.by)?;
+        (field.ty == styx_common::FieldType::Reg)
+            .then(|| self.registers.get(key))
+            .flatten()
+    }
+
+    /// The key's value as JSON output gives it (a page: its first address).
+    pub fn json_value(&self, key: u64) -> u64 {
+        if self.by == "page" {
+            key << self.page_bits
+        } else {
+            key
+        }
+    }
+}
+
+/// Counts per (type, key), at most `max_keys` of them; the rest per type
+/// in "other".
+#[derive(Clone, Debug, Default)]
+pub struct Table {
+    // Fx: a multiply per key, not SipHash (2x the batched rate here); keys
+    // crafted to collide only slow counting down: at most `max_keys` are held.
+    counts: FxHashMap<(u8, u64), u64>,
+    /// Per kind id: events whose key did not fit.
+    pub other: [u64; EVENT_KIND_SLOTS as usize],
+    max_keys: usize,
+}
+
+impl Table {
+    /// An empty table holding at most `max_keys` keys.
+    pub fn new(max_keys: usize) -> Table {
+        Table {
+            max_keys,
+            ..Table::default()
+        }
+    }
+
+    /// Counts `n` events of `kind` with `key`.
+    #[inline]
+    pub fn add(&mut self, kind: u8, key: u64, n: u64) {
+        let full = self.counts.len() >= self.max_keys;
+        match self.counts.get_mut(&(kind, key)) {
+            Some(count) => *count += n,
+            None if full => self.other[kind as usize & (EVENT_KIND_SLOTS as usize - 1)] += n,
+            None => {
+                self.counts.insert((kind, key), n);
+            }
+        }
+    }
+
+    /// Events counted, "other" included.
+    pub fn total(&self) -> u64 {
+        self.counts.values().sum::<u64>() + self.other.iter().sum::<u64>()
+    }
+
+    /// Keys held.
+    pub fn keys(&self) -> usize {
+        self.counts.len()
+    }
+
+    /// The count of one key.
+    pub fn get(&self, kind: u8, key: u64) -> u64 {
+        self.counts.get(&(kind, key)).copied().unwrap_or(0)
+    }
+
+    /// Every (kind, key, count), the largest first (ties by kind, then key).
+    pub fn sorted(&self) -> Vec<(u8, u64, u64)> {
+        let mut rows: Vec<(u8, u64, u64)> = self
+            .counts
+            .iter()
+            .map(|(&(k, key), &n)| (k, key, n))
+            .collect();
+        rows.sort_unstable_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1)));
+        rows
+    }
+
+    /// Adds another table's counts (the kernel's to the loader's).
+    pub fn merge(&mut self, other: &Table) {
+        for (&(kind, key), &n) in &other.counts {
+            self.add(kind, key, n);
+        }
+        for (mine, theirs) in self.other.iter_mut().zip(other.other) {
+            *mine += theirs;
+        }
+    }
+}
+
+/// How the table is printed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TableFormat {
+    /// Aligned columns for people.
+    Text,
+    /// One JSON object per row.
+    Jsonl,
+}
+
+/// One printed table: the `rows` largest keys (all with None), "other"
+/// rows, and with `previous` (the table `elapsed` ago) a rate column.
+pub struct View<'a> {
+    /// What is counted.
+    pub spec: &'a KeySpec,
+    /// The counts now.
+    pub table: &'a Table,
+    /// The counts at the previous refresh, for rates.
+    pub previous: Option<(&'a Table, Duration)>,
+    /// Rows to show at most.
+    pub rows: Option<usize>,
+}
+
+/// One row of a printed table: a key's count (`key` None: a type's
+/// "other" row), its share of the total and its rate.
+struct Row {
+    kind: u8,
+    key: Option<u64>,
+    n: u64,
+    share: f64,
+    rate: Option<f64>,
+}
+
+impl View<'_> {
+    /// The table as text or JSON lines.
+    pub fn render(&self, format: TableFormat) -> String {
+        let sorted = self.table.sorted();
+        let shown = sorted.len().min(self.rows.unwrap_or(usize::MAX));
+        let keyed: Vec<Row> = (sorted[..shown].iter())
+            .map(|&(kind, key, n)| self.row(kind, Some(key), n))
+            .collect();
+        let others: Vec<Row> = (self.table.other.iter().enumerate())
+            .filter(|(_, &n)| n > 0)
+            .map(|(kind, &n)| self.row(kind as u8, None, n))
+            .collect();
+        match format {
+            TableFormat::Jsonl => self.jsonl(keyed.iter().chain(&others)),
+            TableFormat::Text => self.text(&keyed, sorted.len() - shown, &others),
+        }
+    }
+
+    fn row(&self, kind: u8, key: Option<u64>, n: u64) -> Row {
+        let total = self.table.total();
+        let rate = self.previous.map(|(prev, dt)| {
+            let before = match key {
+                Some(key) => prev.get(kind, key),
+                None => prev.other[kind as usize],
+            };
+            n.saturating_sub(before) as f64 / dt.as_secs_f64().max(1e-9)
+        });
+        Row {
+            kind,
+            key,
+            n,
+            share: if total == 0 {
+                0.0
+            } else {
+                n as f64 / total as f64
+            },
+            rate,
+        }
+    }
+
+    fn jsonl<'r>(&self, rows: impl Iterator<Item = &'r Row>) -> String {
+        let by = &self.spec.by;
+        let mut out = String::new();
+        for row in rows {
+            let (event, n, share) = (name(row.kind), row.n, row.share);
+            let Some(key) = row.key else {
+                let _ = writeln!(
+                    out,
+                    "{{\"event\":\"{event}\",\"by\":\"{by}\",\"other\":true,\"count\":{n},\"share\":{share:.6}}}",
+                );
+                continue;
+            };
+            let _ = write!(
+                out,
+                "{{\"event\":\"{event}\",\"by\":\"{by}\",\"key\":{},\"count\":{n},\"share\":{share:.6}",
+                self.spec.json_value(key),
+            );
+            let reg = EventKind::from_id(row.kind).and_then(|k| self.spec.register(k, key));
+            if let Some(reg) = reg {
+                // As event lines give `reg_name` beside `reg`.
+                let _ = write!(out, ",\"key_name\":{}", serde_json::json!(reg));
+            }
+            if let Some(r) = row.rate {
+                let _ = write!(out, ",\"rate\":{r:.1}");
+            }
+            out.push_str("}\n");
+        }
+        out
+    }
+
+    /// Aligned columns: the keys shown, how many `more` were not, the
+    /// types' other rows.
+    fn text(&self, keyed: &[Row], more: usize, others: &[Row]) -> String {
+        let by = self.spec.by.to_uppercase();
+        let mut out = format!("{:<11} {by:>18} {:>14} {:>7}", "EVENT", "COUNT", "SHARE");
+        out.push_str(if self.previous.is_some() {
+            "     RATE/s\n"
+        } else {
+            "\n"
+        });
+        for (i, row) in keyed.iter().chain(others).enumerate() {
+            if i == keyed.len() && more > 0 {
+                let _ = writeln!(out, "… {more} more keys");
+            }
+            let key = match (row.key, EventKind::from_id(row.kind)) {
+                (None, _) => "(other)".to_string(),
+                (Some(key), Some(k)) => self.spec.show(k, key),
+                (Some(key), None) => key.to_string(),
+            };
+            let (event, n, pct) = (name(row.kind), row.n, row.share * 100.0);
+            let _ = write!(out, "{event:<11} {key:>18} {n:>14} {pct:>6.2}%");
+            if let Some(r) = row.rate {
+                let _ = write!(out, " {:>10}", si(r));
+            }
+            out.push('\n');
+        }
+        if others.is_empty() && more > 0 {
+            let _ = writeln!(out, "… {more} more keys");
+        }
+        out
+    }
+}
+
+/// An event type's name by id.
+fn name(kind: u8) -> &'static str {
+    EventKind::from_id(kind).map_or("?", EventKind::probe_name)
+}
+
+/// Counts the events it is handed into shared tables: one per `--by` (and
+/// one by page of `mem_read`/`mem_write` for `--heatmap`).
+pub struct CountWriter {
+    /// What each table counts, and the table.
+    pub tables: Vec<(KeySpec, Rc<RefCell<Table>>)>,
+}
+
+impl EventWriter for CountWriter {
+    fn event(&mut self, event: &Event<'_>) -> io::Result<()> {
+        for (spec, table) in &self.tables {
+            if let Some(key) = spec.key(event) {
+                table.borrow_mut().add(event.kind as u8, key, 1);
+            }
+        }
+        Ok(())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+    fn finish(&mut self, _: &Totals<'_>) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::event::Body;
+    use styx_common::RecordHeader;
+
+    fn event(kind: EventKind, args: [u64; 4], aux: u8) -> Event<'static> {
+        Event {
+            header: RecordHeader {
+                kind: kind as u8,
+                aux,
+                ..RecordHeader::default()
+            },
+            kind,
+            body: Body::Args(args),
+        }
+    }
+
+    #[test]
+    fn keys_by_field_page_and_event() {
+        let all = [EventKind::InsnExec, EventKind::MemRead, EventKind::Branch];
+        let by_pc = KeySpec::new("pc", 4096, &all).unwrap();
+        assert_eq!(
+            by_pc.key(&event(EventKind::MemRead, [0x1234, 0x5678, 0, 0], 1)),
+            Some(0x1234)
+        );
+        let by_page = KeySpec::new("page", 256, &all).unwrap();
+        assert_eq!(
+            by_page.key(&event(EventKind::MemRead, [0x1234, 0x5678, 0, 0], 1)),
+            Some(0x56)
+        );
+        assert_eq!(
+            by_page.key(&event(EventKind::InsnExec, [1, 2, 0, 0], 1)),
+            None
+        );
+        assert_eq!(by_page.show(EventKind::MemRead, 0x56), "0x5600");
+        let by_kind = KeySpec::new("kind", 4096, &all).unwrap();
+        let call = styx_common::Branch::conditional(styx_common::BranchKind::Call).encode();
+        let key = by_kind
+            .key(&event(EventKind::Branch, [1, 2, call, 0], 1))
+            .unwrap();
+        assert_eq!(by_kind.show(EventKind::Branch, key), "call");
+        let by_event = KeySpec::new("event", 4096, &all).unwrap();
+        assert_eq!(
+            by_event.key(&event(EventKind::InsnExec, [1, 2, 0, 0], 1)),
+            Some(0)
+        );
+        assert_eq!(
+            KeySpec::new("addr", 4096, &[EventKind::InsnExec]).unwrap_err(),
+            "--by addr: no selected event type has a field 'addr' (mem_read, mem_write have it)"
+        );
+    }
+
+    /// The key's shortcut reads what a filter reads (`filter::values`).
+    #[test]
+    fn keys_read_the_value_slots_filters_read() {
+        let all: Vec<EventKind> = EventKind::ALL[..EventKind::ALL.len() - 1].to_vec();
+        let mut e = event(EventKind::MemWrite, [11, 22, 33, 44], 2);
+        e.header.tid = 77;
+        e.header.pid = 66;
+        for field in ["pc", "addr", "val", "size", "tid", "pid"] {
+            let spec = KeySpec::new(field, 4096, &all).unwrap();
+            let FieldRef::Value { slot, .. } = field_of(EventKind::MemWrite, field).unwrap() else {
+                panic!()
+            };
+            let want = crate::questions::filter::values(&e)[slot as usize];
+            assert_eq!(spec.key(&e), Some(want), "{field}");
+        }
+    }
+
+    #[test]
+    fn keys_beyond_the_table_are_counted_as_other() {
+        let mut table = Table::new(2);
+        for key in 0..5 {
+            table.add(4, key, key + 1);
+        }
+        table.add(4, 0, 10);
+        assert_eq!(table.keys(), 2);
+        assert_eq!(table.get(4, 0), 11);
+        assert_eq!(table.other[4], 3 + 4 + 5);
+        assert_eq!(table.total(), 1 + 2 + 3 + 4 + 5 + 10);
+        let spec = KeySpec::new("addr", 4096, &[EventKind::MemRead]).unwrap();
+        let text = View {
+            spec: &spec,
+            table: &table,
+            previous: None,
+            rows: Some(1),
+        }
+        .render(TableFormat::Text);
+        assert!(
+            text.contains("mem_read                   0x0             11"),
+            "{text}"
+        );
+        assert!(text.contains("… 1 more keys"), "{text}");
+        assert!(text.contains("(other)             12"), "{text}");
+    }
+}

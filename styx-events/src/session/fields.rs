@@ -1,0 +1,260 @@
+//! An event's fields in order, named as in the JSON output: the one walk
+//! every format uses, driven by the event catalogue (styx-common's
+//! `event_catalogue!`), so a new event type needs no change here.
+
+use crate::record::event::{Body, Event, Text};
+use crate::session::guest::RegisterNames;
+use crate::session::header::Header;
+use crate::session::usdt::UsdtProbes;
+use styx_common::{Branch, EventKind, FieldType, InterruptKind, Shape};
+
+/// One field of an event, with how people like to read it.
+#[allow(missing_docs)] // each variant is (name, value)
+pub enum Field<'a> {
+    /// An address or value: hex for people.
+    Hex(&'static str, u64),
+    /// A count, size, number or id: decimal for people.
+    Dec(&'static str, u64),
+    /// A register: its number, and its name where the guest description
+    /// gives one.
+    Reg(&'static str, u64, Option<&'a str>),
+    /// A decoded kind (`call`, `entry`, …).
+    Name(&'static str, &'static str),
+    /// A flag such as `conditional`.
+    Flag(&'static str, bool),
+    /// A string the probe passed (span category and name, marker text).
+    Text(&'static str, &'a Text<'a>),
+    /// A name from the probe's note (provider, probe).
+    Str(&'static str, &'a str),
+    /// Another provider's probe arguments, in order.
+    Args(UsdtArgs<'a>),
+}
+
+/// One argument of another provider's probe, as its spec types it.
+pub enum Arg {
+    /// Sign-extended by the eBPF program.
+    Signed(i64),
+    /// As read.
+    Unsigned(u64),
+}
+
+/// The arguments of a USDT event, typed by the site's spec.
+pub struct UsdtArgs<'a> {
+    values: &'a [u64],
+    signed: &'a [bool],
+}
+
+impl Iterator for UsdtArgs<'_> {
+    type Item = Arg;
+
+    fn next(&mut self) -> Option<Arg> {
+        let (&value, rest) = self.values.split_first()?;
+        self.values = rest;
+        let signed = self.signed.first().copied().unwrap_or(false);
+        self.signed = self.signed.get(1..).unwrap_or(&[]);
+        // The eBPF program sign-extended signed values to 64 bits.
+        Some(if signed {
+            Arg::Signed(value as i64)
+        } else {
+            Arg::Unsigned(value)
+        })
+    }
+}
+
+/// What a session's header names beyond the catalogue: other providers'
+/// probes, and the guest's registers.
+#[derive(Clone, Debug, Default)]
+pub struct Names {
+    /// Other providers' probes, by spec id.
+    pub usdt: UsdtProbes,
+    /// Register names, by number.
+    pub registers: RegisterNames,
+    /// Traced functions' names, by id (`--functions`).
+    pub functions: Vec<String>,
+}
+
+impl Names {
+    /// The names `header` gives.
+    pub fn new(header: &Header) -> Names {
+        Names {
+            usdt: UsdtProbes::from_infos(&header.usdt),
+            registers: RegisterNames::new(header.guest.as_ref()),
+            functions: header.functions.clone(),
+        }
+    }
+}
+
+// Over 80 lines: one match over the catalogue's record shapes, each arm a
+// few lines; every format's per-event path, kept in one place on purpose.
+/// Calls `each` with every field of `event` after the common ones
+/// (`ts_ns`, `pid`, `tid`, `event`), as the event catalogue lists them.
+pub fn for_each_field<'a, E>(
+    event: &'a Event<'a>,
+    names: &'a Names,
+    mut each: impl FnMut(Field<'a>) -> Result<(), E>,
+) -> Result<(), E> {
+    match &event.body {
+        Body::Args(a) => {
+            let mut args = a.iter().copied();
+            let mut next = || args.next().unwrap_or(0);
+            for field in event.kind.fields() {
+                let name = field.name;
+                match field.ty {
+                    FieldType::Hex => each(Field::Hex(name, next()))?,
+                    FieldType::Dec => each(Field::Dec(name, next()))?,
+                    FieldType::Reg => {
+                        let num = next();
+                        each(Field::Reg(name, num, names.registers.get(num)))?
+                    }
+                    FieldType::Size => each(Field::Dec(name, event.header.aux.into()))?,
+                    FieldType::Branch => {
+                        let raw = next();
+                        match Branch::decode(raw) {
+                            Some(b) => {
+                                each(Field::Name(name, b.kind.name()))?;
+                                each(Field::Flag("conditional", b.conditional))?;
+                            }
+                            None => unknown_kind(&mut each, raw)?,
+                        }
+                    }
+                    FieldType::Interrupt => {
+                        let raw = next();
+                        match InterruptKind::from_id(raw) {
+                            Some(kind) => each(Field::Name(name, kind.name()))?,
+                            None => unknown_kind(&mut each, raw)?,
+                        }
+                    }
+                    // Strings never come in an argument record.
+                    FieldType::Text => {}
+                }
+            }
+            Ok(())
+        }
+        Body::Span { id, category, name } => {
+            each(Field::Text("category", category))?;
+            each(Field::Text("name", name))?;
+            each(Field::Dec("id", *id))?;
+            truncated(&mut each, category.truncated || name.truncated)
+        }
+        Body::Marker(text) => {
+            each(Field::Text("text", text))?;
+            truncated(&mut each, text.truncated)
+        }
+        Body::Usdt { spec_id, args } => {
+            let (provider, probe, signed) = match names.usdt.get(*spec_id) {
+                Some(site) => (
+                    site.provider.as_str(),
+                    site.probe.as_str(),
+                    &site.signed[..],
+                ),
+                None => ("?", "?", &[][..]),
+            };
+            each(Field::Str("provider", provider))?;
+            each(Field::Str("probe", probe))?;
+            each(Field::Args(UsdtArgs {
+                values: args,
+                signed,
+            }))
+        }
+        Body::Call(call) => {
+            each(Field::Str("function", names.function(call.function)))?;
+            each(Field::Dec("depth", call.depth.into()))?;
+            if let Some(ns) = call.duration_ns {
+                each(Field::Dec("duration_ns", ns))?;
+            }
+            if call.unwound {
+                each(Field::Flag("unwound", true))?;
+            }
+            if call.tail_call {
+                each(Field::Flag("tail_call", true))?;
+            }
+            Ok(())
+        }
+    }
+}
+
+impl Names {
+    /// The traced function with this id, `?` if the header has none.
+    pub fn function(&self, id: u32) -> &str {
+        self.functions.get(id as usize).map_or("?", String::as_str)
+    }
+}
+
+/// Whether every field of `kind` is a plain number straight from the
+/// record (its arguments in order, then for memory accesses the size from
+/// `aux`): formats may then write them without the walk. Not for kinds with
+/// decoded fields (branch, interrupt), strings, or USDT.
+pub fn is_plain(kind: EventKind) -> bool {
+    !kind.fields().is_empty()
+        && kind.fields().iter().all(|f| {
+            matches!(
+                f.ty,
+                FieldType::Hex | FieldType::Dec | FieldType::Reg | FieldType::Size
+            )
+        })
+}
+
+/// A plain event's values, in field order (see [`is_plain`]).
+#[inline(always)]
+pub fn plain_values(event: &Event<'_>, args: &[u64; 4]) -> [u64; 4] {
+    match event.kind.shape() {
+        // The catalogue lists the aux byte's field last.
+        Shape::ArgsAux(2) => [args[0], args[1], event.header.aux.into(), 0],
+        Shape::ArgsAux(3) => [args[0], args[1], args[2], event.header.aux.into()],
+        _ => *args,
+    }
+}
+
+/// A kind value no styx probe writes: said plainly, with the raw value.
+fn unknown_kind<'a, E>(
+    each: &mut impl FnMut(Field<'a>) -> Result<(), E>,
+    raw: u64,
+) -> Result<(), E> {
+    each(Field::Name("kind", "unknown"))?;
+    each(Field::Dec("kind_raw", raw))
+}
+
+/// `truncated: true` only when a string was cut, so the usual line stays short.
+fn truncated<'a, E>(each: &mut impl FnMut(Field<'a>) -> Result<(), E>, cut: bool) -> Result<(), E> {
+    if cut {
+        each(Field::Flag("truncated", true))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use styx_common::RecordHeader;
+
+    /// The shortcut says what the full walk says, for every kind it covers.
+    #[test]
+    fn plain_fields_match_the_full_walk() {
+        for &kind in EventKind::ALL.iter().filter(|&&k| is_plain(k)) {
+            let names: Vec<&str> = kind.fields().iter().map(|f| f.name).collect();
+            let args = [11, 22, 33, 44];
+            let event = Event {
+                header: RecordHeader {
+                    kind: kind as u8,
+                    aux: 4,
+                    ..RecordHeader::default()
+                },
+                kind,
+                body: Body::Args(args),
+            };
+            let mut walked = Vec::new();
+            let _ = for_each_field(&event, &Names::default(), |field| {
+                match field {
+                    Field::Hex(name, v) | Field::Dec(name, v) | Field::Reg(name, v, _) => {
+                        walked.push((name, v))
+                    }
+                    _ => panic!("{kind:?} has a field that is not a plain number"),
+                }
+                Ok::<(), ()>(())
+            });
+            let values = plain_values(&event, &args);
+            let shortcut: Vec<(&str, u64)> = names.iter().copied().zip(values).collect();
+            assert_eq!(walked, shortcut, "{kind:?}");
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! A session's header: what a reader needs to make sense of its events,
+//! also later on another machine: who was traced where, the clocks, and the
+//! probes with their argument names and types. Every format starts from it;
+//! a raw capture stores it as JSON.
+
+use crate::session::guest::Guest;
+use rustix::time::ClockId;
+use serde::{Deserialize, Serialize};
+use styx_common::{EventKind, Shape, UsdtSpec};
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+/// Who was traced where, the clocks, and the probes.
+pub struct Header {
+    /// `styx-loader` version that wrote it.
+    pub loader: String,
+    /// Host name (`uname -n`).
+    pub host: String,
+    /// Kernel release (`uname -r`).
+    pub kernel: String,
+    /// The traced process (0: every process running the binary).
+    pub pid: u32,
+    /// Its executable.
+    pub exe: String,
+    /// How record times map to wall-clock time.
+    pub clock: ClockMapping,
+    /// styx's event types, by kind id.
+    pub events: Vec<EventInfo>,
+    /// Other providers' probes (`--probes`), by spec id.
+    pub usdt: Vec<UsdtInfo>,
+    /// The guest, as the emulator described it (`styx_probe::describe!`);
+    /// captures written before it have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest: Option<Guest>,
+    /// Traced functions' names (`--functions`), by the id their
+    /// `fn_entry`/`fn_exit` events carry.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub functions: Vec<String>,
+    /// The functions' returns were uretprobes (`--function-exits
+    /// uretprobe`): a call that tail-calls another traced function then
+    /// returns with it, its own exit right after the callee's (the call
+    /// tracker pairs them so). Else `ret` probes, and jumps out.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub uretprobe_exits: bool,
+}
+
+/// Record times are kernel `CLOCK_MONOTONIC` ns; this pair, read one right
+/// after the other when tracing started, turns them into wall-clock time:
+/// `realtime = ts_ns - monotonic_ns + realtime_ns`.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ClockMapping {
+    /// CLOCK_MONOTONIC, ns.
+    pub monotonic_ns: u64,
+    /// CLOCK_REALTIME at the same moment, ns since the Unix epoch.
+    pub realtime_ns: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+/// One styx event type as the capture describes it.
+pub struct EventInfo {
+    /// Its kind id.
+    pub id: u8,
+    /// Its probe name.
+    pub name: String,
+    /// Its fields, in output order.
+    pub args: Vec<ArgInfo>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+/// One field or argument: its name and type.
+pub struct ArgInfo {
+    /// The name in output.
+    pub name: String,
+    /// `u64`, `i32`, `u8`, `str`, `branch` (`kind | conditional << 8`),
+    /// `interrupt` (0 entry, 1 exit) …
+    #[serde(rename = "type")]
+    pub ty: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+/// Another provider's probe as the capture describes it.
+pub struct UsdtInfo {
+    /// Its records' spec id.
+    pub spec_id: u32,
+    /// The provider.
+    pub provider: String,
+    /// The probe.
+    pub probe: String,
+    /// Its arguments, `arg0`, `arg1`…, typed `i32`, `u64`….
+    pub args: Vec<ArgInfo>,
+}
+
+impl Header {
+    /// The header for tracing `pid` now.
+    pub fn now(pid: u32, exe: &str, usdt: Vec<UsdtInfo>) -> Header {
+        let (host, kernel) = uname();
+        Header {
+            loader: env!("CARGO_PKG_VERSION").to_string(),
+            host,
+            kernel,
+            pid,
+            exe: exe.to_string(),
+            clock: ClockMapping::now(),
+            events: EventKind::ALL
+                .iter()
+                .filter(|k| k.shape() != Shape::Usdt)
+                .map(|&k| event_info(k))
+                .collect(),
+            usdt,
+            guest: None,
+            functions: Vec::new(),
+            uretprobe_exits: false,
+        }
+    }
+}
+
+fn event_info(kind: EventKind) -> EventInfo {
+    EventInfo {
+        id: kind as u8,
+        name: kind.probe_name().to_string(),
+        args: kind
+            .fields()
+            .iter()
+            .map(|field| ArgInfo {
+                name: field.name.to_string(),
+                ty: field.ty.capture_type().to_string(),
+            })
+            .collect(),
+    }
+}
+
+impl UsdtInfo {
+    /// How a capture names site `spec_id`, `provider:probe`, whose
+    /// arguments `spec` types.
+    pub fn from_spec(spec_id: u32, provider: &str, probe: &str, spec: &UsdtSpec) -> UsdtInfo {
+        let nargs = (spec.nargs as usize).min(spec.args.len());
+        UsdtInfo {
+            spec_id,
+            provider: provider.to_string(),
+            probe: probe.to_string(),
+            args: spec.args[..nargs]
+                .iter()
+                .enumerate()
+                .map(|(i, arg)| {
+                    let sign = if arg.signed != 0 { 'i' } else { 'u' };
+                    ArgInfo {
+                        name: format!("arg{i}"),
+                        ty: format!("{sign}{}", u32::from(arg.size) * 8),
+                    }
+                })
+                .collect(),
+        }
+    }
+}
+
+impl ClockMapping {
+    /// Reads both clocks, keeping the closest of a few tries.
+    pub fn now() -> ClockMapping {
+        let mut best: Option<(u64, ClockMapping)> = None;
+        for _ in 0..5 {
+            let before = clock_ns(ClockId::Monotonic);
+            let realtime_ns = clock_ns(ClockId::Realtime);
+            let after = clock_ns(ClockId::Monotonic);
+            let mapping = ClockMapping {
+                monotonic_ns: before + (after - before) / 2,
+                realtime_ns,
+            };
+            if best.is_none_or(|(gap, _)| after - before < gap) {
+                best = Some((after - before, mapping));
+            }
+        }
+        best.expect("five tries").1
+    }
+
+    /// Wall-clock ns since the Unix epoch for a record's `ts_ns`.
+    pub fn realtime(&self, ts_ns: u64) -> u64 {
+        ts_ns
+            .wrapping_sub(self.monotonic_ns)
+            .wrapping_add(self.realtime_ns)
+    }
+}
+
+/// Now on `clock`, in ns: `Monotonic` is the clock of records' `ts_ns`.
+pub fn clock_ns(clock: ClockId) -> u64 {
+    let now = rustix::time::clock_gettime(clock);
+    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
+}
+
+fn uname() -> (String, String) {
+    // SAFETY: utsname is plain data; uname fills it.
+    let mut name: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a utsname we own.
+    if unsafe { libc::uname(&mut name) } != 0 {
+        return ("?".into(), "?".into());
+    }
+    let text = |field: &[libc::c_char]| {
+        let bytes: Vec<u8> = field
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    (text(&name.nodename), text(&name.release))
+}

@@ -1,0 +1,9 @@
+//! What a session is about, which every format starts from: the header
+//! (who was traced, clocks, probes; a capture stores it), the emulator's
+//! guest description, other providers' probes, and an event's fields
+//! walked from the catalogue.
+
+pub mod fields;
+pub mod guest;
+pub mod header;
+pub mod usdt;

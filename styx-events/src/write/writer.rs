@@ -1,0 +1,278 @@
+//! Where decoded events go: the [`EventWriter`] every format is, what a run
+//! saw ([`Totals`]), and the pieces writers share: [`Chunked`], the one
+//! buffer between a format and its output (callers hand writers an
+//! unbuffered file or stdout), [`Tee`] and [`Labeled`].
+
+use crate::record::event::Event;
+use crate::write::buf::ByteBuf;
+use std::io::{self, Write};
+
+/// Where decoded events go, in one format.
+pub trait EventWriter {
+    /// Takes one event.
+    fn event(&mut self, event: &Event<'_>) -> io::Result<()>;
+    /// Hands what was written so far to the output, so a reader sees it.
+    fn flush(&mut self) -> io::Result<()>;
+    /// Ends the output (trailers, closing brackets) and flushes it.
+    fn finish(&mut self, totals: &Totals<'_>) -> io::Result<()>;
+    /// Whether [`EventWriter::batch`] takes batch records whole (the raw
+    /// capture stores them as they are); else the caller splits them and
+    /// hands over their events.
+    fn takes_batches(&self) -> bool {
+        false
+    }
+    /// Takes a whole batch record (see [`crate::Batches`]); called only when
+    /// [`EventWriter::takes_batches`] says so.
+    fn batch(&mut self, record: &[u8]) -> io::Result<()> {
+        let _ = record;
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this output takes batches split into events",
+        ))
+    }
+    /// After [`EventWriter::event`] or [`EventWriter::flush`] failed:
+    /// whether part of the output still works, so that it should still be
+    /// [`EventWriter::finish`]ed (a [`Tee`] whose other writers do). A
+    /// writer whose output failed is done with: false.
+    fn can_finish(&self) -> bool {
+        false
+    }
+}
+
+/// What a run saw, per event kind id, for a format's trailer.
+pub struct Totals<'a> {
+    /// Events written, per kind id.
+    pub events: &'a [u64],
+    /// Events lost in the kernel (ring buffer full), per kind id.
+    pub drops: &'a [u64],
+}
+
+/// A format's output: bytes gathered in one buffer and written in chunks of
+/// about `chunk` bytes, so a fast format makes few write calls and memory
+/// stays bounded.
+pub struct Chunked<W: Write> {
+    out: W,
+    /// What the format has written and the output not yet taken.
+    pub buf: ByteBuf,
+    chunk: usize,
+}
+
+impl<W: Write> Chunked<W> {
+    /// An empty buffer in front of `out`.
+    pub fn new(out: W, chunk: usize) -> Chunked<W> {
+        Chunked {
+            out,
+            buf: ByteBuf::with_capacity(chunk),
+            chunk,
+        }
+    }
+
+    /// After each event: writes the buffer out once it holds a chunk.
+    #[inline]
+    pub fn event_done(&mut self) -> io::Result<()> {
+        if self.buf.len() >= self.chunk {
+            self.write_out()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the buffer out. Whatever happens, its bytes are done with: a
+    /// failed write is not retried, so a file stays a prefix of the stream.
+    pub fn write_out(&mut self) -> io::Result<()> {
+        let result = self.out.write_all(self.buf.as_slice());
+        self.buf.clear();
+        result
+    }
+
+    /// Writes the buffer out and flushes the output.
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.write_out()?;
+        self.out.flush()
+    }
+
+    /// The output, for what a format does at its end (a gzip trailer).
+    pub fn get_mut(&mut self) -> &mut W {
+        &mut self.out
+    }
+
+    /// Gives the output back (for tests and tools); call [`Chunked::flush`] first.
+    pub fn into_inner(self) -> W {
+        self.out
+    }
+}
+
+/// Several writers fed the same events (`--capture` beside `-o`).
+///
+/// A writer that fails is set aside and the others go on: when `-o`'s pipe
+/// closes (`| head`), the capture still gets every event the caller handed
+/// over and, at [`EventWriter::finish`], its END record. Each call returns
+/// the first error of a writer failing in it, so the caller learns of each
+/// failure once; [`EventWriter::can_finish`] says whether any writer works.
+pub struct Tee {
+    /// None once the writer failed.
+    writers: Vec<Option<Box<dyn EventWriter>>>,
+}
+
+impl Tee {
+    /// Feeds `writers`, in order.
+    pub fn new(writers: Vec<Box<dyn EventWriter>>) -> Tee {
+        Tee {
+            writers: writers.into_iter().map(Some).collect(),
+        }
+    }
+
+    /// Calls `f` on every writer still working; one that fails is dropped.
+    fn each(
+        &mut self,
+        mut f: impl FnMut(&mut dyn EventWriter) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let mut result = Ok(());
+        for slot in &mut self.writers {
+            if let Some(writer) = slot {
+                if let Err(e) = f(&mut **writer) {
+                    *slot = None;
+                    if result.is_ok() {
+                        result = Err(e);
+                    }
+                }
+            }
+        }
+        result
+    }
+}
+
+impl EventWriter for Tee {
+    fn event(&mut self, event: &Event<'_>) -> io::Result<()> {
+        self.each(|w| w.event(event))
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.each(|w| w.flush())
+    }
+    fn takes_batches(&self) -> bool {
+        self.writers.iter().flatten().all(|w| w.takes_batches())
+    }
+    fn batch(&mut self, record: &[u8]) -> io::Result<()> {
+        self.each(|w| w.batch(record))
+    }
+    fn finish(&mut self, totals: &Totals<'_>) -> io::Result<()> {
+        self.each(|w| w.finish(totals))
+    }
+    fn can_finish(&self) -> bool {
+        self.writers.iter().any(Option::is_some)
+    }
+}
+
+/// Takes every event and writes nothing: for what arrives after the
+/// output closed, and for `--summary` alone.
+pub struct Discard;
+
+impl EventWriter for Discard {
+    fn event(&mut self, _: &Event<'_>) -> io::Result<()> {
+        Ok(())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+    fn finish(&mut self, _: &Totals<'_>) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// An output whose errors say which file they came from.
+pub struct Labeled {
+    out: Box<dyn Write>,
+    name: String,
+}
+
+impl Labeled {
+    /// `out`, whose errors are prefixed with `name`.
+    pub fn new(out: Box<dyn Write>, name: String) -> Labeled {
+        Labeled { out, name }
+    }
+
+    fn label(&self, e: io::Error) -> io::Error {
+        io::Error::new(e.kind(), format!("{}: {e}", self.name))
+    }
+}
+
+impl Write for Labeled {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.out.write(buf).map_err(|e| self.label(e))
+    }
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.out.write_all(buf).map_err(|e| self.label(e))
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush().map_err(|e| self.label(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::event::Body;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    use styx_common::{EventKind, RecordHeader};
+
+    /// Records what it is given; fails every call with `fail` once set.
+    #[derive(Default)]
+    struct Probe {
+        log: Rc<RefCell<Vec<&'static str>>>,
+        fail: Option<io::ErrorKind>,
+    }
+
+    impl Probe {
+        fn call(&mut self, what: &'static str) -> io::Result<()> {
+            self.log.borrow_mut().push(what);
+            match self.fail {
+                Some(kind) => Err(kind.into()),
+                None => Ok(()),
+            }
+        }
+    }
+
+    impl EventWriter for Probe {
+        fn event(&mut self, _: &Event<'_>) -> io::Result<()> {
+            self.call("event")
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            self.call("flush")
+        }
+        fn finish(&mut self, _: &Totals<'_>) -> io::Result<()> {
+            self.call("finish")
+        }
+    }
+
+    #[test]
+    fn a_tee_goes_on_without_a_writer_that_failed() {
+        let (main, capture) = (Rc::default(), Rc::default());
+        let mut tee = Tee::new(vec![
+            Box::new(Probe {
+                log: Rc::clone(&main),
+                fail: Some(io::ErrorKind::BrokenPipe),
+            }),
+            Box::new(Probe {
+                log: Rc::clone(&capture),
+                fail: None,
+            }),
+        ]);
+        let event = Event {
+            header: RecordHeader::default(),
+            kind: EventKind::Marker,
+            body: Body::Args([0; 4]),
+        };
+        let err = tee.event(&event).expect_err("the main output failed");
+        assert_eq!(err.kind(), io::ErrorKind::BrokenPipe);
+        assert!(tee.can_finish(), "the capture still works");
+        tee.event(&event).unwrap();
+        tee.flush().unwrap();
+        let totals = Totals {
+            events: &[],
+            drops: &[],
+        };
+        tee.finish(&totals).unwrap();
+        assert_eq!(*main.borrow(), ["event"]);
+        assert_eq!(*capture.borrow(), ["event", "event", "flush", "finish"]);
+    }
+}

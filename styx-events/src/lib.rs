@@ -43,9 +43,8 @@ pub use questions::top::{heatmap, CountWriter, KeyRef, KeySpec, Table, TableForm
 pub use record::batch::{BatchError, Batches, Irregular};
 pub use record::event::{decode, Body, Call, DecodeError, Event, Text};
 pub use record::{batch_items, partial};
-pub use rustix::time::ClockId;
 pub use session::guest::{Guest, GuestError, Image, Register, RegisterNames, Within};
-pub use session::header::{clock_ns, Header, UsdtInfo};
+pub use session::header::{clock_ns, ClockId, Header, UsdtInfo};
 pub use write::escape;
 pub use write::human::si;
 pub use write::writer::{Discard, EventWriter, Tee, Totals};

@@ -3,9 +3,9 @@
 
 use crate::bpf::load::Counting;
 use crate::cli::{Delivery, FunctionExitsArg, TopOptions, TraceArgs};
-use crate::cmd::list::{find_functions, Searched};
 use crate::cmd::top::{self, Counter, Screen};
 use crate::outputs::{self, Outputs};
+use crate::search::{find_functions, guest_description, Searched};
 use crate::session::report::Stop;
 use crate::session::spawn::{self, Held};
 use crate::session::{self, Lossless, Refresh, Session};
@@ -95,7 +95,7 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
         ),
         Some(top) => counting_outputs(&args, top, &target, &selection, &header)?,
     };
-    let options = session::Options {
+    let settings = session::Settings {
         attach: args.attach,
         ring_bytes: args.ring_size,
         ebpf_log: args.ebpf_log,
@@ -108,7 +108,7 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
         flight,
     };
     let (out, calls) = outputs::track_calls(out, &header);
-    let mut session = Session::start(&target, &selection, out, options)?;
+    let mut session = Session::start(&target, &selection, out, settings)?;
     let spawned = held.is_some();
     let own_session = held.as_ref().is_some_and(|h| h.own_session);
     if let Some(held) = held {
@@ -285,7 +285,7 @@ fn find_sites(
     searched: Searched,
 ) -> Result<(Selection, Option<Guest>)> {
     let tables = target.probe_tables()?;
-    let guest = crate::cmd::list::guest_description(target, &tables);
+    let guest = guest_description(target, &tables);
     let kinds = args.kinds();
     let wanted = Wanted {
         kinds: &kinds,

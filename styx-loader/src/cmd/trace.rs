@@ -2,7 +2,7 @@
 //! binary system-wide, from the command line to the exit code.
 
 use crate::bpf::load::Counting;
-use crate::cli::{Delivery, FunctionExitsArg, TopOptions, TraceArgs};
+use crate::cli::{FunctionExitsArg, TopOptions, TraceArgs};
 use crate::cmd::top::{self, Counter, Screen};
 use crate::outputs::{self, Outputs};
 use crate::search::{find_functions, guest_description, Searched};
@@ -13,7 +13,7 @@ use anyhow::{bail, Result};
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use styx_common::EventKind;
+use styx_common::{Delivery, EventKind};
 use styx_events::filter::Filters;
 use styx_events::flight::{FlightRecorder, Limits, OpenDump, Recording};
 use styx_events::formats::Format;
@@ -81,11 +81,11 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
         None => (
             outputs::open(
                 &Outputs {
-                    format: args.format,
-                    output: args.output.as_deref(),
+                    format: args.output.format,
+                    output: args.output.path.as_deref(),
                     capture: args.capture.as_ref(),
-                    detail: args.detail,
-                    roll_mib: args.roll_size,
+                    detail: args.output.detail,
+                    roll_mib: args.output.roll_size,
                     discard: args.summary,
                 },
                 &header,
@@ -100,7 +100,7 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
         ring_bytes: args.ring_size,
         ebpf_log: args.ebpf_log,
         duration: args.duration,
-        live: session::live_line_wanted(args.quiet, args.output.is_some()),
+        live: session::live_line_wanted(args.quiet, args.output.path.is_some()),
         lossless: lossless_mode(&args, top.is_some()),
         filters,
         counting,
@@ -121,7 +121,7 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
     session.detach().await;
     session.finish(stop)?;
     if let Some(calls) = calls {
-        let to = args.summary.then_some(args.output.as_deref());
+        let to = args.summary.then_some(args.output.path.as_deref());
         outputs::write_call_table(&calls.borrow(), &header, to)?;
     }
     match (spawned, target.pid) {
@@ -163,7 +163,7 @@ fn counting_outputs(
         c.page_size,
         c.heatmap.as_deref(),
         c.max_keys,
-        args.format,
+        args.output.format,
         &args.kinds(),
         header.guest.as_ref(),
     )?;
@@ -194,14 +194,20 @@ fn counting_outputs(
     if let Some(path) = &args.capture {
         out = Box::new(Tee::new(vec![
             out,
-            outputs::open_one(Format::Raw, Some(path), args.detail, args.roll_size, header)?,
+            outputs::open_one(
+                Format::Raw,
+                Some(path),
+                args.output.detail,
+                args.output.roll_size,
+                header,
+            )?,
         ]));
     }
     let (tables, max_keys) = (counter.specs.len(), counter.max_keys);
     let mut screen = Screen::new(
         counter,
         top.rows,
-        args.output.clone(),
+        args.output.path.clone(),
         format!("styx-loader top: {}", target.name),
     );
     let refresh = Refresh {
@@ -223,7 +229,7 @@ fn flight_recorder(
     if args.capture.is_some() {
         bail!("--capture writes every event; with --flight-recorder use -o raw for dumps");
     }
-    outputs::refuse_binary_on_terminal(args.format, args.output.as_deref())?;
+    outputs::refuse_binary_on_terminal(args.output.format, args.output.path.as_deref())?;
     // The filter language, without sampling: any event it keeps triggers.
     let trigger = match &args.trigger {
         None => None,
@@ -238,10 +244,10 @@ fn flight_recorder(
         },
     };
     let (format, detail, roll_mib, output, header) = (
-        args.format,
-        args.detail,
-        args.roll_size,
-        args.output.clone(),
+        args.output.format,
+        args.output.detail,
+        args.output.roll_size,
+        args.output.path.clone(),
         header.clone(),
     );
     let open: OpenDump = Box::new(move |n| {

@@ -5,6 +5,7 @@ use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
+use styx_common::summary::JSON_SUMMARY_ENV;
 use styx_common::{Delivery, EventKind};
 use styx_events::filter::Filters;
 use styx_events::formats::{Detail, Format};
@@ -467,6 +468,15 @@ pub struct TraceArgs {
     /// only when stderr is a terminal). The end-of-run summary stays.
     #[arg(short, long)]
     pub quiet: bool,
+
+    /// Also print the end-of-run summary as one line of JSON on stderr,
+    /// after the text, for scripts: `styx-loader: summary: ` then
+    /// {"events", "target", "seconds", "stop" (interrupted, terminated,
+    /// target_exited, duration_reached, output_closed, output_failed),
+    /// "dropped", "types": [{"name", "events", "dropped", "lost" (copy from
+    /// the process failed), "filtered"}]}.
+    #[arg(long, env = JSON_SUMMARY_ENV)]
+    pub json_summary: bool,
 }
 
 /// How traced functions' returns are probed (see --function-exits).

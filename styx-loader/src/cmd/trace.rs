@@ -101,6 +101,7 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
         ebpf_log: args.ebpf_log,
         duration: args.duration,
         live: session::live_line_wanted(args.quiet, args.output.path.is_some()),
+        json_summary: args.json_summary,
         lossless: lossless_mode(&args, top.is_some()),
         filters,
         counting,

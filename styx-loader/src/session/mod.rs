@@ -26,7 +26,7 @@ use attachment::Logger;
 use batches::{Batches, Partial};
 use drain::{Drained, Sink};
 use live::LiveLine;
-use report::{Stop, Summary};
+use report::{Run, Stop};
 use std::cell::RefCell;
 use std::io::{self, IsTerminal};
 use std::rc::Rc;
@@ -57,6 +57,8 @@ pub struct Settings {
     pub duration: Option<Duration>,
     /// Draw the live line (on a terminal, not `--quiet`).
     pub live: bool,
+    /// Also print the summary as JSON (`--json-summary`).
+    pub json_summary: bool,
     pub lossless: Lossless,
     /// `--filter` and `--sample`, if given.
     pub filters: Option<Filters>,
@@ -341,7 +343,7 @@ impl Session {
             flight.borrow_mut().dump("tracing stopped", None);
         }
         self.sink.finish(&drops);
-        report::print(&Summary {
+        report::print(&Run {
             target: &self.target_name,
             stop,
             elapsed: self.elapsed,
@@ -350,6 +352,7 @@ impl Session {
             faults: &faults,
             filtered: &filtered,
             ring_size: self.settings.ring_bytes,
+            json: self.settings.json_summary,
         });
         if let Some(flight) = &self.settings.flight {
             report::flight(&flight.borrow());

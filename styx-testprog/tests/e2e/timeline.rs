@@ -186,7 +186,7 @@ mod perfetto {
         }
         let tids: Vec<u64> = thread_tracks.values().copied().collect();
         assert_eq!(tids, fired.keys().copied().collect::<Vec<_>>());
-        assert_eq!(counter_tracks.len(), 13, "{counter_tracks:?}");
+        assert_eq!(counter_tracks.len(), styx_types(), "{counter_tracks:?}");
         assert!(counter_tracks.values().any(|n| n == "mem_read/s"));
 
         let mut counted = 0;

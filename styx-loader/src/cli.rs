@@ -1,7 +1,7 @@
 //! Command-line options.
 
 use crate::bpf::AttachMode;
-use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use clap::builder::{BoolishValueParser, PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -475,7 +475,7 @@ pub struct TraceArgs {
     /// target_exited, duration_reached, output_closed, output_failed),
     /// "dropped", "types": [{"name", "events", "dropped", "lost" (copy from
     /// the process failed), "filtered"}]}.
-    #[arg(long, env = JSON_SUMMARY_ENV)]
+    #[arg(long, env = JSON_SUMMARY_ENV, value_parser = BoolishValueParser::new())]
     pub json_summary: bool,
 }
 
@@ -664,6 +664,12 @@ mod tests {
         assert_eq!(cli.trace.delivery, Delivery::Batched);
         let cli = Cli::try_parse_from(["styx-loader", "--pid", "1", "--delivery", "per-event"]);
         assert_eq!(cli.unwrap().trace.delivery, Delivery::PerEvent);
+    }
+
+    #[test]
+    fn json_summary_from_the_flag() {
+        let cli = Cli::try_parse_from(["styx-loader", "--pid", "1", "--json-summary"]).unwrap();
+        assert!(cli.trace.json_summary);
     }
 
     #[test]

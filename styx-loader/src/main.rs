@@ -57,8 +57,7 @@ fn run_trace(_: TraceArgs, _: Option<TopOptions>) -> anyhow::Result<i32> {
 
 #[cfg(feature = "trace")]
 fn run_trace(args: TraceArgs, top: Option<TopOptions>) -> anyhow::Result<i32> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !nix::unistd::geteuid().is_root() {
         anyhow::bail!(
             "loading eBPF programs needs root (CAP_BPF and CAP_PERFMON): run it with sudo"
         );

@@ -36,34 +36,12 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
         // emulator and the loader for nothing.
         args.events = top::counted_kinds(&top.count)?;
     }
-    let (target, searched) = match (&held, &args.binary) {
-        (Some(held), _) => (Target::spawned(held.pid, &held.program), Searched::Command),
-        (None, Some(path)) => (Target::binary(path)?, Searched::Binary),
-        (None, None) => (
-            Target::from_pid(args.pid.expect("clap requires a target"))?,
-            Searched::Process,
-        ),
-    };
-    if args.lossless && args.delivery == Delivery::PerEvent {
-        bail!("--lossless needs --delivery batched: a full ring loses per-event hits");
-    }
-    if args.lossless && target.pid.is_none() {
-        bail!("--lossless needs one process (--pid or a command after --), not --binary");
-    }
+    let (target, searched) = target_of(&args, held.as_ref())?;
     let (selection, guest) = find_sites(&args, &target, searched)?;
     // Bad expressions stop here: nothing is attached yet. Register fields
     // take the names the guest description gives.
     let filters = args.compile_filters(guest.as_ref())?;
-    let usdt = selection
-        .usdt
-        .iter()
-        .enumerate()
-        .map(|(id, site)| UsdtInfo::from_spec(id as u32, &site.provider, &site.probe, &site.spec))
-        .collect();
-    let mut header = Header::now(target.pid.unwrap_or(0), &target.files[0].name, usdt);
-    header.guest = guest;
-    header.functions = selection.functions.clone();
-    header.uretprobe_exits = args.function_exits == FunctionExitsArg::Uretprobe;
+    let header = header_of(&args, &target, &selection, guest);
     if top.is_some() && !header.functions.is_empty() {
         bail!("--functions is for tracing, not top");
     }
@@ -129,6 +107,47 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
         (true, Some(pid)) => spawn::wait_exit_code(pid),
         _ => Ok(0),
     }
+}
+
+/// What to trace: the command held, the binary, or the process; refused
+/// where --lossless cannot hold.
+fn target_of(args: &TraceArgs, held: Option<&Held>) -> Result<(Target, Searched)> {
+    let (target, searched) = match (held, &args.binary) {
+        (Some(held), _) => (Target::spawned(held.pid, &held.program), Searched::Command),
+        (None, Some(path)) => (Target::binary(path)?, Searched::Binary),
+        (None, None) => (
+            Target::from_pid(args.pid.expect("clap requires a target"))?,
+            Searched::Process,
+        ),
+    };
+    if args.lossless && args.delivery == Delivery::PerEvent {
+        bail!("--lossless needs --delivery batched: a full ring loses per-event hits");
+    }
+    if args.lossless && target.pid.is_none() {
+        bail!("--lossless needs one process (--pid or a command after --), not --binary");
+    }
+    Ok((target, searched))
+}
+
+/// The session's header: the target, the other providers' sites, the
+/// guest and the traced functions.
+fn header_of(
+    args: &TraceArgs,
+    target: &Target,
+    selection: &Selection,
+    guest: Option<Guest>,
+) -> Header {
+    let usdt = selection
+        .usdt
+        .iter()
+        .enumerate()
+        .map(|(id, site)| UsdtInfo::from_spec(id as u32, &site.provider, &site.probe, &site.spec))
+        .collect();
+    let mut header = Header::now(target.pid.unwrap_or(0), &target.files[0].name, usdt);
+    header.guest = guest;
+    header.functions = selection.functions.clone();
+    header.uretprobe_exits = args.function_exits == FunctionExitsArg::Uretprobe;
+    header
 }
 
 /// Whether batches wait for the loader: `--lossless`, or `top` on one

@@ -389,25 +389,12 @@ fn keep_in_loader(filters: Option<&Filters>, selection: &Selection) -> (Option<K
     (Some(Keep::new(filters.clone(), in_kernel)), split)
 }
 
-/// `SIGSEGV` for 11.
+/// `SIGSEGV` for 11; `signal 99` for a number that names none.
 fn signal_name(signal: u32) -> String {
-    let name = match signal as i32 {
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGINT => "SIGINT",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGILL => "SIGILL",
-        libc::SIGTRAP => "SIGTRAP",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGSYS => "SIGSYS",
-        _ => return format!("signal {signal}"),
-    };
-    name.to_string()
+    match nix::sys::signal::Signal::try_from(signal as i32) {
+        Ok(known) => known.as_str().to_string(),
+        Err(_) => format!("signal {signal}"),
+    }
 }
 
 /// Whether the live line may be drawn: on a terminal, unless events go to
@@ -415,4 +402,16 @@ fn signal_name(signal: u32) -> String {
 pub fn live_line_wanted(quiet: bool, output_is_file: bool) -> bool {
     let events_on_terminal = !output_is_file && io::stdout().is_terminal();
     !quiet && io::stderr().is_terminal() && !events_on_terminal
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signals_by_name_or_number() {
+        assert_eq!(signal_name(11), "SIGSEGV");
+        assert_eq!(signal_name(6), "SIGABRT");
+        assert_eq!(signal_name(99), "signal 99");
+    }
 }

@@ -14,6 +14,7 @@
 
 use super::flush_block::{self, remote, FlushSite};
 use anyhow::{Context, Result};
+use nix::time::{clock_gettime, ClockId};
 use std::fs;
 use std::io;
 use styx_common::batch::REGISTRY_POINTER_OFFSET;
@@ -103,11 +104,6 @@ fn registry_of(pid: u32, maps: &str, flush: &FlushSite) -> Result<Option<u64>> {
 }
 
 fn monotonic_ns() -> u64 {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes the struct we pass.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
-    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
+    let now = clock_gettime(ClockId::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC is always there");
+    now.tv_sec() as u64 * 1_000_000_000 + now.tv_nsec() as u64
 }

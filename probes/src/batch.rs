@@ -152,11 +152,13 @@ impl RegistryBlock {
 /// differently.
 static NEXT_BUFFER: AtomicU32 = AtomicU32::new(0);
 
-/// The flush site's semaphore and, beside it, the registry's address and
-/// lossless mode's flow control (`styx_common::batch::FlushSemaphore`).
+/// The flush site's block, the static the loader reads and writes: its
+/// semaphore and, beside it, the registry's address and lossless mode's
+/// flow control, laid out as `styx_common::batch::FlushSemaphore` (the
+/// layout; this is the live static's type, hence another name).
 #[doc(hidden)]
 #[repr(C, align(8))]
-pub struct FlushSemaphore {
+pub struct FlushBlock {
     listeners: UnsafeCell<u16>,
     layout_version: u16,
     _reserved: u32,
@@ -169,16 +171,16 @@ pub struct FlushSemaphore {
 
 // SAFETY: `listeners` is the kernel's (read volatile); the pointer never
 // changes; the rest are atomics.
-unsafe impl Sync for FlushSemaphore {}
+unsafe impl Sync for FlushBlock {}
 
 const _: () = assert!(
-    core::mem::size_of::<FlushSemaphore>()
+    core::mem::size_of::<FlushBlock>()
         == core::mem::size_of::<styx_common::batch::FlushSemaphore>()
 );
 
 #[doc(hidden)]
 #[link_section = ".probes"]
-pub static FLUSH: FlushSemaphore = FlushSemaphore {
+pub static FLUSH: FlushBlock = FlushBlock {
     listeners: UnsafeCell::new(0),
     layout_version: BATCH_LAYOUT_VERSION,
     _reserved: 0,

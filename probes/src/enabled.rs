@@ -43,10 +43,10 @@ macro_rules! semaphores {
         #[doc(hidden)]
         #[allow(non_upper_case_globals)]
         pub mod semaphores {
-            use super::Semaphore;
+            use super::SemaphoreWord;
             $(
                 #[link_section = ".probes"]
-                pub static $probe: Semaphore = Semaphore::new();
+                pub static $probe: SemaphoreWord = SemaphoreWord::new();
             )*
         }
 
@@ -67,33 +67,34 @@ macro_rules! semaphores {
     };
 }
 
-/// An event type's semaphore word (`styx_common::batch::Semaphore`): the
+/// An event type's semaphore word, the static, laid out as
+/// `styx_common::batch::Semaphore` (the layout, hence another name): the
 /// kernel counts its low half up for each tracer attached to the type's
 /// per-event sites, its high half for each attached to its batch-enable
 /// site. A probe loads the word once; zero means nobody traces the type.
 #[cfg(not(feature = "disabled"))]
 #[doc(hidden)]
 #[repr(C, align(4))]
-pub struct Semaphore(UnsafeCell<u32>);
+pub struct SemaphoreWord(UnsafeCell<u32>);
 
 // SAFETY: only the kernel writes it; probes read it by `asm!` (`load_word!`).
 #[cfg(not(feature = "disabled"))]
-unsafe impl Sync for Semaphore {}
+unsafe impl Sync for SemaphoreWord {}
 
 /// The low half's bits: per-event tracers.
 #[cfg(not(feature = "disabled"))]
 pub(crate) const PER_EVENT: u32 = 0xffff;
 
 #[cfg(not(feature = "disabled"))]
-impl Semaphore {
-    const fn new() -> Semaphore {
-        Semaphore(UnsafeCell::new(0))
+impl SemaphoreWord {
+    const fn new() -> SemaphoreWord {
+        SemaphoreWord(UnsafeCell::new(0))
     }
 }
 
 #[cfg(not(feature = "disabled"))]
 const _: () = assert!(
-    core::mem::size_of::<Semaphore>() == core::mem::size_of::<styx_common::batch::Semaphore>()
+    core::mem::size_of::<SemaphoreWord>() == core::mem::size_of::<styx_common::batch::Semaphore>()
 );
 
 /// A zero-sized marker that starts `.probes` (the semaphores' section) on a

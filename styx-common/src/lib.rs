@@ -17,6 +17,8 @@
 #![no_std]
 #![warn(missing_docs)]
 
+#[cfg(feature = "summary")]
+extern crate alloc;
 #[cfg(test)]
 extern crate std;
 
@@ -27,6 +29,10 @@ mod event;
 pub mod filter;
 pub mod guest;
 mod layout;
+// Its names say what they hold; comments only where they add to them.
+#[cfg(feature = "summary")]
+#[allow(missing_docs)]
+pub mod summary;
 mod usdt;
 
 pub use branch::{Branch, BranchKind, InterruptKind};

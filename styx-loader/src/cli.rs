@@ -1,10 +1,12 @@
 //! Command-line options.
 
 use crate::bpf::AttachMode;
+use clap::builder::{BoolishValueParser, PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
-use styx_common::EventKind;
+use styx_common::summary::JSON_SUMMARY_ENV;
+use styx_common::{Delivery, EventKind};
 use styx_events::Filters;
 use styx_events::{Detail, Format};
 use styx_events::{Guest, RegisterNames};
@@ -30,10 +32,10 @@ Examples:
                         the emulator's own MMU functions: calls, depths, durations
   sudo styx-loader --functions 'my_emu::' -o folded --output out.folded -- ./my-emulator rom.bin
                         folded stacks for a flame graph (inferno, flamegraph.pl)
-  styx-loader list ./my-emulator                    what probes a binary has
+  styx-loader list ./my-emulator                    what probes a binary has";
 
-Events (-e): insn_fetch insn_exec block mem_read mem_write reg_read reg_write
-             branch interrupt control span_begin span_end marker
+/// After the list of event types in the trace command's help.
+const NOTES: &str = "\
 Unselected probes stay detached and cost the emulator nothing.
 
 On a terminal, a live line on stderr shows events/s, total, drops and the
@@ -52,7 +54,7 @@ buffer was full are counted as drops, never lost silently: raise
 #[command(
     name = "styx-loader",
     version,
-    after_help = EXAMPLES,
+    after_help = trace_help(),
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true
 )]
@@ -161,32 +163,11 @@ pub struct ReadArgs {
     /// The capture to read (`-` for stdin).
     pub file: PathBuf,
 
-    /// Output format.
-    #[arg(short = 'o', long = "format", value_enum, default_value_t = Format::Text)]
-    pub format: Format,
+    #[command(flatten)]
+    pub output: OutputArgs,
 
-    /// Write to this file instead of stdout.
-    #[arg(long, value_name = "FILE")]
-    pub output: Option<PathBuf>,
-
-    /// How much a text line says: brief (no pid/tid), normal, or full
-    /// (also the wall-clock time).
-    #[arg(long, value_enum, default_value_t = Detail::Normal)]
-    pub detail: Detail,
-
-    /// With -o parquet --output DIR/: start a new file in DIR once one
-    /// holds this many MiB.
-    #[arg(long, value_name = "MIB", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
-    pub roll_size: u64,
-
-    /// Keep only events for which EXPR holds (repeatable; see the trace
-    /// command's --filter).
-    #[arg(long = "filter", value_name = "EXPR")]
-    pub filters: Vec<String>,
-
-    /// Keep 1 event in N of each type, per thread, after the filters.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    pub sample: Option<u64>,
+    #[command(flatten)]
+    pub select: SelectArgs,
 
     /// For a capture of traced functions (--functions): print only the
     /// per-function table (calls, total and self time, longest call).
@@ -260,6 +241,51 @@ pub struct FunctionArgs {
     pub force: bool,
 }
 
+/// Where events go and how they read: tracing's and `read`'s.
+#[derive(Debug, Args)]
+pub struct OutputArgs {
+    /// Output format.
+    #[arg(short = 'o', long = "format", value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+
+    /// Write events to this file instead of stdout.
+    #[arg(long = "output", value_name = "FILE")]
+    pub path: Option<PathBuf>,
+
+    /// How much a text line says: brief (no pid/tid), normal, or full
+    /// (also the wall-clock time).
+    #[arg(long, value_enum, default_value_t = Detail::Normal)]
+    pub detail: Detail,
+
+    /// With -o parquet --output DIR/: start a new file in DIR once one
+    /// holds this many MiB.
+    #[arg(long, value_name = "MIB", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
+    pub roll_size: u64,
+}
+
+/// Which events are kept: tracing's and `read`'s.
+#[derive(Debug, Args)]
+pub struct SelectArgs {
+    /// Keep only events for which EXPR holds (repeatable: all must hold).
+    /// EXPR compares an event's fields: `addr == 0xd020`, `pc in
+    /// 0x8000..0x9000` (end excluded; `..=` includes it), `val & 0x80 !=
+    /// 0`, `size >= 2`, `kind == call`, `reg == sp` (register names where
+    /// the emulator describes its guest), `text contains "reset"`, with
+    /// `&&`, `||`, `!` and parentheses. `TYPE[,TYPE]: EXPR` applies it to
+    /// those types only; without, to every traced type that has its
+    /// fields (`tid` and `pid` every type has). Tracing with per-event
+    /// delivery, the kernel filters (a filtered-out event writes nothing to
+    /// the ring); batched events, text tests and `read` are filtered by the
+    /// loader. The summary counts what was filtered out.
+    #[arg(long = "filter", value_name = "EXPR")]
+    pub filters: Vec<String>,
+
+    /// Keep 1 event in N of each type, per thread, after the filters: the
+    /// 1st, (N+1)th, … (a rerun of the same program keeps the same events).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub sample: Option<u64>,
+}
+
 /// Options for tracing (the default command).
 #[derive(Debug, Args)]
 pub struct TraceArgs {
@@ -297,9 +323,8 @@ pub struct TraceArgs {
     #[arg(short = 'u', long, value_name = "USER")]
     pub user: Option<String>,
 
-    /// Output format.
-    #[arg(short = 'o', long = "format", value_enum, default_value_t = Format::Text)]
-    pub format: Format,
+    #[command(flatten)]
+    pub output: OutputArgs,
 
     /// Event types to trace, comma-separated (default: all).
     #[arg(short, long = "events", value_delimiter = ',', value_parser = parse_event_kind)]
@@ -320,24 +345,8 @@ pub struct TraceArgs {
     #[arg(long)]
     pub allow_unverified_sites: bool,
 
-    /// Keep only events for which EXPR holds (repeatable: all must hold).
-    /// EXPR compares an event's fields: `addr == 0xd020`, `pc in
-    /// 0x8000..0x9000` (end excluded; `..=` includes it), `val & 0x80 !=
-    /// 0`, `size >= 2`, `kind == call`, `reg == sp` (register names where
-    /// the emulator describes its guest), `text contains "reset"`, with
-    /// `&&`, `||`, `!` and parentheses. `TYPE[,TYPE]: EXPR` applies it to
-    /// those types only; without, to every traced type that has its
-    /// fields (`tid` and `pid` every type has). With per-event delivery the
-    /// kernel filters (a filtered-out event writes nothing to the ring);
-    /// batched events and text tests are filtered by the loader. The
-    /// summary counts what was filtered out.
-    #[arg(long = "filter", value_name = "EXPR")]
-    pub filters: Vec<String>,
-
-    /// Keep 1 event in N of each type, per thread, after the filters: the
-    /// 1st, (N+1)th, … (a rerun of the same program keeps the same events).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    pub sample: Option<u64>,
+    #[command(flatten)]
+    pub select: SelectArgs,
 
     /// Flight recorder: keep only the last N events of each thread (in
     /// the loader's memory: nothing is written meanwhile) and write them
@@ -382,25 +391,11 @@ pub struct TraceArgs {
     #[arg(long, value_name = "SECS", default_value = "1", value_parser = parse_seconds, requires = "trigger")]
     pub trigger_holdoff: Duration,
 
-    /// Write events to this file instead of stdout.
-    #[arg(long, value_name = "FILE")]
-    pub output: Option<PathBuf>,
-
     /// Also keep a raw capture of the same events in FILE, whatever -o
     /// shows: watch text now, convert the capture later with
     /// `styx-loader read FILE`.
     #[arg(long, value_name = "FILE")]
     pub capture: Option<PathBuf>,
-
-    /// How much a text line says: brief (no pid/tid), normal, or full
-    /// (also the wall-clock time).
-    #[arg(long, value_enum, default_value_t = Detail::Normal)]
-    pub detail: Detail,
-
-    /// With -o parquet --output DIR/: start a new file in DIR once one
-    /// holds this many MiB.
-    #[arg(long, value_name = "MIB", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
-    pub roll_size: u64,
 
     /// Stop after this many seconds (fractions allowed).
     #[arg(short, long, value_name = "SECS", value_parser = parse_seconds)]
@@ -422,7 +417,7 @@ pub struct TraceArgs {
     /// `per-event`: one probe hit (a kernel trap) per event, each with the
     /// kernel's own time. Interrupts, control events, spans and markers
     /// are always one hit each. bpftrace sees every event either way.
-    #[arg(long, value_enum, default_value_t = Delivery::Batched)]
+    #[arg(long, default_value = "batched", value_parser = parse_delivery())]
     pub delivery: Delivery,
 
     /// Batched delivery never loses events to a full ring buffer: an
@@ -473,6 +468,15 @@ pub struct TraceArgs {
     /// only when stderr is a terminal). The end-of-run summary stays.
     #[arg(short, long)]
     pub quiet: bool,
+
+    /// Also print the end-of-run summary as one line of JSON on stderr,
+    /// after the text, for scripts: `styx-loader: summary: ` then
+    /// {"events", "target", "seconds", "stop" (interrupted, terminated,
+    /// target_exited, duration_reached, output_closed, output_failed),
+    /// "dropped", "types": [{"name", "events", "dropped", "lost" (copy from
+    /// the process failed), "filtered"}]}.
+    #[arg(long, env = JSON_SUMMARY_ENV, value_parser = BoolishValueParser::new())]
+    pub json_summary: bool,
 }
 
 /// How traced functions' returns are probed (see --function-exits).
@@ -484,13 +488,41 @@ pub enum FunctionExitsArg {
     Uretprobe,
 }
 
-/// How events of the frequent types reach the loader (see --delivery).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Delivery {
-    /// In batches: one probe hit per 16 KiB of events.
-    Batched,
-    /// One probe hit per event.
-    PerEvent,
+/// `--delivery`'s values, as styx-common's [`Delivery`].
+fn parse_delivery() -> impl TypedValueParser<Value = Delivery> {
+    PossibleValuesParser::new([
+        PossibleValue::new("batched").help("In batches: one probe hit per 16 KiB of events"),
+        PossibleValue::new("per-event").help("One probe hit per event"),
+    ])
+    .map(|value| match value.as_str() {
+        "batched" => Delivery::Batched,
+        _ => Delivery::PerEvent,
+    })
+}
+
+/// The event types `-e` takes: the catalogue's (other providers' probes
+/// are `--probes`).
+pub fn styx_kinds() -> impl Iterator<Item = EventKind> {
+    EventKind::ALL
+        .iter()
+        .copied()
+        .filter(|&k| k != EventKind::Usdt)
+}
+
+/// The trace command's examples, the event types from the catalogue (in
+/// lines of at most 80 columns), and notes.
+fn trace_help() -> String {
+    let mut list = String::from("Events (-e):");
+    let mut line_starts = 0;
+    for name in styx_kinds().map(EventKind::probe_name) {
+        if list.len() - line_starts + 1 + name.len() > 80 {
+            line_starts = list.len() + 1;
+            list.push_str(&format!("\n{:12}", ""));
+        }
+        list.push(' ');
+        list.push_str(name);
+    }
+    format!("{EXAMPLES}\n\n{list}\n{NOTES}")
 }
 
 impl CountArgs {
@@ -506,7 +538,12 @@ impl TraceArgs {
     /// names the expression and points at the offending token.
     #[cfg_attr(not(feature = "trace"), allow(dead_code))]
     pub fn compile_filters(&self, guest: Option<&Guest>) -> anyhow::Result<Option<Filters>> {
-        compile_filters(&self.filters, self.sample, &self.kinds(), guest)
+        compile_filters(
+            &self.select.filters,
+            self.select.sample,
+            &self.kinds(),
+            guest,
+        )
     }
 
     /// The selected event kinds, all of them when none were named.
@@ -602,6 +639,37 @@ mod tests {
         assert!(parse_ring_size("big").is_err());
         assert_eq!(parse_flight_memory("2G"), Ok(2 << 30));
         assert!(parse_flight_memory("64K").is_err());
+    }
+
+    #[test]
+    fn the_options_hang_together_and_help_lists_every_event_type() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+        let help = trace_help();
+        let list = &help[help.find("Events (-e):").expect("listed")..];
+        for kind in styx_kinds() {
+            assert!(
+                list.contains(&format!(" {} ", kind.probe_name()))
+                    || list.contains(&format!(" {}\n", kind.probe_name())),
+                "{kind:?} in {list}"
+            );
+        }
+        assert!(list.lines().all(|l| l.len() <= 80), "{list}");
+        assert!(!list.contains(" usdt"), "{list}");
+    }
+
+    #[test]
+    fn delivery_reads_as_the_catalogues() {
+        let cli = Cli::try_parse_from(["styx-loader", "--pid", "1"]).unwrap();
+        assert_eq!(cli.trace.delivery, Delivery::Batched);
+        let cli = Cli::try_parse_from(["styx-loader", "--pid", "1", "--delivery", "per-event"]);
+        assert_eq!(cli.unwrap().trace.delivery, Delivery::PerEvent);
+    }
+
+    #[test]
+    fn json_summary_from_the_flag() {
+        let cli = Cli::try_parse_from(["styx-loader", "--pid", "1", "--json-summary"]).unwrap();
+        assert!(cli.trace.json_summary);
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! styx-loader: traces a CPU emulator's styx USDT probes with eBPF.
 //!
 //! The binary's edge: the command line ([`cli`]), the commands ([`cmd`]),
-//! where events go ([`outputs`]), a tracing session ([`session`]) and the
-//! kernel side ([`bpf`]). Finding probes and reading their notes and
+//! what a target has beyond its probes ([`search`]), where events go
+//! ([`outputs`]), a tracing session ([`session`]) and the kernel side
+//! ([`bpf`]). Finding probes and reading their notes and
 //! argument specs is styx-usdt's; decoding records, fields, formats and
 //! captures are styx-events'.
 //!
@@ -13,6 +14,7 @@ mod bpf;
 mod cli;
 mod cmd;
 mod outputs;
+mod search;
 #[cfg(feature = "trace")]
 mod session;
 
@@ -55,8 +57,7 @@ fn run_trace(_: TraceArgs, _: Option<TopOptions>) -> anyhow::Result<i32> {
 
 #[cfg(feature = "trace")]
 fn run_trace(args: TraceArgs, top: Option<TopOptions>) -> anyhow::Result<i32> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !nix::unistd::geteuid().is_root() {
         anyhow::bail!(
             "loading eBPF programs needs root (CAP_BPF and CAP_PERFMON): run it with sudo"
         );
@@ -77,7 +78,8 @@ fn run_trace(args: TraceArgs, top: Option<TopOptions>) -> anyhow::Result<i32> {
         [] => None,
         command => {
             let lossless = cmd::trace::lossless_mode(&args, top.is_some());
-            let _claim = session::flow::ChildClaim::set(lossless != session::Lossless::Off);
+            let _claim =
+                session::batches::flow::ChildClaim::set(lossless != session::Lossless::Off);
             Some(session::spawn::hold(command, run_as.as_ref())?)
         }
     };

@@ -7,13 +7,14 @@
 //! comes back as an [`Error`]; failing to wait for or signal a child of ours,
 //! which only a bug here can cause, panics.
 //!
-//! Only std and libc: xtask depends on this crate and must build quickly.
+//! Only std, libc and styx-common's summary: xtask depends on this crate
+//! and must build quickly.
 
 mod loader;
 mod summary;
 
 pub use loader::{Error, Loader};
-pub use summary::{Summary, TypeCount};
+pub use summary::{Stop, Summary, TypeCount, JSON_SUMMARY_ENV};
 
 use std::io::{BufRead, BufReader, Read};
 use std::sync::mpsc::{channel, Receiver};

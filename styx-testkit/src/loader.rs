@@ -1,6 +1,6 @@
 //! A running styx-loader, its stderr collected line by line.
 
-use crate::lines_of;
+use crate::{lines_of, JSON_SUMMARY_ENV};
 use std::ffi::OsStr;
 use std::fmt;
 use std::io;
@@ -38,6 +38,8 @@ impl Loader {
     ) -> Result<Loader, Error> {
         let mut child = Command::new(program)
             .args(args)
+            // Its summary as JSON too, for crate::Summary.
+            .env(JSON_SUMMARY_ENV, "1")
             .stdout(stdout)
             .stderr(Stdio::piped())
             .spawn()
@@ -154,7 +156,7 @@ pub enum Error {
     Running { waited: Duration },
     /// Its stderr has no end-of-run summary.
     NoSummary { stderr: Vec<String> },
-    /// Its summary line is not in the form [`crate::Summary`] reads.
+    /// Its JSON summary does not read as one, or its text is missing.
     BadSummary { line: String },
 }
 

@@ -12,6 +12,7 @@ use super::load::Loaded;
 use anyhow::{anyhow, bail, Context, Result};
 use aya::programs::UProbe;
 use log::warn;
+use nix::sys::resource::{getrlimit, setrlimit, Resource};
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, OwnedFd};
 use styx_common::Shape;
@@ -90,38 +91,15 @@ impl Links {
 /// up to [`MAX_PER_SITE`] sites one by one (two fds each) cannot hit EMFILE
 /// half-way (a warning if it cannot).
 pub fn raise_fd_limit() {
-    let limit = match open_file_limit() {
+    let (soft, hard) = match getrlimit(Resource::RLIMIT_NOFILE) {
         Ok(limit) => limit,
         Err(e) => return warn!("cannot read the open-file limit: {e}"),
     };
-    if limit.rlim_cur < limit.rlim_max {
-        let raised = libc::rlimit {
-            rlim_cur: limit.rlim_max,
-            rlim_max: limit.rlim_max,
-        };
-        // SAFETY: setrlimit reads a plain struct we own.
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
-            warn!(
-                "cannot raise the open-file limit from {} to {}: {}",
-                limit.rlim_cur,
-                limit.rlim_max,
-                std::io::Error::last_os_error()
-            );
+    if soft < hard {
+        if let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+            warn!("cannot raise the open-file limit from {soft} to {hard}: {e}");
         }
     }
-}
-
-/// RLIMIT_NOFILE, soft and hard.
-fn open_file_limit() -> std::io::Result<libc::rlimit> {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes a plain struct we own.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(limit)
 }
 
 /// Whether `count` sites may be attached one link each: refused (before
@@ -135,14 +113,14 @@ fn check_per_site(count: usize) -> Result<()> {
              use --attach multi (Linux 6.6+) or select fewer probes (--probes, --events, --functions)"
         );
     }
-    if let Ok(limit) = open_file_limit() {
+    if let Ok((soft, _)) = getrlimit(Resource::RLIMIT_NOFILE) {
         let needed = 2 * count as u64 + SPARE_FDS;
-        if limit.rlim_cur < needed {
+        if soft < needed {
             bail!(
                 "refusing to attach {count} probe sites with a link each: that needs ~{needed} \
                  open files and the limit is {} (ulimit -n); use --attach multi (Linux 6.6+) \
                  or select fewer probes (--probes, --events, --functions)",
-                limit.rlim_cur
+                soft
             );
         }
     }

@@ -4,7 +4,7 @@
 use super::compat::multi_programs::{self, MultiPrograms};
 use super::AttachMode;
 use anyhow::{anyhow, Context, Result};
-use aya::maps::{Array, MapData, PerCpuArray, PerCpuHashMap, RingBuf};
+use aya::maps::{Array, Map, MapData, PerCpuArray, PerCpuHashMap, RingBuf};
 use aya::{Ebpf, EbpfLoader};
 use log::warn;
 use styx_common::count::{CountKey, CountSpec, COUNT_TABLES};
@@ -93,78 +93,18 @@ pub struct KernelCounts {
 
 /// Loads the object, sized and filled for `options`.
 pub fn load(options: &LoadOptions<'_>) -> Result<Loaded> {
-    let log_level: u8 = if options.ebpf_log { 0xff } else { 0 };
-    let specs = options.usdt.len().max(1) as u32;
     let kernel_filters = options.filters.filter(|f| {
         EventKind::ALL
             .iter()
             .any(|&k| f.kernel_can(k) && !f.programs[k as usize].keeps_all())
     });
-    let filtering = kernel_filters.is_some() as u32;
-    let counting = options.counting.is_some() as u32;
-    let max_keys = options.counting.map_or(1, |c| c.max_keys.max(1));
-    let mut ebpf = EbpfLoader::new()
-        .override_global("TARGET_TGID", &options.pid, true)
-        .override_global("FILTERING", &filtering, true)
-        .override_global("COUNTING", &counting, true)
-        .map_max_entries("COUNTS", max_keys)
-        .override_global("AYA_LOG_LEVEL", &log_level, false)
-        .map_max_entries("EVENTS", options.ring_bytes)
-        .map_max_entries("SPECS", specs)
-        .load(OBJECT)
-        .context("loading styx's eBPF object into the kernel")?;
-    let mut spec_map: Array<_, SpecValue> = Array::try_from(
-        ebpf.map_mut("SPECS")
-            .ok_or_else(|| anyhow!("no SPECS map"))?,
-    )?;
-    for (i, site) in options.usdt.iter().enumerate() {
-        spec_map
-            .set(i as u32, SpecValue(site.spec), 0)
-            .context("filling the SPECS map")?;
-    }
+    let mut ebpf = load_object(options, kernel_filters.is_some())?;
+    fill_specs(&mut ebpf, options.usdt)?;
     if let Some(filters) = kernel_filters {
-        let mut programs: Array<_, ProgramValue> = Array::try_from(
-            ebpf.map_mut("FILTERS")
-                .ok_or_else(|| anyhow!("no FILTERS map"))?,
-        )?;
-        for &kind in EventKind::ALL {
-            if filters.kernel_can(kind) {
-                programs
-                    .set(
-                        kind as u32,
-                        ProgramValue(filters.programs[kind as usize]),
-                        0,
-                    )
-                    .context("filling the FILTERS map")?;
-            }
-        }
+        fill_filters(&mut ebpf, filters)?;
     }
     if let Some(counting) = options.counting {
-        let mut specs: Array<_, CountSpecValue> = Array::try_from(
-            ebpf.map_mut("COUNT_SPECS")
-                .ok_or_else(|| anyhow!("no COUNT_SPECS map"))?,
-        )?;
-        for (table, keys) in counting
-            .tables
-            .iter()
-            .enumerate()
-            .take(COUNT_TABLES as usize)
-        {
-            for (kind, key) in keys.iter().enumerate() {
-                let Some(key) = key else { continue };
-                let spec = CountSpec {
-                    active: 1,
-                    slot: key.slot,
-                    shift: key.shift,
-                    _reserved: [0; 5],
-                    mask: key.mask,
-                };
-                let index = table as u32 * EVENT_KIND_SLOTS + kind as u32;
-                specs
-                    .set(index, CountSpecValue(spec), 0)
-                    .context("filling the COUNT_SPECS map")?;
-            }
-        }
+        fill_count_specs(&mut ebpf, counting)?;
     }
     let multi = match options.mode {
         AttachMode::PerSite => None,
@@ -179,55 +119,110 @@ pub fn load(options: &LoadOptions<'_>) -> Result<Loaded> {
         },
     };
     // Taken out last: loading for uprobe_multi needs every map in `ebpf`.
-    let ring = RingBuf::try_from(
-        ebpf.take_map("EVENTS")
-            .ok_or_else(|| anyhow!("no EVENTS map"))?,
-    )?;
-    let drops = PerCpuArray::try_from(
-        ebpf.take_map("DROPS")
-            .ok_or_else(|| anyhow!("no DROPS map"))?,
-    )?;
-    let faults = PerCpuArray::try_from(
-        ebpf.take_map("FAULTS")
-            .ok_or_else(|| anyhow!("no FAULTS map"))?,
-    )?;
-    let filtered = PerCpuArray::try_from(
-        ebpf.take_map("FILTERED")
-            .ok_or_else(|| anyhow!("no FILTERED map"))?,
-    )?;
     let counts = match options.counting {
         None => None,
-        Some(_) => {
-            let counts = PerCpuHashMap::try_from(
-                ebpf.take_map("COUNTS")
-                    .ok_or_else(|| anyhow!("no COUNTS map"))?,
-            )?;
-            let other = PerCpuArray::try_from(
-                ebpf.take_map("COUNT_OTHER")
-                    .ok_or_else(|| anyhow!("no COUNT_OTHER map"))?,
-            )?;
-            Some(KernelCounts { counts, other })
-        }
+        Some(_) => Some(KernelCounts {
+            counts: PerCpuHashMap::try_from(take_map(&mut ebpf, "COUNTS")?)?,
+            other: PerCpuArray::try_from(take_map(&mut ebpf, "COUNT_OTHER")?)?,
+        }),
     };
     Ok(Loaded {
+        ring: RingBuf::try_from(take_map(&mut ebpf, "EVENTS")?)?,
+        drops: PerCpuArray::try_from(take_map(&mut ebpf, "DROPS")?)?,
+        faults: PerCpuArray::try_from(take_map(&mut ebpf, "FAULTS")?)?,
+        filtered: PerCpuArray::try_from(take_map(&mut ebpf, "FILTERED")?)?,
+        counts,
         ebpf,
         multi,
-        ring,
-        drops,
-        faults,
-        filtered,
-        counts,
     })
+}
+
+/// The object loaded into the kernel, its globals set and its maps sized
+/// for `options`.
+fn load_object(options: &LoadOptions<'_>, filtering: bool) -> Result<Ebpf> {
+    let log_level: u8 = if options.ebpf_log { 0xff } else { 0 };
+    let specs = options.usdt.len().max(1) as u32;
+    let filtering = filtering as u32;
+    let counting = options.counting.is_some() as u32;
+    let max_keys = options.counting.map_or(1, |c| c.max_keys.max(1));
+    EbpfLoader::new()
+        .override_global("TARGET_TGID", &options.pid, true)
+        .override_global("FILTERING", &filtering, true)
+        .override_global("COUNTING", &counting, true)
+        .map_max_entries("COUNTS", max_keys)
+        .override_global("AYA_LOG_LEVEL", &log_level, false)
+        .map_max_entries("EVENTS", options.ring_bytes)
+        .map_max_entries("SPECS", specs)
+        .load(OBJECT)
+        .context("loading styx's eBPF object into the kernel")
+}
+
+fn map_mut<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut Map> {
+    ebpf.map_mut(name).ok_or_else(|| anyhow!("no {name} map"))
+}
+
+fn take_map(ebpf: &mut Ebpf, name: &str) -> Result<Map> {
+    ebpf.take_map(name).ok_or_else(|| anyhow!("no {name} map"))
+}
+
+/// Other providers' argument specs, by cookie.
+fn fill_specs(ebpf: &mut Ebpf, usdt: &[UsdtSite]) -> Result<()> {
+    let mut spec_map: Array<_, SpecValue> = Array::try_from(map_mut(ebpf, "SPECS")?)?;
+    for (i, site) in usdt.iter().enumerate() {
+        spec_map
+            .set(i as u32, SpecValue(site.spec), 0)
+            .context("filling the SPECS map")?;
+    }
+    Ok(())
+}
+
+/// Each type's filter program, where the kernel can run it.
+fn fill_filters(ebpf: &mut Ebpf, filters: &Filters) -> Result<()> {
+    let mut programs: Array<_, ProgramValue> = Array::try_from(map_mut(ebpf, "FILTERS")?)?;
+    for &kind in EventKind::ALL {
+        if filters.kernel_can(kind) {
+            programs
+                .set(
+                    kind as u32,
+                    ProgramValue(filters.programs[kind as usize]),
+                    0,
+                )
+                .context("filling the FILTERS map")?;
+        }
+    }
+    Ok(())
+}
+
+/// Where each table's key is in each type's record, for the kernel's counts.
+fn fill_count_specs(ebpf: &mut Ebpf, counting: &Counting) -> Result<()> {
+    let mut specs: Array<_, CountSpecValue> = Array::try_from(map_mut(ebpf, "COUNT_SPECS")?)?;
+    for (table, keys) in counting
+        .tables
+        .iter()
+        .enumerate()
+        .take(COUNT_TABLES as usize)
+    {
+        for (kind, key) in keys.iter().enumerate() {
+            let Some(key) = key else { continue };
+            let spec = CountSpec {
+                active: 1,
+                slot: key.slot,
+                shift: key.shift,
+                _reserved: [0; 5],
+                mask: key.mask,
+            };
+            let index = table as u32 * EVENT_KIND_SLOTS + kind as u32;
+            specs
+                .set(index, CountSpecValue(spec), 0)
+                .context("filling the COUNT_SPECS map")?;
+        }
+    }
+    Ok(())
 }
 
 /// Tells `styx_fatal` where the traced process's batch registry is.
 pub fn set_registry(loaded: &mut Loaded, registry: u64) -> Result<()> {
-    let mut at: Array<_, u64> = Array::try_from(
-        loaded
-            .ebpf
-            .map_mut("REGISTRY_AT")
-            .ok_or_else(|| anyhow!("no REGISTRY_AT map"))?,
-    )?;
+    let mut at: Array<_, u64> = Array::try_from(map_mut(&mut loaded.ebpf, "REGISTRY_AT")?)?;
     at.set(0, registry, 0)
         .context("filling the REGISTRY_AT map")
 }

@@ -1,53 +1,27 @@
 //! `styx-loader read FILE`: converts a raw capture into another format, any
 //! time later, as often as wanted.
 
-use crate::cli::{compile_filters, ReadArgs};
+use crate::cli::{compile_filters, styx_kinds, ReadArgs};
 use crate::cmd::top::Counter;
 use crate::outputs;
 use anyhow::{bail, Context, Result};
 use std::fs::File;
 use std::io::{self, Read};
 use styx_common::{EventKind, EVENT_KIND_SLOTS};
-use styx_events::Format;
-use styx_events::Keep;
 use styx_events::{Discard, EventWriter, Tee, Totals};
-use styx_events::{Ending, Reader};
+use styx_events::{Ending, Format, Guest, Keep, Reader};
 
 /// Converts the capture `args` names.
 pub fn run(args: &ReadArgs) -> Result<()> {
     let name = args.file.display().to_string();
-    let input: Box<dyn Read> = if name == "-" {
-        Box::new(io::stdin().lock())
-    } else {
-        Box::new(File::open(&args.file).with_context(|| format!("cannot open {name}"))?)
-    };
+    let mut reader = open(args, &name)?;
     // Every styx type: a capture says which it holds only as it is read.
-    let kinds: Vec<EventKind> = EventKind::ALL
-        .iter()
-        .copied()
-        .filter(|&k| k != EventKind::Usdt)
-        .collect();
-    let mut reader = Reader::open(input).with_context(|| format!("reading {name}"))?;
+    let kinds: Vec<EventKind> = styx_kinds().collect();
     let guest = reader.header.guest.as_ref();
-    let mut keep = compile_filters(&args.filters, args.sample, &kinds, guest)?
+    let mut keep = compile_filters(&args.select.filters, args.select.sample, &kinds, guest)?
         .map(|filters| Keep::new(filters, |_| false));
     let count = &args.count;
-    let counter = match (&count.by, &count.heatmap) {
-        (None, None) => None,
-        (by, heatmap) => Some(Counter::new(
-            by.as_deref().unwrap_or("event"),
-            count.page_size,
-            heatmap.as_deref(),
-            count.max_keys,
-            if by.is_some() {
-                args.format
-            } else {
-                Format::Text
-            },
-            &kinds,
-            reader.header.guest.as_ref(),
-        )?),
-    };
+    let counter = counter(args, &kinds, guest)?;
     if args.summary && reader.header.functions.is_empty() {
         bail!("{name} holds no traced functions (--functions): there is no table to --summary");
     }
@@ -57,10 +31,10 @@ pub fn run(args: &ReadArgs) -> Result<()> {
         _ if args.summary => Box::new(Discard),
         (_, counter) => {
             let events = outputs::open_one(
-                args.format,
-                args.output.as_deref(),
-                args.detail,
-                args.roll_size,
+                args.output.format,
+                args.output.path.as_deref(),
+                args.output.detail,
+                args.output.roll_size,
                 &reader.header,
             )?;
             match counter {
@@ -71,26 +45,95 @@ pub fn run(args: &ReadArgs) -> Result<()> {
     };
     // Calls are paired again (as when traced), for the table.
     let (mut writer, calls) = outputs::track_calls(writer, &reader.header);
-    let mut counts = [0u64; EVENT_KIND_SLOTS as usize];
-    let outcome = (|| -> Result<()> {
-        while let Some(event) = reader.next().with_context(|| format!("reading {name}"))? {
-            if keep.as_mut().is_some_and(|k| !k.keeps(&event)) {
-                continue;
-            }
-            counts[event.kind as usize] += 1;
-            writer.event(&event)?;
-        }
-        Ok(())
-    })();
-    if let Err(e) = outcome {
+    let counts = match copy(&mut reader, keep.as_mut(), &mut *writer, &name) {
+        Ok(counts) => counts,
         // A reader that has seen enough (`| head`) is not an error; a bad
         // record is, but what came before it is still written out.
-        if is_broken_pipe(&e) {
-            return Ok(());
+        Err(e) if is_broken_pipe(&e) => return Ok(()),
+        Err(e) => {
+            let _ = writer.flush();
+            return Err(e.context(format!("after {} events", reader.events)));
         }
-        let _ = writer.flush();
-        return Err(e.context(format!("after {} events", reader.events)));
+    };
+    let drops = check_ending(&reader, &name)?;
+    let totals = Totals {
+        events: &counts,
+        drops: &drops,
+    };
+    match writer.finish(&totals) {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
+        other => other.context("writing the output")?,
     }
+    if let Some(calls) = calls {
+        let to = args.summary.then_some(args.output.path.as_deref());
+        outputs::write_call_table(&calls.borrow(), &reader.header, to)?;
+    }
+    if let Some(counter) = counter {
+        let tables = counter.merged(&[]);
+        let table_to = count.by.is_some().then_some(args.output.path.as_deref());
+        counter.write_final(&tables, table_to, None, &format!("styx-loader read {name}"))?;
+    }
+    Ok(())
+}
+
+/// The capture `args` names (`-`: stdin), its header read.
+fn open(args: &ReadArgs, name: &str) -> Result<Reader<Box<dyn Read>>> {
+    let input: Box<dyn Read> = if name == "-" {
+        Box::new(io::stdin().lock())
+    } else {
+        Box::new(File::open(&args.file).with_context(|| format!("cannot open {name}"))?)
+    };
+    Reader::open(input).with_context(|| format!("reading {name}"))
+}
+
+/// `--by` and `--heatmap`'s counter, if either was given.
+fn counter(args: &ReadArgs, kinds: &[EventKind], guest: Option<&Guest>) -> Result<Option<Counter>> {
+    let count = &args.count;
+    if count.by.is_none() && count.heatmap.is_none() {
+        return Ok(None);
+    }
+    let format = match count.by {
+        Some(_) => args.output.format,
+        None => Format::Text,
+    };
+    let counter = Counter::new(
+        count.by.as_deref().unwrap_or("event"),
+        count.page_size,
+        count.heatmap.as_deref(),
+        count.max_keys,
+        format,
+        kinds,
+        guest,
+    )?;
+    Ok(Some(counter))
+}
+
+/// Every event of the capture that `keep` keeps to `writer`; how many of
+/// each kind.
+fn copy(
+    reader: &mut Reader<Box<dyn Read>>,
+    mut keep: Option<&mut Keep>,
+    writer: &mut dyn EventWriter,
+    name: &str,
+) -> Result<[u64; EVENT_KIND_SLOTS as usize]> {
+    let mut counts = [0u64; EVENT_KIND_SLOTS as usize];
+    while let Some(event) = reader.next().with_context(|| format!("reading {name}"))? {
+        if keep.as_mut().is_some_and(|k| !k.keeps(&event)) {
+            continue;
+        }
+        counts[event.kind as usize] += 1;
+        writer.event(&event)?;
+    }
+    Ok(counts)
+}
+
+/// What the capture's end says: the drops per kind it recorded (a warning
+/// for any), a warning if it was cut short or had malformed batches, an
+/// error if it holds fewer or more events than it says.
+fn check_ending(
+    reader: &Reader<Box<dyn Read>>,
+    name: &str,
+) -> Result<[u64; EVENT_KIND_SLOTS as usize]> {
     if let Some((offset, first)) = &reader.first_malformed_batch {
         log::warn!(
             "{name}: {} malformed batch records were skipped (the first at byte {offset}: \
@@ -132,24 +175,7 @@ pub fn run(args: &ReadArgs) -> Result<()> {
         ),
         Ending::Reading => unreachable!("the reader returned None"),
     }
-    let totals = Totals {
-        events: &counts,
-        drops: &drops,
-    };
-    match writer.finish(&totals) {
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
-        other => other.context("writing the output")?,
-    }
-    if let Some(calls) = calls {
-        let to = args.summary.then_some(args.output.as_deref());
-        outputs::write_call_table(&calls.borrow(), &reader.header, to)?;
-    }
-    if let Some(counter) = counter {
-        let tables = counter.merged(&[]);
-        let table_to = count.by.is_some().then_some(args.output.as_deref());
-        counter.write_final(&tables, table_to, None, &format!("styx-loader read {name}"))?;
-    }
-    Ok(())
+    Ok(drops)
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

@@ -2,17 +2,17 @@
 //! binary system-wide, from the command line to the exit code.
 
 use crate::bpf::load::Counting;
-use crate::cli::{Delivery, FunctionExitsArg, TopOptions, TraceArgs};
-use crate::cmd::list::{find_functions, Searched};
+use crate::cli::{FunctionExitsArg, TopOptions, TraceArgs};
 use crate::cmd::top::{self, Counter, Screen};
 use crate::outputs::{self, Outputs};
+use crate::search::{find_functions, guest_description, Searched};
 use crate::session::report::Stop;
 use crate::session::spawn::{self, Held};
 use crate::session::{self, Lossless, Refresh, Session};
 use anyhow::{bail, Result};
 use std::cell::RefCell;
 use std::rc::Rc;
-use styx_common::EventKind;
+use styx_common::{Delivery, EventKind};
 use styx_events::Filters;
 use styx_events::{EventWriter, Tee};
 use styx_events::{FlightRecorder, Limits, OpenDump, Recording};
@@ -33,34 +33,12 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
         // emulator and the loader for nothing.
         args.events = top::counted_kinds(&top.count)?;
     }
-    let (target, searched) = match (&held, &args.binary) {
-        (Some(held), _) => (Target::spawned(held.pid, &held.program), Searched::Command),
-        (None, Some(path)) => (Target::binary(path)?, Searched::Binary),
-        (None, None) => (
-            Target::from_pid(args.pid.expect("clap requires a target"))?,
-            Searched::Process,
-        ),
-    };
-    if args.lossless && args.delivery == Delivery::PerEvent {
-        bail!("--lossless needs --delivery batched: a full ring loses per-event hits");
-    }
-    if args.lossless && target.pid.is_none() {
-        bail!("--lossless needs one process (--pid or a command after --), not --binary");
-    }
+    let (target, searched) = target_of(&args, held.as_ref())?;
     let (selection, guest) = find_sites(&args, &target, searched)?;
     // Bad expressions stop here: nothing is attached yet. Register fields
     // take the names the guest description gives.
     let filters = args.compile_filters(guest.as_ref())?;
-    let usdt = selection
-        .usdt
-        .iter()
-        .enumerate()
-        .map(|(id, site)| UsdtInfo::from_spec(id as u32, &site.provider, &site.probe, &site.spec))
-        .collect();
-    let mut header = Header::now(target.pid.unwrap_or(0), &target.files[0].name, usdt);
-    header.guest = guest;
-    header.functions = selection.functions.clone();
-    header.uretprobe_exits = args.function_exits == FunctionExitsArg::Uretprobe;
+    let header = header_of(&args, &target, &selection, guest);
     if top.is_some() && !header.functions.is_empty() {
         bail!("--functions is for tracing, not top");
     }
@@ -78,11 +56,11 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
         None => (
             outputs::open(
                 &Outputs {
-                    format: args.format,
-                    output: args.output.as_deref(),
+                    format: args.output.format,
+                    output: args.output.path.as_deref(),
                     capture: args.capture.as_ref(),
-                    detail: args.detail,
-                    roll_mib: args.roll_size,
+                    detail: args.output.detail,
+                    roll_mib: args.output.roll_size,
                     discard: args.summary,
                 },
                 &header,
@@ -92,12 +70,13 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
         ),
         Some(top) => counting_outputs(&args, top, &target, &selection, &header)?,
     };
-    let options = session::Options {
+    let settings = session::Settings {
         attach: args.attach,
         ring_bytes: args.ring_size,
         ebpf_log: args.ebpf_log,
         duration: args.duration,
-        live: session::live_line_wanted(args.quiet, args.output.is_some()),
+        live: session::live_line_wanted(args.quiet, args.output.path.is_some()),
+        json_summary: args.json_summary,
         lossless: lossless_mode(&args, top.is_some()),
         filters,
         counting,
@@ -105,7 +84,7 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
         flight,
     };
     let (out, calls) = outputs::track_calls(out, &header);
-    let mut session = Session::start(&target, &selection, out, options)?;
+    let mut session = Session::start(&target, &selection, out, settings)?;
     let spawned = held.is_some();
     let own_session = held.as_ref().is_some_and(|h| h.own_session);
     if let Some(held) = held {
@@ -118,13 +97,54 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
     session.detach().await;
     session.finish(stop)?;
     if let Some(calls) = calls {
-        let to = args.summary.then_some(args.output.as_deref());
+        let to = args.summary.then_some(args.output.path.as_deref());
         outputs::write_call_table(&calls.borrow(), &header, to)?;
     }
     match (spawned, target.pid) {
         (true, Some(pid)) => spawn::wait_exit_code(pid),
         _ => Ok(0),
     }
+}
+
+/// What to trace: the command held, the binary, or the process; refused
+/// where --lossless cannot hold.
+fn target_of(args: &TraceArgs, held: Option<&Held>) -> Result<(Target, Searched)> {
+    let (target, searched) = match (held, &args.binary) {
+        (Some(held), _) => (Target::spawned(held.pid, &held.program), Searched::Command),
+        (None, Some(path)) => (Target::binary(path)?, Searched::Binary),
+        (None, None) => (
+            Target::from_pid(args.pid.expect("clap requires a target"))?,
+            Searched::Process,
+        ),
+    };
+    if args.lossless && args.delivery == Delivery::PerEvent {
+        bail!("--lossless needs --delivery batched: a full ring loses per-event hits");
+    }
+    if args.lossless && target.pid.is_none() {
+        bail!("--lossless needs one process (--pid or a command after --), not --binary");
+    }
+    Ok((target, searched))
+}
+
+/// The session's header: the target, the other providers' sites, the
+/// guest and the traced functions.
+fn header_of(
+    args: &TraceArgs,
+    target: &Target,
+    selection: &Selection,
+    guest: Option<Guest>,
+) -> Header {
+    let usdt = selection
+        .usdt
+        .iter()
+        .enumerate()
+        .map(|(id, site)| UsdtInfo::from_spec(id as u32, &site.provider, &site.probe, &site.spec))
+        .collect();
+    let mut header = Header::now(target.pid.unwrap_or(0), &target.files[0].name, usdt);
+    header.guest = guest;
+    header.functions = selection.functions.clone();
+    header.uretprobe_exits = args.function_exits == FunctionExitsArg::Uretprobe;
+    header
 }
 
 /// Whether batches wait for the loader: `--lossless`, or `top` on one
@@ -160,7 +180,7 @@ fn counting_outputs(
         c.page_size,
         c.heatmap.as_deref(),
         c.max_keys,
-        args.format,
+        args.output.format,
         &args.kinds(),
         header.guest.as_ref(),
     )?;
@@ -191,14 +211,20 @@ fn counting_outputs(
     if let Some(path) = &args.capture {
         out = Box::new(Tee::new(vec![
             out,
-            outputs::open_one(Format::Raw, Some(path), args.detail, args.roll_size, header)?,
+            outputs::open_one(
+                Format::Raw,
+                Some(path),
+                args.output.detail,
+                args.output.roll_size,
+                header,
+            )?,
         ]));
     }
     let (tables, max_keys) = (counter.specs.len(), counter.max_keys);
     let mut screen = Screen::new(
         counter,
         top.rows,
-        args.output.clone(),
+        args.output.path.clone(),
         format!("styx-loader top: {}", target.name),
     );
     let refresh = Refresh {
@@ -220,8 +246,8 @@ fn flight_recorder(
     if args.capture.is_some() {
         bail!("--capture writes every event; with --flight-recorder use -o raw for dumps");
     }
-    let output = Output::new(args.output.as_deref(), args.format);
-    output.refuse_binary_on_terminal(args.format)?;
+    let output = Output::new(args.output.path.as_deref(), args.output.format);
+    output.refuse_binary_on_terminal(args.output.format)?;
     // The filter language, without sampling: any event it keeps triggers.
     let trigger = match &args.trigger {
         None => None,
@@ -235,10 +261,10 @@ fn flight_recorder(
             Err((expr, e)) => bail!("--trigger '{expr}': {e}"),
         },
     };
-    let (format, header) = (args.format, header.clone());
+    let (format, header) = (args.output.format, header.clone());
     let options = Options {
-        detail: args.detail,
-        roll_bytes: args.roll_size << 20,
+        detail: args.output.detail,
+        roll_bytes: args.output.roll_size << 20,
         ..Options::default()
     };
     let open: OpenDump = Box::new(move |n| {
@@ -265,7 +291,7 @@ fn find_sites(
     searched: Searched,
 ) -> Result<(Selection, Option<Guest>)> {
     let tables = target.probe_tables()?;
-    let guest = crate::cmd::list::guest_description(target, &tables);
+    let guest = guest_description(target, &tables);
     let kinds = args.kinds();
     let wanted = Wanted {
         kinds: &kinds,

@@ -2,44 +2,41 @@
 //! and attaches them, [`Session::stream`] moves events from the ring to the
 //! output until something says stop, [`Session::detach`] lets go of the
 //! sites while still draining, and [`Session::finish`] ends the output and
-//! prints the summary.
+//! prints the summary. Its parts: the kernel side set up
+//! ([`attachment`]), the ring drained ([`drain`]), the batch plumbing
+//! beside it ([`batches`]: flush sites, flow control, the registry), what
+//! says stop ([`stoppers`]), the live line and the summary.
 //!
 //! The eBPF side submits records without waking anyone (a wake-up per event
 //! costs ~0.9 µs), so a 1 ms tick is the ring's only reader.
 
+pub mod attachment;
+pub mod batches;
 pub mod drain;
-pub mod flow;
-pub mod flush_block;
 pub mod live;
-pub mod partial;
 pub mod report;
 pub mod spawn;
+pub mod stoppers;
 
 use crate::bpf::attach::{self, Links};
-use crate::bpf::load::{self, Counting, LoadOptions, Loaded};
+use crate::bpf::load::{self, Counting, Loaded};
 use crate::bpf::AttachMode;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
+use attachment::Logger;
+use batches::{Batches, Partial};
 use drain::{Drained, Sink};
-use flow::Flow;
-use flush_block::FlushSite;
 use live::LiveLine;
-use report::{Stop, Summary};
+use report::{Run, Stop};
 use std::cell::RefCell;
 use std::io::{self, IsTerminal};
-use std::os::fd::OwnedFd;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
+use stoppers::{Stoppers, Wake};
 use styx_common::EventKind;
-use styx_events::EventWriter;
-use styx_events::FlightRecorder;
-use styx_events::Table;
-use styx_events::{Filters, Keep};
-use styx_usdt::select::Selection;
-use styx_usdt::select::{AttachSite, Role};
+use styx_events::{EventWriter, Filters, FlightRecorder, Keep, Table};
+use styx_usdt::select::{Role, Selection};
 use styx_usdt::target::Target;
-use tokio::io::unix::AsyncFd;
-use tokio::signal::unix::{signal, Signal, SignalKind};
-use tokio::time::{interval, sleep, sleep_until, Interval, MissedTickBehavior};
+use tokio::time::{interval, sleep, Interval, MissedTickBehavior};
 
 /// How often the ring is drained.
 const DRAIN_EVERY: Duration = Duration::from_millis(1);
@@ -48,10 +45,8 @@ const DRAIN_EVERY: Duration = Duration::from_millis(1);
 const EXITED_CHECK_EVERY: Duration = Duration::from_secs(1);
 
 /// How to run a session.
-pub struct Options {
-    /// How to attach.
+pub struct Settings {
     pub attach: AttachMode,
-    /// Ring buffer bytes.
     pub ring_bytes: u32,
     /// Forward the programs' own log.
     pub ebpf_log: bool,
@@ -59,7 +54,8 @@ pub struct Options {
     pub duration: Option<Duration>,
     /// Draw the live line (on a terminal, not `--quiet`).
     pub live: bool,
-    /// Whether batches wait for room in the ring instead of being lost.
+    /// Also print the summary as JSON (`--json-summary`).
+    pub json_summary: bool,
     pub lossless: Lossless,
     /// `--filter` and `--sample`, if given.
     pub filters: Option<Filters>,
@@ -102,26 +98,14 @@ pub struct Session {
     links: Links,
     /// The batch-enable sites: detached first when stopping.
     batch_links: Links,
-    /// Where to read partial batches from when stopping (a process target
-    /// with batch sites).
-    flush_sites: Vec<FlushSite>,
-    pid: Option<u32>,
-    /// Lossless mode's flow control.
-    flow: Option<Flow>,
+    batches: Batches,
     sink: Sink,
-    logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
-    /// Becomes readable when the traced process exits.
-    exit_fd: Option<AsyncFd<OwnedFd>>,
-    sigint: Signal,
-    sigterm: Signal,
-    /// The flight recorder's "dump now".
-    sigusr1: Option<Signal>,
-    /// Flight recorder: whether `styx_fatal` knows the batch registry.
-    registry_known: bool,
+    logger: Option<Logger>,
+    stoppers: Stoppers,
     /// Flight recorder: when it last forgot threads that exited.
     exited_checked: Instant,
     tick: Interval,
-    options: Options,
+    settings: Settings,
     target_name: String,
     started: Instant,
     elapsed: Duration,
@@ -134,130 +118,42 @@ impl Session {
         target: &Target,
         selection: &Selection,
         out: Box<dyn EventWriter>,
-        options: Options,
+        settings: Settings,
     ) -> Result<Session> {
-        // Before attaching: a Ctrl-C right after "attached" must stop
-        // tracing cleanly, not kill the loader.
-        let sigint = signal(SignalKind::interrupt())?;
-        let sigterm = signal(SignalKind::terminate())?;
-        let sigusr1 = match options.flight {
-            Some(_) => Some(signal(SignalKind::user_defined1())?),
-            None => None,
-        };
-        let flush_sites: Vec<FlushSite> = selection
-            .sites
-            .iter()
-            .filter(|s| s.role == Role::BatchFlush)
-            .map(|s| FlushSite {
-                file: target.files[s.file].clone(),
-                site: s.site.clone(),
-            })
-            .collect();
-        // Lossless flow control claimed before anything is attached (a
-        // refusal leaves the process as it was); in place before any batch
-        // can be made: in a running process as the first credit is granted
-        // below, in a command started here by its own claim at its first
-        // event (see flow::ChildClaim).
-        let mut flow = match (options.lossless, target.pid) {
-            (Lossless::Off, _) | (_, None) => None,
-            (mode, Some(pid)) => match Flow::claim(pid, options.ring_bytes, flush_sites.len()) {
-                Ok(flow) => Some(flow),
-                Err(e) if mode == Lossless::IfFree && e.is::<flow::Taken>() => {
-                    log::warn!(
-                        "{e}: counting without it (batches a full ring has no room for are \
-                         dropped, and reported)"
-                    );
-                    None
-                }
-                Err(e) => return Err(e),
-            },
-        };
-        // Room for a link per site (up to attach::MAX_PER_SITE) before any
-        // is attached, rather than EMFILE half-way.
-        attach::raise_fd_limit();
-        let mut programs: Vec<&'static str> = selection
-            .sites
-            .iter()
-            .map(|s| attach::program_name(s.role))
-            .collect();
-        programs.sort_unstable();
-        programs.dedup();
-        let mut loaded = load::load(&LoadOptions {
-            pid: target.pid.unwrap_or(0),
-            programs: &programs,
-            mode: options.attach,
-            ring_bytes: options.ring_bytes,
-            ebpf_log: options.ebpf_log,
-            usdt: &selection.usdt,
-            filters: options.filters.as_ref(),
-            counting: options.counting.as_ref(),
-        })?;
-        let logger = if options.ebpf_log {
-            Some(aya_log::EbpfLogger::init(&mut loaded.ebpf).context("starting the eBPF logger")?)
-        } else {
-            None
-        };
-        let exit_fd = match target.exit_fd()? {
-            // SAFETY: the AsyncFd owns the OwnedFd, so the fd stays open and
-            // the same for as long as it is registered.
-            Some(fd) => Some(
-                unsafe { AsyncFd::register(fd) }
-                    .map_err(|e| anyhow::anyhow!("watching {} for exit: {e}", target.name))?,
-            ),
-            None => None,
-        };
-        if options.flight.is_some() && target.pid.is_some() {
+        let flight = settings.flight.is_some();
+        let mut stoppers = Stoppers::install(flight)?;
+        let mut batches =
+            Batches::claim(target, selection, settings.lossless, settings.ring_bytes)?;
+        let mut loaded = attachment::load(target, selection, &settings)?;
+        let logger = attachment::logger(&mut loaded, settings.ebpf_log)?;
+        stoppers.watch_exit(target)?;
+        if flight && target.pid.is_some() {
             attach::attach_fatal(&mut loaded)?;
         }
         let attach_started = Instant::now();
-        // The flush site before the batch-enable sites: no batch may be
-        // handed over before something takes it.
-        let (enable, rest): (Vec<&AttachSite>, Vec<&AttachSite>) = selection
-            .sites
-            .iter()
-            .partition(|s| matches!(s.role, Role::BatchEnable(_)));
-        let links = attach::attach_sites(&mut loaded, target, &rest)?;
-        grant_credit(&mut flow, &loaded, 0, &flush_sites);
-        let batch_links = if enable.is_empty() {
-            Links::default()
-        } else {
-            attach::attach_sites(&mut loaded, target, &enable)?
-        };
+        let attached = attachment::attach(&mut loaded, target, selection, |loaded| {
+            batches.grant(loaded, 0)
+        })?;
         // The flight recorder's death watch knows the registry before the
-        // process runs on (a command started here: once it has exec'd).
-        let registry_known = match (&options.flight, target.pid) {
-            (Some(_), Some(pid)) if !flush_sites.is_empty() => {
-                matches!(partial::registry(pid, &flush_sites), Ok(Some(registry))
-                    if load::set_registry(&mut loaded, registry).is_ok())
-            }
-            _ => false,
-        };
-        eprintln!(
-            "styx-loader: attached {} probe sites in {} in {:.0} ms; Ctrl-C to stop",
-            links.attached() + batch_links.attached(),
-            target.name,
-            attach_started.elapsed().as_secs_f64() * 1e3
-        );
+        // process runs on.
+        if flight {
+            batches.tell_registry(&mut loaded);
+        }
+        attachment::announce(&attached, &target.name, attach_started);
         let mut tick = interval(DRAIN_EVERY);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let (keep, split_batches) = keep_in_loader(options.filters.as_ref(), selection);
+        let (keep, split_batches) = keep_in_loader(settings.filters.as_ref(), selection);
         Ok(Session {
             loaded,
-            links,
-            batch_links,
-            flush_sites,
-            pid: target.pid,
-            flow,
+            links: attached.links,
+            batch_links: attached.batch_links,
+            batches,
             sink: Sink::new(out, keep, split_batches),
             logger,
-            exit_fd,
-            sigint,
-            sigterm,
-            sigusr1,
-            registry_known,
+            stoppers,
             exited_checked: Instant::now(),
             tick,
-            options,
+            settings,
             target_name: target.name.clone(),
             started: Instant::now(),
             elapsed: Duration::ZERO,
@@ -267,62 +163,64 @@ impl Session {
     /// Streams events until a signal, the process's exit, the duration, or
     /// the output says stop.
     pub async fn stream(&mut self) -> Result<Stop> {
-        let mut live = LiveLine::new(self.options.live);
+        let mut live = LiveLine::new(self.settings.live);
         self.started = Instant::now();
-        let deadline = self
-            .options
-            .duration
-            .map(|d| tokio::time::Instant::now() + d);
-        // Out of `self` while streaming, which borrows `self` mutably.
-        let exit_fd_owned = self.exit_fd.take();
-        let exit_fd = exit_fd_owned.as_ref();
+        self.stoppers.stop_after(self.settings.duration);
         let mut next_refresh = Instant::now();
         let stop = loop {
             tokio::select! {
                 _ = self.tick.tick() => {
-                    if let Drained::Budget = self.sink.drain(&mut self.loaded.ring) {
-                        // More is waiting: come straight back, after a look
-                        // at signals and the clock.
-                        self.tick.reset_immediately();
-                    }
-                    grant_credit(&mut self.flow, &self.loaded, self.sink.batch_records, &self.flush_sites);
-                    if let Some(logger) = self.logger.as_mut() {
-                        logger.flush();
-                    }
-                    if live.due() {
-                        live.draw(&self.sink.written.events, &load::read_lost(&self.loaded.drops)?.events);
-                    }
-                    if self.options.flight.is_some() {
-                        self.flight_tick();
-                    }
-                    if let Some(refresh) = self.options.refresh.as_mut() {
-                        if Instant::now() >= next_refresh {
-                            next_refresh = Instant::now() + refresh.every;
-                            let tables = load::read_counts(&self.loaded, refresh.tables, refresh.max_keys)?;
-                            (refresh.draw)(&tables, false);
-                        }
-                    }
-                    if !self.sink.is_open() {
-                        break if self.sink.error.is_some() { Stop::OutputFailed } else { Stop::OutputClosed };
+                    if let Some(stop) = self.on_tick(&mut live, &mut next_refresh)? {
+                        break stop;
                     }
                 }
-                _ = async { self.sigusr1.as_mut().expect("guarded").recv().await }, if self.sigusr1.is_some() => {
-                    self.dump_now().await;
-                }
-                _ = self.sigint.recv() => break Stop::Interrupted,
-                _ = self.sigterm.recv() => break Stop::Terminated,
-                _ = async { exit_fd.expect("guarded").readable().await }, if exit_fd.is_some() => {
-                    break Stop::TargetExited
-                }
-                _ = async { sleep_until(deadline.expect("guarded")).await }, if deadline.is_some() => {
-                    break Stop::DurationReached
+                wake = self.stoppers.next() => match wake {
+                    Wake::DumpNow => self.dump_now().await,
+                    Wake::Stop(stop) => break stop,
                 }
             }
         };
-        self.exit_fd = exit_fd_owned;
         self.elapsed = self.started.elapsed();
         live.clear();
         Ok(stop)
+    }
+
+    /// A tick while streaming: drains the ring, grants credit, draws what
+    /// is drawn; a stop when the output has stopped taking events.
+    fn on_tick(&mut self, live: &mut LiveLine, next_refresh: &mut Instant) -> Result<Option<Stop>> {
+        if let Drained::Budget = self.sink.drain(&mut self.loaded.ring) {
+            // More is waiting: come straight back, after a look at signals
+            // and the clock.
+            self.tick.reset_immediately();
+        }
+        self.grant();
+        if let Some(logger) = self.logger.as_mut() {
+            logger.flush();
+        }
+        if live.due() {
+            let lost = load::read_lost(&self.loaded.drops)?;
+            live.draw(&self.sink.written.events, &lost.events);
+        }
+        if self.settings.flight.is_some() {
+            self.flight_tick();
+        }
+        if let Some(refresh) = self.settings.refresh.as_mut() {
+            if Instant::now() >= *next_refresh {
+                *next_refresh = Instant::now() + refresh.every;
+                let tables = load::read_counts(&self.loaded, refresh.tables, refresh.max_keys)?;
+                (refresh.draw)(&tables, false);
+            }
+        }
+        Ok(match (self.sink.is_open(), &self.sink.error) {
+            (true, _) => None,
+            (false, Some(_)) => Some(Stop::OutputFailed),
+            (false, None) => Some(Stop::OutputClosed),
+        })
+    }
+
+    /// Lossless mode: credit for the batches taken so far.
+    fn grant(&mut self) {
+        self.batches.grant(&self.loaded, self.sink.batch_records);
     }
 
     /// Detaches every site, draining meanwhile, then takes what is left.
@@ -343,9 +241,7 @@ impl Session {
         // Lossless flow control stays until here (lifting it earlier would
         // let threads flood a ring nobody made room in); a thread waiting
         // for credit goes on now.
-        if let Some(flow) = self.flow.as_mut() {
-            flow.release();
-        }
+        self.batches.release_flow();
         let links = std::mem::take(&mut self.links);
         self.detach_links(links).await;
         if let Some(logger) = self.logger.as_mut() {
@@ -354,9 +250,9 @@ impl Session {
     }
 
     /// Reads the batches threads still hold from the process (see
-    /// [`partial`]); a warning if it cannot.
+    /// [`batches::partial`]); a warning if it cannot.
     async fn take_partial_batches(&mut self) {
-        if self.flush_sites.is_empty() {
+        if !self.batches.any() {
             return;
         }
         // A thread that loaded its semaphore just before the detach may be
@@ -364,32 +260,14 @@ impl Session {
         // one in all but pathological cases), draining meanwhile.
         sleep(Duration::from_millis(2)).await;
         self.sink.drain(&mut self.loaded.ring);
-        grant_credit(
-            &mut self.flow,
-            &self.loaded,
-            self.sink.batch_records,
-            &self.flush_sites,
-        );
-        let pids = match self.pid {
-            Some(pid) => vec![pid],
-            // --binary: every process running it now.
-            None => flush_block::pids_mapping(&self.flush_sites),
-        };
-        for pid in pids {
-            match partial::read(pid, &self.flush_sites, |record| self.sink.record(record)) {
-                Ok(walked) => partial::report(pid, &walked),
-                Err(e) => log::warn!(
-                    "could not read the batches pid {pid}'s threads still hold (their events \
-                     since their last flush are lost): {e:#}"
-                ),
-            }
-        }
+        self.grant();
+        self.batches.take_partial(&mut self.sink, Partial::Stopping);
     }
 
     /// Flight recorder, after a drain: dumps if the target is being killed;
     /// tells `styx_fatal` where the batch registry is once it exists.
     fn flight_tick(&mut self) {
-        let Some(flight) = &self.options.flight else {
+        let Some(flight) = &self.settings.flight else {
             return;
         };
         if let Some((signal, at)) = self.sink.fatal.take() {
@@ -405,29 +283,14 @@ impl Session {
             let alive = |tid: u32| std::path::Path::new(&format!("/proc/{tid}")).exists();
             flight.borrow_mut().forget_exited(alive);
         }
-        if !self.registry_known {
-            if let (Some(pid), false) = (self.pid, self.flush_sites.is_empty()) {
-                if let Ok(Some(registry)) = partial::registry(pid, &self.flush_sites) {
-                    self.registry_known = load::set_registry(&mut self.loaded, registry).is_ok();
-                }
-            }
-        }
+        self.batches.tell_registry(&mut self.loaded);
     }
 
     /// SIGUSR1: what is in the ring and what the threads still hold, then a dump.
     async fn dump_now(&mut self) {
         self.sink.drain(&mut self.loaded.ring);
-        if let Some(pid) = self.pid {
-            if !self.flush_sites.is_empty() {
-                match partial::read(pid, &self.flush_sites, |record| self.sink.record(record)) {
-                    Ok(walked) => partial::report(pid, &walked),
-                    Err(e) => log::warn!(
-                        "could not read the batches pid {pid}'s threads hold (their latest events are not in this dump): {e:#}"
-                    ),
-                }
-            }
-        }
-        if let Some(flight) = &self.options.flight {
+        self.batches.take_partial(&mut self.sink, Partial::Dumping);
+        if let Some(flight) = &self.settings.flight {
             flight.borrow_mut().dump("SIGUSR1", None);
         }
     }
@@ -450,12 +313,7 @@ impl Session {
                 }
             }
             let drained = self.sink.drain(&mut self.loaded.ring);
-            grant_credit(
-                &mut self.flow,
-                &self.loaded,
-                self.sink.batch_records,
-                &self.flush_sites,
-            );
+            self.grant();
             if let (Drained::All, true) = (drained, detached) {
                 break;
             }
@@ -473,16 +331,16 @@ impl Session {
                 *n += here;
             }
         }
-        if let Some(refresh) = self.options.refresh.as_mut() {
+        if let Some(refresh) = self.settings.refresh.as_mut() {
             let tables = load::read_counts(&self.loaded, refresh.tables, refresh.max_keys)?;
             (refresh.draw)(&tables, true);
         }
         self.flight_tick();
-        if let Some(flight) = &self.options.flight {
+        if let Some(flight) = &self.settings.flight {
             flight.borrow_mut().dump("tracing stopped", None);
         }
         self.sink.finish(&drops);
-        report::print(&Summary {
+        report::print(&Run {
             target: &self.target_name,
             stop,
             elapsed: self.elapsed,
@@ -490,9 +348,10 @@ impl Session {
             drops: &drops,
             faults: &faults,
             filtered: &filtered,
-            ring_size: self.options.ring_bytes,
+            ring_size: self.settings.ring_bytes,
+            json: self.settings.json_summary,
         });
-        if let Some(flight) = &self.options.flight {
+        if let Some(flight) = &self.settings.flight {
             report::flight(&flight.borrow());
         }
         if let Some(e) = &self.sink.error {
@@ -527,48 +386,12 @@ fn keep_in_loader(filters: Option<&Filters>, selection: &Selection) -> (Option<K
     (Some(Keep::new(filters.clone(), in_kernel)), split)
 }
 
-/// Lossless mode: grants the emulator credit for the batches taken
-/// (`received` records, or seen lost) so far. If that fails (the process exited, or its memory
-/// cannot be written), says so once and stops: the emulator then goes on
-/// without waiting.
-fn grant_credit(flow: &mut Option<Flow>, loaded: &Loaded, received: u64, sites: &[FlushSite]) {
-    let Some(control) = flow.as_mut() else {
-        return;
-    };
-    let granted = load::read_lost(&loaded.drops)
-        .and_then(|drops| Ok(drops.batches + load::read_lost(&loaded.faults)?.batches))
-        .and_then(|lost| control.grant(sites, received + lost));
-    if let Err(e) = granted {
-        // An exited process maps nothing (a zombie until reaped).
-        let exited = std::fs::read_to_string(format!("/proc/{}/maps", control.pid()))
-            .map_or(true, |maps| maps.is_empty());
-        if !exited {
-            log::warn!("lossless flow control stopped, batches may be lost from here: {e:#}");
-        }
-        control.release();
-        *flow = None;
-    }
-}
-
-/// `SIGSEGV` for 11.
+/// `SIGSEGV` for 11; `signal 99` for a number that names none.
 fn signal_name(signal: u32) -> String {
-    let name = match signal as i32 {
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGINT => "SIGINT",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGILL => "SIGILL",
-        libc::SIGTRAP => "SIGTRAP",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGSYS => "SIGSYS",
-        _ => return format!("signal {signal}"),
-    };
-    name.to_string()
+    match nix::sys::signal::Signal::try_from(signal as i32) {
+        Ok(known) => known.as_str().to_string(),
+        Err(_) => format!("signal {signal}"),
+    }
 }
 
 /// Whether the live line may be drawn: on a terminal, unless events go to
@@ -576,4 +399,16 @@ fn signal_name(signal: u32) -> String {
 pub fn live_line_wanted(quiet: bool, output_is_file: bool) -> bool {
     let events_on_terminal = !output_is_file && io::stdout().is_terminal();
     !quiet && io::stderr().is_terminal() && !events_on_terminal
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signals_by_name_or_number() {
+        assert_eq!(signal_name(11), "SIGSEGV");
+        assert_eq!(signal_name(6), "SIGABRT");
+        assert_eq!(signal_name(99), "signal 99");
+    }
 }

@@ -1,23 +1,18 @@
-//! The end-of-run summary on stderr: events per type, drops, and anything
-//! that did not make it to the output.
+//! The end-of-run summary on stderr (`styx_common::summary`: events per
+//! type, drops; as text, and with `--json-summary` also as JSON), then
+//! warnings about anything that did not make it to the output.
 
 use super::drain::Sink;
 use crate::bpf::load::Lost;
 use std::time::Duration;
+use styx_common::summary::{Summary, TypeCount};
 use styx_common::EventKind;
 use styx_events::{FlightRecorder, EXITED_KEPT_LOOKS};
 
-/// Why tracing ended.
-pub enum Stop {
-    Interrupted,
-    Terminated,
-    TargetExited,
-    DurationReached,
-    OutputClosed,
-    OutputFailed,
-}
+pub use styx_common::summary::Stop;
 
-pub struct Summary<'a> {
+/// What a run did, as the session knows it.
+pub struct Run<'a> {
     /// "pid 123 (/usr/bin/emu)" or "every process running …".
     pub target: &'a str,
     pub stop: Stop,
@@ -30,50 +25,56 @@ pub struct Summary<'a> {
     /// Events `--filter`/`--sample` left out, per kind id.
     pub filtered: &'a [u64],
     pub ring_size: u32,
+    pub json: bool,
 }
 
-pub fn print(s: &Summary<'_>) {
-    let why = match s.stop {
-        Stop::Interrupted => "interrupted",
-        Stop::Terminated => "terminated",
-        Stop::TargetExited => "process exited",
-        Stop::DurationReached => "duration reached",
-        Stop::OutputClosed => "output closed",
-        Stop::OutputFailed => "output failed",
-    };
-    let written = &s.sink.written;
-    let dropped: u64 = s.drops.iter().sum();
-    eprintln!(
-        "styx-loader: {} events from {} in {:.2} s ({why}); {dropped} dropped",
-        written.total(),
-        s.target,
-        s.elapsed.as_secs_f64(),
-    );
-    for &kind in EventKind::ALL.iter().chain([&EventKind::Function]) {
-        let i = kind as usize;
-        let (n, lost, faulted) = (written.events[i], s.drops[i], s.faults.events[i]);
-        let filtered = s.filtered[i];
-        if n > 0 || lost > 0 || faulted > 0 || filtered > 0 {
-            let mut notes = String::new();
-            if filtered > 0 {
-                notes += &format!("  ({filtered} filtered out)");
-            }
-            if lost > 0 {
-                notes += &format!("  ({lost} dropped: ring buffer full)");
-            }
-            if faulted > 0 {
-                notes += &format!("  ({faulted} lost: copy from the process failed)");
-            }
-            eprintln!("  {:<11} {n:>12}{notes}", kind.probe_name());
-        }
+/// Prints the summary, then warns about what went missing.
+pub fn print(run: &Run<'_>) {
+    let summary = summary(run);
+    eprintln!("{summary}");
+    if run.json {
+        eprintln!("{}", summary.json_line());
     }
-    let faulted: u64 = s.faults.events.iter().sum();
-    if s.faults.batches > 0 {
+    warn_lost(run);
+}
+
+fn summary(run: &Run<'_>) -> Summary {
+    let written = &run.sink.written;
+    let types = EventKind::ALL
+        .iter()
+        .chain([&EventKind::Function])
+        .map(|&kind| {
+            let i = kind as usize;
+            TypeCount {
+                name: kind.probe_name().to_string(),
+                events: written.events[i],
+                dropped: run.drops[i],
+                lost: run.faults.events[i],
+                filtered: run.filtered[i],
+            }
+        })
+        .filter(|t| t.events > 0 || t.dropped > 0 || t.lost > 0 || t.filtered > 0)
+        .collect();
+    Summary {
+        events: written.total(),
+        target: run.target.to_string(),
+        seconds: run.elapsed.as_secs_f64(),
+        stop: run.stop,
+        dropped: run.drops.iter().sum(),
+        types,
+    }
+}
+
+/// Warnings (and notes) about events lost, twice or malformed.
+fn warn_lost(run: &Run<'_>) {
+    let (sink, written) = (run.sink, &run.sink.written);
+    let faulted: u64 = run.faults.events.iter().sum();
+    if run.faults.batches > 0 {
         log::warn!(
             "{} batches were lost because the kernel could not copy them from the process \
              (a page of the batch buffer not resident): {faulted} events, plus those of \
              batches whose head could not be read at all",
-            s.faults.batches
+            run.faults.batches
         );
     }
     if written.duplicates > 0 {
@@ -82,7 +83,7 @@ pub fn print(s: &Summary<'_>) {
             written.duplicates
         );
     }
-    let irregular = s.sink.irregular();
+    let irregular = sink.irregular();
     if irregular.out_of_order > 0 {
         log::warn!(
             "{} out of order (numbered below later batches of their buffer: forged, or handed \
@@ -103,21 +104,22 @@ pub fn print(s: &Summary<'_>) {
             written.bad_batches
         );
     }
+    let dropped: u64 = run.drops.iter().sum();
     if dropped > 0 {
         log::warn!(
             "{dropped} events were dropped because the ring buffer was full; try a larger --ring-size (now {} bytes)",
-            s.ring_size
+            run.ring_size
         );
     }
-    let unwritten = s.sink.unwritten.total();
-    if unwritten > 0 && s.sink.error.is_none() {
+    let unwritten = sink.unwritten.total();
+    if unwritten > 0 && sink.error.is_none() {
         eprintln!(
             "styx-loader: {unwritten} events that arrived after the output closed were not written"
         );
     }
-    let undecodable = written.undecodable + s.sink.unwritten.undecodable;
+    let undecodable = written.undecodable + sink.unwritten.undecodable;
     let first = written.first_undecodable.as_ref();
-    if let Some(first) = first.or(s.sink.unwritten.first_undecodable.as_ref()) {
+    if let Some(first) = first.or(sink.unwritten.first_undecodable.as_ref()) {
         log::warn!("{undecodable} records could not be decoded (first: {first})");
     }
 }

@@ -12,11 +12,18 @@
 //! loader then, is passed on by the loader ([`interrupt`]). HOME,
 //! USER and LOGNAME are the user's. The user, their groups and the
 //! environment are made before forking, so the child only makes system
-//! calls.
+//! calls. The user database and the child's side of the fork stay on
+//! libc: nix's `User` reads `errno` where `getpw*_r` return their error
+//! and keeps the name only as UTF-8, and its `execve` allocates, which the
+//! child here must not.
 
 use anyhow::{bail, Context, Result};
+use nix::fcntl::OFlag;
+use nix::sys::signal::{kill, Signal};
+use nix::sys::wait::{waitpid, WaitStatus};
+use nix::unistd::{pipe2, Pid};
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -198,13 +205,7 @@ pub fn hold(command: &[String], user: Option<&RunAs>) -> Result<Held> {
         environment.iter().flatten().map(|v| v.as_ptr()).collect();
     envp.push(std::ptr::null());
 
-    let mut fds = [0; 2];
-    // SAFETY: fds has room for two descriptors.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(std::io::Error::last_os_error()).context("creating a pipe");
-    }
-    // SAFETY: fresh descriptors owned by nobody else.
-    let (wait_end, go) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let (wait_end, go) = pipe2(OFlag::O_CLOEXEC).context("creating a pipe")?;
     // What the child says if it cannot become the user or exec: written
     // now, since the child must not allocate.
     let (switch_failed, exec_failed) = match user {
@@ -268,34 +269,29 @@ pub fn hold(command: &[String], user: Option<&RunAs>) -> Result<Held> {
 impl Held {
     /// Lets the child exec its command.
     pub fn release(self) -> Result<()> {
-        // SAFETY: writes one byte from a local to our pipe end.
-        let n = unsafe { libc::write(self.go.as_raw_fd(), [1u8].as_ptr().cast(), 1) };
-        if n != 1 {
-            return Err(std::io::Error::last_os_error()).context("releasing the command");
+        match nix::unistd::write(&self.go, &[1]) {
+            Ok(1) => Ok(()),
+            Ok(_) => bail!("releasing the command: nothing written"),
+            Err(e) => Err(e).context("releasing the command"),
         }
-        Ok(())
     }
 }
 
 /// Ctrl-C stopped the loader: the command in a session of its own (which
 /// the terminal does not signal) gets SIGINT too, as it would have.
 pub fn interrupt(pid: u32) {
-    // SAFETY: signals our own child, not yet waited for.
-    unsafe { libc::kill(pid as i32, libc::SIGINT) };
+    // Our own child, not yet waited for: it cannot have gone.
+    let _ = kill(Pid::from_raw(pid as i32), Signal::SIGINT);
 }
 
 /// Waits for the child and turns its end into an exit code, as a shell does.
 pub fn wait_exit_code(pid: u32) -> Result<i32> {
-    let mut status = 0;
-    // SAFETY: waits for our own child.
-    if unsafe { libc::waitpid(pid as i32, &mut status, 0) } < 0 {
-        return Err(std::io::Error::last_os_error()).context("waiting for the command");
+    match waitpid(Pid::from_raw(pid as i32), None).context("waiting for the command")? {
+        WaitStatus::Exited(_, code) => Ok(code),
+        WaitStatus::Signaled(_, signal, _) => Ok(128 + signal as i32),
+        // Without WUNTRACED or WCONTINUED waitpid reports nothing else.
+        other => bail!("the command ended as {other:?}"),
     }
-    Ok(if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else {
-        128 + libc::WTERMSIG(status)
-    })
 }
 
 /// The executable `name` names: a path, or a file found on PATH.

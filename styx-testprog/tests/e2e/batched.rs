@@ -197,7 +197,7 @@ fn eight_threads_at_once_lose_nothing() {
     assert_eq!(by_tid(read_jsonl(&out)).len(), 8);
 }
 
-/// One deterministic run (all 13 types, two threads) traced in `mode`,
+/// One deterministic run (every type, two threads) traced in `mode`,
 /// written live as jsonl and as a capture; the capture is then read as
 /// jsonl, text, chrome and perfetto.
 fn outputs_in(mode: &str) -> BTreeMap<&'static str, Vec<u8>> {
@@ -388,7 +388,7 @@ fn batched_times_never_step_back_and_interleave_with_per_event_ones() {
         kinds.insert(event.clone());
         last.insert(tid, (ts, event));
     }
-    assert_eq!(kinds.len(), 13, "{kinds:?}");
+    assert_eq!(kinds.len(), styx_types(), "{kinds:?}");
 }
 
 #[test]

@@ -22,7 +22,7 @@ fn the_demo_traced_from_its_start_reports_every_instruction() {
     require_root();
     let dir = scratch("demo-spawned");
     let out = dir.join("sieve.jsonl");
-    let output = Command::new(loader_path())
+    let output = loader_command()
         .args([
             "-o",
             "jsonl",

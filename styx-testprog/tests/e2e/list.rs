@@ -47,7 +47,7 @@ fn lists_a_files_probes_filtered_by_a_glob() {
         );
     }
 
-    // Everything: the 13 event probes, and batched delivery's plumbing (the
+    // Everything: the event probes, and batched delivery's plumbing (the
     // flush probe and a batch-enable probe per batched type), which
     // bpftrace -l lists too.
     let (ok, stdout, _) = list(&[binary.to_str().unwrap()]);
@@ -55,15 +55,15 @@ fn lists_a_files_probes_filtered_by_a_glob() {
     let all = probes(&stdout);
     assert_eq!(
         all.iter().filter(|p| p.starts_with("styx:")).count(),
-        13,
+        styx_types(),
         "{stdout}"
     );
     assert_eq!(
         all.iter().filter(|p| p.starts_with("styx_batch:")).count(),
-        1 + 8,
+        1 + batched_types(),
         "{stdout}"
     );
-    assert_eq!(all.len(), 13 + 9, "{stdout}");
+    assert_eq!(all.len(), styx_types() + 1 + batched_types(), "{stdout}");
 }
 
 #[test]

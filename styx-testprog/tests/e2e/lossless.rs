@@ -4,7 +4,7 @@
 
 use crate::support::*;
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -116,7 +116,7 @@ fn lossless_holds_from_the_first_event_of_a_spawned_command() {
 /// batches: its batches wait for the loader all the same.
 fn spawned_burst_loses_nothing(round: u32) {
     let out = scratch(&format!("lossless-spawn-{round}")).join("traced.jsonl");
-    let mut loader = Command::new(loader_path())
+    let mut loader = loader_command()
         .args([
             "--lossless",
             "--ring-size",

@@ -2,14 +2,14 @@
 
 use crate::support::*;
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 #[test]
 fn spawned_command_is_traced_from_its_first_instruction() {
     require_root();
     let dir = scratch("spawn");
     let out = dir.join("traced.jsonl");
-    let mut loader = Command::new(loader_path())
+    let mut loader = loader_command()
         .args(["-o", "jsonl", "-e", "marker,mem_read", "--output"])
         .arg(&out)
         .arg("--")
@@ -76,7 +76,7 @@ fn spawned_command_runs_as_the_user_given() {
     require_root();
     let dir = scratch("spawn-user");
     let out = dir.join("traced.jsonl");
-    let mut loader = Command::new(loader_path())
+    let mut loader = loader_command()
         .args(["--user", "nobody", "-o", "jsonl", "-e", "marker,mem_read"])
         .arg("--output")
         .arg(&out)
@@ -165,7 +165,7 @@ fn a_user_command_cannot_type_into_the_loaders_terminal() {
     // SAFETY: fresh descriptors that nothing else owns.
     let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
     let out = dir.join("traced.jsonl");
-    let mut command = Command::new(loader_path());
+    let mut command = loader_command();
     command
         .args([
             "--user", "nobody", "--quiet", "--probes", "tty:*", "-o", "jsonl",

@@ -8,6 +8,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
+use styx_common::{Delivery, EventKind};
 pub use styx_testkit::{lines_of, Loader, Summary};
 
 pub fn require_root() {
@@ -25,6 +26,31 @@ pub fn testprog_path() -> PathBuf {
 
 pub fn loader_path() -> PathBuf {
     beside_testprog("styx-loader", "styx-loader")
+}
+
+/// The styx event types, from the catalogue (other providers' probes,
+/// `usdt`, are not one of them).
+pub fn styx_types() -> usize {
+    EventKind::ALL
+        .iter()
+        .filter(|&&k| k != EventKind::Usdt)
+        .count()
+}
+
+/// The styx event types delivered in batches (by default).
+pub fn batched_types() -> usize {
+    EventKind::ALL
+        .iter()
+        .filter(|k| k.delivery() == Delivery::Batched)
+        .count()
+}
+
+/// A command running styx-loader that also prints its summary as JSON, for
+/// [`summary_of`] (as styx-testkit's `Loader` does).
+pub fn loader_command() -> Command {
+    let mut command = Command::new(loader_path());
+    command.env(styx_testkit::JSON_SUMMARY_ENV, "1");
+    command
 }
 
 /// The 6502 demo emulator.
@@ -221,7 +247,7 @@ pub fn spawn_loader(args: &[&str], stdout: Stdio) -> Loader {
 
 /// Runs the loader to completion and returns (status, stdout, stderr).
 pub fn run_loader(args: &[&str]) -> (ExitStatus, String, String) {
-    let output = Command::new(loader_path())
+    let output = loader_command()
         .args(args)
         .output()
         .expect("running styx-loader");

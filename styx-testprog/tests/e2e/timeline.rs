@@ -302,7 +302,7 @@ mod perfetto {
         let (thread_tracks, counter_tracks) = tracks(&run.trace);
         let tids: Vec<u64> = thread_tracks.values().copied().collect();
         assert_eq!(tids, run.fired.keys().copied().collect::<Vec<_>>());
-        assert_eq!(counter_tracks.len(), 13, "{counter_tracks:?}");
+        assert_eq!(counter_tracks.len(), styx_types(), "{counter_tracks:?}");
         assert!(counter_tracks.values().any(|n| n == "mem_read/s"));
     }
 

@@ -20,7 +20,7 @@ fn capture_demo(dir: &Path, program: &str, events: &str) -> PathBuf {
     } else {
         &["-e", events]
     };
-    let output = Command::new(loader_path())
+    let output = loader_command()
         .args(select)
         .args(["-o", "raw", "--output"])
         .arg(&capture)

@@ -63,7 +63,11 @@ fn every_event_type_arrives_exactly_as_fired(attach: &str) {
         .flatten()
         .map(|e| e["event"].as_str().unwrap())
         .collect();
-    assert_eq!(kinds.len(), 13, "every event type seen: {kinds:?}");
+    assert_eq!(
+        kinds.len(),
+        styx_types(),
+        "every event type seen: {kinds:?}"
+    );
 
     let summary = summary_of(&stderr).line;
     assert!(
@@ -114,7 +118,11 @@ fn semaphores_drop_to_zero_after_exit_and_after_sigkill(attach: &str) {
     let pid = prog.pid();
     let all_zero = || semaphores(pid).values().all(|v| *v == 0);
     let before = semaphores(pid);
-    assert_eq!(before.len(), 13, "a semaphore per probe: {before:?}");
+    assert_eq!(
+        before.len(),
+        styx_types(),
+        "a semaphore per probe: {before:?}"
+    );
     assert!(all_zero(), "{before:?}");
 
     for (signal, how) in [(libc::SIGINT, "Ctrl-C"), (libc::SIGKILL, "SIGKILL")] {

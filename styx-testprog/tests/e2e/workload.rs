@@ -64,7 +64,7 @@ fn own_counts(repeat: u32) -> BTreeMap<&'static str, u64> {
 fn traced(name: &str, delivery: &str, rv_args: &[&str]) -> (String, PathBuf) {
     let dir = scratch(name);
     let capture = dir.join("rv.styx");
-    let output = Command::new(loader_path())
+    let output = loader_command()
         .args(["-o", "raw", "--delivery", delivery, "--output"])
         .arg(&capture)
         .arg("--")
@@ -222,7 +222,7 @@ fn drcov_blocks_from_instruction_lengths_hold_only_executed_instructions() {
     require_root();
     let dir = scratch("rv-drcov");
     let capture = dir.join("rv.styx");
-    let output = Command::new(loader_path())
+    let output = loader_command()
         .args(["-e", "insn_exec", "-o", "raw", "--output"])
         .arg(&capture)
         .arg("--")

@@ -15,8 +15,8 @@
 
 use super::flush_block::{self, remote, FlushSite};
 use anyhow::{Context, Result};
+use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 use std::mem::size_of;
-use std::os::fd::AsRawFd;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
 use std::time::{Duration, Instant};
@@ -175,23 +175,8 @@ fn lock_name(pid: u32) -> Result<String> {
 /// recorded it.
 fn holder_of(address: &SocketAddr) -> Option<u32> {
     let stream = UnixStream::connect_addr(address).ok()?;
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: `cred` and `len` are valid for the kernel to fill.
-    let rc = unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    (rc == 0 && cred.pid > 0).then_some(cred.pid as u32)
+    let cred = getsockopt(&stream, PeerCredentials).ok()?;
+    (cred.pid() > 0).then_some(cred.pid() as u32)
 }
 
 /// Process `pid`'s own idea of its pid: the last of `NSpid` in its status

@@ -1,6 +1,6 @@
 //! The flush site's semaphore block (`styx_common::batch::FlushSemaphore`)
 //! in the traced process, and the two system calls that read and write
-//! the process's memory: how the loader reaches the batch registry
+//! the process's memory (through `nix`): how the loader reaches the batch registry
 //! ([`super::partial`]) and lossless mode's flow control ([`super::flow`]).
 
 use anyhow::{bail, Context, Result};
@@ -97,48 +97,44 @@ fn load_bias(maps: &str, file: &ElfFile, site: &ProbeSite) -> Result<Option<u64>
 
 /// The traced process's memory: the two system calls.
 pub mod remote {
-    use std::io;
+    use nix::sys::uio::{process_vm_readv, process_vm_writev, RemoteIoVec};
+    use nix::unistd::Pid;
+    use std::io::{self, IoSlice, IoSliceMut};
 
     /// Fills `buf` from address `at` of process `pid`.
     pub fn read(pid: u32, at: u64, buf: &mut [u8]) -> io::Result<()> {
-        let local = libc::iovec {
-            iov_base: buf.as_mut_ptr().cast(),
-            iov_len: buf.len(),
-        };
-        let remote = libc::iovec {
-            iov_base: at as *mut libc::c_void,
-            iov_len: buf.len(),
-        };
-        // SAFETY: the local iovec covers `buf`; the remote one is only
-        // read by the kernel, which checks it.
-        let n = unsafe { libc::process_vm_readv(pid as i32, &local, 1, &remote, 1, 0) };
-        complete(n, buf.len())
+        let wanted = buf.len();
+        let remote = remote(at, wanted);
+        let n = process_vm_readv(
+            Pid::from_raw(pid as i32),
+            &mut [IoSliceMut::new(buf)],
+            &remote,
+        );
+        complete(n, wanted)
     }
 
     /// Writes `bytes` at address `at` of process `pid`.
     pub fn write(pid: u32, at: u64, bytes: &[u8]) -> io::Result<()> {
-        let local = libc::iovec {
-            iov_base: bytes.as_ptr() as *mut libc::c_void,
-            iov_len: bytes.len(),
-        };
-        let remote = libc::iovec {
-            iov_base: at as *mut libc::c_void,
-            iov_len: bytes.len(),
-        };
-        // SAFETY: the kernel only reads the local iovec's bytes and checks
-        // the remote range.
-        let n = unsafe { libc::process_vm_writev(pid as i32, &local, 1, &remote, 1, 0) };
+        let remote = remote(at, bytes.len());
+        let n = process_vm_writev(Pid::from_raw(pid as i32), &[IoSlice::new(bytes)], &remote);
         complete(n, bytes.len())
     }
 
-    fn complete(n: isize, wanted: usize) -> io::Result<()> {
+    fn remote(at: u64, len: usize) -> [RemoteIoVec; 1] {
+        [RemoteIoVec {
+            base: at as usize,
+            len,
+        }]
+    }
+
+    fn complete(n: nix::Result<usize>, wanted: usize) -> io::Result<()> {
         match n {
-            n if n < 0 => Err(io::Error::last_os_error()),
-            n if n as usize != wanted => Err(io::Error::new(
+            Err(errno) => Err(errno.into()),
+            Ok(n) if n != wanted => Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 format!("{n} of {wanted} bytes"),
             )),
-            _ => Ok(()),
+            Ok(_) => Ok(()),
         }
     }
 }

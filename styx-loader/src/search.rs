@@ -1,0 +1,156 @@
+//! Searching a target's files for what to trace beyond its probes: the
+//! functions `--functions` names (how many, and why none when none match)
+//! and the guest its emulator describes. Tracing and `list` both ask.
+
+use crate::cli::FunctionArgs;
+use anyhow::{bail, Result};
+use styx_events::escape;
+use styx_events::Guest;
+use styx_usdt::functions::{read_functions, FunctionTable, FunctionsError, Matcher};
+use styx_usdt::needed::needed_libraries;
+use styx_usdt::note::ProbeTable;
+use styx_usdt::target::Target;
+
+/// More matching functions than this need `--force`: each gets probes at its
+/// entry and every return, and thousands of uprobes slow attaching and the
+/// traced program.
+pub const MAX_FUNCTIONS: usize = 5000;
+
+/// Which of a target's files were searched for functions: what to say
+/// when none matched but a library the target loads has one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+// Tracing (the `trace` feature) searches commands and binaries too.
+#[cfg_attr(not(feature = "trace"), allow(dead_code))]
+pub enum Searched {
+    /// A running process: its executable and mapped libraries.
+    Process,
+    /// `-- CMD`: the program alone (nothing else is mapped yet).
+    Command,
+    /// `--binary PATH`: that file alone.
+    Binary,
+    /// `list FILE`: that file alone.
+    File,
+}
+
+/// The functions of `target`'s files that `select` takes, per file index;
+/// an error if none (saying why, as far as can be told), or more than
+/// [`MAX_FUNCTIONS`] without `--force`. Functions that cannot be traced
+/// safely (`FunctionTable::refused`) are left to the caller to report.
+pub fn find_functions(
+    target: &Target,
+    select: &FunctionArgs,
+    searched: Searched,
+) -> Result<Vec<(usize, FunctionTable)>> {
+    let matcher = Matcher::new(&select.functions, &select.functions_exclude)?;
+    let mut tables = Vec::new();
+    for (i, file) in target.files.iter().enumerate() {
+        match read_functions(&file.read_at, &matcher) {
+            Ok(table) => tables.push((i, table)),
+            Err(e) if i == 0 => return Err(e.into()),
+            Err(FunctionsError::NotElf { .. }) => {}
+            Err(e) => log::warn!("skipping a library: {e}"),
+        }
+    }
+    let count: usize = tables.iter().map(|(_, t)| t.functions.len()).sum();
+    let patterns = select.functions.join("', '");
+    if count == 0 {
+        bail!(
+            "no function of {} matches '{patterns}': {}",
+            escape::controls(&target.name),
+            why_none(target, &tables, &matcher, searched)
+        );
+    }
+    if count > MAX_FUNCTIONS && !select.force {
+        bail!(
+            "{count} functions match '{patterns}': more than {MAX_FUNCTIONS} would each get a \
+             probe at entry and at every return; narrow the pattern (or \
+             --functions-exclude), or give --force"
+        );
+    }
+    Ok(tables)
+}
+
+/// Why no function of `target` matched, as far as can be told: some did
+/// but cannot be traced safely, a file has no symbol table, the function
+/// lives in a library the search did not cover, or it has no symbol.
+fn why_none(
+    target: &Target,
+    tables: &[(usize, FunctionTable)],
+    matcher: &Matcher,
+    searched: Searched,
+) -> String {
+    let refused: Vec<String> = tables
+        .iter()
+        .flat_map(|(_, t)| &t.refused)
+        .map(|(name, why)| format!("{}: {why}", escape::controls(name)))
+        .collect();
+    if let Some(first) = refused.first() {
+        let more = match refused.len() {
+            1 => String::new(),
+            n => format!(" (and {} more)", n - 1),
+        };
+        return format!("the matching ones cannot be traced safely: {first}{more}");
+    }
+    // A stripped file and a library not searched may both be why.
+    let mut reasons: Vec<String> = tables
+        .iter()
+        .filter_map(|(i, t)| {
+            let functions = t.stripped?;
+            Some(format!(
+                "{} has no symbol table (stripped); its .dynsym has {} (the exported ones)",
+                escape::controls(&target.files[*i].name),
+                plural(functions, "function")
+            ))
+        })
+        .collect();
+    if searched != Searched::Process {
+        let exe = &target.files[0];
+        let found = needed_libraries(&exe.read_at).into_iter().find(|library| {
+            read_functions(library, matcher).is_ok_and(|t| !t.functions.is_empty())
+        });
+        if let Some(library) = found {
+            let name = library.file_name().unwrap_or_default().to_string_lossy();
+            let path = library.display().to_string();
+            let path = escape::controls(&path);
+            let (what, instead) = match searched {
+                Searched::Command => ("`-- CMD`", format!("use --pid, or --binary {path}")),
+                Searched::Binary => ("--binary", format!("use --binary {path}")),
+                _ => ("`list FILE`", format!("list {path}")),
+            };
+            reasons.push(format!(
+                "found in {} ({path}), which {what} does not search: {instead}",
+                escape::controls(&name)
+            ));
+        }
+    }
+    if reasons.is_empty() {
+        return "a function the compiler inlined everywhere has no symbol, and cannot be traced"
+            .to_string();
+    }
+    reasons.join("; ")
+}
+
+/// The guest description of the target's files (`styx_probe::describe!`),
+/// warning about any left out.
+pub fn guest_description(target: &Target, tables: &[(usize, ProbeTable)]) -> Option<Guest> {
+    let notes = tables.iter().flat_map(|(file, table)| {
+        let name = target.files[*file].name.as_str();
+        table
+            .guest_notes
+            .iter()
+            .map(move |desc| (name, desc.as_slice()))
+    });
+    let (guest, problems) = Guest::from_notes(notes);
+    for problem in problems {
+        log::warn!("{problem}");
+    }
+    guest
+}
+
+/// `1 return`, `2 returns`.
+pub fn plural(n: usize, word: &str) -> String {
+    match n {
+        1 => format!("1 {word}"),
+        n => format!("{n} {word}s"),
+    }
+}

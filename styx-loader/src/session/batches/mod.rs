@@ -1,0 +1,159 @@
+//! A session's batch plumbing, beside the ring: the target's flush sites,
+//! lossless mode's flow control through them ([`flow`]), and the batch
+//! registry the flush site's block points to ([`partial`]): read for the
+//! batches threads still hold when stopping or dumping, and told to
+//! `styx_fatal` for the flight recorder. [`flush_block`] finds the block
+//! and reaches the process's memory.
+
+pub mod flow;
+pub mod flush_block;
+pub mod partial;
+
+use super::drain::Sink;
+use super::Lossless;
+use crate::bpf::load::{self, Loaded};
+use anyhow::Result;
+use flow::Flow;
+use flush_block::FlushSite;
+use styx_usdt::select::{Role, Selection};
+use styx_usdt::target::Target;
+
+pub struct Batches {
+    /// None for `--binary`, whose processes are found by what they map.
+    pid: Option<u32>,
+    /// The flush sites attached (none without batched delivery).
+    sites: Vec<FlushSite>,
+    flow: Option<Flow>,
+    /// Flight recorder: whether `styx_fatal` knows the batch registry.
+    registry_known: bool,
+}
+
+/// Why the batches threads hold are read, which says what a failure loses.
+#[derive(Clone, Copy)]
+pub enum Partial {
+    /// Tracing stops: from every process traced.
+    Stopping,
+    /// The flight recorder dumps on SIGUSR1: from the process traced.
+    Dumping,
+}
+
+impl Batches {
+    /// The flush sites of `selection` in `target`, and lossless flow
+    /// control claimed as `lossless` asks. Claimed before anything is
+    /// attached (a refusal leaves the process as it was) and in place
+    /// before any batch can be made: in a running process as the first
+    /// credit is granted between the attach steps, in a command started
+    /// here by its own claim at its first event (see [`flow::ChildClaim`]).
+    pub fn claim(
+        target: &Target,
+        selection: &Selection,
+        lossless: Lossless,
+        ring_bytes: u32,
+    ) -> Result<Batches> {
+        let sites: Vec<FlushSite> = selection
+            .sites
+            .iter()
+            .filter(|s| s.role == Role::BatchFlush)
+            .map(|s| FlushSite {
+                file: target.files[s.file].clone(),
+                site: s.site.clone(),
+            })
+            .collect();
+        let flow = match (lossless, target.pid) {
+            (Lossless::Off, _) | (_, None) => None,
+            (mode, Some(pid)) => match Flow::claim(pid, ring_bytes, sites.len()) {
+                Ok(flow) => Some(flow),
+                Err(e) if mode == Lossless::IfFree && e.is::<flow::Taken>() => {
+                    log::warn!(
+                        "{e}: counting without it (batches a full ring has no room for are \
+                         dropped, and reported)"
+                    );
+                    None
+                }
+                Err(e) => return Err(e),
+            },
+        };
+        Ok(Batches {
+            pid: target.pid,
+            sites,
+            flow,
+            registry_known: false,
+        })
+    }
+
+    /// Lossless mode: grants the emulator credit for the batches taken
+    /// (`received` records, or seen lost) so far. If that fails (the process
+    /// exited, or its memory cannot be written), says so once and stops:
+    /// the emulator then goes on without waiting.
+    pub fn grant(&mut self, loaded: &Loaded, received: u64) {
+        let Some(control) = self.flow.as_mut() else {
+            return;
+        };
+        let granted = load::read_lost(&loaded.drops)
+            .and_then(|drops| Ok(drops.batches + load::read_lost(&loaded.faults)?.batches))
+            .and_then(|lost| control.grant(&self.sites, received + lost));
+        if let Err(e) = granted {
+            // An exited process maps nothing (a zombie until reaped).
+            let exited = std::fs::read_to_string(format!("/proc/{}/maps", control.pid()))
+                .map_or(true, |maps| maps.is_empty());
+            if !exited {
+                log::warn!("lossless flow control stopped, batches may be lost from here: {e:#}");
+            }
+            control.release();
+            self.flow = None;
+        }
+    }
+
+    /// Gives flow control up: a thread waiting for credit goes on.
+    pub fn release_flow(&mut self) {
+        if let Some(flow) = self.flow.as_mut() {
+            flow.release();
+        }
+    }
+
+    /// Whether threads may hold batches to be read from the process.
+    pub fn any(&self) -> bool {
+        !self.sites.is_empty()
+    }
+
+    /// Reads the batches the threads still hold (see [`partial`]), each
+    /// record to `sink`; a warning saying what is lost if it cannot.
+    pub fn take_partial(&self, sink: &mut Sink, why: Partial) {
+        if self.sites.is_empty() {
+            return;
+        }
+        let pids = match (why, self.pid) {
+            (_, Some(pid)) => vec![pid],
+            // --binary: every process running it now.
+            (Partial::Stopping, None) => flush_block::pids_mapping(&self.sites),
+            (Partial::Dumping, None) => Vec::new(),
+        };
+        for pid in pids {
+            match partial::read(pid, &self.sites, |record| sink.record(record)) {
+                Ok(walked) => partial::report(pid, &walked),
+                Err(e) => match why {
+                    Partial::Stopping => log::warn!(
+                        "could not read the batches pid {pid}'s threads still hold (their \
+                         events since their last flush are lost): {e:#}"
+                    ),
+                    Partial::Dumping => log::warn!(
+                        "could not read the batches pid {pid}'s threads hold (their latest \
+                         events are not in this dump): {e:#}"
+                    ),
+                },
+            }
+        }
+    }
+
+    /// Flight recorder: tells `styx_fatal` where the batch registry is, once
+    /// the process has made it (a command started here: once it has exec'd).
+    pub fn tell_registry(&mut self, loaded: &mut Loaded) {
+        let (false, Some(pid), false) = (self.registry_known, self.pid, self.sites.is_empty())
+        else {
+            return;
+        };
+        if let Ok(Some(registry)) = partial::registry(pid, &self.sites) {
+            self.registry_known = load::set_registry(loaded, registry).is_ok();
+        }
+    }
+}

@@ -68,7 +68,8 @@ impl Answers {
     }
 }
 
-/// The program's bytes, to load at [`ENTRY`].
+/// The program's bytes, to load at [`ENTRY`]. Longer than 80 lines: it is
+/// the guest program's listing, an instruction a line, read top to bottom.
 pub fn image() -> Result<Vec<u8>, AsmError> {
     let mut a = Assembler::new(ENTRY);
 

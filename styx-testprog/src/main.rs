@@ -349,6 +349,9 @@ fn load_library(path: &str) -> LibraryFire {
     unsafe { std::mem::transmute::<*mut libc::c_void, LibraryFire>(symbol) }
 }
 
+/// The command loop: one arm per command the module's comment lists, in
+/// its order. Longer than 80 lines because the protocol is read best as
+/// one match, where each command's answer is beside its words.
 fn main() {
     // First thing: only a tracer attached before the program started sees it.
     styx_probe::marker!(|| "testprog start");

@@ -185,15 +185,7 @@ fn parse_elf<'data, R: ReadRef<'data>>(data: R) -> Result<ProbeTable, ParseError
                 }
             };
             if note.name() == GUEST_NOTE_OWNER && note.n_type(endian).0 == NT_STYX_GUEST {
-                if table.guest_notes.len() >= MAX_GUEST_NOTES
-                    || note.desc().len() > MAX_GUEST_NOTE_BYTES
-                {
-                    table
-                        .problems
-                        .push("a guest description note too large or one too many: skipped".into());
-                } else {
-                    table.guest_notes.push(note.desc().to_vec());
-                }
+                keep_guest_note(&mut table, note.desc());
                 continue;
             }
             if note.name() != NOTE_OWNER || note.n_type(endian) != NT_STAPSDT {
@@ -201,41 +193,64 @@ fn parse_elf<'data, R: ReadRef<'data>>(data: R) -> Result<ProbeTable, ParseError
             }
             match parse_note(note.desc(), endian, base, &segments) {
                 Ok(site) if !in_code(&segments, site.address) => table.outside_code += 1,
-                Ok(site) => {
-                    if let Err(reason) = check_site_is_nop(data, &site) {
-                        table.problems.push(reason);
-                        continue;
-                    }
-                    let key = (site.provider.clone(), site.name.clone(), site.address);
-                    if let Some(&kept) = seen.get(&key) {
-                        // The same probe twice at one place would report each
-                        // event twice: keep the first note.
-                        if table.sites[kept] == site {
-                            table.duplicates += 1;
-                        } else {
-                            table.problems.push(format!(
-                                "{}:{} at {:#x}: a second note with another semaphore or \
-                                 argument spec; kept the first",
-                                site.provider, site.name, site.address
-                            ));
-                        }
-                        continue;
-                    }
-                    seen.insert(key, table.sites.len());
-                    if site.semaphore != 0
-                        && table.shared_semaphore_page.is_none()
-                        && on_shared_page(&segments, site.semaphore_offset)
-                    {
-                        table.shared_semaphore_page = Some(site.semaphore_offset);
-                    }
-                    table.sites.push(site);
-                }
+                Ok(site) => keep_site(&mut table, &mut seen, data, &segments, site),
                 Err(reason) => table.problems.push(reason),
             }
         }
     }
     check_instruction_starts(&elf, data, &segments, &mut table);
     Ok(table)
+}
+
+/// Keeps a guest description's bytes, within the bounds on their number
+/// and size.
+fn keep_guest_note(table: &mut ProbeTable, desc: &[u8]) {
+    if table.guest_notes.len() >= MAX_GUEST_NOTES || desc.len() > MAX_GUEST_NOTE_BYTES {
+        table
+            .problems
+            .push("a guest description note too large or one too many: skipped".into());
+    } else {
+        table.guest_notes.push(desc.to_vec());
+    }
+}
+
+/// Adds a site in code to the table unless it is not at a `nop` or another
+/// note already placed the same probe there; `seen` holds the kept sites'
+/// (provider, probe, address) and index.
+fn keep_site<'data, R: ReadRef<'data>>(
+    table: &mut ProbeTable,
+    seen: &mut HashMap<(String, String, u64), usize>,
+    data: R,
+    segments: &[Segment],
+    site: ProbeSite,
+) {
+    if let Err(reason) = check_site_is_nop(data, &site) {
+        table.problems.push(reason);
+        return;
+    }
+    let key = (site.provider.clone(), site.name.clone(), site.address);
+    if let Some(&kept) = seen.get(&key) {
+        // The same probe twice at one place would report each event twice:
+        // keep the first note.
+        if table.sites[kept] == site {
+            table.duplicates += 1;
+        } else {
+            table.problems.push(format!(
+                "{}:{} at {:#x}: a second note with another semaphore or argument spec; kept \
+                 the first",
+                site.provider, site.name, site.address
+            ));
+        }
+        return;
+    }
+    seen.insert(key, table.sites.len());
+    if site.semaphore != 0
+        && table.shared_semaphore_page.is_none()
+        && on_shared_page(segments, site.semaphore_offset)
+    {
+        table.shared_semaphore_page = Some(site.semaphore_offset);
+    }
+    table.sites.push(site);
 }
 
 /// Leaves out the sites that lie inside an instruction of a function symbol
@@ -304,6 +319,16 @@ fn on_shared_page(segments: &[Segment], offset: u64) -> bool {
         > 1
 }
 
+/// `address` moved as `.stapsdt.base` moved, from `recorded` to `actual`
+/// (prelink); None out of range.
+fn moved(address: u64, recorded: u64, actual: u64) -> Option<u64> {
+    if actual >= recorded {
+        address.checked_add(actual - recorded)
+    } else {
+        address.checked_sub(recorded - actual)
+    }
+}
+
 fn parse_note(
     desc: &[u8],
     endian: Endianness,
@@ -347,12 +372,7 @@ fn parse_note(
         ));
     }
     if let (Some(actual), true) = (base, note_base != 0) {
-        let moved = if actual >= note_base {
-            address.checked_add(actual - note_base)
-        } else {
-            address.checked_sub(note_base - actual)
-        };
-        address = moved.ok_or_else(|| {
+        address = moved(address, note_base, actual).ok_or_else(|| {
             format!(
                 "{provider}:{name}: probe address {address:#x} moved as .stapsdt.base \
                  ({note_base:#x} to {actual:#x}) is out of range"

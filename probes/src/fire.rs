@@ -77,9 +77,12 @@ macro_rules! armed {
 
 /// Defines `pub mod $name` of a batched type: `armed()`, the call site's
 /// check; `Args`, the argument tuples the probe takes, each turned into
-/// four `u64`s (`values`); and `fire`, what the call site's function runs
-/// with them: the batch item takes the first `$args` values (and `$aux`),
-/// the per-event site the first `$site`.
+/// four `u64`s (`values`); `append`, the type's append routine
+/// ([`fast_append!`]), and `call_site`, which calls it; and `fire`, what
+/// the call site's function runs with them: the batch item takes the first
+/// `$args` values (and `$aux`), the per-event site the first `$site`.
+/// `$aux_reg` is the byte register the routine finds `$aux` in (the low
+/// byte of the value `$aux` reads), or `none` for a constant 0.
 macro_rules! batched_probe {
     ($name:ident / $kind:ident, args $args:tt, site $site:tt, aux |$v:ident| $aux:expr, $aux_reg:tt; $(
         <$($g:ident: $bound:path),*> ($($var:ident),*) => $values:expr;

@@ -7,18 +7,15 @@ use anyhow::{Context, Result};
 use std::collections::BTreeMap;
 use std::process::Command;
 
-/// Formats in the example's order, with the Styx figure and the target it
-/// prints (the example's test checks this list against its own).
-pub const FORMATS: [&str; 8] = [
-    "read", "jsonl", "text", "chrome", "perfetto", "drcov", "tenet", "parquet",
-];
-
 #[derive(Default)]
 pub struct Results {
+    /// The rows of the example's table, in its order: the formats it
+    /// measured (its list, not this crate's).
+    pub formats: Vec<String>,
     /// M events/s per format.
-    pub rates: BTreeMap<&'static str, Samples>,
+    pub rates: BTreeMap<String, Samples>,
     /// Per format: (Styx's figure, the target), as the example prints them.
-    pub reference: BTreeMap<&'static str, (String, String)>,
+    pub reference: BTreeMap<String, (String, String)>,
     pub bytes_per_event: Samples,
     pub bytes_per_mem_read: Samples,
 }
@@ -53,19 +50,33 @@ fn parse(text: &str, results: &mut Results) -> Result<()> {
     anyhow::ensure!(per_event.len() == 2, "unexpected size line {sizes:?}");
     results.bytes_per_event.push(per_event[0]);
     results.bytes_per_mem_read.push(per_event[1]);
-    for format in FORMATS {
-        let row = text
-            .lines()
-            .find(|l| l.split_whitespace().next() == Some(format))
-            .with_context(|| format!("no {format} row in {text:?}"))?;
+    // The table: its header, then a row per format up to a blank line.
+    let rows = text
+        .lines()
+        .skip_while(|l| l.split_whitespace().next() != Some("format"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty());
+    let mut formats = Vec::new();
+    for row in rows {
         let cells: Vec<&str> = row.split_whitespace().collect();
-        let rate: f64 = cells.get(1).and_then(|c| c.parse().ok()).context("rate")?;
-        results.rates.entry(format).or_default().push(rate);
+        let format = cells[0].to_string();
+        let rate: f64 = cells
+            .get(1)
+            .and_then(|c| c.parse().ok())
+            .with_context(|| format!("no rate in {row:?}"))?;
+        results.rates.entry(format.clone()).or_default().push(rate);
         let cell = |i: usize| cells.get(i).copied().unwrap_or("-").to_string();
-        results
-            .reference
-            .insert(format, (cell(2), cells[3..].join(" ")));
+        let reference = (cell(2), cells.get(3..).unwrap_or_default().join(" "));
+        results.reference.insert(format.clone(), reference);
+        formats.push(format);
     }
+    anyhow::ensure!(!formats.is_empty(), "no format table in {text:?}");
+    anyhow::ensure!(
+        results.formats.is_empty() || results.formats == formats,
+        "the example's formats changed between rounds: {:?}, then {formats:?}",
+        results.formats
+    );
+    results.formats = formats;
     Ok(())
 }
 
@@ -87,6 +98,10 @@ mod tests {
             parquet            12.0          -      >= 10\n";
         let mut results = Results::default();
         parse(text, &mut results).unwrap();
+        assert_eq!(
+            results.formats,
+            ["read", "jsonl", "text", "chrome", "perfetto", "drcov", "tenet", "parquet"]
+        );
         assert_eq!(results.rates["jsonl"].median(), 13.4);
         assert_eq!(results.reference["read"], ("20.7".into(), ">= 50".into()));
         assert_eq!(results.bytes_per_mem_read.median(), 7.01);

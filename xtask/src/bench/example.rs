@@ -3,7 +3,6 @@
 //! report's branches (targets met or not, events lost or not, the eBPF
 //! breakdown and the probe baseline there or not, the site read or not).
 
-use super::consumers::FORMATS;
 use super::demo::{Row, Variant};
 use super::machine::{CpuUse, Machine};
 use super::questions::{Asked, DELIVERIES, QUESTIONS};
@@ -103,11 +102,19 @@ pub fn results(scenario: Scenario) -> Results {
 
     r.consumers.bytes_per_event = around(7.0);
     r.consumers.bytes_per_mem_read = around(7.01);
-    for (i, format) in FORMATS.into_iter().enumerate() {
-        r.consumers.rates.insert(format, around(10.0 + i as f64));
+    for (i, format) in [
+        "read", "jsonl", "text", "chrome", "perfetto", "drcov", "tenet", "parquet",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        r.consumers.formats.push(format.into());
+        r.consumers
+            .rates
+            .insert(format.into(), around(10.0 + i as f64));
         r.consumers
             .reference
-            .insert(format, (format!("{i}.5"), format!(">= {i}")));
+            .insert(format.into(), (format!("{i}.5"), format!(">= {i}")));
     }
 
     for delivery in DELIVERIES {

@@ -4,7 +4,6 @@
 
 use super::figures::{slower, table, times, verdict};
 use super::Facts;
-use crate::bench::consumers::FORMATS;
 use crate::bench::demo::{Row, Variant};
 use crate::bench::questions::{label, Asked, DELIVERIES, QUESTIONS};
 use crate::bench::tracer::{delivery_arg, Question};
@@ -121,9 +120,9 @@ pub fn demo(md: &mut String, plan: &Plan, r: &Results) {
 /// Section 5: how fast a capture converts to each format.
 pub fn consumers(md: &mut String, plan: &Plan, r: &Results) {
     let c = &r.consumers;
-    let rows = FORMATS.map(|format| {
+    let rows = c.formats.iter().map(|format| {
         let (styx, target) = c.reference.get(format).cloned().unwrap_or_default();
-        [format.to_string(), c.rates[format].show(1), styx, target]
+        [format.clone(), c.rates[format].show(1), styx, target]
     });
     let _ = writeln!(
         md,

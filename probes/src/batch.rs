@@ -314,8 +314,10 @@ pub(crate) fn push<const N: usize>(kind: u8, aux: u8, args: [u64; N]) {
             }
         }
     }
-    // The values in registers, where the site's function has them: no
-    // copy to the stack on the fast path for a call it rarely makes.
+    // The values in registers, where the site's function has them, rather
+    // than a slice on its stack (callgrind, traced tight loop: 0.27
+    // instructions an event fewer; a time mark, every ~32 events, comes
+    // here through the call site's function).
     let value = |i: usize| if i < N { args[i] } else { 0 };
     push_slow::<N>(value(0), value(1), value(2), value(3), kind, aux);
 }

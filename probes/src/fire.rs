@@ -30,7 +30,6 @@
 //!   it), so each call site keeps its own USDT site and note. Its `asm!`
 //!   names the call site (file, line, column) in a comment, so that no two
 //!   are identical code for LLVM's function merging to fold into one.
-//!
 //! - The frequent (batched) types' cold block calls their type's append
 //!   routine (`fast_append!`, assembly), not `site`: while only batch
 //!   tracers hold the type it appends the item to the thread's batch

@@ -157,14 +157,14 @@ impl EventWriter for TenetWriter {
             EventKind::RegRead => {
                 let (num, val) = whole(registers, values, args[1], args[2]);
                 know(&mut insn.before, num, val);
-                values.insert(num, val);
+                remember(registers, values, num, val);
             }
             EventKind::RegWrite => {
                 let (num, old) = whole(registers, values, args[1], args[3]);
                 let (_, val) = whole(registers, values, args[1], args[2]);
                 know(&mut insn.before, num, old);
                 set(&mut insn.written, num, val);
-                values.insert(num, val);
+                remember(registers, values, num, val);
             }
             EventKind::MemRead | EventKind::MemWrite => insn.memory.push((
                 event.kind == EventKind::MemWrite,
@@ -341,6 +341,14 @@ fn whole(
         None => last,
     };
     (within.parent, merged)
+}
+
+/// Keeps whole register `num`'s latest value for the sub-registers to come;
+/// nothing to keep for a guest without sub-registers.
+fn remember(registers: &RegisterNames, values: &mut FxHashMap<u64, u64>, num: u64, val: u64) {
+    if registers.has_sub_registers() {
+        values.insert(num, val);
+    }
 }
 
 /// Records a register's value before the instruction, if not known yet.

@@ -266,6 +266,11 @@ impl RegisterNames {
         }
     }
 
+    /// Whether any register is a sub-register of another.
+    pub fn has_sub_registers(&self) -> bool {
+        !self.within.is_empty()
+    }
+
     /// Where register `num` lies in its parent, and its width, if it is
     /// a sub-register.
     pub fn within(&self, num: u64) -> Option<(Within, u16)> {

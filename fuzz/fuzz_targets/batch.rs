@@ -1,13 +1,15 @@
-//! Batch records, heads and registry slots as a hostile process (or a
-//! capture's author) makes them: a run of records split, taken whole and
-//! counted by one splitter, then the input as a process's memory whose
-//! batch registry the partial reader walks, its records split in turn. Any
-//! input gives events, a counted irregularity or an error: no panic, no
-//! hang, no unbounded allocation.
+//! Batch items, records, heads and registry slots as a hostile process (or
+//! a capture's author) makes them: the input walked as items of both item
+//! layouts (`styx_common::item`), then a run of records split, taken whole
+//! and counted by one splitter of each layout, then the input as a
+//! process's memory whose batch registry the partial reader walks, its
+//! records split in turn. Any input gives events, a counted irregularity
+//! or an error: no panic, no hang, no unbounded allocation.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use std::io;
+use styx_common::item::{Codec, Item};
 use styx_events::Batches;
 use styx_events::batch_items;
 use styx_events::partial::{self, Memory};
@@ -47,22 +49,41 @@ impl Memory for Fake<'_> {
     }
 }
 
-fuzz_target!(|data: &[u8]| {
-    // Records, each preceded by its length (u16 LE), as they would come
-    // off the ring one after another.
-    let mut batches = Batches::new();
-    let mut rest = data;
-    while let [a, b, tail @ ..] = rest {
-        let len = (u16::from_le_bytes([*a, *b]) as usize).min(tail.len());
-        let (record, after) = tail.split_at(len);
-        rest = after;
-        let _ = batch_items::counts(record);
-        let mut counts = [0u64; 16];
-        if !batches.take_whole(record, &mut counts) {
-            let _ = batches.split(record, |_| Ok::<(), ()>(()));
+/// Walks `data` as items until one does not read; every item read stays
+/// within what it was given and moves the walk on.
+fn walk_items(data: &[u8], codec: Codec) {
+    let mut at = 0;
+    while let Ok((item, len)) = codec.read(&data[at..]) {
+        assert!(len > 0 && at + len <= data.len());
+        if let Item::Event { kind, .. } = item {
+            assert!(matches!(
+                kind.shape(),
+                styx_common::Shape::Args(_) | styx_common::Shape::ArgsAux(_)
+            ));
         }
+        at += len;
     }
-    let _ = batches.irregular();
+}
+
+fuzz_target!(|data: &[u8]| {
+    for codec in [Codec::Current, Codec::V1] {
+        walk_items(data, codec);
+        // Records, each preceded by its length (u16 LE), as they would
+        // come off the ring one after another (or out of a capture).
+        let mut batches = Batches::with_codec(codec);
+        let mut rest = data;
+        while let [a, b, tail @ ..] = rest {
+            let len = (u16::from_le_bytes([*a, *b]) as usize).min(tail.len());
+            let (record, after) = tail.split_at(len);
+            rest = after;
+            let _ = batch_items::counts(record, codec);
+            let mut counts = [0u64; 16];
+            if !batches.take_whole(record, &mut counts) {
+                let _ = batches.split(record, |_| Ok::<(), ()>(()));
+            }
+        }
+        let _ = batches.irregular();
+    }
 
     let mut memory = Fake {
         bytes: data,

@@ -21,9 +21,10 @@ use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::Once;
 use std::time::Duration;
 use styx_common::batch::{
-    item_bytes, item_word, BatchHead, ALONE_SEQ, BATCH_BYTES, BATCH_LAYOUT_VERSION, BATCH_MAGIC,
-    ITEM_TIME, LOSSLESS_LOADER_ENV, MARK_EVERY_BYTES, REGISTRY_BLOCK_BYTES, REGISTRY_SLOTS,
+    BatchHead, ALONE_SEQ, BATCH_BYTES, BATCH_LAYOUT_VERSION, BATCH_MAGIC, LOSSLESS_LOADER_ENV,
+    MARK_EVERY_BYTES, REGISTRY_BLOCK_BYTES, REGISTRY_SLOTS,
 };
+use styx_common::item::{Layout, MARK_BYTES, TAG_BYTES, TIME_TAG};
 use styx_common::EVENT_KIND_SLOTS;
 
 /// [`BatchHead`] as the owner writes it: the fields other threads, the
@@ -53,12 +54,16 @@ const _: () =
 // The flush probe's readers find the items right after the head.
 const _: () = assert!(core::mem::offset_of!(Buffer, items) == core::mem::size_of::<BatchHead>());
 
+/// Bytes past a buffer's capacity that appends may write over: an item
+/// is stored as whole words (up to five), its length counted.
+const SLACK: usize = 40;
+
 /// A thread's buffer: the head, the items right after it (where the flush
 /// probe's readers expect them), then the owner's private state.
 #[repr(C, align(8))]
 struct Buffer {
     head: Head,
-    items: UnsafeCell<[u8; BATCH_BYTES]>,
+    items: UnsafeCell<[u8; BATCH_BYTES + SLACK]>,
     /// The fast path appends while `len + item <= limit`: the next time
     /// mark's offset, or the capacity.
     limit: Cell<u32>,
@@ -263,18 +268,6 @@ pub(crate) mod fast {
     pub(crate) const LIMIT: usize = offset_of!(Buffer, limit);
     pub(crate) const ITEMS: usize = offset_of!(Buffer, items);
     pub(crate) const COUNTS: usize = offset_of!(Buffer, head) + offset_of!(Head, counts);
-
-    // The fast path writes an item's first word as `aux << 8 | kind`.
-    const _: () = {
-        let mut aux = 0;
-        while aux < 256 {
-            assert!(
-                styx_common::batch::item_word(7, aux as u8) == (aux as u64) << 8 | 7,
-                "item_word is no longer what the fast path writes"
-            );
-            aux += 1;
-        }
-    };
 }
 
 thread_local! {
@@ -298,79 +291,80 @@ impl Drop for Owner {
     }
 }
 
-/// Appends an event of `kind` with `N` arguments to this thread's batch.
+/// Appends an event of `kind`, its item packed into `W` words of which
+/// the first `bytes` count (`crate::fire::pack`), to this thread's batch.
 #[inline(always)]
-pub(crate) fn push<const N: usize>(kind: u8, aux: u8, args: [u64; N]) {
+pub(crate) fn push<const W: usize>(kind: u8, bytes: u32, words: [u64; W]) {
+    const { assert!(W <= SLACK / 8) };
     let buffer = current();
-    let need = item_bytes(N) as u32;
     if !buffer.is_null() {
         // SAFETY: this thread's own buffer, which only it appends to.
         unsafe {
             let buffer = &*buffer;
             let len = buffer.head.len.load(Ordering::Relaxed);
-            if len + need <= buffer.limit.get() {
-                append(buffer, len, kind, aux, &args);
+            if len + bytes <= buffer.limit.get() {
+                append(buffer, len, kind, bytes, &words);
                 return;
             }
         }
     }
-    // The values in registers, where the site's function has them, rather
-    // than a slice on its stack (callgrind, traced tight loop: 0.27
-    // instructions an event fewer; a time mark, every ~32 events, comes
-    // here through the call site's function).
-    let value = |i: usize| if i < N { args[i] } else { 0 };
-    push_slow::<N>(value(0), value(1), value(2), value(3), kind, aux);
+    let word = |i: usize| if i < W { words[i] } else { 0 };
+    push_slow(kind, bytes, [word(0), word(1), word(2), word(3), word(4)]);
 }
 
-/// Writes an item at `len`, which the caller checked has room.
+/// Writes an item at `len`, which the caller checked has room: its words
+/// whole (the buffer's slack takes what is past the item), its length
+/// counted.
 #[inline(always)]
-unsafe fn append(buffer: &Buffer, len: u32, kind: u8, aux: u8, args: &[u64]) {
-    let at = (buffer.items.get() as *mut u8).add(len as usize) as *mut u64;
-    at.write(item_word(kind, aux));
-    for (i, &arg) in args.iter().enumerate() {
-        at.add(1 + i).write(arg);
+unsafe fn append(buffer: &Buffer, len: u32, kind: u8, bytes: u32, words: &[u64]) {
+    let at = (buffer.items.get() as *mut u8).add(len as usize);
+    for (i, word) in words.iter().enumerate() {
+        (at.add(8 * i) as *mut u64).write_unaligned(word.to_le());
     }
     (*buffer.head.counts.get())[kind as usize] += 1;
     // Release: a thread flushing this buffer at process exit sees the items.
-    buffer
-        .head
-        .len
-        .store(len + item_bytes(args.len()) as u32, Ordering::Release);
+    buffer.head.len.store(len + bytes, Ordering::Release);
+}
+
+/// A time mark's words: its tag and the thread's clock now.
+fn mark_words() -> [u64; 2] {
+    let ns = monotonic_ns();
+    [
+        (TIME_TAG as u64) | ns << (8 * TAG_BYTES),
+        ns >> (64 - 8 * TAG_BYTES),
+    ]
 }
 
 /// The next item does not fit before `limit`: a time mark is due, the
 /// buffer is full, or this thread has none yet.
 #[cold]
 #[inline(never)]
-fn push_slow<const N: usize>(a: u64, b: u64, c: u64, d: u64, kind: u8, aux: u8) {
-    let values = [a, b, c, d];
-    let args = &values[..N];
+fn push_slow(kind: u8, bytes: u32, words: [u64; 5]) {
     let Some(buffer) = current_or_new() else {
-        return push_alone(kind, aux, args);
+        return push_alone(kind, bytes, words);
     };
-    let need = item_bytes(args.len()) as u32;
-    let mark = item_bytes(1) as u32;
+    let mark = MARK_BYTES as u32;
     let head = &buffer.head;
     // A loader that stopped took part of this batch: hand over the rest and
     // start afresh, rather than append after what it took.
     if head.taken_seq.load(Ordering::Acquire) == head.seq.load(Ordering::Relaxed)
-        || head.len.load(Ordering::Relaxed) + mark + need > head.cap
+        || head.len.load(Ordering::Relaxed) + mark + bytes > head.cap
     {
         flush_owned(buffer);
     }
     let len = head.len.load(Ordering::Relaxed);
     // SAFETY: room for the mark and the item was made above.
     unsafe {
-        if len + need > buffer.limit.get() {
+        if len + bytes > buffer.limit.get() {
             // A time mark: the thread's clock now, before the event.
-            append(buffer, len, ITEM_TIME, 0, &[monotonic_ns()]);
+            append(buffer, len, 0, mark, &mark_words());
             let after_mark = len + mark;
             buffer
                 .limit
                 .set((after_mark + MARK_EVERY_BYTES).min(head.cap));
-            append(buffer, after_mark, kind, aux, args);
+            append(buffer, after_mark, kind, bytes, &words);
         } else {
-            append(buffer, len, kind, aux, args);
+            append(buffer, len, kind, bytes, &words);
         }
     }
 }
@@ -488,14 +482,18 @@ unsafe fn recount(buffer: &Buffer, from: u32, to: u32) {
     *counts = [0; EVENT_KIND_SLOTS as usize];
     let items = &*buffer.items.get();
     let mut at = from as usize;
-    while at + 8 <= to as usize {
-        let kind = items[at];
-        counts[kind as usize & 0x0f] += 1;
-        let args = match styx_common::EventKind::from_id(kind) {
-            Some(kind) => kind.shape().record_args(),
-            None => 1, // a time mark
+    while at + TAG_BYTES <= to as usize {
+        let tag = u16::from_le_bytes([items[at], items[at + 1]]);
+        // The owner's own items: every tag is one it wrote.
+        let Some(layout) = Layout::of(tag) else {
+            return;
         };
-        at += item_bytes(args);
+        if let Layout::Event { kind, .. } = layout {
+            counts[kind as usize] += 1;
+        } else {
+            counts[0] += 1;
+        }
+        at += layout.bytes();
     }
 }
 
@@ -594,7 +592,7 @@ fn acquire() -> &'static Buffer {
             buffer: AtomicU32::new(NEXT_BUFFER.fetch_add(1, Ordering::Relaxed)),
             counts: UnsafeCell::new([0; EVENT_KIND_SLOTS as usize]),
         },
-        items: UnsafeCell::new([0; BATCH_BYTES]),
+        items: UnsafeCell::new([0; BATCH_BYTES + SLACK]),
         limit: Cell::new(0),
         owned: AtomicU32::new(1),
     }));
@@ -649,13 +647,14 @@ fn random_u32() -> u32 {
 }
 
 /// An event fired while its thread is being torn down (after its buffer
-/// was flushed and released): handed over alone from a buffer on the stack.
+/// was flushed and released): handed over alone from a buffer on the
+/// stack, after a time mark.
 #[cold]
-fn push_alone(kind: u8, aux: u8, args: &[u64]) {
+fn push_alone(kind: u8, bytes: u32, words: [u64; 5]) {
     #[repr(C)]
     struct Alone {
         head: Head,
-        items: [u64; 8],
+        items: [u8; MARK_BYTES + SLACK],
     }
     let mut alone = Alone {
         head: Head {
@@ -663,20 +662,23 @@ fn push_alone(kind: u8, aux: u8, args: &[u64]) {
             tid: AtomicU32::new(unsafe { libc::gettid() } as u32),
             seq: AtomicU64::new(ALONE_SEQ),
             len: AtomicU32::new(0),
-            cap: 64,
+            cap: (MARK_BYTES + SLACK) as u32,
             taken_seq: AtomicU64::new(0),
             taken_len: AtomicU32::new(0),
             buffer: AtomicU32::new(0),
             counts: UnsafeCell::new([0; EVENT_KIND_SLOTS as usize]),
         },
-        items: [0; 8],
+        items: [0; MARK_BYTES + SLACK],
     };
-    alone.items[0] = item_word(ITEM_TIME, 0);
-    alone.items[1] = monotonic_ns();
-    alone.items[2] = item_word(kind, aux);
-    alone.items[3..3 + args.len()].copy_from_slice(args);
+    let ns = monotonic_ns();
+    alone.items[..TAG_BYTES].copy_from_slice(&TIME_TAG.to_le_bytes());
+    alone.items[TAG_BYTES..MARK_BYTES].copy_from_slice(&ns.to_le_bytes());
+    for (i, word) in words.iter().enumerate() {
+        let at = MARK_BYTES + 8 * i;
+        alone.items[at..at + 8].copy_from_slice(&word.to_le_bytes());
+    }
     alone.head.counts.get_mut()[kind as usize] = 1;
-    let len = 8 * (3 + args.len()) as u64;
+    let len = MARK_BYTES as u64 + bytes as u64;
     let tid = alone.head.tid.load(Ordering::Relaxed) as u64;
     fire_flush(&raw const alone as u64, 0, len, ALONE_SEQ, tid);
 }

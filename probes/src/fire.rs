@@ -49,11 +49,8 @@
 //! types are never batched; they flush the thread's pending batch before
 //! firing, so a thread's events reach the reader in the order they happened.
 
-use crate::MemValue;
-use styx_common::{Branch, InterruptKind};
-
-#[cfg(not(feature = "disabled"))]
-use styx_common::EventKind;
+use crate::{MemValue, Value};
+use styx_common::{Branch, EventKind, InterruptKind};
 
 #[cfg(not(feature = "disabled"))]
 use crate::enabled::{load_word, semaphores, PER_EVENT};
@@ -75,16 +72,15 @@ macro_rules! armed {
 }
 
 /// Defines `pub mod $name` of a batched type: `armed()`, the call site's
-/// check; `Args`, the argument tuples the probe takes, each turned into
-/// four `u64`s (`values`); `append`, the type's append routine
-/// ([`fast_append!`]), and `call_site`, which calls it; and `fire`, what
-/// the call site's function runs with them: the batch item takes the first
-/// `$args` values (and `$aux`), the per-event site the first `$site`.
-/// `$aux_reg` is the byte register the routine finds `$aux` in (the low
-/// byte of the value `$aux` reads), or `none` for a constant 0.
+/// check; `Args`, the argument tuples the probe takes, each with the
+/// widths of its values (the item's tag and length follow from them) and
+/// its values as the per-event site passes them (`u64`s); `append`, the
+/// type's append routine ([`fast_append!`]), and `call_site`, which calls
+/// it with the item packed into `$words` registers; and `fire`, what the
+/// call site's function runs with the packed item.
 macro_rules! batched_probe {
-    ($name:ident / $kind:ident, args $args:tt, site $site:tt, aux |$v:ident| $aux:expr, $aux_reg:tt; $(
-        <$($g:ident: $bound:path),*> ($($var:ident),*) => $values:expr;
+    ($name:ident / $kind:ident, words $words:tt, site $site:tt; $(
+        <$($g:ident: $bound:path),*> ($($var:ident),*) => [$($value:expr; $bytes:expr),*];
     )+) => {
         #[doc(hidden)]
         pub mod $name {
@@ -93,40 +89,53 @@ macro_rules! batched_probe {
 
             armed!($name);
 
+            /// Registers of packed item the append routine takes: as many
+            /// as the type's widest item fills.
+            pub const WORDS: usize = $words;
+
             /// Calls the type's [`append`] from the call site's cold block
-            /// with the call site's function `site` and the values.
+            /// with the call site's function `site` and the packed item.
             #[inline(always)]
-            pub fn call_site(site: extern "C" fn(u64, u64, u64, u64), values: [u64; 4]) {
+            pub fn call_site<T: Args>(site: SiteFn, values: T) {
+                let words: [u64; WORDS] = pack(T::TAG, &values.values(), T::WIDTHS);
                 #[cfg(not(feature = "disabled"))]
-                call_append!(append, site, values);
+                call_append!($words, append, site, T::BYTES, words);
                 #[cfg(feature = "disabled")]
-                let _ = (site, values);
+                let _ = (site, words);
             }
 
             #[cfg(not(feature = "disabled"))]
-            fast_append!(append, $name, $kind, $args, $aux_reg);
+            fast_append!(append, $name, $kind, $words);
 
             /// The argument tuples the probe accepts.
-            pub trait Args {
-                /// The values as the call site's function takes them.
-                fn values(self) -> [u64; 4];
+            pub trait Args: Sized {
+                /// Bytes of each value in the item, in order.
+                const WIDTHS: &'static [usize];
+                /// The item's tag.
+                const TAG: u16 = styx_common::item::event_tag(EventKind::$kind, Self::WIDTHS);
+                /// Bytes of the item.
+                const BYTES: u32 = item_bytes(Self::WIDTHS);
+                /// The values, as the per-event site passes them.
+                fn values(self) -> [u64; $site];
             }
 
             $(
                 impl<$($g: $bound),*> Args for ($($g,)*) {
+                    const WIDTHS: &'static [usize] = &[$($bytes),*];
                     #[inline(always)]
-                    fn values(self) -> [u64; 4] {
+                    fn values(self) -> [u64; $site] {
                         let ($($var,)*) = self;
-                        $values
+                        [$($value),*]
                     }
                 }
             )+
 
-            /// Hands the values to whoever holds the word up (inlined into
-            /// the call site's function, with the site's `nop` and note).
+            /// Hands the packed item to whoever holds the word up (inlined
+            /// into the call site's function, with the site's `nop` and
+            /// note): the per-event site takes its values unpacked.
             #[inline(always)]
             #[allow(unused_variables)]
-            pub fn fire<const SITE: u64>($v: [u64; 4]) {
+            pub fn fire<const SITE: u64, T: Args>(words: [u64; 5]) {
                 #[cfg(not(feature = "disabled"))]
                 {
                     let state = load_word!(semaphores::$name);
@@ -134,16 +143,72 @@ macro_rules! batched_probe {
                         return;
                     }
                     if state & PER_EVENT != 0 {
-                        let site: [u64; $site] = first($v);
+                        let site: [u64; $site] = unpack(&words, T::WIDTHS);
                         event_site!($name, semaphores::$name, SITE, site, $site);
                     }
                     if state > PER_EVENT {
-                        crate::batch::push::<$args>(EventKind::$kind as u8, $aux, first($v));
+                        let words: [u64; WORDS] = core::array::from_fn(|i| words[i]);
+                        crate::batch::push(EventKind::$kind as u8, T::BYTES, words);
                     }
                 }
             }
         }
     };
+}
+
+/// The function of a call site's own that a batched type's append routine
+/// calls with the packed item (five registers, the routine's).
+pub type SiteFn = extern "C" fn(u64, u64, u64, u64, u64);
+
+/// Bytes of an item whose values are `widths` bytes wide.
+const fn item_bytes(widths: &[usize]) -> u32 {
+    let mut bytes = styx_common::item::TAG_BYTES;
+    let mut i = 0;
+    while i < widths.len() {
+        bytes += widths[i];
+        i += 1;
+    }
+    bytes as u32
+}
+
+/// An item as `W` little-endian words: `tag`, then each value in its
+/// width (`styx_common::item`). The widths are constants where this is
+/// inlined: what is left are shifts and ors. Bits past the item are 0.
+#[inline(always)]
+pub fn pack<const W: usize>(tag: u16, values: &[u64], widths: &[usize]) -> [u64; W] {
+    let mut words = [0u64; W];
+    words[0] = tag as u64;
+    let mut bit = 8 * styx_common::item::TAG_BYTES;
+    for (&value, &bytes) in values.iter().zip(widths) {
+        let (word, shift) = (bit / 64, bit % 64);
+        words[word] |= value << shift;
+        if shift + 8 * bytes > 64 {
+            words[word + 1] |= value >> (64 - shift);
+        }
+        bit += 8 * bytes;
+    }
+    words
+}
+
+/// The values of a packed item, each widened to a `u64`.
+#[inline(always)]
+pub fn unpack<const N: usize>(words: &[u64], widths: &[usize]) -> [u64; N] {
+    let mut values = [0u64; N];
+    let mut bit = 8 * styx_common::item::TAG_BYTES;
+    for (value, &bytes) in values.iter_mut().zip(widths) {
+        let (word, shift) = (bit / 64, bit % 64);
+        let mut read = words[word] >> shift;
+        if shift + 8 * bytes > 64 {
+            read |= words[word + 1] << (64 - shift);
+        }
+        *value = if bytes == 8 {
+            read
+        } else {
+            read & ((1 << (8 * bytes)) - 1)
+        };
+        bit += 8 * bytes;
+    }
+    values
 }
 
 /// Defines `pub mod $name` of a per-event type: `armed()` and `Args`, each
@@ -178,48 +243,44 @@ macro_rules! per_event_probe {
     };
 }
 
-/// The first `N` of the four values.
-#[cfg(not(feature = "disabled"))]
-#[inline(always)]
-fn first<const N: usize>(values: [u64; 4]) -> [u64; N] {
-    core::array::from_fn(|i| values[i])
-}
-
-// An instruction's length travels in the batch item's aux byte and as the
-// per-event site's third value; 0 where the emulator gives none.
-batched_probe!(insn_fetch / InsnFetch, args 2, site 3, aux |v| v[2] as u8, dl;
-    <P: Into<u64>, I: Into<u64>>(pc, insn) => [pc.into(), insn.into(), 0, 0];
-    <P: Into<u64>, I: Into<u64>, L: InsnLen>(pc, insn, len)
-        => [pc.into(), insn.into(), len.insn_len().into(), 0];
+// Each value travels in its type's width (`Value`). An instruction's
+// length is the item's last byte and the per-event site's third value; 0
+// where the emulator gives none.
+batched_probe!(insn_fetch / InsnFetch, words 3, site 3;
+    <P: Value, I: Value>(pc, insn) => [pc.bits(); P::BYTES, insn.bits(); I::BYTES, 0; 1];
+    <P: Value, I: Value, L: InsnLen>(pc, insn, len)
+        => [pc.bits(); P::BYTES, insn.bits(); I::BYTES, len.insn_len() as u64; 1];
 );
-batched_probe!(insn_exec / InsnExec, args 2, site 3, aux |v| v[2] as u8, dl;
-    <P: Into<u64>, I: Into<u64>>(pc, insn) => [pc.into(), insn.into(), 0, 0];
-    <P: Into<u64>, I: Into<u64>, L: InsnLen>(pc, insn, len)
-        => [pc.into(), insn.into(), len.insn_len().into(), 0];
+batched_probe!(insn_exec / InsnExec, words 3, site 3;
+    <P: Value, I: Value>(pc, insn) => [pc.bits(); P::BYTES, insn.bits(); I::BYTES, 0; 1];
+    <P: Value, I: Value, L: InsnLen>(pc, insn, len)
+        => [pc.bits(); P::BYTES, insn.bits(); I::BYTES, len.insn_len() as u64; 1];
 );
-batched_probe!(block / Block, args 2, site 2, aux |v| 0, none;
-    <P: Into<u64>, S: Into<u64>>(pc, size) => [pc.into(), size.into(), 0, 0];
+batched_probe!(block / Block, words 3, site 2;
+    <P: Value, S: Value>(pc, size) => [pc.bits(); P::BYTES, size.bits(); S::BYTES];
 );
-// A memory access's size is the width of its value's type: the batch
-// item's aux byte, the per-event site's fourth value.
-batched_probe!(mem_read / MemRead, args 3, site 4, aux |v| v[3] as u8, cl;
-    <P: Into<u64>, A: Into<u64>, V: MemValue>(pc, addr, val)
-        => [pc.into(), addr.into(), val.to_u64(), V::SIZE];
+// A memory access's size is the width of its value's type: the item's
+// last byte, the per-event site's fourth value.
+batched_probe!(mem_read / MemRead, words 4, site 4;
+    <P: Value, A: Value, V: MemValue>(pc, addr, val)
+        => [pc.bits(); P::BYTES, addr.bits(); A::BYTES, val.bits(); V::BYTES, V::BYTES as u64; 1];
 );
-batched_probe!(mem_write / MemWrite, args 3, site 4, aux |v| v[3] as u8, cl;
-    <P: Into<u64>, A: Into<u64>, V: MemValue>(pc, addr, val)
-        => [pc.into(), addr.into(), val.to_u64(), V::SIZE];
+batched_probe!(mem_write / MemWrite, words 4, site 4;
+    <P: Value, A: Value, V: MemValue>(pc, addr, val)
+        => [pc.bits(); P::BYTES, addr.bits(); A::BYTES, val.bits(); V::BYTES, V::BYTES as u64; 1];
 );
-batched_probe!(reg_read / RegRead, args 3, site 3, aux |v| 0, none;
-    <P: Into<u64>, R: Into<u64>, V: Into<u64>>(pc, reg, val) => [pc.into(), reg.into(), val.into(), 0];
+batched_probe!(reg_read / RegRead, words 4, site 3;
+    <P: Value, R: Value, V: Value>(pc, reg, val)
+        => [pc.bits(); P::BYTES, reg.bits(); R::BYTES, val.bits(); V::BYTES];
 );
-batched_probe!(reg_write / RegWrite, args 4, site 4, aux |v| 0, none;
-    <P: Into<u64>, R: Into<u64>, V: Into<u64>, O: Into<u64>>(pc, reg, val, old)
-        => [pc.into(), reg.into(), val.into(), old.into()];
+batched_probe!(reg_write / RegWrite, words 5, site 4;
+    <P: Value, R: Value, V: Value, O: Value>(pc, reg, val, old)
+        => [pc.bits(); P::BYTES, reg.bits(); R::BYTES, val.bits(); V::BYTES, old.bits(); O::BYTES];
 );
-batched_probe!(branch / Branch, args 3, site 3, aux |v| 0, none;
-    <P: Into<u64>, T: Into<u64>, K: Into<Branch>>(pc, target, kind)
-        => [pc.into(), target.into(), kind.into().encode(), 0];
+// An encoded branch (`Branch::encode`) takes 9 bits.
+batched_probe!(branch / Branch, words 3, site 3;
+    <P: Value, T: Value, K: Into<Branch>>(pc, target, kind)
+        => [pc.bits(); P::BYTES, target.bits(); T::BYTES, kind.into().encode(); 2];
 );
 per_event_probe!(interrupt:
     <K: Into<InterruptKind>, N: Into<u64>, O: Into<u64>, W: Into<u64>>(K, N, O, W)(kind, num, old_pc, new_pc)
@@ -242,19 +303,34 @@ per_event_probe!(span_end:
         name.as_ref().as_ptr() as u64, name.as_ref().len() as u64, id]
 );
 
-/// Calls `$append` (see [`fast_append!`]) from the call site's cold block:
-/// the registers it uses are declared clobbered (they carry `site` and the
-/// closure's results, made in the cold block for this call; a value still
-/// needed after it is copied there, in the cold block), and so are the
-/// vector registers (they have no callee-saved ones); every other register
-/// keeps its value, so the compiler keeps the host function's values where
-/// it would without probes rather than in callee-saved registers that
-/// every run of the host function would save and restore. Not `nostack`:
-/// the compiler keeps the red zone free and the stack aligned around it,
-/// as for a call.
+/// Calls `$append` (see [`fast_append!`]) from the call site's cold block
+/// with the packed item's `$words` words in `rdi`, `rsi`, `rdx`, `rcx`
+/// (and `r8`), its length in `r10` and `site` in `rax`: those registers
+/// are declared clobbered (they carry what the cold block made for this
+/// call; a value still needed after it is copied there, in the cold
+/// block), and so are `r11` and the vector registers (they have no
+/// callee-saved ones); every other register keeps its value, so the
+/// compiler keeps the host function's values where it would without
+/// probes rather than in callee-saved registers that every run of the
+/// host function would save and restore. Not `nostack`: the compiler
+/// keeps the red zone free and the stack aligned around it, as for a call.
 #[cfg(not(feature = "disabled"))]
 macro_rules! call_append {
-    ($append:ident, $site:expr, $values:expr) => {
+    (3, $append:ident, $site:expr, $bytes:expr, $words:expr) => {
+        call_append!(@ $append, $site, $bytes, out("rcx") _,
+            inout("rdi") $words[0] => _, inout("rsi") $words[1] => _, inout("rdx") $words[2] => _)
+    };
+    (4, $append:ident, $site:expr, $bytes:expr, $words:expr) => {
+        call_append!(@ $append, $site, $bytes, inout("rdi") $words[0] => _,
+            inout("rsi") $words[1] => _, inout("rdx") $words[2] => _,
+            inout("rcx") $words[3] => _)
+    };
+    (5, $append:ident, $site:expr, $bytes:expr, $words:expr) => {
+        call_append!(@ $append, $site, $bytes, inout("rdi") $words[0] => _,
+            inout("rsi") $words[1] => _, inout("rdx") $words[2] => _,
+            inout("rcx") $words[3] => _, inout("r8") $words[4] => _)
+    };
+    (@ $append:ident, $site:expr, $bytes:expr, $($operand:tt)*) => {
         // SAFETY: `$append` returns with every register but these and the
         // flags as it found them, and the stack pointer restored.
         unsafe {
@@ -262,11 +338,9 @@ macro_rules! call_append {
                 "call {append}",
                 append = sym $append,
                 inout("rax") $site => _,
-                inout("rdi") $values[0] => _,
-                inout("rsi") $values[1] => _,
-                inout("rdx") $values[2] => _,
-                inout("rcx") $values[3] => _,
-                out("r10") _, out("r11") _,
+                inout("r10") $bytes => _,
+                $($operand)*,
+                out("r11") _,
                 out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
                 out("xmm4") _, out("xmm5") _, out("xmm6") _, out("xmm7") _,
                 out("xmm8") _, out("xmm9") _, out("xmm10") _, out("xmm11") _,
@@ -278,20 +352,22 @@ macro_rules! call_append {
 #[cfg(not(feature = "disabled"))]
 use call_append;
 
-/// Defines `$append`, what a batched type's call sites call with the call
-/// site's function in `rax` and the values in `rdi`, `rsi`, `rdx`, `rcx`.
-/// While only batch tracers hold the type and the thread's buffer has
-/// room before its next time mark, it appends the item itself: the
-/// semaphore word, the thread's buffer (an initial-exec thread-local), the
-/// bounds check and the stores, in `rax`, `r10` and `r11` (the call site
-/// declares them clobbered) — what `batch::push` does, without a call
-/// into compiled code, which may clobber every scratch register and would
-/// need them all saved. Anything else (a per-event tracer, no buffer yet,
-/// a time mark due, a word gone to zero) calls the call site's function,
-/// saving the two scratch registers the call site keeps (`r8`, `r9`).
+/// Defines `$append`, what a batched type's call sites call (see
+/// [`call_append!`]). While only batch tracers hold the type and the
+/// thread's buffer has room before its next time mark, it appends the
+/// item itself: the semaphore word, the thread's buffer (an initial-exec
+/// thread-local), the bounds check and the stores, in `rax`, `r10` and
+/// `r11` — what `batch::push` does, without a call into compiled code,
+/// which may clobber every scratch register and would need them all
+/// saved. It stores all `$words` words whatever the item's length (the
+/// buffer has room past its end for that) and counts only the length.
+/// Anything else (a per-event tracer, no buffer yet, a time mark due, a
+/// word gone to zero) calls the call site's function with the same
+/// registers, saving `r9` and `r8` (unless it is a word), which the call
+/// site keeps.
 #[cfg(not(feature = "disabled"))]
 macro_rules! fast_append {
-    ($append:ident, $name:ident, $kind:ident, $args:tt, $aux_reg:tt) => {
+    ($append:ident, $name:ident, $kind:ident, $words:tt) => {
         #[doc(hidden)]
         #[unsafe(naked)]
         pub unsafe extern "C" fn $append() {
@@ -306,13 +382,12 @@ macro_rules! fast_append {
                 "mov r11, qword ptr fs:[r11]",
                 "test r11, r11",
                 "jz 2f",
-                "mov r10d, dword ptr [r11 + {len}]",
-                "add r10d, {need}",
+                // r10: the length after this item.
+                "add r10d, dword ptr [r11 + {len}]",
                 "cmp r10d, dword ptr [r11 + {limit}]",
                 "ja 2f",
-                item_word!($aux_reg),
-                "mov qword ptr [r11 + r10 + {item}], rax",
-                store_values!($args),
+                "mov eax, dword ptr [r11 + {len}]",
+                store_words!($words),
                 "inc dword ptr [r11 + {count}]",
                 // The new length last (x86 stores are release stores): a
                 // thread flushing at exit sees the item.
@@ -332,11 +407,7 @@ macro_rules! fast_append {
                 per_event = const PER_EVENT,
                 len = const crate::batch::fast::LEN,
                 limit = const crate::batch::fast::LIMIT,
-                need = const styx_common::batch::item_bytes($args),
-                // The item starts `need` bytes before the new length.
-                item = const crate::batch::fast::ITEMS as isize
-                    - styx_common::batch::item_bytes($args) as isize,
-                kind = const EventKind::$kind as u8,
+                item = const crate::batch::fast::ITEMS,
                 count = const crate::batch::fast::COUNTS + 4 * EventKind::$kind as usize,
             );
         }
@@ -345,45 +416,27 @@ macro_rules! fast_append {
 #[cfg(not(feature = "disabled"))]
 use fast_append;
 
-/// The item's first word into `rax`: the kind, and the aux byte from the
-/// register the type carries it in.
+/// The item's words, from the argument registers, at the buffer's length (`rax`).
 #[cfg(not(feature = "disabled"))]
-macro_rules! item_word {
-    (none) => {
-        "mov eax, {kind}"
-    };
-    ($reg:ident) => {
-        concat!(
-            "movzx eax, ",
-            stringify!($reg),
-            "\nshl eax, 8\nor eax, {kind}"
-        )
-    };
-}
-#[cfg(not(feature = "disabled"))]
-use item_word;
-
-/// The item's values after its first word, from the argument registers.
-#[cfg(not(feature = "disabled"))]
-macro_rules! store_values {
-    (2) => {
-        "mov qword ptr [r11 + r10 + {item} + 8], rdi\nmov qword ptr [r11 + r10 + {item} + 16], rsi"
-    };
+macro_rules! store_words {
     (3) => {
-        concat!(
-            store_values!(2),
-            "\nmov qword ptr [r11 + r10 + {item} + 24], rdx"
-        )
+        "mov qword ptr [r11 + rax + {item}], rdi\nmov qword ptr [r11 + rax + {item} + 8], rsi\nmov qword ptr [r11 + rax + {item} + 16], rdx"
     };
     (4) => {
         concat!(
-            store_values!(3),
-            "\nmov qword ptr [r11 + r10 + {item} + 32], rcx"
+            store_words!(3),
+            "\nmov qword ptr [r11 + rax + {item} + 24], rcx"
+        )
+    };
+    (5) => {
+        concat!(
+            store_words!(4),
+            "\nmov qword ptr [r11 + rax + {item} + 32], r8"
         )
     };
 }
 #[cfg(not(feature = "disabled"))]
-use store_values;
+use store_words;
 
 /// A marker takes one value, not a tuple: its `Args` are for the text itself.
 #[doc(hidden)]

@@ -14,8 +14,10 @@
 //! Building with the `disabled` feature removes every probe: no code, no ELF
 //! notes, and the closures are type-checked but never called.
 //!
-//! Every argument reaches the tracer as a `u64`. Addresses, program counters and
-//! values accept any unsigned integer up to 64 bits (`Into<u64>`).
+//! Addresses, program counters and values accept any unsigned integer up to
+//! 64 bits ([`Value`]). In a batch each travels in its own type's width (a
+//! `u16` pc takes two bytes); a tracer attached to the probe itself
+//! (bpftrace) reads each as a `u64`.
 //!
 //! Every call site becomes its own probe site (an ELF note in your binary); all
 //! sites of one event type share one semaphore.
@@ -53,23 +55,37 @@ pub use span::{next_span_id, Span};
 pub use styx_common::guest as __guest;
 pub use styx_common::{Branch, BranchKind, EventKind, InterruptKind};
 
-/// A value a guest memory access moved. Its width is the access size the
-/// tracer reports (`u8` → 1 byte, `u16` → 2, `u32` → 4, `u64` → 8).
-pub trait MemValue: Copy {
-    /// Bytes moved by an access of this type.
-    const SIZE: u64;
-    fn to_u64(self) -> u64;
+/// A value a batched probe passes (a pc, an address, a register number or
+/// value, an instruction word): it travels in its type's width, so a `u16`
+/// pc takes two bytes of the thread's batch, the kernel's ring and the
+/// capture, and a `u64` eight. Implemented for the unsigned integers,
+/// `usize` and `bool`; an emulator's own type can implement it (its
+/// `bits` must fit in `BYTES` bytes: only those are kept).
+pub trait Value: Copy {
+    /// Bytes the value takes: 1, 2, 4 or 8.
+    const BYTES: usize;
+    /// The value, zero-extended.
+    fn bits(self) -> u64;
 }
 
-macro_rules! mem_value {
+macro_rules! value {
     ($($t:ty),*) => {$(
-        impl MemValue for $t {
-            const SIZE: u64 = core::mem::size_of::<$t>() as u64;
+        impl Value for $t {
+            const BYTES: usize = core::mem::size_of::<$t>();
             #[inline(always)]
-            fn to_u64(self) -> u64 {
+            fn bits(self) -> u64 {
                 self as u64
             }
         }
     )*};
 }
-mem_value!(u8, u16, u32, u64);
+value!(u8, u16, u32, u64, usize, bool);
+
+/// A value a guest memory access moved. Its width is the access size the
+/// tracer reports (`u8` → 1 byte, `u16` → 2, `u32` → 4, `u64` → 8).
+pub trait MemValue: Value {}
+
+impl MemValue for u8 {}
+impl MemValue for u16 {}
+impl MemValue for u32 {}
+impl MemValue for u64 {}

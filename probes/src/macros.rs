@@ -15,15 +15,24 @@ macro_rules! __probe {
             // Laid out off the straight line, as a call to a cold function
             // would be (this one is called through `asm!`).
             ::core::hint::cold_path();
-            extern "C" fn __styx_probe_site(a: u64, b: u64, c: u64, d: u64) {
-                const SITE: u64 =
-                    $crate::fire::site_id(module_path!(), file!(), line!(), column!());
-                $crate::fire::$name::fire::<SITE>([a, b, c, d])
+            // Generic over the values' types (the closure's), which give
+            // the item's widths; one instance, this call site's.
+            #[inline(always)]
+            fn __styx_probe_call<T: $crate::fire::$name::Args>(values: T) {
+                extern "C" fn __styx_probe_site<T: $crate::fire::$name::Args>(
+                    a: u64,
+                    b: u64,
+                    c: u64,
+                    d: u64,
+                    e: u64,
+                ) {
+                    const SITE: u64 =
+                        $crate::fire::site_id(module_path!(), file!(), line!(), column!());
+                    $crate::fire::$name::fire::<SITE, T>([a, b, c, d, e])
+                }
+                $crate::fire::$name::call_site(__styx_probe_site::<T>, values)
             }
-            $crate::fire::$name::call_site(
-                __styx_probe_site,
-                $crate::fire::$name::Args::values(($args)()),
-            )
+            __styx_probe_call(($args)())
         }
     }};
     (per_event $name:ident, $args:expr) => {{

@@ -10,9 +10,10 @@
 //!    loads the word once: zero means detached, as before.
 //! 2. While the high half is raised, the emulator thread appends the event to
 //!    its own buffer: a [`BatchHead`] followed by [`BATCH_BYTES`] of items.
-//!    An item is a `u64` word (kind byte, aux byte) and the event's arguments,
-//!    or a time mark ([`ITEM_TIME`]: the thread's `CLOCK_MONOTONIC` read,
-//!    written before the first event at or past every [`MARK_EVERY_BYTES`]).
+//!    An item ([`crate::item`]) is a 16-bit tag and the event's values, each
+//!    in the width the emulator gave it, or a time mark (the thread's
+//!    `CLOCK_MONOTONIC` read, written before the first event at or past
+//!    every [`MARK_EVERY_BYTES`]).
 //! 3. When the buffer is full, at `styx_probe::flush()`, before a per-event
 //!    type's probe fires, at thread exit and at process exit, the thread
 //!    fires `styx_batch:flush(head, start, len, seq, tid)`. The eBPF program copies
@@ -58,11 +59,9 @@ pub const BATCH_BYTES: usize = 16 * 1024;
 pub const SMALL_BATCH_BYTES: usize = 1024;
 
 /// A time mark is written before the first event at or past every this many
-/// bytes of a batch (and before its first event): ~32 memory accesses.
+/// bytes of a batch (and before its first event): ~128 memory accesses of a
+/// 16-bit guest, ~37 of one with 64-bit values.
 pub const MARK_EVERY_BYTES: u32 = 1024;
-
-/// Kind byte of a time mark item: one `u64` of `CLOCK_MONOTONIC` ns follows.
-pub const ITEM_TIME: u8 = 0;
 
 /// [`BatchHead::magic`]: "styx" little-endian.
 pub const BATCH_MAGIC: u32 = u32::from_le_bytes(*b"styx");
@@ -73,18 +72,6 @@ pub const ALONE_SEQ: u64 = u64::MAX;
 
 /// Kind byte of a [`BatchRecord`] in the ring (no event type has it).
 pub const BATCH_RECORD_KIND: u8 = 14;
-
-/// Bytes an item of an event with `record_args` arguments takes: its word
-/// and the arguments.
-pub const fn item_bytes(record_args: usize) -> usize {
-    8 * (1 + record_args)
-}
-
-/// The first word of an event item: kind in the low byte, aux (the access
-/// size of memory accesses) in the next.
-pub const fn item_word(kind: u8, aux: u8) -> u64 {
-    kind as u64 | (aux as u64) << 8
-}
 
 /// An event type's semaphore word: low half per-event tracers, high half
 /// batch tracers, both counted up and down by the kernel.
@@ -129,8 +116,8 @@ pub struct BatchHead {
     /// chosen at random per process, likely different from those of an
     /// earlier process with the same pid).
     pub buffer: u32,
-    /// Events per kind in the items being flushed; slot 0 ([`ITEM_TIME`])
-    /// counts the time marks.
+    /// Events per kind in the items being flushed; slot 0 counts the time
+    /// marks.
     pub counts: [u32; EVENT_KIND_SLOTS as usize],
 }
 
@@ -218,10 +205,11 @@ pub struct FlushSemaphore {
 }
 
 /// The layout of [`FlushSemaphore`], the registry, [`BatchHead`] and the
-/// items this crate describes; changes whenever they do (2: the registry
-/// became a chain of blocks, heads got [`BatchHead::buffer`], the block
-/// [`FlushSemaphore::controlled`]).
-pub const BATCH_LAYOUT_VERSION: u16 = 2;
+/// items ([`crate::item`]) this crate describes; changes whenever they do
+/// (2: the registry became a chain of blocks, heads got
+/// [`BatchHead::buffer`], the block [`FlushSemaphore::controlled`]; 3: items
+/// carry values in their own widths).
+pub const BATCH_LAYOUT_VERSION: u16 = 3;
 
 /// Offset of [`FlushSemaphore::layout_version`] from the semaphore's address.
 pub const LAYOUT_VERSION_OFFSET: u64 = 2;

@@ -28,6 +28,7 @@ pub mod count;
 mod event;
 pub mod filter;
 pub mod guest;
+pub mod item;
 mod layout;
 // Its names say what they hold; comments only where they add to them.
 #[cfg(feature = "summary")]

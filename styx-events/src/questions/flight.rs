@@ -29,6 +29,7 @@ use std::io;
 use std::mem::size_of;
 use std::rc::Rc;
 use styx_common::batch::BATCH_BYTES;
+use styx_common::item::Codec;
 use styx_common::{Delivery, EventKind, RecordHeader, EVENT_KIND_SLOTS};
 
 /// An event copied out of its record.
@@ -504,7 +505,7 @@ impl EventWriter for FlightRecorder {
     }
     fn batch(&mut self, record: &[u8]) -> io::Result<()> {
         // Counted from its items; the caller checked they parse.
-        let Some(counts) = batch_items::counts(record) else {
+        let Some(counts) = batch_items::counts(record, Codec::Current) else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "a malformed batch record was handed over whole",
@@ -613,10 +614,11 @@ mod tests {
 
     /// A batch record of thread `tid` with `n` insn_exec events at `ts`.
     fn batch(tid: u32, ts: u64, n: u64) -> Vec<u8> {
-        use styx_common::batch::{item_word, BatchHead, BatchRecord, BATCH_RECORD_KIND, ITEM_TIME};
-        let mut items = vec![item_word(ITEM_TIME, 0), ts];
+        use crate::record::test_items::{insn, mark};
+        use styx_common::batch::{BatchHead, BatchRecord, BATCH_RECORD_KIND};
+        let mut items = mark(ts);
         for i in 0..n {
-            items.extend([item_word(EventKind::InsnExec as u8, 0), i, 0]);
+            items.extend(insn(i));
         }
         let fixed = BatchRecord {
             header: RecordHeader {
@@ -627,12 +629,10 @@ mod tests {
             },
             head: BatchHead::default(),
             start: 0,
-            len: (items.len() * 8) as u32,
+            len: items.len() as u32,
         };
         let mut bytes = bytemuck::bytes_of(&fixed).to_vec();
-        for item in items {
-            bytes.extend_from_slice(&item.to_le_bytes());
-        }
+        bytes.extend_from_slice(&items);
         bytes
     }
 

@@ -23,8 +23,9 @@ use crate::record::event::{Body, Event};
 use bytemuck::pod_read_unaligned;
 use std::collections::HashMap;
 use std::mem::{size_of, take};
-use styx_common::batch::{item_bytes, BatchRecord, ALONE_SEQ, BATCH_BYTES, ITEM_TIME};
-use styx_common::{EventKind, RecordHeader, Shape};
+use styx_common::batch::{BatchRecord, ALONE_SEQ, BATCH_BYTES};
+use styx_common::item::{Codec, Item, ItemError};
+use styx_common::{EventKind, RecordHeader};
 use thiserror::Error;
 
 const RECORD: usize = size_of::<BatchRecord>();
@@ -41,13 +42,13 @@ pub enum BatchError {
         /// Bytes it needs.
         needed: usize,
     },
-    /// An item names no batched event kind.
-    #[error("batch item {offset} has unknown kind {kind}")]
-    UnknownKind {
+    /// An item's tag names no batched event kind.
+    #[error("batch item {offset} has unknown tag {tag:#06x}")]
+    UnknownTag {
         /// The item's offset in the batch.
         offset: usize,
-        /// Its kind byte.
-        kind: u8,
+        /// Its tag (in a version-1 capture, its kind byte).
+        tag: u16,
     },
     /// The last item runs past the end.
     #[error("batch item at {0} is cut off")]
@@ -136,6 +137,8 @@ pub struct Batches {
     events: Vec<Walked>,
     /// Its time marks: (index of the event after the mark, ns).
     marks: Vec<(usize, u64)>,
+    /// The items' layout.
+    codec: Codec,
 }
 
 /// A record's fixed part and items, once both are whole.
@@ -186,9 +189,18 @@ impl Record<'_> {
 }
 
 impl Batches {
-    /// A fresh memory.
+    /// A fresh memory, for batches of the current item layout.
     pub fn new() -> Batches {
         Batches::default()
+    }
+
+    /// A fresh memory, for batches whose items are laid out as `codec`
+    /// says (a capture of an earlier format version).
+    pub fn with_codec(codec: Codec) -> Batches {
+        Batches {
+            codec,
+            ..Batches::default()
+        }
     }
 
     /// The irregular records seen so far.
@@ -293,7 +305,7 @@ impl Batches {
     /// (part of it was given, or it is malformed: [`Batches::split`] then
     /// says how).
     pub fn take_whole(&mut self, record: &[u8], counts: &mut [u64]) -> bool {
-        let Some(found) = crate::record::batch_items::counts(record) else {
+        let Some(found) = crate::record::batch_items::counts(record, self.codec) else {
             return false;
         };
         let batch: BatchRecord = pod_read_unaligned(&record[..RECORD]);
@@ -352,29 +364,20 @@ impl Batches {
         self.marks.clear();
         let mut at = 0;
         while at < items.len() {
-            let word = read_u64(items, at).ok_or(BatchError::Truncated(at))?;
-            let kind = word as u8;
-            if kind == ITEM_TIME {
-                let ns = read_u64(items, at + 8).ok_or(BatchError::Truncated(at))?;
-                self.marks.push((self.events.len(), ns));
-                at += item_bytes(1);
-                continue;
+            let (item, len) = self.codec.read(&items[at..]).map_err(|e| match e {
+                ItemError::Truncated => BatchError::Truncated(at),
+                ItemError::UnknownTag(tag) => BatchError::UnknownTag { offset: at, tag },
+            })?;
+            match item {
+                Item::Mark(ns) => self.marks.push((self.events.len(), ns)),
+                Item::Event { kind, aux, args } => self.events.push(Walked {
+                    offset: at,
+                    kind,
+                    aux,
+                    args,
+                }),
             }
-            let event_kind = EventKind::from_id(kind)
-                .filter(|k| matches!(k.shape(), Shape::Args(_) | Shape::ArgsAux(_)))
-                .ok_or(BatchError::UnknownKind { offset: at, kind })?;
-            let n = event_kind.shape().record_args();
-            let mut args = [0u64; 4];
-            for (i, arg) in args.iter_mut().enumerate().take(n) {
-                *arg = read_u64(items, at + 8 * (1 + i)).ok_or(BatchError::Truncated(at))?;
-            }
-            self.events.push(Walked {
-                offset: at,
-                kind: event_kind,
-                aux: (word >> 8) as u8,
-                args,
-            });
-            at += item_bytes(n);
+            at += len;
         }
         Ok(())
     }
@@ -442,18 +445,14 @@ fn interpolate((from, from_ns): (usize, u64), (to, to_ns): (usize, u64), index: 
     }
 }
 
-fn read_u64(bytes: &[u8], at: usize) -> Option<u64> {
-    let chunk = bytes.get(at..at.checked_add(8)?)?;
-    Some(u64::from_le_bytes(chunk.try_into().expect("8 bytes")))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use styx_common::batch::{item_word, BatchHead, BATCH_RECORD_KIND};
+    use crate::record::test_items::{bad_tag, insn, mark, mem_read};
+    use styx_common::batch::{BatchHead, BATCH_RECORD_KIND};
 
     /// A batch record of thread 7 in process 1, flushed at `end_ns`.
-    fn record(seq: u64, start: u32, end_ns: u64, items: &[u64]) -> Vec<u8> {
+    fn record(seq: u64, start: u32, end_ns: u64, items: &[u8]) -> Vec<u8> {
         let fixed = BatchRecord {
             header: RecordHeader {
                 ts_ns: end_ns,
@@ -467,21 +466,11 @@ mod tests {
                 ..BatchHead::default()
             },
             start,
-            len: (items.len() * 8) as u32,
+            len: items.len() as u32,
         };
         let mut bytes = bytemuck::bytes_of(&fixed).to_vec();
-        for item in items {
-            bytes.extend_from_slice(&item.to_le_bytes());
-        }
+        bytes.extend_from_slice(items);
         bytes
-    }
-
-    fn mark(ns: u64) -> [u64; 2] {
-        [item_word(ITEM_TIME, 0), ns]
-    }
-
-    fn insn(pc: u64) -> [u64; 3] {
-        [item_word(EventKind::InsnExec as u8, 0), pc, 0xea]
     }
 
     /// (ts, first argument) of each event given.
@@ -502,7 +491,7 @@ mod tests {
 
     #[test]
     fn events_are_timed_between_the_marks_around_them_and_the_flush() {
-        let items: Vec<u64> = [
+        let items: Vec<u8> = [
             &mark(1000)[..],
             &insn(1),
             &insn(2),
@@ -531,8 +520,8 @@ mod tests {
 
     #[test]
     fn events_before_any_mark_take_the_next_marks_time_or_the_flushes() {
-        let items: Vec<u64> = [&insn(1)[..], &mark(500), &insn(2)].concat();
-        let got = split(&mut Batches::new(), &record(0, 64, 900, &items)).unwrap();
+        let items: Vec<u8> = [&insn(1)[..], &mark(500), &insn(2)].concat();
+        let got = split(&mut Batches::new(), &record(0, 48, 900, &items)).unwrap();
         assert_eq!(got, [(500, 1), (500, 2)]);
         let got = split(&mut Batches::new(), &record(0, 0, 900, &insn(3))).unwrap();
         assert_eq!(got, [(900, 3)]);
@@ -541,7 +530,7 @@ mod tests {
     #[test]
     fn bytes_of_a_batch_given_before_are_not_given_again() {
         let mut batches = Batches::new();
-        let first: Vec<u64> = [&mark(10)[..], &insn(1), &insn(2)].concat();
+        let first: Vec<u8> = [&mark(10)[..], &insn(1), &insn(2)].concat();
         assert_eq!(
             split(&mut batches, &record(3, 0, 50, &first))
                 .unwrap()
@@ -549,11 +538,11 @@ mod tests {
             2
         );
         // The same batch, longer (read again later): only the new event.
-        let longer: Vec<u64> = [&first[..], &insn(3)].concat();
+        let longer: Vec<u8> = [&first[..], &insn(3)].concat();
         let got = split(&mut batches, &record(3, 0, 60, &longer)).unwrap();
         assert_eq!(got.iter().map(|e| e.1).collect::<Vec<_>>(), [3]);
         // Its rest handed over from where a loader took it: nothing new.
-        assert!(split(&mut batches, &record(3, 64, 70, &insn(3)))
+        assert!(split(&mut batches, &record(3, 48, 70, &insn(3)))
             .unwrap()
             .is_empty());
         // A newer one is given.
@@ -584,8 +573,8 @@ mod tests {
     fn whole_batches_are_counted_per_kind_once() {
         let mut batches = Batches::new();
         let mut counts = [0u64; 16];
-        let mem = [item_word(EventKind::MemRead as u8, 4), 1, 2, 3];
-        let items: Vec<u64> = [&mark(10)[..], &insn(1), &mem, &insn(2)].concat();
+        let mem = mem_read(1, 2, 3, 4);
+        let items: Vec<u8> = [&mark(10)[..], &insn(1), &mem, &insn(2)].concat();
         assert!(batches.take_whole(&record(0, 0, 20, &items), &mut counts));
         assert_eq!(counts[EventKind::InsnExec as usize], 2);
         assert_eq!(counts[EventKind::MemRead as usize], 1);
@@ -594,7 +583,7 @@ mod tests {
         assert!(!batches.take_whole(&record(0, 0, 30, &items), &mut counts));
         assert_eq!(counts.iter().sum::<u64>(), 3);
         // A bad item: split instead (which reports it).
-        let bad: Vec<u64> = [&insn(1)[..], &[item_word(EventKind::Marker as u8, 0)]].concat();
+        let bad: Vec<u8> = [&insn(1)[..], &bad_tag()].concat();
         assert!(!batches.take_whole(&record(1, 0, 30, &bad), &mut counts));
 
         // A head's counts are not trusted, even when they fit the batch's
@@ -625,7 +614,7 @@ mod tests {
         // A thread id given out again, to a thread on another buffer whose
         // batch numbers are lower: nothing of it is a repeat.
         let mut batches = Batches::new();
-        let items: Vec<u64> = [&mark(10)[..], &insn(1), &insn(2)].concat();
+        let items: Vec<u8> = [&mark(10)[..], &insn(1), &insn(2)].concat();
         let got = split(&mut batches, &of_buffer(1, record(9, 0, 20, &items))).unwrap();
         assert_eq!(got.len(), 2);
         let got = split(&mut batches, &of_buffer(2, record(2, 0, 30, &items))).unwrap();
@@ -639,7 +628,7 @@ mod tests {
     #[test]
     fn records_that_are_not_repeats_are_given_whole_and_counted() {
         let mut batches = Batches::new();
-        let first: Vec<u64> = [&mark(10)[..], &insn(1), &insn(2)].concat();
+        let first: Vec<u8> = [&mark(10)[..], &insn(1), &insn(2)].concat();
         assert_eq!(
             split(&mut batches, &record(5, 0, 20, &first))
                 .unwrap()
@@ -647,20 +636,20 @@ mod tests {
             2
         );
         // Batch 5 again with another time mark: not a repeat.
-        let other: Vec<u64> = [&mark(11)[..], &insn(3), &insn(4)].concat();
+        let other: Vec<u8> = [&mark(11)[..], &insn(3), &insn(4)].concat();
         let got = split(&mut batches, &record(5, 0, 30, &other)).unwrap();
         assert_eq!(got.iter().map(|e| e.1).collect::<Vec<_>>(), [3, 4]);
-        // Batch 5 from its middle, its last word other than given.
+        // Batch 5 from its middle, its last bytes other than given.
         let got = split(
             &mut batches,
-            &record(5, 16, 35, &[insn(3), insn(6)].concat()),
+            &record(5, 10, 35, &[insn(3), insn(0x600)].concat()),
         )
         .unwrap();
-        assert_eq!(got.iter().map(|e| e.1).collect::<Vec<_>>(), [3, 6]);
+        assert_eq!(got.iter().map(|e| e.1).collect::<Vec<_>>(), [3, 0x600]);
         assert_eq!(batches.irregular().conflicting, 2);
         // Numbers going backwards, below every batch remembered: all given.
         for seq in (0..5).rev() {
-            let items: Vec<u64> = [&mark(20)[..], &insn(100 + seq)].concat();
+            let items: Vec<u8> = [&mark(20)[..], &insn(100 + seq)].concat();
             let got = split(&mut batches, &record(seq, 0, 40, &items)).unwrap();
             assert_eq!(got.len(), 1, "batch {seq}");
         }
@@ -675,7 +664,7 @@ mod tests {
     #[test]
     fn memory_stays_bounded_whatever_threads_the_records_name() {
         let mut batches = Batches::new();
-        let items: Vec<u64> = [&mark(10)[..], &insn(1)].concat();
+        let items: Vec<u8> = [&mark(10)[..], &insn(1)].concat();
         let mut bytes = record(0, 0, 20, &items);
         let tid_at = std::mem::offset_of!(BatchRecord, header) + 12;
         for tid in 0..5 * GENERATION as u32 {
@@ -691,7 +680,7 @@ mod tests {
     #[test]
     fn malformed_batches_give_what_precedes_the_fault_then_say_why() {
         let mut batches = Batches::new();
-        let bad: Vec<u64> = [&insn(1)[..], &[item_word(EventKind::Marker as u8, 0)]].concat();
+        let bad: Vec<u8> = [&insn(1)[..], &bad_tag()].concat();
         let mut got = Vec::new();
         let error = batches
             .split(&record(0, 0, 5, &bad), |e| {
@@ -702,9 +691,9 @@ mod tests {
         assert_eq!(got.len(), 1);
         assert_eq!(
             error,
-            BatchError::UnknownKind {
-                offset: 24,
-                kind: EventKind::Marker as u8
+            BatchError::UnknownTag {
+                offset: 19,
+                tag: styx_common::item::CATALOGUE_TAG | (EventKind::Marker as u16) << 8
             }
         );
         // Cut inside an item.

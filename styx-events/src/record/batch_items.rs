@@ -6,18 +6,19 @@
 
 use bytemuck::pod_read_unaligned;
 use std::mem::size_of;
-use styx_common::batch::{item_bytes, BatchRecord, BATCH_BYTES, ITEM_TIME};
-use styx_common::{EventKind, Shape, EVENT_KIND_SLOTS};
+use styx_common::batch::{BatchRecord, BATCH_BYTES};
+use styx_common::item::{Codec, Item};
+use styx_common::EVENT_KIND_SLOTS;
 
 /// Events per kind id (slot 0, time marks, stays 0).
 pub type KindCounts = [u64; EVENT_KIND_SLOTS as usize];
 
 /// The events per kind of `record` (a ring record whose kind is
-/// `styx_common::batch::BATCH_RECORD_KIND`), or None when it is not whole:
-/// shorter than its fixed part or its items, more items than a batch
-/// holds, an item of no batched kind, or one cut off. Only the item words
-/// are read (~1 ns an item).
-pub fn counts(record: &[u8]) -> Option<KindCounts> {
+/// `styx_common::batch::BATCH_RECORD_KIND`, its items laid out as `codec`
+/// says), or None when it is not whole: shorter than its fixed part or its
+/// items, more items than a batch holds, an item no batch holds, or one
+/// cut off.
+pub fn counts(record: &[u8], codec: Codec) -> Option<KindCounts> {
     const FIXED: usize = size_of::<BatchRecord>();
     let batch: BatchRecord = pod_read_unaligned(record.get(..FIXED)?);
     let len = batch.len as usize;
@@ -28,49 +29,30 @@ pub fn counts(record: &[u8]) -> Option<KindCounts> {
     let mut found = [0u64; EVENT_KIND_SLOTS as usize];
     let mut at = 0;
     while at < items.len() {
-        let kind = *items.get(at)?;
-        let bytes = ITEM_BYTES[kind as usize]?;
-        found[kind as usize] += 1;
+        let (item, bytes) = codec.read(&items[at..]).ok()?;
+        if let Item::Event { kind, .. } = item {
+            found[kind as usize] += 1;
+        }
         at += bytes;
     }
-    if at != items.len() {
-        return None;
-    }
-    found[ITEM_TIME as usize] = 0;
     Some(found)
 }
-
-/// Bytes an item takes by its kind byte (a time mark: its word and ns; an
-/// event of an argument shape, what the splitter (`Batches::split`)
-/// reads: its word and arguments); None for kinds no batch holds.
-const ITEM_BYTES: [Option<usize>; 256] = {
-    let mut bytes = [None; 256];
-    bytes[ITEM_TIME as usize] = Some(item_bytes(1));
-    let mut i = 0;
-    while i < EventKind::ALL.len() {
-        let kind = EventKind::ALL[i];
-        if let Shape::Args(_) | Shape::ArgsAux(_) = kind.shape() {
-            bytes[kind as usize] = Some(item_bytes(kind.shape().record_args()));
-        }
-        i += 1;
-    }
-    bytes
-};
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use styx_common::batch::{item_word, BatchHead, BATCH_RECORD_KIND};
-    use styx_common::RecordHeader;
+    use crate::record::test_items::{bad_tag, insn, mark, mem_read};
+    use styx_common::batch::{BatchHead, BATCH_RECORD_KIND};
+    use styx_common::{EventKind, RecordHeader};
 
     /// A batch record whose head claims `claimed` insn_exec events and one
     /// time mark, holding `items`.
-    fn record(items: &[u64], claimed: u32) -> Vec<u8> {
+    fn record(items: &[u8], claimed: u32) -> Vec<u8> {
         let mut head = BatchHead {
-            len: (items.len() * 8) as u32,
+            len: items.len() as u32,
             ..BatchHead::default()
         };
-        head.counts[ITEM_TIME as usize] = 1;
+        head.counts[0] = 1;
         head.counts[EventKind::InsnExec as usize] = claimed;
         let fixed = BatchRecord {
             header: RecordHeader {
@@ -82,42 +64,35 @@ mod tests {
             len: head.len,
         };
         let mut bytes = bytemuck::bytes_of(&fixed).to_vec();
-        for item in items {
-            bytes.extend_from_slice(&item.to_le_bytes());
-        }
+        bytes.extend_from_slice(items);
         bytes
     }
 
-    const MARK: [u64; 2] = [item_word(ITEM_TIME, 0), 1000];
-    const INSN: [u64; 3] = [item_word(EventKind::InsnExec as u8, 0), 0x400, 0x90];
-
     #[test]
     fn whole_batches_are_counted_from_their_items_not_their_head() {
-        let mem = [item_word(EventKind::MemRead as u8, 4), 1, 2, 3];
-        let items = [&MARK[..], &INSN, &mem, &INSN].concat();
+        let items = [mark(1000), insn(0x400), mem_read(1, 2, 3, 4), insn(0x404)].concat();
         // The head says one insn_exec: the items hold two and a mem_read.
-        let found = counts(&record(&items, 1)).unwrap();
+        let found = counts(&record(&items, 1), Codec::Current).unwrap();
         assert_eq!(found[EventKind::InsnExec as usize], 2);
         assert_eq!(found[EventKind::MemRead as usize], 1);
         assert_eq!(found.iter().sum::<u64>(), 3);
     }
 
-    /// The forged batch of issue 25: its head's counts (a mark and an
-    /// insn_exec) add up to its 40 bytes, its second item has kind 255.
+    /// The forged batch of issue 25: a mark and then an item no batch holds.
     #[test]
     fn a_batch_with_a_bad_item_is_not_whole_whatever_its_head_says() {
-        let forged = [&MARK[..], &[item_word(255, 0), 0, 0]].concat();
-        assert_eq!(counts(&record(&forged, 1)), None);
+        let forged = [mark(1000), 0xffffu16.to_le_bytes().to_vec()].concat();
+        assert_eq!(counts(&record(&forged, 1), Codec::Current), None);
         // Text shapes are never items.
-        let marker = [&MARK[..], &[item_word(EventKind::Marker as u8, 0), 0, 0]].concat();
-        assert_eq!(counts(&record(&marker, 1)), None);
+        let marker = [mark(1000), bad_tag()].concat();
+        assert_eq!(counts(&record(&marker, 1), Codec::Current), None);
         // Cut inside an item, or shorter than its length says.
-        let mut cut = record(&[&MARK[..], &INSN].concat(), 1);
+        let mut cut = record(&[mark(1000), insn(0x400)].concat(), 1);
         let at = cut.len() - 8;
         cut.truncate(at);
-        assert_eq!(counts(&cut), None);
-        let short = &record(&INSN[..2], 1);
-        assert_eq!(counts(short), None);
-        assert_eq!(counts(&[0u8; 20]), None);
+        assert_eq!(counts(&cut, Codec::Current), None);
+        let short = &record(&insn(0x400)[..12], 1);
+        assert_eq!(counts(short, Codec::Current), None);
+        assert_eq!(counts(&[0u8; 20], Codec::Current), None);
     }
 }

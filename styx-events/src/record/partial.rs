@@ -184,8 +184,7 @@ pub(crate) fn pending(head: &BatchHead) -> Option<(u32, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use styx_common::batch::{item_word, ITEM_TIME};
-    use styx_common::EventKind;
+    use crate::record::test_items::{insn, mark};
 
     /// Memory of made-up bytes at address `base`; reads outside fail.
     struct Fake {
@@ -227,22 +226,21 @@ mod tests {
 
     /// A buffer at `at` holding one time mark and `events` insn_execs.
     fn buffer(memory: &mut Fake, at: u64, seq: u64, events: u64) {
-        let mut items = vec![item_word(ITEM_TIME, 0), 5];
+        let mut items = mark(5);
         for pc in 0..events {
-            items.extend([item_word(EventKind::InsnExec as u8, 0), pc, 0]);
+            items.extend(insn(pc));
         }
         let head = BatchHead {
             magic: BATCH_MAGIC,
             tid: 7,
             seq,
-            len: (items.len() * 8) as u32,
+            len: items.len() as u32,
             cap: BATCH_BYTES as u32,
             taken_seq: u64::MAX,
             ..BatchHead::default()
         };
         memory.put(at, bytemuck::bytes_of(&head));
-        let bytes: Vec<u8> = items.iter().flat_map(|w| w.to_le_bytes()).collect();
-        memory.put(at + size_of::<BatchHead>() as u64, &bytes);
+        memory.put(at + size_of::<BatchHead>() as u64, &items);
     }
 
     fn slot(memory: &mut Fake, block: u64, slot: usize, value: u64) {

@@ -27,8 +27,9 @@
 #include <sys/syscall.h>
 
 #if !defined(LAYOUT_VERSION) || !defined(REGISTRY_SLOTS) || !defined(BATCH_BYTES) || \
-    !defined(BATCH_MAGIC) || !defined(INSN_EXEC) || !defined(KIND_SLOTS)
-#error "build with the layout constants from styx_common::batch (see the e2e test)"
+    !defined(BATCH_MAGIC) || !defined(INSN_EXEC) || !defined(KIND_SLOTS) || \
+    !defined(INSN_EXEC_TAG) || !defined(TIME_TAG)
+#error "build with the layout constants from styx_common::batch and ::item (see the e2e test)"
 #endif
 
 /* styx_common::batch::BatchHead. */
@@ -47,7 +48,7 @@ _Static_assert(sizeof(struct head) == 104, "BatchHead is 104 bytes");
 
 struct buffer {
     struct head head;
-    uint64_t items[BATCH_BYTES / 8];
+    uint8_t items[BATCH_BYTES];
 };
 
 /* The registry's first block: slots, then the next block (null). */
@@ -128,6 +129,13 @@ static uint32_t my_tid(void) { return (uint32_t)syscall(SYS_gettid); }
 
 static struct buffer buffers[3];
 
+/* Writes the low `bytes` bytes of `value` at item offset `at` of `b`
+ * (little-endian, as x86 is); the offset after them. */
+static size_t put(struct buffer *b, size_t at, uint64_t value, size_t bytes) {
+    memcpy(&b->items[at], &value, bytes);
+    return at + bytes;
+}
+
 /* Fills `b` as batch `seq` of thread `tid`: a time mark, then `events`
  * insn_exec items whose pcs start at `first_pc`. */
 static void fill(struct buffer *b, uint32_t id, uint32_t tid, uint64_t seq, uint64_t first_pc,
@@ -139,15 +147,18 @@ static void fill(struct buffer *b, uint32_t id, uint32_t tid, uint64_t seq, uint
     b->head.cap = BATCH_BYTES;
     b->head.taken_seq = UINT64_MAX;
     b->head.buffer = id;
-    int at = 0;
-    b->items[at++] = 0; /* a time mark: kind 0 */
-    b->items[at++] = monotonic_ns();
+    /* Items (styx_common::item): a time mark, then insn_execs of a u64 pc,
+     * a u64 instruction word and a length byte, each behind its tag. */
+    size_t at = 0;
+    at = put(b, at, TIME_TAG, 2);
+    at = put(b, at, monotonic_ns(), 8);
     for (int i = 0; i < events; i++) {
-        b->items[at++] = INSN_EXEC;
-        b->items[at++] = first_pc + (uint64_t)i;
-        b->items[at++] = 0xea;
+        at = put(b, at, INSN_EXEC_TAG, 2);
+        at = put(b, at, first_pc + (uint64_t)i, 8);
+        at = put(b, at, 0xea, 8);
+        at = put(b, at, 0, 1);
     }
-    b->head.len = (uint32_t)(at * 8);
+    b->head.len = (uint32_t)at;
     b->head.counts[0] = 1;
     b->head.counts[INSN_EXEC] = (uint32_t)events;
 }

@@ -9,8 +9,8 @@
  * Commands on stdin, each answered "ok":
  *   good TID SEQ N   a batch of a time mark and N insn_exec (pc 0x1000+i,
  *                    insn SEQ), counts right, as thread TID
- *   forged TID SEQ   a time mark then an item of kind 255: its head's
- *                    counts (a mark, an insn_exec) add up to its 40 bytes
+ *   forged TID SEQ   a time mark then an item of tag 0xffff: its head's
+ *                    counts (a mark, an insn_exec) add up to its 29 bytes
  *   tids FIRST COUNT N  COUNT good batches of N events, thread ids FIRST,
  *                    FIRST+1, ...: threads that come and go, or made up
  *   quit */
@@ -22,6 +22,10 @@
 #define BATCH_BYTES 16384
 #define KIND_TIME 0
 #define KIND_INSN_EXEC 2
+
+#if !defined(INSN_EXEC_TAG) || !defined(TIME_TAG)
+#error "build with the item tags from styx_common::item (see the e2e test)"
+#endif
 
 struct head {
     uint32_t magic, tid;
@@ -51,7 +55,7 @@ uint32_t forged_insn_exec_semaphore __attribute__((used, aligned(4), section(".p
 
 static struct {
     struct head head;
-    uint64_t items[BATCH_BYTES / 8];
+    uint8_t items[BATCH_BYTES];
 } buffer __attribute__((aligned(8)));
 
 #define NOTE(provider, probe, sema, spec)                                             \
@@ -85,6 +89,21 @@ static uint64_t now_ns(void) {
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
+/* Writes the low `bytes` bytes of `value` at item offset `at` (items:
+ * styx-common/src/item.rs); the offset after them. */
+static size_t put(size_t at, uint64_t value, size_t bytes) {
+    memcpy(&buffer.items[at], &value, bytes);
+    return at + bytes;
+}
+
+/* An insn_exec item: a u64 pc and instruction word, no length. */
+static size_t insn(size_t at, uint16_t tag, uint64_t pc, uint64_t word) {
+    at = put(at, tag, 2);
+    at = put(at, pc, 8);
+    at = put(at, word, 8);
+    return put(at, 0, 1);
+}
+
 /* Starts a batch of thread `tid`: its head, and a time mark. */
 static size_t begin(uint32_t tid, uint64_t seq) {
     memset(&buffer.head, 0, sizeof buffer.head);
@@ -93,22 +112,18 @@ static size_t begin(uint32_t tid, uint64_t seq) {
     buffer.head.seq = seq;
     buffer.head.cap = BATCH_BYTES;
     buffer.head.counts[KIND_TIME] = 1;
-    buffer.items[0] = KIND_TIME;
-    buffer.items[1] = now_ns();
-    return 2;
+    return put(put(0, TIME_TAG, 2), now_ns(), 8);
 }
 
-static void hand_over(size_t words) {
-    buffer.head.len = (uint32_t)(words * 8);
+static void hand_over(size_t bytes) {
+    buffer.head.len = (uint32_t)bytes;
     fire_flush(0, buffer.head.len, buffer.head.seq, buffer.head.tid);
 }
 
 static void good(uint32_t tid, uint64_t seq, unsigned n) {
     size_t at = begin(tid, seq);
-    for (unsigned i = 0; i < n && at + 3 <= BATCH_BYTES / 8; i++) {
-        buffer.items[at++] = KIND_INSN_EXEC;
-        buffer.items[at++] = 0x1000 + i;
-        buffer.items[at++] = seq;
+    for (unsigned i = 0; i < n && at + 19 <= BATCH_BYTES; i++) {
+        at = insn(at, INSN_EXEC_TAG, 0x1000 + i, seq);
         buffer.head.counts[KIND_INSN_EXEC]++;
     }
     hand_over(at);
@@ -124,9 +139,7 @@ int main(void) {
             good(tid, seq, n);
         } else if (sscanf(line, "forged %u %llu", &tid, &seq) == 2) {
             size_t at = begin(tid, seq);
-            buffer.items[at++] = 255;
-            buffer.items[at++] = 0x1000;
-            buffer.items[at++] = seq;
+            at = insn(at, 0xffff, 0x1000, seq);
             buffer.head.counts[KIND_INSN_EXEC] = 1;
             hand_over(at);
         } else if (sscanf(line, "tids %u %u %u", &tid, &count, &n) == 3) {

@@ -10,8 +10,21 @@ use std::path::{Path, PathBuf};
 const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/c/forged_capture.c");
 
 fn build(dir: &Path) -> PathBuf {
+    use styx_common::item::{event_tag, TIME_TAG};
     let binary = dir.join("forged_capture");
-    cc(&["-O2", "-o", binary.to_str().unwrap(), SOURCE]);
+    let insn = event_tag(styx_common::EventKind::InsnExec, &[8, 8, 1]);
+    let defines = [
+        format!("-DINSN_EXEC_TAG={insn:#x}"),
+        format!("-DTIME_TAG={TIME_TAG}"),
+    ];
+    cc(&[
+        "-O2",
+        &defines[0],
+        &defines[1],
+        "-o",
+        binary.to_str().unwrap(),
+        SOURCE,
+    ]);
     binary
 }
 
@@ -37,8 +50,9 @@ fn good(tid: u64, seq: u64, n: u64) -> Vec<(u64, u64, u64)> {
 }
 
 /// Issue 25, 9: a batch whose head's counts add up to its length while
-/// its second item has kind 255 was stored whole, and `read` stopped there
-/// ("corrupt record … batch item 16 has unknown kind 255"), every later
+/// its second item is none a batch holds was stored whole, and `read`
+/// stopped there ("corrupt record … batch item 16 has unknown kind 255"
+/// in the item layout of then), every later
 /// event lost. Now the loader checks the items before storing a batch
 /// whole (the summary says one was malformed), and `read` skips such a
 /// record in a capture written before, in one line, reading on.
@@ -59,8 +73,9 @@ fn a_forged_batch_costs_a_capture_nothing_after_it() {
     let warnings: Vec<&String> = stderr.iter().filter(|l| l.contains("warning")).collect();
     assert_eq!(warnings.len(), 1, "{stderr:?}");
     assert!(
-        warnings[0]
-            .contains("1 batch records were malformed (first: batch item 16 has unknown kind 255)"),
+        warnings[0].contains(
+            "1 batch records were malformed (first: batch item 10 has unknown tag 0xffff)"
+        ),
         "{stderr:?}"
     );
     assert_eq!(summary_of(&stderr).events, 13, "{stderr:?}");
@@ -73,7 +88,7 @@ fn a_forged_batch_costs_a_capture_nothing_after_it() {
 
     // The capture as a loader that trusted the head would have written it:
     // its first batch (`good 7 0 5`, right after the header) forged in
-    // place, its second item's kind made 255.
+    // place, its second item's tag made 0xffff.
     let mut bytes = std::fs::read(&raw).unwrap();
     let header_len = u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
     let at = 16 + header_len;
@@ -84,9 +99,10 @@ fn a_forged_batch_costs_a_capture_nothing_after_it() {
     }
     record += 1;
     let batch_record = std::mem::size_of::<styx_common::batch::BatchRecord>();
-    let second_item = record + batch_record + 16;
-    assert_eq!(bytes[second_item], styx_common::EventKind::InsnExec as u8);
-    bytes[second_item] = 255;
+    let second_item = record + batch_record + styx_common::item::MARK_BYTES;
+    let insn = styx_common::item::event_tag(styx_common::EventKind::InsnExec, &[8, 8, 1]);
+    assert_eq!(bytes[second_item..][..2], insn.to_le_bytes());
+    bytes[second_item..][..2].copy_from_slice(&[0xff, 0xff]);
     let old = dir.join("old.styx");
     std::fs::write(&old, &bytes).unwrap();
     let (status, stdout, read_stderr) = run_loader(&["read", old.to_str().unwrap(), "-o", "jsonl"]);
@@ -95,8 +111,8 @@ fn a_forged_batch_costs_a_capture_nothing_after_it() {
     assert_eq!(lines.len(), 1, "{read_stderr}");
     assert!(
         lines[0].contains(&format!(
-            "1 malformed batch records were skipped (the first at byte {at}: batch item 16 has \
-             unknown kind 255)"
+            "1 malformed batch records were skipped (the first at byte {at}: batch item 10 has \
+             unknown tag 0xffff)"
         )),
         "{read_stderr}"
     );

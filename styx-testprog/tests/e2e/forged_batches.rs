@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 use styx_common::batch::{BATCH_BYTES, BATCH_LAYOUT_VERSION, BATCH_MAGIC, REGISTRY_SLOTS};
+use styx_common::item::{event_tag, TIME_TAG};
 use styx_common::{EventKind, EVENT_KIND_SLOTS};
 
 const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/c/forged_batches.c");
@@ -25,6 +26,11 @@ fn program() -> &'static Path {
             format!("-DBATCH_MAGIC={BATCH_MAGIC:#x}"),
             format!("-DINSN_EXEC={}", EventKind::InsnExec as u8),
             format!("-DKIND_SLOTS={EVENT_KIND_SLOTS}"),
+            format!(
+                "-DINSN_EXEC_TAG={:#x}",
+                event_tag(EventKind::InsnExec, &[8, 8, 1])
+            ),
+            format!("-DTIME_TAG={TIME_TAG}"),
         ];
         let mut args: Vec<&str> = defines.iter().map(String::as_str).collect();
         args.extend([

@@ -38,9 +38,11 @@
 //!
 //! Batches are stored as they come, not re-encoded per event: that keeps the
 //! loader at ~1 ns an event where re-encoding costs ~25 ns and cannot keep
-//! up with batched delivery. They take 8 bytes per item word and argument
-//! (a `mem_read` 32, an `insn_exec` 24) plus 16 per time mark every ~32
-//! events; events delivered one hit each keep the delta encoding below.
+//! up with batched delivery. Their items carry each value in the width the
+//! emulator gave it (`styx_common::item`: a 16-bit guest's `mem_read` 8
+//! bytes, a 64-bit one's 27) plus 10 bytes per time mark every ~1 KiB;
+//! version 1 took 8 bytes per value. Events delivered one hit each keep the
+//! delta encoding below.
 //!
 //! Deltas against the previous value make the common case small: a
 //! `mem_read` a few µs after the last event, at a nearby pc and address,
@@ -62,8 +64,9 @@ pub use writer::CaptureWriter;
 
 /// The first bytes of every capture.
 pub const MAGIC: &[u8; 8] = b"STYXCAP\0";
-/// The format version this loader writes and reads.
-pub const VERSION: u32 = 1;
+/// The format version this loader writes; it reads this one and version 1
+/// (whose batch items are laid out as `styx_common::item::v1`).
+pub const VERSION: u32 = 2;
 
 /// The longest header a reader takes, in bytes. A header lists the event
 /// types and the probes of other providers traced (a few hundred bytes

@@ -9,6 +9,7 @@ use crate::record::event::{Body, Call, Event, Text};
 use crate::session::header::Header;
 use std::io::{self, Read};
 use std::ops::Range;
+use styx_common::item::Codec;
 use styx_common::{
     EventKind, RecordHeader, Shape, EVENT_KIND_SLOTS, FUNCTION_EXIT, FUNCTION_TAIL_CALL,
     MARKER_TEXT_MAX, MAX_USDT_ARGS, SPAN_CATEGORY_MAX, SPAN_NAME_MAX,
@@ -24,7 +25,7 @@ pub enum CaptureError {
     #[error("not a styx capture (it does not start with the capture magic; write one with `-o raw --output FILE`)")]
     /// It does not start with the capture magic.
     NotACapture,
-    #[error("capture format version {found}; this styx-loader reads version {VERSION}")]
+    #[error("capture format version {found}; this styx-loader reads versions 1 to {VERSION}")]
     /// A format version this reader does not know.
     WrongVersion {
         /// The version the file says it is.
@@ -158,9 +159,12 @@ impl<R: Read> Reader<R> {
             return Err(CaptureError::HeaderCut(got as u64));
         }
         let version = u32::from_le_bytes(fixed[8..12].try_into().expect("4 bytes"));
-        if version != VERSION {
-            return Err(CaptureError::WrongVersion { found: version });
-        }
+        // Version 1 differs only in its batches' items.
+        let codec = match version {
+            VERSION => Codec::Current,
+            1 => Codec::V1,
+            _ => return Err(CaptureError::WrongVersion { found: version }),
+        };
         let len = u32::from_le_bytes(fixed[12..16].try_into().expect("4 bytes")) as usize;
         if len > MAX_HEADER {
             return Err(CaptureError::HeaderTooLong { len: len as u64 });
@@ -197,7 +201,7 @@ impl<R: Read> Reader<R> {
             current: None,
             pending: Vec::new(),
             pending_at: 0,
-            batches: Batches::new(),
+            batches: Batches::with_codec(codec),
             events: 0,
             malformed_batches: 0,
             first_malformed_batch: None,

@@ -249,8 +249,8 @@ fn bad_input_is_named() {
     assert!(err(&bytes[..10]).contains("ends inside its header"));
     assert!(err(&bytes[..40]).contains("ends inside its header"));
     let mut newer = bytes.clone();
-    newer[8] = 2;
-    assert!(err(&newer).contains("version 2; this styx-loader reads version 1"));
+    newer[8] = 3;
+    assert!(err(&newer).contains("version 3; this styx-loader reads versions 1 to 2"));
     let mut corrupt = bytes.clone();
     let body_start = 16 + u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
     corrupt[body_start] = 0x70; // a meta tag nobody writes
@@ -544,10 +544,14 @@ fn any_bytes_give_events_or_an_error() {
 
 /// A batch record of thread 9 with `n` insn_exec events (one time mark).
 fn batch_record(n: u64) -> Vec<u8> {
-    use styx_common::batch::{item_word, BatchHead, BatchRecord, BATCH_RECORD_KIND, ITEM_TIME};
-    let mut items = vec![item_word(ITEM_TIME, 0), 5_000];
+    use crate::record::test_items::{event, mark};
+    use styx_common::batch::{BatchHead, BatchRecord, BATCH_RECORD_KIND};
+    let mut items = mark(5_000);
     for i in 0..n {
-        items.extend([item_word(EventKind::InsnExec as u8, 0), 0x600 + i, i]);
+        items.extend(event(
+            EventKind::InsnExec,
+            &[(0x600 + i, 8), (i, 8), (0, 1)],
+        ));
     }
     let fixed = BatchRecord {
         header: RecordHeader {
@@ -559,12 +563,10 @@ fn batch_record(n: u64) -> Vec<u8> {
         },
         head: BatchHead::default(),
         start: 0,
-        len: (items.len() * 8) as u32,
+        len: items.len() as u32,
     };
     let mut bytes = bytemuck::bytes_of(&fixed).to_vec();
-    for item in items {
-        bytes.extend_from_slice(&item.to_le_bytes());
-    }
+    bytes.extend_from_slice(&items);
     bytes
 }
 
@@ -631,19 +633,23 @@ fn batch_records_read_back_as_their_events_in_place() {
 /// reading skips it, counts it, and reads every record after it.
 #[test]
 fn a_malformed_batch_stored_whole_is_skipped_and_counted() {
-    use styx_common::batch::{item_word, ITEM_TIME};
+    use styx_common::item::TIME_TAG;
     let events = events();
     let usdt = Names::new(&header());
     let good = batch_record(3);
-    // A time mark, then an item of kind 255, as the forged batch of issue 25.
+    // A time mark, then an item of a tag no batch holds, as the forged
+    // batch of issue 25.
     let mut forged = batch_record(1);
     let tid_at = std::mem::offset_of!(RecordHeader, tid);
     forged[tid_at..tid_at + 4].copy_from_slice(&10u32.to_le_bytes());
     let fixed = std::mem::size_of::<styx_common::batch::BatchRecord>();
-    forged[fixed + 16..fixed + 24].copy_from_slice(&item_word(255, 0).to_le_bytes());
-    assert_eq!(crate::record::batch_items::counts(&forged), None);
-    let first_item = u64::from_le_bytes(forged[fixed..][..8].try_into().unwrap());
-    assert_eq!(first_item, item_word(ITEM_TIME, 0));
+    forged[fixed + 10..fixed + 12].copy_from_slice(&0xffffu16.to_le_bytes());
+    assert_eq!(
+        crate::record::batch_items::counts(&forged, styx_common::item::Codec::Current),
+        None
+    );
+    let first_tag = u16::from_le_bytes(forged[fixed..][..2].try_into().unwrap());
+    assert_eq!(first_tag, TIME_TAG);
 
     let mut writer = CaptureWriter::new(Vec::new(), &header()).unwrap();
     for e in &events[..3] {
@@ -670,9 +676,64 @@ fn a_malformed_batch_stored_whole_is_skipped_and_counted() {
     assert_eq!(got[6..], all[3..]);
     assert_eq!(reader.malformed_batches, 1);
     let (offset, error) = reader.first_malformed_batch.unwrap();
-    assert_eq!(error.to_string(), "batch item 16 has unknown kind 255");
+    assert_eq!(error.to_string(), "batch item 10 has unknown tag 0xffff");
     // The offset of its record: tag, length (two bytes), the record.
     let at = offset as usize;
     assert_eq!(bytes[at], TAG_BATCH);
     assert_eq!(bytes[at + 3..][..forged.len()], forged[..]);
+}
+
+/// A capture of format version 1 (batch items a `u64` per value) reads as
+/// it did: its batches' events with their values.
+#[test]
+fn version_one_captures_read_their_batches() {
+    use styx_common::batch::{BatchHead, BatchRecord, BATCH_RECORD_KIND};
+    let words: [u64; 8] = [
+        0,
+        5_000,
+        EventKind::InsnExec as u64 | 4 << 8,
+        0x600,
+        0x13,
+        2,
+        0x700,
+        0x93,
+    ];
+    let fixed = BatchRecord {
+        header: RecordHeader {
+            ts_ns: 5_100,
+            pid: 42,
+            tid: 9,
+            kind: BATCH_RECORD_KIND,
+            ..RecordHeader::default()
+        },
+        head: BatchHead::default(),
+        start: 0,
+        len: 64,
+    };
+    let mut record = bytemuck::bytes_of(&fixed).to_vec();
+    for word in words {
+        record.extend_from_slice(&word.to_le_bytes());
+    }
+    let mut writer = CaptureWriter::new(Vec::new(), &header()).unwrap();
+    writer.batch(&record).unwrap();
+    writer.flush().unwrap();
+    let mut bytes = writer.into_inner();
+    assert_eq!(bytes[8], 2);
+    bytes[8] = 1;
+    let mut reader = Reader::open(&bytes[..]).unwrap();
+    let mut got = Vec::new();
+    while let Some(event) = reader.next().unwrap() {
+        let Body::Args(args) = event.body else {
+            panic!("not an argument event")
+        };
+        got.push((event.kind, event.header.aux, args[0], args[1]));
+    }
+    assert_eq!(
+        got,
+        [
+            (EventKind::InsnExec, 4, 0x600, 0x13),
+            (EventKind::InsnExec, 0, 0x700, 0x93)
+        ]
+    );
+    assert_eq!(reader.malformed_batches, 0);
 }

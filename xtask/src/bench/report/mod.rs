@@ -12,7 +12,8 @@ use super::machine::Machine;
 use super::{Plan, Results};
 use std::fmt::Write;
 use std::time::Duration;
-use styx_common::batch::{item_bytes, BATCH_BYTES, MARK_EVERY_BYTES};
+use styx_common::batch::{BATCH_BYTES, MARK_EVERY_BYTES};
+use styx_common::item::{event_tag, Layout};
 use styx_common::EventKind;
 
 /// What the prose says that is not one of the run's figures: the machine,
@@ -30,7 +31,9 @@ pub struct Facts<'a> {
 
 impl Facts<'_> {
     pub fn new(machine: &Machine) -> Facts<'_> {
-        let read = item_bytes(EventKind::MemRead.shape().record_args());
+        // styx-bench's: a u64 pc and address, a u8 value, and its size.
+        let read =
+            Layout::of(event_tag(EventKind::MemRead, &[8, 8, 1, 1])).map_or(1, Layout::bytes);
         Facts {
             machine,
             batch_kib: BATCH_BYTES >> 10,

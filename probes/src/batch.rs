@@ -24,7 +24,9 @@ use styx_common::batch::{
     BatchHead, ALONE_SEQ, BATCH_BYTES, BATCH_LAYOUT_VERSION, BATCH_MAGIC, LOSSLESS_LOADER_ENV,
     MARK_EVERY_BYTES, REGISTRY_BLOCK_BYTES, REGISTRY_SLOTS,
 };
-use styx_common::item::{Layout, MARK_BYTES, TAG_BYTES, TIME_TAG};
+use styx_common::item::{
+    read, write_declared, Item, MARK_BYTES, MAX_DECLARED_ITEM_BYTES, TAG_BYTES, TIME_TAG,
+};
 use styx_common::EVENT_KIND_SLOTS;
 
 /// [`BatchHead`] as the owner writes it: the fields other threads, the
@@ -55,8 +57,9 @@ const _: () =
 const _: () = assert!(core::mem::offset_of!(Buffer, items) == core::mem::size_of::<BatchHead>());
 
 /// Bytes past a buffer's capacity that appends may write over: an item
-/// is stored as whole words (up to five), its length counted.
-const SLACK: usize = 40;
+/// is stored as whole words (up to nine, a declared type's largest), its
+/// length counted.
+const SLACK: usize = 72;
 
 /// A thread's buffer: the head, the items right after it (where the flush
 /// probe's readers expect them), then the owner's private state.
@@ -308,9 +311,26 @@ pub(crate) fn push<const W: usize>(kind: u8, bytes: u32, words: [u64; W]) {
             }
         }
     }
-    let word = |i: usize| if i < W { words[i] } else { 0 };
-    push_slow(kind, bytes, [word(0), word(1), word(2), word(3), word(4)]);
+    push_slow(kind, bytes, words);
 }
+
+/// Appends an item of a declared type (`styx_common::schema`): its tag,
+/// its length, the values in their declared widths. Not counted in the
+/// head's counts per kind, which are the catalogue's.
+pub(crate) fn push_declared(tag: u16, values: &[u64], widths: &[usize]) {
+    let mut item = [0u8; MAX_DECLARED_ITEM_BYTES];
+    let bytes = write_declared(tag, values, widths, &mut item);
+    let mut words = [0u64; SLACK / 8];
+    for (word, chunk) in words.iter_mut().zip(item.chunks(8)) {
+        let mut le = [0u8; 8];
+        le[..chunk.len()].copy_from_slice(chunk);
+        *word = u64::from_le_bytes(le);
+    }
+    push(UNCOUNTED, bytes as u32, words);
+}
+
+/// The kind of an item the head does not count.
+const UNCOUNTED: u8 = u8::MAX;
 
 /// Writes an item at `len`, which the caller checked has room: its words
 /// whole (the buffer's slack takes what is past the item), its length
@@ -321,7 +341,9 @@ unsafe fn append(buffer: &Buffer, len: u32, kind: u8, bytes: u32, words: &[u64])
     for (i, word) in words.iter().enumerate() {
         (at.add(8 * i) as *mut u64).write_unaligned(word.to_le());
     }
-    (*buffer.head.counts.get())[kind as usize] += 1;
+    if let Some(count) = (*buffer.head.counts.get()).get_mut(kind as usize) {
+        *count += 1;
+    }
     // Release: a thread flushing this buffer at process exit sees the items.
     buffer.head.len.store(len + bytes, Ordering::Release);
 }
@@ -339,7 +361,7 @@ fn mark_words() -> [u64; 2] {
 /// buffer is full, or this thread has none yet.
 #[cold]
 #[inline(never)]
-fn push_slow(kind: u8, bytes: u32, words: [u64; 5]) {
+fn push_slow<const W: usize>(kind: u8, bytes: u32, words: [u64; W]) {
     let Some(buffer) = current_or_new() else {
         return push_alone(kind, bytes, words);
     };
@@ -482,18 +504,17 @@ unsafe fn recount(buffer: &Buffer, from: u32, to: u32) {
     *counts = [0; EVENT_KIND_SLOTS as usize];
     let items = &*buffer.items.get();
     let mut at = from as usize;
-    while at + TAG_BYTES <= to as usize {
-        let tag = u16::from_le_bytes([items[at], items[at + 1]]);
-        // The owner's own items: every tag is one it wrote.
-        let Some(layout) = Layout::of(tag) else {
+    while at < to as usize {
+        // The owner's own items: every one reads.
+        let Ok((item, len)) = read(&items[at..to as usize]) else {
             return;
         };
-        if let Layout::Event { kind, .. } = layout {
-            counts[kind as usize] += 1;
-        } else {
-            counts[0] += 1;
+        match item {
+            Item::Event { kind, .. } => counts[kind as usize] += 1,
+            Item::Mark(_) => counts[0] += 1,
+            Item::Declared { .. } => {}
         }
-        at += layout.bytes();
+        at += len;
     }
 }
 
@@ -532,7 +553,7 @@ use batch_enable_sites;
 
 macro_rules! batch_enable_site {
     (Batched, $probe:ident) => {
-        crate::site::probe_site!(@skipped styx_batch, $probe, semaphores::$probe, 2);
+        crate::site::probe_site!(@skipped "styx_batch", stringify!($probe), semaphores::$probe, 2);
     };
     (PerEvent, $probe:ident) => {};
 }
@@ -650,7 +671,7 @@ fn random_u32() -> u32 {
 /// was flushed and released): handed over alone from a buffer on the
 /// stack, after a time mark.
 #[cold]
-fn push_alone(kind: u8, bytes: u32, words: [u64; 5]) {
+fn push_alone<const W: usize>(kind: u8, bytes: u32, words: [u64; W]) {
     #[repr(C)]
     struct Alone {
         head: Head,
@@ -677,7 +698,9 @@ fn push_alone(kind: u8, bytes: u32, words: [u64; 5]) {
         let at = MARK_BYTES + 8 * i;
         alone.items[at..at + 8].copy_from_slice(&word.to_le_bytes());
     }
-    alone.head.counts.get_mut()[kind as usize] = 1;
+    if let Some(count) = alone.head.counts.get_mut().get_mut(kind as usize) {
+        *count = 1;
+    }
     let len = MARK_BYTES as u64 + bytes as u64;
     let tid = alone.head.tid.load(Ordering::Relaxed) as u64;
     fire_flush(&raw const alone as u64, 0, len, ALONE_SEQ, tid);

@@ -11,9 +11,10 @@ use core::cell::UnsafeCell;
 use styx_common::EventKind;
 
 /// The word of semaphore `$sema` (a path to a static), loaded RIP-relative
-/// by one instruction.
-#[cfg(not(feature = "disabled"))]
-macro_rules! load_word {
+/// by one instruction. Exported (hidden) for declared event types.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __load_word {
     ($sema:path) => {{
         let word: u32;
         // SAFETY: reads the 4-byte static `$sema`; writes nothing but `word`.
@@ -29,7 +30,7 @@ macro_rules! load_word {
     }};
 }
 #[cfg(not(feature = "disabled"))]
-pub(crate) use load_word;
+pub(crate) use __load_word as load_word;
 
 /// Declares every styx event type's semaphore word, from styx-common's event
 /// catalogue: a static named as the probe, in `.probes`.
@@ -87,7 +88,8 @@ pub(crate) const PER_EVENT: u32 = 0xffff;
 
 #[cfg(not(feature = "disabled"))]
 impl SemaphoreWord {
-    const fn new() -> SemaphoreWord {
+    #[doc(hidden)]
+    pub const fn new() -> SemaphoreWord {
         SemaphoreWord(UnsafeCell::new(0))
     }
 }

@@ -29,6 +29,8 @@
 // Reached only through the macros; not part of the API.
 #[cfg(not(feature = "disabled"))]
 mod batch;
+#[doc(hidden)]
+pub mod declared;
 mod describe;
 mod enabled;
 #[doc(hidden)]
@@ -38,7 +40,14 @@ mod macros;
 mod site;
 mod span;
 
+#[doc(hidden)]
+pub use declared as __declared;
+pub use declared::{Addr, Declared, Field, Reg};
+#[doc(hidden)]
+pub use enabled::SemaphoreWord as __SemaphoreWord;
 pub use enabled::{any_enabled, enabled};
+#[doc(hidden)]
+pub use styx_common::schema as __schema;
 
 /// Hands this thread's batched events to the tracer now, rather than when
 /// its batch fills, the thread exits or the process exits. For an emulator

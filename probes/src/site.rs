@@ -12,18 +12,26 @@
 /// bytes) the note gives as the semaphore; the arguments go in registers.
 /// `$options` are the `asm!` options: `readonly` where the tracer only reads
 /// the process's memory, none where it may write (the flush probe's status).
-macro_rules! probe_site {
+/// Exported (hidden) for the event types an emulator declares
+/// (`event!`), whose provider and name are strings (`@str`).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __probe_site {
     ($provider:ident, $probe:ident, $sema:path, $offset:literal, $spec:literal,
      [$($reg:tt = $val:expr),*] $(, $option:ident)*) => {
-        $crate::site::probe_site!(@ "", "", 0, $provider, $probe, $sema, $offset, $spec, [$($reg = $val),*] $(, $option)*)
+        $crate::__probe_site!(@str "", "", 0, stringify!($provider), stringify!($probe), $sema, $offset, $spec, [$($reg = $val),*] $(, $option)*)
     };
     // A site that never runs: jumped over, there only to be attached to.
-    (@skipped $provider:ident, $probe:ident, $sema:path, $offset:literal) => {
-        $crate::site::probe_site!(@ "jmp 995f", "995:", 0, $provider, $probe, $sema, $offset, "", [], nomem)
+    (@skipped $provider:expr, $probe:expr, $sema:path, $offset:literal) => {
+        $crate::__probe_site!(@str "jmp 995f", "995:", 0, $provider, $probe, $sema, $offset, "", [], nomem)
     };
-    // `$site` names the call site in a comment (see `fire.rs`).
     (@ $before:literal, $after:literal, $site:expr, $provider:ident, $probe:ident, $sema:path, $offset:literal,
      $spec:literal, [$($reg:tt = $val:expr),*] $(, $option:ident)*) => {
+        $crate::__probe_site!(@str $before, $after, $site, stringify!($provider), stringify!($probe), $sema, $offset, $spec, [$($reg = $val),*] $(, $option)*)
+    };
+    // `$site` names the call site in a comment (see `fire.rs`).
+    (@str $before:literal, $after:literal, $site:expr, $provider:expr, $probe:expr, $sema:path, $offset:literal,
+     $spec:expr, [$($reg:tt = $val:expr),*] $(, $option:ident)*) => {
         // SAFETY: a `nop` and data in other sections; the values are only
         // placed in registers.
         unsafe {
@@ -39,8 +47,8 @@ macro_rules! probe_site {
                 "993: .8byte 990b",
                 ".8byte _.stapsdt.base",
                 concat!(".8byte {sema}+", $offset),
-                concat!(".asciz \"", stringify!($provider), "\""),
-                concat!(".asciz \"", stringify!($probe), "\""),
+                concat!(".asciz \"", $provider, "\""),
+                concat!(".asciz \"", $probe, "\""),
                 concat!(".asciz \"", $spec, "\""),
                 "994: .balign 4",
                 ".popsection",
@@ -64,6 +72,7 @@ macro_rules! probe_site {
         }
     };
 }
+pub(crate) use __probe_site as probe_site;
 
 /// A site of styx's own provider for the `$n` (2 to 5) values of the
 /// array `$v`, gated on the low (per-event) half of `$sema`, at call site
@@ -72,17 +81,17 @@ macro_rules! probe_site {
 /// (`readonly`).
 macro_rules! event_site {
     ($probe:ident, $sema:path, $site:expr, $v:ident, 2) => {
-        $crate::site::probe_site!(@ "", "", $site, styx, $probe, $sema, 0, "8@%rdi 8@%rsi", ["rdi" = $v[0], "rsi" = $v[1]], readonly)
+        $crate::__probe_site!(@ "", "", $site, styx, $probe, $sema, 0, "8@%rdi 8@%rsi", ["rdi" = $v[0], "rsi" = $v[1]], readonly)
     };
     ($probe:ident, $sema:path, $site:expr, $v:ident, 3) => {
-        $crate::site::probe_site!(@ "", "", $site, styx, $probe, $sema, 0, "8@%rdi 8@%rsi 8@%rdx", ["rdi" = $v[0], "rsi" = $v[1], "rdx" = $v[2]], readonly)
+        $crate::__probe_site!(@ "", "", $site, styx, $probe, $sema, 0, "8@%rdi 8@%rsi 8@%rdx", ["rdi" = $v[0], "rsi" = $v[1], "rdx" = $v[2]], readonly)
     };
     ($probe:ident, $sema:path, $site:expr, $v:ident, 4) => {
-        $crate::site::probe_site!(@ "", "", $site, styx, $probe, $sema, 0, "8@%rdi 8@%rsi 8@%rdx 8@%rcx", ["rdi" = $v[0], "rsi" = $v[1], "rdx" = $v[2], "rcx" = $v[3]], readonly)
+        $crate::__probe_site!(@ "", "", $site, styx, $probe, $sema, 0, "8@%rdi 8@%rsi 8@%rdx 8@%rcx", ["rdi" = $v[0], "rsi" = $v[1], "rdx" = $v[2], "rcx" = $v[3]], readonly)
     };
     ($probe:ident, $sema:path, $site:expr, $v:ident, 5) => {
-        $crate::site::probe_site!(@ "", "", $site, styx, $probe, $sema, 0, "8@%rdi 8@%rsi 8@%rdx 8@%rcx 8@%r8", ["rdi" = $v[0], "rsi" = $v[1], "rdx" = $v[2], "rcx" = $v[3], "r8" = $v[4]], readonly)
+        $crate::__probe_site!(@ "", "", $site, styx, $probe, $sema, 0, "8@%rdi 8@%rsi 8@%rdx 8@%rcx 8@%r8", ["rdi" = $v[0], "rsi" = $v[1], "rdx" = $v[2], "rcx" = $v[3], "r8" = $v[4]], readonly)
     };
 }
 
-pub(crate) use {event_site, probe_site};
+pub(crate) use event_site;

@@ -55,7 +55,7 @@ pub type ImageEntry = (&'static str, u64, u64);
 #[repr(C, align(4))]
 pub struct Note<const N: usize>(pub [u8; N]);
 
-const fn pad4(n: usize) -> usize {
+pub(crate) const fn pad4(n: usize) -> usize {
     (n + 3) & !3
 }
 
@@ -180,7 +180,7 @@ const fn same(a: &str, b: &str) -> bool {
     true
 }
 
-const fn put<const N: usize>(out: &mut [u8; N], at: usize, bytes: &[u8]) -> usize {
+pub(crate) const fn put<const N: usize>(out: &mut [u8; N], at: usize, bytes: &[u8]) -> usize {
     let mut i = 0;
     while i < bytes.len() {
         out[at + i] = bytes[i];
@@ -189,15 +189,12 @@ const fn put<const N: usize>(out: &mut [u8; N], at: usize, bytes: &[u8]) -> usiz
     at + bytes.len()
 }
 
-/// A name and its NUL.
-const fn put_name<const N: usize>(out: &mut [u8; N], at: usize, name: &str) -> usize {
+/// A name and its NUL (the event schema's notes write theirs so too).
+pub(crate) const fn put_name<const N: usize>(out: &mut [u8; N], at: usize, name: &str) -> usize {
     let bytes = name.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
-        assert!(
-            bytes[i] != 0,
-            "a name in a guest description has a NUL byte"
-        );
+        assert!(bytes[i] != 0, "a name in a styx note has a NUL byte");
         i += 1;
     }
     put(out, at, bytes) + 1

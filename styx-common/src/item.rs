@@ -14,8 +14,10 @@
 //!       | 1 kind:7 widths:8               a catalogue event: its probe's arguments in
 //!                                         order, argument i in 1 << (widths >> 2i & 3)
 //!                                         bytes (codes past the last argument 0)
-//!       | 0 id:15 (id ≠ 0)                not written yet: room for event types an
-//!                                         emulator declares itself
+//!       | 0 id:15 (id ≠ 0)                an event type the emulator declared
+//!                                         (`styx_common::schema`): len:u8, then
+//!                                         len bytes of values, each in the width
+//!                                         its declaration gives
 //! ```
 //!
 //! So a `mem_read` of a 16-bit guest (pc and address `u16`, a `u8` value,
@@ -38,11 +40,16 @@ pub const MARK_BYTES: usize = TAG_BYTES + 8;
 /// Set in the tag of a catalogue event.
 pub const CATALOGUE_TAG: u16 = 0x8000;
 
-/// The most values an item holds (a `reg_write`'s pc, register, value, old value).
+/// The most values a catalogue event's item holds (a `reg_write`'s pc,
+/// register, value, old value).
 pub const MAX_ITEM_VALUES: usize = 4;
 
-/// The largest item: a tag and four `u64`s.
+/// The largest catalogue event's item: a tag and four `u64`s.
 pub const MAX_ITEM_BYTES: usize = TAG_BYTES + 8 * MAX_ITEM_VALUES;
+
+/// The largest declared type's item: a tag, its length byte and eight
+/// `u64`s (`styx_common::schema::MAX_FIELDS`).
+pub const MAX_DECLARED_ITEM_BYTES: usize = TAG_BYTES + 1 + 8 * crate::schema::MAX_FIELDS;
 
 /// The code of a value `bytes` wide in a tag's widths (1, 2, 4 or 8 bytes).
 pub const fn width_code(bytes: usize) -> u16 {
@@ -67,7 +74,9 @@ pub const fn event_tag(kind: EventKind, widths: &[usize]) -> u16 {
     tag
 }
 
-/// What a tag says: the event kind and the widths of its values, or a mark.
+/// What a catalogue event's or a mark's tag says: the event kind and the
+/// widths of its values, or a mark (a declared type's item says its
+/// length itself).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Layout {
     /// A time mark.
@@ -84,8 +93,9 @@ pub enum Layout {
 }
 
 impl Layout {
-    /// The layout of `tag`; None for a tag no batch holds (a kind of no
-    /// argument shape, width codes past its last value, a declared type).
+    /// The layout of `tag`; None for a declared type's tag and for a tag
+    /// no batch holds (a kind of no argument shape, width codes past its
+    /// last value).
     pub const fn of(tag: u16) -> Option<Layout> {
         if tag == TIME_TAG {
             return Some(Layout::Mark);
@@ -135,7 +145,7 @@ impl Layout {
 
 /// An item, read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Item {
+pub enum Item<'a> {
     /// A time mark: the thread's `CLOCK_MONOTONIC` ns.
     Mark(u64),
     /// An event: its record arguments and `aux` byte, as a per-event
@@ -147,6 +157,14 @@ pub enum Item {
         aux: u8,
         /// The record's arguments (those past the shape's count are 0).
         args: [u64; MAX_ITEM_VALUES],
+    },
+    /// An event of a type the emulator declared: its tag and the bytes of
+    /// its values, which its declaration says how to read.
+    Declared {
+        /// The type's tag in its file (`styx_common::schema::declared_tag`).
+        tag: u16,
+        /// Its values, each in its declared width.
+        values: &'a [u8],
     },
 }
 
@@ -160,11 +178,17 @@ pub enum ItemError {
 }
 
 /// Reads the item at the start of `bytes`: it and its length.
-pub fn read(bytes: &[u8]) -> Result<(Item, usize), ItemError> {
+pub fn read(bytes: &[u8]) -> Result<(Item<'_>, usize), ItemError> {
     let tag = match bytes {
         [low, high, ..] => u16::from_le_bytes([*low, *high]),
         _ => return Err(ItemError::Truncated),
     };
+    if tag != TIME_TAG && tag & CATALOGUE_TAG == 0 {
+        let len = *bytes.get(TAG_BYTES).ok_or(ItemError::Truncated)? as usize;
+        let end = TAG_BYTES + 1 + len;
+        let values = bytes.get(TAG_BYTES + 1..end).ok_or(ItemError::Truncated)?;
+        return Ok((Item::Declared { tag, values }, end));
+    }
     let layout = Layout::of(tag).ok_or(ItemError::UnknownTag(tag))?;
     let len = layout.bytes();
     let body = bytes.get(TAG_BYTES..len).ok_or(ItemError::Truncated)?;
@@ -196,7 +220,7 @@ fn value(bytes: &[u8]) -> u64 {
 }
 
 /// An event of `kind` from its probe's argument values.
-fn event(kind: EventKind, values: [u64; MAX_ITEM_VALUES]) -> Item {
+fn event(kind: EventKind, values: [u64; MAX_ITEM_VALUES]) -> Item<'static> {
     let (args, aux) = match kind.shape() {
         Shape::ArgsAux(n) => (n, values[n] as u8),
         shape => (shape.record_args(), 0),
@@ -223,7 +247,7 @@ pub enum Codec {
 
 impl Codec {
     /// Reads the item at the start of `bytes`: it and its length.
-    pub fn read(self, bytes: &[u8]) -> Result<(Item, usize), ItemError> {
+    pub fn read(self, bytes: &[u8]) -> Result<(Item<'_>, usize), ItemError> {
         match self {
             Codec::Current => read(bytes),
             Codec::V1 => v1::read(bytes),
@@ -236,6 +260,24 @@ pub fn write_mark(ns: u64, out: &mut [u8; MAX_ITEM_BYTES]) -> usize {
     out[..TAG_BYTES].copy_from_slice(&TIME_TAG.to_le_bytes());
     out[TAG_BYTES..MARK_BYTES].copy_from_slice(&ns.to_le_bytes());
     MARK_BYTES
+}
+
+/// Writes an item of a declared type into `out`: `tag`, the length, the
+/// values each in its width; its length.
+pub fn write_declared(
+    tag: u16,
+    values: &[u64],
+    widths: &[usize],
+    out: &mut [u8; MAX_DECLARED_ITEM_BYTES],
+) -> usize {
+    out[..TAG_BYTES].copy_from_slice(&tag.to_le_bytes());
+    let mut at = TAG_BYTES + 1;
+    for (&value, &bytes) in values.iter().zip(widths) {
+        out[at..at + bytes].copy_from_slice(&value.to_le_bytes()[..bytes]);
+        at += bytes;
+    }
+    out[TAG_BYTES] = (at - TAG_BYTES - 1) as u8;
+    at
 }
 
 /// Writes an event of `kind` into `out`, its probe's arguments given as
@@ -268,7 +310,7 @@ pub mod v1 {
     use crate::{EventKind, Shape};
 
     /// Reads the version-1 item at the start of `bytes`: it and its length.
-    pub fn read(bytes: &[u8]) -> Result<(Item, usize), ItemError> {
+    pub fn read(bytes: &[u8]) -> Result<(Item<'_>, usize), ItemError> {
         let word = word(bytes, 0).ok_or(ItemError::Truncated)?;
         let kind = word as u8;
         if kind == 0 {
@@ -369,8 +411,17 @@ mod tests {
         assert_eq!(read(&out[..len]), Ok((Item::Mark(123_456_789), MARK_BYTES)));
         assert_eq!(read(&out[..len - 1]), Err(ItemError::Truncated));
         assert_eq!(read(&out[..1]), Err(ItemError::Truncated));
-        // A declared type's id: not written yet.
-        assert_eq!(read(&[5, 0, 0]), Err(ItemError::UnknownTag(5)));
+        // A declared type's item says its length.
+        let mut declared = [0u8; MAX_DECLARED_ITEM_BYTES];
+        let len = write_declared(5, &[0x1234, u64::MAX], &[2, 8], &mut declared);
+        assert_eq!(len, 13);
+        let values = &declared[3..13];
+        assert_eq!(
+            read(&declared[..len]),
+            Ok((Item::Declared { tag: 5, values }, 13))
+        );
+        assert_eq!(read(&declared[..len - 1]), Err(ItemError::Truncated));
+        assert_eq!(read(&[5, 0]), Err(ItemError::Truncated));
         // A text shape, and width codes past a block's two values.
         let marker = CATALOGUE_TAG | (EventKind::Marker as u16) << 8;
         assert_eq!(

@@ -30,6 +30,7 @@ pub mod filter;
 pub mod guest;
 pub mod item;
 mod layout;
+pub mod schema;
 // Its names say what they hold; comments only where they add to them.
 #[cfg(feature = "summary")]
 #[allow(missing_docs)]

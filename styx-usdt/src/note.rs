@@ -22,6 +22,7 @@ use object::{Endianness, Object, ObjectSection, ReadRef};
 use std::collections::HashMap;
 use std::path::Path;
 use styx_common::guest::{GUEST_NOTE_OWNER, NT_STYX_GUEST};
+use styx_common::schema::NT_STYX_EVENT;
 use thiserror::Error;
 
 /// One probe site: one place in the code where a probe can fire.
@@ -73,7 +74,19 @@ pub struct ProbeTable {
     /// [`MAX_GUEST_NOTES`] of at most [`MAX_GUEST_NOTE_BYTES`] each; decoded
     /// by styx-events' `guest`.
     pub guest_notes: Vec<Vec<u8>>,
+    /// The descriptors of the file's declared event types' notes
+    /// (`styx_probe::event!`, layout in `styx_common::schema`), at most
+    /// [`MAX_EVENT_NOTES`] of at most [`MAX_EVENT_NOTE_BYTES`] each; decoded
+    /// by styx-events' `declared`.
+    pub event_notes: Vec<Vec<u8>>,
 }
+
+/// Declared event type notes kept per file (each a type of its own;
+/// `styx_common::item`'s tags have room for 32,767).
+pub const MAX_EVENT_NOTES: usize = 32_767;
+/// The largest declared event type note kept: eight fields, each an enum
+/// of 1,024 values with names of up to ~50 bytes.
+pub const MAX_EVENT_NOTE_BYTES: usize = 512 << 10;
 
 /// Guest description notes kept per file (an emulator writes one).
 pub const MAX_GUEST_NOTES: usize = 4;
@@ -188,6 +201,10 @@ fn parse_elf<'data, R: ReadRef<'data>>(data: R) -> Result<ProbeTable, ParseError
                 keep_guest_note(&mut table, note.desc());
                 continue;
             }
+            if note.name() == GUEST_NOTE_OWNER && note.n_type(endian).0 == NT_STYX_EVENT {
+                keep_event_note(&mut table, note.desc());
+                continue;
+            }
             if note.name() != NOTE_OWNER || note.n_type(endian) != NT_STAPSDT {
                 continue;
             }
@@ -211,6 +228,18 @@ fn keep_guest_note(table: &mut ProbeTable, desc: &[u8]) {
             .push("a guest description note too large or one too many: skipped".into());
     } else {
         table.guest_notes.push(desc.to_vec());
+    }
+}
+
+/// Keeps a declared event type's bytes, within the bounds on their
+/// number and size.
+fn keep_event_note(table: &mut ProbeTable, desc: &[u8]) {
+    if table.event_notes.len() >= MAX_EVENT_NOTES || desc.len() > MAX_EVENT_NOTE_BYTES {
+        table
+            .problems
+            .push("a declared event type's note too large or one too many: skipped".into());
+    } else {
+        table.event_notes.push(desc.to_vec());
     }
 }
 

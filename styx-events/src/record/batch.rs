@@ -50,6 +50,15 @@ pub enum BatchError {
         /// Its tag (in a version-1 capture, its kind byte).
         tag: u16,
     },
+    /// An item of an event type the emulator declared, which this loader
+    /// does not decode yet.
+    #[error("batch item {offset} is of a declared event type (tag {tag:#06x}), not decoded yet")]
+    Declared {
+        /// The item's offset in the batch.
+        offset: usize,
+        /// Its tag.
+        tag: u16,
+    },
     /// The last item runs past the end.
     #[error("batch item at {0} is cut off")]
     Truncated(usize),
@@ -376,6 +385,7 @@ impl Batches {
                     aux,
                     args,
                 }),
+                Item::Declared { tag, .. } => return Err(BatchError::Declared { offset: at, tag }),
             }
             at += len;
         }

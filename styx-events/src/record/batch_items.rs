@@ -30,8 +30,11 @@ pub fn counts(record: &[u8], codec: Codec) -> Option<KindCounts> {
     let mut at = 0;
     while at < items.len() {
         let (item, bytes) = codec.read(&items[at..]).ok()?;
-        if let Item::Event { kind, .. } = item {
-            found[kind as usize] += 1;
+        match item {
+            Item::Event { kind, .. } => found[kind as usize] += 1,
+            Item::Mark(_) => {}
+            // Not decoded yet: split instead, which says so.
+            Item::Declared { .. } => return None,
         }
         at += bytes;
     }

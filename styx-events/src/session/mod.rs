@@ -3,6 +3,7 @@
 //! guest description, other providers' probes, and an event's fields
 //! walked from the catalogue.
 
+pub mod declared;
 pub mod fields;
 pub mod guest;
 pub mod header;

@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::Path;
-use styx_events::escape;
+use styx_events::{escape, EventType};
 use styx_usdt::argspec::parse_spec;
 use styx_usdt::target::Target;
 
@@ -34,6 +34,7 @@ pub fn run(args: &ListArgs) -> Result<()> {
     for (i, table) in &tables {
         let i = *i;
         let file = &target.files[i];
+        let declared = declared_types(&file.name, table);
         let probes: BTreeSet<(&str, &str)> = table
             .sites
             .iter()
@@ -45,6 +46,16 @@ pub fn run(args: &ListArgs) -> Result<()> {
             }
             listed += 1;
             writeln!(out, "{}", probe_line(&file.name, provider, name))?;
+            if let Some(declared) = declared
+                .iter()
+                .find(|t| t.provider == provider && t.name == name)
+            {
+                writeln!(
+                    out,
+                    "    declared {}",
+                    escape::controls(&declared.to_string())
+                )?;
+            }
             for site in table
                 .sites
                 .iter()
@@ -71,6 +82,19 @@ pub fn run(args: &ListArgs) -> Result<()> {
         bail!("no USDT probes match {pattern:?} in {}", names.join(", "));
     }
     Ok(())
+}
+
+/// The event types the file declares (`styx_probe::event!`), warning
+/// about notes that do not decode.
+fn declared_types(file: &str, table: &styx_usdt::note::ProbeTable) -> Vec<EventType> {
+    let mut types = Vec::new();
+    for desc in &table.event_notes {
+        match EventType::decode(desc) {
+            Ok(declared) => types.push(declared),
+            Err(e) => log::warn!("{}: {e}; left out", escape::controls(file)),
+        }
+    }
+    types
 }
 
 /// `list --functions`: the functions tracing them would probe, per file.

@@ -14,6 +14,7 @@ mod binary;
 mod bpftrace;
 mod capture;
 mod compile_out;
+mod declared;
 mod demo;
 mod enabled;
 mod errors;

@@ -320,8 +320,14 @@ pub fn semaphores(pid: u32) -> BTreeMap<String, u32> {
 /// The semaphores of the probes in `file` (the executable or a library) as
 /// process `pid` sees them, by probe name.
 pub fn file_semaphores(pid: u32, file: &Path) -> BTreeMap<String, u32> {
+    provider_semaphores(pid, file, "styx")
+}
+
+/// The semaphores of `provider`'s probes in `file` as process `pid` sees
+/// them, by probe name.
+pub fn provider_semaphores(pid: u32, file: &Path, provider: &str) -> BTreeMap<String, u32> {
     let table = styx_usdt::note::read_probe_table(file).expect("reading probe notes");
-    let styx = |s: &&styx_usdt::note::ProbeSite| s.provider == "styx" && s.semaphore != 0;
+    let styx = |s: &&styx_usdt::note::ProbeSite| s.provider == provider && s.semaphore != 0;
     let sites: Vec<_> = table.sites.iter().filter(styx).collect();
     // A process just started may still be changing its mappings (its
     // dynamic loader's RELRO), and /proc/PID/maps read meanwhile can miss

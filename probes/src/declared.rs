@@ -1,0 +1,385 @@
+//! Event types the emulator declares itself, beside the catalogue's: MMIO
+//! accesses by device, TLB fills, exceptions with their cause, a guest's
+//! system calls. Declared once at item level, in any crate (a library
+//! declares its own), fired like the catalogue's types:
+//!
+//! ```
+//! styx_probe::event_enum! {
+//!     /// The emulated devices.
+//!     pub enum Device: u8 { Uart = 0, Timer = 1 }
+//! }
+//! styx_probe::event! {
+//!     /// A store to a device register.
+//!     pub mmio_write(pc: u32, device: Device, addr: styx_probe::Addr<u32>, val: u32);
+//! }
+//! # let (pc, addr, val) = (0x600u32, 0x10u32, 7u32);
+//! styx_probe::fire!(mmio_write, || (pc, Device::Uart, styx_probe::Addr(addr), val));
+//! ```
+//!
+//! Why a type and `fire!`, not a macro per event: a type is named,
+//! imported and made `pub` as any Rust item is (a library's events are
+//! its public types); a macro defined by a macro is not.
+//!
+//! What the declaration makes (`styx_common::schema` has the layout):
+//! - the type's semaphore word, in `.probes` beside the catalogue's, and
+//!   the one check `fire!` inlines where it is written (one load, one
+//!   branch, as every probe);
+//! - a note describing the type (`.note.styx`): its name, its fields'
+//!   names, kinds and widths, the names of enum values — a loader learns
+//!   them from the binary;
+//! - one USDT site of the type, provider the declaring crate's name
+//!   (`usdt:./emu:emu:mmio_write` in bpftrace: each crate its own
+//!   namespace, no clash with `styx:` or another library's names), its
+//!   fields in order as `u64` registers; and a batch-enable site
+//!   `styx_batch:NAME`, as the catalogue's batched types have.
+//!
+//! While a batch tracer holds the type, the values are appended to the
+//! thread's batch, each in its declared width, behind the type's tag: its
+//! semaphore's distance from the flush site's, in words
+//! (`styx_common::schema::declared_tag`).
+
+use styx_common::schema::{EnumValue, FieldKind};
+
+/// A type a declared event's field may have: the unsigned and signed
+/// integers, `bool`, [`Addr`], [`Reg`] and enums made by
+/// [`event_enum!`](crate::event_enum!).
+pub trait Field: Copy {
+    /// How it reads.
+    const KIND: FieldKind;
+    /// Bytes it takes in a batch: 1, 2, 4 or 8.
+    const BYTES: usize;
+    /// An enum's name, else empty.
+    const ENUM: &'static str = "";
+    /// An enum's values and their names, else none.
+    const VALUES: &'static [EnumValue] = &[];
+    /// The value in a `u64` register: zero-extended, or sign-extended
+    /// for a signed integer (a batch keeps its low [`Field::BYTES`]).
+    fn bits(self) -> u64;
+}
+
+macro_rules! integer_fields {
+    ($kind:ident: $($t:ty),*) => {$(
+        impl Field for $t {
+            const KIND: FieldKind = FieldKind::$kind;
+            const BYTES: usize = core::mem::size_of::<$t>();
+            #[inline(always)]
+            fn bits(self) -> u64 {
+                self as u64
+            }
+        }
+    )*};
+}
+integer_fields!(Unsigned: u8, u16, u32, u64, usize);
+integer_fields!(Signed: i8, i16, i32, i64, isize);
+
+impl Field for bool {
+    const KIND: FieldKind = FieldKind::Bool;
+    const BYTES: usize = 1;
+    #[inline(always)]
+    fn bits(self) -> u64 {
+        self as u64
+    }
+}
+
+/// A field that is an address: shown in hex.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Addr<T>(pub T);
+
+/// A field that is a register number: shown by its name where the guest
+/// is described (`describe!`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reg<T>(pub T);
+
+macro_rules! wrapped_fields {
+    ($($t:ty),*) => {$(
+        impl Field for Addr<$t> {
+            const KIND: FieldKind = FieldKind::Address;
+            const BYTES: usize = core::mem::size_of::<$t>();
+            #[inline(always)]
+            fn bits(self) -> u64 {
+                self.0 as u64
+            }
+        }
+        impl Field for Reg<$t> {
+            const KIND: FieldKind = FieldKind::Register;
+            const BYTES: usize = core::mem::size_of::<$t>();
+            #[inline(always)]
+            fn bits(self) -> u64 {
+                self.0 as u64
+            }
+        }
+    )*};
+}
+wrapped_fields!(u8, u16, u32, u64, usize);
+
+/// A declared event type (made by [`event!`](crate::event!)); what
+/// [`fire!`](crate::fire!) calls.
+pub trait Declared {
+    /// The values, in the order of the fields.
+    type Values;
+    /// Whether anything is attached: one load of the semaphore word.
+    fn armed() -> bool;
+    /// Hands the values to whoever holds the word up (cold).
+    fn fire(values: Self::Values);
+}
+
+/// Declares event types: `NAME(FIELD: TYPE, …);` each, with doc comments
+/// and a visibility, at most 8 fields of [`Field`] types. Each becomes a
+/// unit struct `NAME`, fired with [`fire!`](crate::fire!).
+///
+/// ```
+/// styx_probe::event! {
+///     /// A TLB miss: the guest's virtual address and whether it was a store.
+///     pub tlb_miss(pc: u64, va: styx_probe::Addr<u64>, store: bool);
+///     /// The ALU's flags differed from a reference model's by `delta`.
+///     flags_delta(pc: u16, delta: i8);
+/// }
+/// styx_probe::fire!(tlb_miss, || (0x8000_0000u64, styx_probe::Addr(0x1000u64), false));
+/// styx_probe::fire!(flags_delta, || (0x600u16, -2i8));
+/// ```
+#[macro_export]
+macro_rules! event {
+    ($($(#[$meta:meta])* $vis:vis $name:ident($($field:ident: $ty:ty),* $(,)?);)+) => {$(
+        $(#[$meta])*
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy, Debug)]
+        $vis struct $name;
+
+        const _: () = {
+            $crate::__declared_type!($name, [$($field: $ty),*]);
+        };
+    )+};
+}
+
+/// The items of a declared type (see [`event!`](crate::event!)).
+#[doc(hidden)]
+#[macro_export]
+#[cfg(not(feature = "disabled"))]
+macro_rules! __declared_type {
+    ($name:ident, [$($field:ident: $ty:ty),*]) => {
+        #[link_section = ".probes"]
+        static SEMAPHORE: $crate::__SemaphoreWord = $crate::__SemaphoreWord::new();
+
+        const FIELDS: &[$crate::__schema::FieldEntry] = &[$((
+            stringify!($field),
+            <$ty as $crate::Field>::KIND,
+            <$ty as $crate::Field>::BYTES,
+            <$ty as $crate::Field>::ENUM,
+            <$ty as $crate::Field>::VALUES,
+        )),*];
+        const LEN: usize =
+            $crate::__schema::note_len(env!("CARGO_CRATE_NAME"), stringify!($name), FIELDS);
+        #[used]
+        #[link_section = ".note.styx"]
+        static NOTE: $crate::__guest::Note<LEN> = $crate::__guest::Note(
+            $crate::__schema::note(env!("CARGO_CRATE_NAME"), stringify!($name), FIELDS),
+        );
+
+        /// The type's one per-event site (and its batch-enable site,
+        /// jumped over): every field a `u64` register.
+        #[inline(never)]
+        #[cold]
+        fn site(values: [u64; $crate::__schema::MAX_FIELDS]) {
+            $crate::__declared_site!(SEMAPHORE, $name, values, [$($field)*]);
+            $crate::__probe_site!(@skipped "styx_batch", stringify!($name), SEMAPHORE, 2);
+        }
+
+        impl $crate::Declared for $name {
+            type Values = ($($ty,)*);
+
+            #[inline(always)]
+            fn armed() -> bool {
+                $crate::__load_word!(SEMAPHORE) != 0
+            }
+
+            #[inline(never)]
+            #[cold]
+            fn fire(values: Self::Values) {
+                $crate::__declared::fire(
+                    $crate::__load_word!(SEMAPHORE),
+                    &SEMAPHORE,
+                    site,
+                    $crate::__declared::Fields::bits(values),
+                    <Self::Values as $crate::__declared::Fields>::WIDTHS,
+                );
+            }
+        }
+    };
+}
+
+/// With probes compiled out: the type and its `Declared` impl, nothing else.
+#[doc(hidden)]
+#[macro_export]
+#[cfg(feature = "disabled")]
+macro_rules! __declared_type {
+    ($name:ident, [$($field:ident: $ty:ty),*]) => {
+        impl $crate::Declared for $name {
+            type Values = ($($ty,)*);
+            #[inline(always)]
+            fn armed() -> bool {
+                false
+            }
+            fn fire(_: Self::Values) {}
+        }
+    };
+}
+
+/// The per-event site of a declared type: its fields in the argument
+/// registers, in order (`rdi`, `rsi`, `rdx`, `rcx`, `r8`, `r9`, `r10`, `r11`).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __declared_site {
+    ($sema:ident, $name:ident, $v:ident, []) => {
+        $crate::__declared_site!(@ $sema, $name, "", [])
+    };
+    ($sema:ident, $name:ident, $v:ident, [$a:ident]) => {
+        $crate::__declared_site!(@ $sema, $name, "8@%rdi", ["rdi" = $v[0]])
+    };
+    ($sema:ident, $name:ident, $v:ident, [$a:ident $b:ident]) => {
+        $crate::__declared_site!(@ $sema, $name, "8@%rdi 8@%rsi", ["rdi" = $v[0], "rsi" = $v[1]])
+    };
+    ($sema:ident, $name:ident, $v:ident, [$a:ident $b:ident $c:ident]) => {
+        $crate::__declared_site!(@ $sema, $name, "8@%rdi 8@%rsi 8@%rdx",
+            ["rdi" = $v[0], "rsi" = $v[1], "rdx" = $v[2]])
+    };
+    ($sema:ident, $name:ident, $v:ident, [$a:ident $b:ident $c:ident $d:ident]) => {
+        $crate::__declared_site!(@ $sema, $name, "8@%rdi 8@%rsi 8@%rdx 8@%rcx",
+            ["rdi" = $v[0], "rsi" = $v[1], "rdx" = $v[2], "rcx" = $v[3]])
+    };
+    ($sema:ident, $name:ident, $v:ident, [$a:ident $b:ident $c:ident $d:ident $e:ident]) => {
+        $crate::__declared_site!(@ $sema, $name, "8@%rdi 8@%rsi 8@%rdx 8@%rcx 8@%r8",
+            ["rdi" = $v[0], "rsi" = $v[1], "rdx" = $v[2], "rcx" = $v[3], "r8" = $v[4]])
+    };
+    ($sema:ident, $name:ident, $v:ident, [$a:ident $b:ident $c:ident $d:ident $e:ident $f:ident]) => {
+        $crate::__declared_site!(@ $sema, $name, "8@%rdi 8@%rsi 8@%rdx 8@%rcx 8@%r8 8@%r9",
+            ["rdi" = $v[0], "rsi" = $v[1], "rdx" = $v[2], "rcx" = $v[3], "r8" = $v[4], "r9" = $v[5]])
+    };
+    ($sema:ident, $name:ident, $v:ident, [$a:ident $b:ident $c:ident $d:ident $e:ident $f:ident $g:ident]) => {
+        $crate::__declared_site!(@ $sema, $name, "8@%rdi 8@%rsi 8@%rdx 8@%rcx 8@%r8 8@%r9 8@%r10",
+            ["rdi" = $v[0], "rsi" = $v[1], "rdx" = $v[2], "rcx" = $v[3], "r8" = $v[4], "r9" = $v[5],
+             "r10" = $v[6]])
+    };
+    ($sema:ident, $name:ident, $v:ident, [$a:ident $b:ident $c:ident $d:ident $e:ident $f:ident $g:ident $h:ident]) => {
+        $crate::__declared_site!(@ $sema, $name, "8@%rdi 8@%rsi 8@%rdx 8@%rcx 8@%r8 8@%r9 8@%r10 8@%r11",
+            ["rdi" = $v[0], "rsi" = $v[1], "rdx" = $v[2], "rcx" = $v[3], "r8" = $v[4], "r9" = $v[5],
+             "r10" = $v[6], "r11" = $v[7]])
+    };
+    (@ $sema:ident, $name:ident, $spec:literal, [$($reg:tt = $val:expr),*]) => {
+        $crate::__probe_site!(@str "", "", 0, env!("CARGO_CRATE_NAME"), stringify!($name), $sema, 0,
+            $spec, [$($reg = $val),*], readonly)
+    };
+}
+
+/// Fires a declared event type: `fire!(TYPE, || (values…))`, the values
+/// of its fields in order, of their declared types. The closure runs only
+/// while a tracer is attached; detached, this is one load and a branch.
+#[macro_export]
+macro_rules! fire {
+    ($event:ty, $args:expr) => {{
+        if <$event as $crate::Declared>::armed() {
+            ::core::hint::cold_path();
+            <$event as $crate::Declared>::fire(($args)());
+        }
+    }};
+}
+
+/// Defines an enum whose values a declared event's field may take, and
+/// whose names every output shows: `enum NAME: REPR { VARIANT = VALUE, … }`
+/// (`REPR` an unsigned integer type).
+///
+/// ```
+/// styx_probe::event_enum! {
+///     pub enum Cause: u8 { Breakpoint = 3, PageFault = 14 }
+/// }
+/// assert_eq!(Cause::PageFault as u8, 14);
+/// ```
+#[macro_export]
+macro_rules! event_enum {
+    ($(#[$meta:meta])* $vis:vis enum $name:ident: $repr:ty {
+        $($(#[$vmeta:meta])* $variant:ident = $value:expr),* $(,)?
+    }) => {
+        $(#[$meta])*
+        #[repr($repr)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        $vis enum $name {
+            $($(#[$vmeta])* $variant = $value),*
+        }
+
+        impl $crate::Field for $name {
+            const KIND: $crate::__schema::FieldKind = $crate::__schema::FieldKind::Enum;
+            const BYTES: usize = core::mem::size_of::<$repr>();
+            const ENUM: &'static str = stringify!($name);
+            const VALUES: &'static [$crate::__schema::EnumValue] =
+                &[$(($value as u64, stringify!($variant))),*];
+            #[inline(always)]
+            fn bits(self) -> u64 {
+                self as $repr as u64
+            }
+        }
+    };
+}
+
+/// A declared type's values, a tuple of [`Field`]s: their widths, and
+/// their bits in registers (the names of the fields are the
+/// declaration's, which may be any names, so the tuple is taken apart
+/// here).
+#[doc(hidden)]
+pub trait Fields {
+    /// Bytes of each value in a batch.
+    const WIDTHS: &'static [usize];
+    /// The values in registers, in order (the rest 0).
+    fn bits(self) -> [u64; styx_common::schema::MAX_FIELDS];
+}
+
+macro_rules! fields_of_tuples {
+    ($(($($t:ident $v:ident),*))*) => {$(
+        impl<$($t: Field),*> Fields for ($($t,)*) {
+            const WIDTHS: &'static [usize] = &[$($t::BYTES),*];
+            #[inline(always)]
+            #[allow(unused_mut, unused_variables, unused_assignments)]
+            fn bits(self) -> [u64; styx_common::schema::MAX_FIELDS] {
+                let ($($v,)*) = self;
+                let mut bits = [0u64; styx_common::schema::MAX_FIELDS];
+                let mut i = 0;
+                $(
+                    bits[i] = $v.bits();
+                    i += 1;
+                )*
+                bits
+            }
+        }
+    )*};
+}
+fields_of_tuples! {
+    ()
+    (A a)
+    (A a, B b)
+    (A a, B b, C c)
+    (A a, B b, C c, D d)
+    (A a, B b, C c, D d, E e)
+    (A a, B b, C c, D d, E e, F f)
+    (A a, B b, C c, D d, E e, F f, G g)
+    (A a, B b, C c, D d, E e, F f, G g, H h)
+}
+
+/// What a declared type's `fire` does with its semaphore word `state`:
+/// the per-event site for the low half, the thread's batch for the high.
+#[doc(hidden)]
+#[cfg(not(feature = "disabled"))]
+pub fn fire(
+    state: u32,
+    semaphore: &'static crate::enabled::SemaphoreWord,
+    site: fn([u64; styx_common::schema::MAX_FIELDS]),
+    values: [u64; styx_common::schema::MAX_FIELDS],
+    widths: &[usize],
+) {
+    use crate::enabled::PER_EVENT;
+    if state & PER_EVENT != 0 {
+        site(values);
+    }
+    if state > PER_EVENT {
+        let flush = &raw const crate::batch::FLUSH as u64;
+        let tag = styx_common::schema::declared_tag(semaphore as *const _ as u64, flush);
+        crate::batch::push_declared(tag, &values[..widths.len()], widths);
+    }
+}

@@ -1,0 +1,197 @@
+//! Event types an emulator declares itself (`styx_probe::event!`): each
+//! described in the emulator's binary by an ELF note, so a loader learns
+//! its name, fields, their types and widths, and the names of enum
+//! values, with no rebuild of the loader.
+//!
+//! The note is written as the guest description's is (see
+//! [`crate::guest`]): owner [`crate::guest::GUEST_NOTE_OWNER`], type
+//! [`NT_STYX_EVENT`], in `.note.styx`, a `#[used]` static made at compile
+//! time by [`note`]. Its descriptor, little-endian:
+//!
+//! ```text
+//! u8 EVENT_NOTE_VERSION
+//! provider: NUL-terminated (the declaring crate's name)
+//! name:     NUL-terminated
+//! u8 fields (at most MAX_FIELDS), each:
+//!   u8 kind (FieldKind), u8 bytes (1, 2, 4 or 8), name (NUL-terminated)
+//!   kind Enum: the enum's name (NUL-terminated), u16 values, each
+//!              u64 value and its name (NUL-terminated)
+//! ```
+//!
+//! The type's probe sites are ordinary USDT sites of the same provider
+//! and name (`.note.stapsdt`): one per-event site whose arguments are the
+//! fields in order, each a `u64` register (signed ones sign-extended), and
+//! a batch-enable site `styx_batch:NAME` on the high half of the type's
+//! semaphore word, as for the catalogue's batched types. In a batch, an
+//! item of the type has the tag `(semaphore - flush semaphore) / 4`
+//! (15 bits, [`declared_tag`]): both addresses are in the file's notes, so
+//! a loader knows every declared type's tag before the first event, and
+//! the linker, not a registry, keeps the tags of a file's types apart.
+
+/// The note's type (owner "styx").
+pub const NT_STYX_EVENT: u32 = 2;
+/// The descriptor layout's version: its first byte.
+pub const EVENT_NOTE_VERSION: u8 = 1;
+/// The most fields a declared event type has (the per-event site passes
+/// each in a register of its own).
+pub const MAX_FIELDS: usize = 8;
+/// The most values an enum of a declared field names.
+pub const MAX_ENUM_VALUES: usize = 1024;
+
+/// How a declared field reads.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FieldKind {
+    /// An unsigned integer: decimal for people.
+    Unsigned = 1,
+    /// A signed integer (two's complement in its width).
+    Signed = 2,
+    /// `true` or `false`.
+    Bool = 3,
+    /// An address: hex for people.
+    Address = 4,
+    /// A register number: its name where the guest is described.
+    Register = 5,
+    /// A value of an emulator-defined enum: its name.
+    Enum = 6,
+}
+
+impl FieldKind {
+    /// Every kind, in code order.
+    pub const ALL: [FieldKind; 6] = [
+        FieldKind::Unsigned,
+        FieldKind::Signed,
+        FieldKind::Bool,
+        FieldKind::Address,
+        FieldKind::Register,
+        FieldKind::Enum,
+    ];
+
+    /// Its name in a capture's header.
+    pub const fn name(self) -> &'static str {
+        match self {
+            FieldKind::Unsigned => "unsigned",
+            FieldKind::Signed => "signed",
+            FieldKind::Bool => "bool",
+            FieldKind::Address => "address",
+            FieldKind::Register => "register",
+            FieldKind::Enum => "enum",
+        }
+    }
+
+    /// The kind with this name.
+    pub fn from_name(name: &str) -> Option<FieldKind> {
+        FieldKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// The kind with this code.
+    pub const fn from_code(code: u8) -> Option<FieldKind> {
+        Some(match code {
+            1 => FieldKind::Unsigned,
+            2 => FieldKind::Signed,
+            3 => FieldKind::Bool,
+            4 => FieldKind::Address,
+            5 => FieldKind::Register,
+            6 => FieldKind::Enum,
+            _ => return None,
+        })
+    }
+}
+
+/// A value of an enum and its name.
+pub type EnumValue = (u64, &'static str);
+
+/// A declared field, as the note is written from it: name, kind, bytes,
+/// and for an enum its name and values (else "" and none).
+pub type FieldEntry = (
+    &'static str,
+    FieldKind,
+    usize,
+    &'static str,
+    &'static [EnumValue],
+);
+
+/// The batch item tag of a declared type whose semaphore word is at
+/// `semaphore` in a file whose flush site's semaphore is at `flush`
+/// (addresses of the same file, or of the same process): never 0, never
+/// with the catalogue's bit ([`crate::item::CATALOGUE_TAG`]).
+pub const fn declared_tag(semaphore: u64, flush: u64) -> u16 {
+    let words = semaphore.wrapping_sub(flush) >> 2;
+    (words & 0x7fff) as u16
+}
+
+/// Bytes of the whole note [`note`] writes.
+pub const fn note_len(provider: &str, name: &str, fields: &[FieldEntry]) -> usize {
+    12 + crate::guest::pad4(crate::guest::GUEST_NOTE_OWNER.len() + 1)
+        + crate::guest::pad4(desc_len(provider, name, fields))
+}
+
+const fn desc_len(provider: &str, name: &str, fields: &[FieldEntry]) -> usize {
+    let mut len = 1 + provider.len() + 1 + name.len() + 1 + 1;
+    let mut i = 0;
+    while i < fields.len() {
+        let (field, kind, _, enum_name, values) = fields[i];
+        len += 2 + field.len() + 1;
+        if let FieldKind::Enum = kind {
+            len += enum_name.len() + 1 + 2;
+            let mut v = 0;
+            while v < values.len() {
+                len += 8 + values[v].1.len() + 1;
+                v += 1;
+            }
+        }
+        i += 1;
+    }
+    len
+}
+
+/// The declared type's note, at compile time. `N` is [`note_len`] of the
+/// same arguments; more than [`MAX_FIELDS`] fields, a width other than 1,
+/// 2, 4 or 8, an enum of more than [`MAX_ENUM_VALUES`] values, or a name
+/// with a NUL byte in it does not compile.
+pub const fn note<const N: usize>(provider: &str, name: &str, fields: &[FieldEntry]) -> [u8; N] {
+    use crate::guest::{pad4, put, put_name, GUEST_NOTE_OWNER};
+    assert!(N == note_len(provider, name, fields), "note length");
+    assert!(
+        fields.len() <= MAX_FIELDS,
+        "a styx event has at most 8 fields"
+    );
+    let mut out = [0u8; N];
+    let owner = GUEST_NOTE_OWNER.len() + 1;
+    let mut at = put(&mut out, 0, &(owner as u32).to_le_bytes());
+    let desc = desc_len(provider, name, fields) as u32;
+    at = put(&mut out, at, &desc.to_le_bytes());
+    at = put(&mut out, at, &NT_STYX_EVENT.to_le_bytes());
+    put(&mut out, at, GUEST_NOTE_OWNER);
+    at = 12 + pad4(owner);
+    at = put(&mut out, at, &[EVENT_NOTE_VERSION]);
+    at = put_name(&mut out, at, provider);
+    at = put_name(&mut out, at, name);
+    at = put(&mut out, at, &[fields.len() as u8]);
+    let mut i = 0;
+    while i < fields.len() {
+        let (field, kind, bytes, enum_name, values) = fields[i];
+        assert!(
+            matches!(bytes, 1 | 2 | 4 | 8),
+            "a styx event field is 1, 2, 4 or 8 bytes wide"
+        );
+        at = put(&mut out, at, &[kind as u8, bytes as u8]);
+        at = put_name(&mut out, at, field);
+        if let FieldKind::Enum = kind {
+            assert!(
+                values.len() <= MAX_ENUM_VALUES,
+                "an enum of a styx event names at most 1024 values"
+            );
+            at = put_name(&mut out, at, enum_name);
+            at = put(&mut out, at, &(values.len() as u16).to_le_bytes());
+            let mut v = 0;
+            while v < values.len() {
+                at = put(&mut out, at, &values[v].0.to_le_bytes());
+                at = put_name(&mut out, at, values[v].1);
+                v += 1;
+            }
+        }
+        i += 1;
+    }
+    out
+}

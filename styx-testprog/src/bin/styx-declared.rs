@@ -1,0 +1,73 @@
+//! Event types of its own (`styx_probe::event!`), of different shapes: one
+//! with an enum field, one with signed fields, one with eight fields of
+//! every kind. Commands on stdin, each answered on stdout:
+//! - `fire N`: N rounds, each one event of every type; answers `fired N`.
+//! - `quit`: exits.
+//!
+//! Round `i` fires (what the tests expect, see [`round`]):
+//! - `mmio_write(pc 0x1000 + i, device [Uart, Timer, Dma][i % 3],
+//!   addr 0x10 + i, val 3 * i)`;
+//! - `flags_delta(pc 0x600 + i, delta -(i % 5), wide -1000 * i)`;
+//! - `wide(a i, b 2 * i, c 3 * i, d 4 * i, e i odd, f i % 16, g -(i as i16), h 5 * i)`.
+
+use std::io::{BufRead, Write};
+use styx_probe::{Addr, Reg};
+
+styx_probe::event_enum! {
+    /// The devices of the toy machine.
+    pub enum Device: u8 { Uart = 0, Timer = 1, Dma = 7 }
+}
+
+styx_probe::event! {
+    /// A store to a device's register.
+    pub mmio_write(pc: u32, device: Device, addr: Addr<u32>, val: u32);
+    /// The flags a reference model computed differed by `delta`.
+    pub flags_delta(pc: u16, delta: i8, wide: i64);
+    /// Eight fields, one of every kind and width.
+    pub wide(a: u8, b: u16, c: u32, d: u64, e: bool, f: Reg<u8>, g: i16, h: usize);
+}
+
+const DEVICES: [Device; 3] = [Device::Uart, Device::Timer, Device::Dma];
+
+/// Round `i`: one event of every type.
+#[inline(never)]
+fn round(i: u64) {
+    styx_probe::fire!(mmio_write, || (
+        0x1000 + i as u32,
+        DEVICES[i as usize % 3],
+        Addr(0x10 + i as u32),
+        3 * i as u32
+    ));
+    styx_probe::fire!(flags_delta, || (
+        0x600 + i as u16,
+        -((i % 5) as i8),
+        -1000 * i as i64
+    ));
+    styx_probe::fire!(wide, || (
+        i as u8,
+        2 * i as u16,
+        3 * i as u32,
+        4 * i,
+        i % 2 == 1,
+        Reg((i % 16) as u8),
+        -(i as i16),
+        5 * i as usize
+    ));
+}
+
+fn main() {
+    let stdout = std::io::stdout();
+    for line in std::io::stdin().lock().lines() {
+        let line = line.expect("reading a command");
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["fire", n] => {
+                let n: u64 = n.parse().expect("fire N");
+                (0..n).for_each(round);
+                writeln!(stdout.lock(), "fired {n}").unwrap();
+            }
+            ["quit"] => return,
+            _ => panic!("unknown command {line:?}"),
+        }
+    }
+}

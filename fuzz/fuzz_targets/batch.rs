@@ -90,7 +90,7 @@ fuzz_target!(|data: &[u8]| {
         written: Vec::new(),
     };
     let mut taken = Batches::new();
-    let _ = partial::take(&mut memory, BASE, 1, 0, |record| {
+    let _ = partial::take(&mut memory, BASE, (1, 0), 0, |record| {
         let _ = taken.split(record, |_| Ok::<(), ()>(()));
     });
 });

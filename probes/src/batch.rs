@@ -27,7 +27,7 @@ use styx_common::batch::{
 use styx_common::item::{
     read, write_declared, Item, MARK_BYTES, MAX_DECLARED_ITEM_BYTES, TAG_BYTES, TIME_TAG,
 };
-use styx_common::EVENT_KIND_SLOTS;
+use styx_common::{EventKind, EVENT_KIND_SLOTS};
 
 /// [`BatchHead`] as the owner writes it: the fields other threads, the
 /// loader (`taken_*`, by `process_vm_writev`) or a forked child's
@@ -315,8 +315,9 @@ pub(crate) fn push<const W: usize>(kind: u8, bytes: u32, words: [u64; W]) {
 }
 
 /// Appends an item of a declared type (`styx_common::schema`): its tag,
-/// its length, the values in their declared widths. Not counted in the
-/// head's counts per kind, which are the catalogue's.
+/// its length, the values in their declared widths. Counted in the head as
+/// other providers' probes' events (`EventKind::Usdt`), which a loader
+/// makes of them.
 pub(crate) fn push_declared(tag: u16, values: &[u64], widths: &[usize]) {
     let mut item = [0u8; MAX_DECLARED_ITEM_BYTES];
     let bytes = write_declared(tag, values, widths, &mut item);
@@ -326,11 +327,8 @@ pub(crate) fn push_declared(tag: u16, values: &[u64], widths: &[usize]) {
         le[..chunk.len()].copy_from_slice(chunk);
         *word = u64::from_le_bytes(le);
     }
-    push(UNCOUNTED, bytes as u32, words);
+    push(EventKind::Usdt as u8, bytes as u32, words);
 }
-
-/// The kind of an item the head does not count.
-const UNCOUNTED: u8 = u8::MAX;
 
 /// Writes an item at `len`, which the caller checked has room: its words
 /// whole (the buffer's slack takes what is past the item), its length
@@ -512,7 +510,7 @@ unsafe fn recount(buffer: &Buffer, from: u32, to: u32) {
         match item {
             Item::Event { kind, .. } => counts[kind as usize] += 1,
             Item::Mark(_) => counts[0] += 1,
-            Item::Declared { .. } => {}
+            Item::Declared { .. } => counts[EventKind::Usdt as usize] += 1,
         }
         at += len;
     }

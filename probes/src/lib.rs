@@ -43,6 +43,7 @@ mod span;
 #[doc(hidden)]
 pub use declared as __declared;
 pub use declared::{Addr, Declared, Field, Reg};
+#[cfg(not(feature = "disabled"))]
 #[doc(hidden)]
 pub use enabled::SemaphoreWord as __SemaphoreWord;
 pub use enabled::{any_enabled, enabled};

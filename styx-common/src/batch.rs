@@ -127,7 +127,9 @@ pub struct BatchHead {
 #[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
 pub struct BatchRecord {
     /// Kernel time of the flush, the process, the owning thread;
-    /// `kind` is [`BATCH_RECORD_KIND`].
+    /// `kind` is [`BATCH_RECORD_KIND`], `aux` the number of the file whose
+    /// flush site handed it over (the flush site's attach cookie; declared
+    /// types' tags are per file, `crate::schema`).
     pub header: crate::RecordHeader,
     /// The buffer's head as it was at the flush.
     pub head: BatchHead,

@@ -6,6 +6,7 @@
 
 use crate::emit::SUBMIT_FLAGS;
 use crate::{dropped, wanted, DROPS, EVENTS, FAULTS};
+use aya_ebpf::helpers::bpf_get_attach_cookie;
 use aya_ebpf::helpers::generated::bpf_probe_read_user;
 use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns};
 use aya_ebpf::programs::ProbeContext;
@@ -34,6 +35,10 @@ pub fn flush(ctx: &ProbeContext) {
     if !wanted(tgid) {
         return;
     }
+    // The flush site's cookie: its file's number, which names the tags of
+    // the types that file declared.
+    // SAFETY: the helper only reads the cookie of the running program.
+    let file = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
     let head_at = arg(ctx, 0);
     let (start, len) = (arg(ctx, 1), arg(ctx, 2));
     let (seq, tid) = (arg(ctx, 3), arg(ctx, 4) as u32);
@@ -62,6 +67,7 @@ pub fn flush(ctx: &ProbeContext) {
         start,
         len,
         tgid,
+        file: file.min(u8::MAX as u64) as u8,
     };
     if len <= SMALL_BATCH_BYTES as u64 {
         copy::<SMALL_BATCH_BYTES, _>(ctx, &place);
@@ -77,6 +83,8 @@ pub struct Place<'a> {
     pub start: u64,
     pub len: u64,
     pub tgid: u32,
+    /// The flush site's file ([`BatchRecord`]'s `aux`).
+    pub file: u8,
 }
 
 #[inline(always)]
@@ -103,7 +111,7 @@ pub fn copy<const N: usize, C: EbpfContext>(ctx: &C, place: &Place<'_>) {
                 // every thread's buffer.
                 tid: place.head.tid,
                 kind: BATCH_RECORD_KIND,
-                aux: 0,
+                aux: place.file,
                 _reserved: [0; 6],
             },
             head: *place.head,

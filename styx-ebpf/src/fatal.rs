@@ -47,8 +47,9 @@ pub fn deliver(ctx: &TracePointContext) {
         return;
     }
     if let Some(&registry) = REGISTRY_AT.get(0) {
+        let file = REGISTRY_AT.get(1).map_or(0, |&f| f as u8);
         if registry != 0 {
-            take_batches(ctx, registry, tgid);
+            take_batches(ctx, registry, tgid, file);
         }
     }
     // A full ring loses the notice (the loader still dumps when the
@@ -82,7 +83,7 @@ fn kills(sig: i32) -> bool {
 /// Copies every registered buffer's items into the ring, as the loader's
 /// partial read does when it stops (see styx-loader's `session/partial.rs`).
 #[inline(always)]
-fn take_batches(ctx: &TracePointContext, registry: u64, tgid: u32) {
+fn take_batches(ctx: &TracePointContext, registry: u64, tgid: u32, file: u8) {
     let mut slot = 0;
     while slot < FATAL_SLOTS {
         let mut at = 0u64;
@@ -131,6 +132,7 @@ fn take_batches(ctx: &TracePointContext, registry: u64, tgid: u32) {
             start: 0,
             len,
             tgid,
+            file,
         };
         // One size class: at a death, ring room matters less than
         // a program the verifier can follow.

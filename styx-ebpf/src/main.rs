@@ -83,7 +83,7 @@ static COUNT_OTHER: PerCpuArray<u64> =
 /// `--flight-recorder`: where the traced process's batch registry is (0:
 /// not known yet), for `styx_fatal`.
 #[map]
-static REGISTRY_AT: Array<u64> = Array::with_max_entries(1, 0);
+static REGISTRY_AT: Array<u64> = Array::with_max_entries(2, 0);
 
 /// Non-zero: per-event events are counted in `COUNTS`, not written.
 #[no_mangle]

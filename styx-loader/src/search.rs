@@ -4,8 +4,9 @@
 
 use crate::cli::FunctionArgs;
 use anyhow::{bail, Result};
+use std::collections::BTreeMap;
 use styx_events::escape;
-use styx_events::Guest;
+use styx_events::{EventType, Guest};
 use styx_usdt::functions::{read_functions, FunctionTable, FunctionsError, Matcher};
 use styx_usdt::needed::needed_libraries;
 use styx_usdt::note::ProbeTable;
@@ -145,6 +146,30 @@ pub fn guest_description(target: &Target, tables: &[(usize, ProbeTable)]) -> Opt
         log::warn!("{problem}");
     }
     guest
+}
+
+/// The event types the target's files declare (`styx_probe::event!`), by
+/// (file, provider, name), warning about notes that do not decode.
+pub fn declared_types(
+    target: &Target,
+    tables: &[(usize, ProbeTable)],
+) -> BTreeMap<(usize, String, String), EventType> {
+    let mut types = BTreeMap::new();
+    for (file, table) in tables {
+        for desc in &table.event_notes {
+            match EventType::decode(desc) {
+                Ok(declared) => {
+                    let key = (*file, declared.provider.clone(), declared.name.clone());
+                    types.insert(key, declared);
+                }
+                Err(e) => log::warn!(
+                    "{}: {e}; left out",
+                    escape::controls(&target.files[*file].name)
+                ),
+            }
+        }
+    }
+    types
 }
 
 /// `1 return`, `2 returns`.

@@ -8,7 +8,7 @@ use crate::functions::FunctionTable;
 use crate::note::{ProbeSite, ProbeTable};
 use crate::symbols::Symbols;
 use std::collections::BTreeMap;
-use styx_common::batch::{BATCH_PROVIDER, FLUSH_PROBE};
+use styx_common::batch::{BATCHED_HALF_OFFSET, BATCH_PROVIDER, FLUSH_PROBE};
 use styx_common::{Delivery, EventKind, Shape, UsdtSpec, COOKIE_HAS_AUX_ARG, PROVIDER};
 
 /// What attaching to a site is for.
@@ -18,9 +18,14 @@ pub enum Role {
     /// providers).
     Event(EventKind),
     /// Raises the batched half of this kind's semaphore: the emulator then
-    /// appends its events to batches. Never runs.
+    /// appends its events to batches. Never runs. [`EventKind::Usdt`] for
+    /// an event type the emulator declared (`styx_probe::event!`): its
+    /// events come in batches as other providers' probes' events, named
+    /// by the site's spec id ([`Selection::declared`]).
     BatchEnable(EventKind),
-    /// Hands over batches (`styx_batch:flush`).
+    /// Hands over batches (`styx_batch:flush`); the cookie is the file's
+    /// number, which the eBPF program writes into each batch record (a
+    /// declared type's tag is its file's).
     BatchFlush,
     /// A traced function's first instruction (`--functions`); the cookie
     /// is its index in [`Selection::functions`].
@@ -87,6 +92,25 @@ pub struct Selection {
     /// The traced functions' names (`--functions`), indexed by the cookie
     /// of their sites.
     pub functions: Vec<String>,
+    /// The event types the emulator declared that are taken in batches.
+    pub declared: Vec<DeclaredBatch>,
+}
+
+/// An event type the emulator declared (`styx_probe::event!`), taken in
+/// batches: the items of tag `tag` in the batches of file `file` are its
+/// events, named as the USDT site of spec id `spec_id`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeclaredBatch {
+    /// The file (its flush site's cookie).
+    pub file: usize,
+    /// The type's tag there (`styx_common::schema::declared_tag`).
+    pub tag: u16,
+    /// The spec id of the type's USDT site.
+    pub spec_id: u32,
+    /// The type's provider (the crate that declared it).
+    pub provider: String,
+    /// The type's name.
+    pub name: String,
 }
 
 /// Most sites of one file attached that share one semaphore. The kernel
@@ -131,6 +155,10 @@ pub struct Wanted<'a> {
     /// Also take sites no function symbol covers, whose `nop` alone could be
     /// checked ([`ProbeSite::start_checked`]); else they are left out.
     pub allow_unverified: bool,
+    /// Whether `provider:name` is an event type file `file` declares
+    /// (`styx_probe::event!`, its note read): taken in batches when
+    /// `batched`, else one hit per event as any USDT probe.
+    pub declared: &'a dyn Fn(usize, &str, &str) -> bool,
 }
 
 impl Wanted<'_> {
@@ -145,13 +173,18 @@ impl Wanted<'_> {
     ) {
         // styx_batch's sites are styx's own plumbing, not events to match.
         let others = |s: &&ProbeSite| s.provider != PROVIDER && s.provider != BATCH_PROVIDER;
+        let batching = self.batched && has_batch_sites(table);
         for site in table.sites.iter().filter(others) {
             let name = format!("{}:{}", site.provider, site.name);
-            if self.usdt_globs.iter().any(|g| g.matches(&name)) {
+            if !self.usdt_globs.iter().any(|g| g.matches(&name)) {
+                continue;
+            }
+            if batching && (self.declared)(file, &site.provider, &site.name) {
+                select_declared(file, site, table, symbols, selection);
+            } else {
                 select_usdt(file, site, symbols, selection);
             }
         }
-        let batching = self.batched && has_batch_sites(table);
         let per_event = |kind: EventKind| !batching || kind.delivery() == Delivery::PerEvent;
         for site in table.sites.iter().filter(|s| s.provider == PROVIDER) {
             select_styx(file, site, self.kinds, per_event, selection);
@@ -265,29 +298,112 @@ fn select_batch(file: usize, table: &ProbeTable, kinds: &[EventKind], selection:
     if !kinds.iter().any(wanted) {
         return;
     }
-    for site in table.sites.iter().filter(|s| s.provider == BATCH_PROVIDER) {
-        let role = if site.name == FLUSH_PROBE {
-            if site.args != FLUSH_SPEC {
-                selection.rejected.push(format!(
-                    "{}:{} at {:#x} has argument spec {:?}, expected {FLUSH_SPEC:?}: not attached",
-                    site.provider, site.name, site.address, site.args
-                ));
-                continue;
-            }
-            Role::BatchFlush
-        } else {
-            match EventKind::from_probe_name(&site.name).filter(wanted) {
-                Some(kind) => Role::BatchEnable(kind),
-                None => continue,
-            }
+    select_flush(file, table, selection);
+    let enable = |s: &&ProbeSite| s.provider == BATCH_PROVIDER && s.name != FLUSH_PROBE;
+    for site in table.sites.iter().filter(enable) {
+        let Some(kind) = EventKind::from_probe_name(&site.name).filter(wanted) else {
+            continue;
         };
+        // Only the half of a word some `styx:` site of the kind has: a
+        // type the emulator declared may have the same name (its own
+        // word), and a kind the program never fires has no word the
+        // linker kept (its note's semaphore may point anywhere, such as
+        // the file's first bytes).
+        let of_kind = |s: &ProbeSite| {
+            s.provider == PROVIDER
+                && s.name == site.name
+                && s.semaphore + BATCHED_HALF_OFFSET == site.semaphore
+        };
+        if !table.sites.iter().any(of_kind) {
+            continue;
+        }
         selection.sites.push(AttachSite {
-            role,
+            role: Role::BatchEnable(kind),
             file,
             site: site.clone(),
             cookie: 0,
         });
     }
+}
+
+/// The file's flush site, once (its cookie the file's number).
+fn select_flush(file: usize, table: &ProbeTable, selection: &mut Selection) {
+    if selection
+        .sites
+        .iter()
+        .any(|s| s.file == file && s.role == Role::BatchFlush)
+    {
+        return;
+    }
+    let flush = |s: &&ProbeSite| s.provider == BATCH_PROVIDER && s.name == FLUSH_PROBE;
+    for site in table.sites.iter().filter(flush) {
+        if site.args != FLUSH_SPEC {
+            selection.rejected.push(format!(
+                "{}:{} at {:#x} has argument spec {:?}, expected {FLUSH_SPEC:?}: not attached",
+                site.provider, site.name, site.address, site.args
+            ));
+            continue;
+        }
+        selection.sites.push(AttachSite {
+            role: Role::BatchFlush,
+            file,
+            site: site.clone(),
+            cookie: file as u64,
+        });
+    }
+}
+
+/// A declared event type's site, taken in batches: its spec (which names
+/// its events), its batch-enable site (the one whose semaphore is the
+/// high half of the site's), the file's flush site, and its tag there.
+fn select_declared(
+    file: usize,
+    site: &ProbeSite,
+    table: &ProbeTable,
+    symbols: &mut Symbols<'_>,
+    selection: &mut Selection,
+) {
+    let named =
+        |d: &DeclaredBatch| d.file == file && d.provider == site.provider && d.name == site.name;
+    if selection.declared.iter().any(named) {
+        return;
+    }
+    let enable = table.sites.iter().find(|s| {
+        s.provider == BATCH_PROVIDER
+            && s.name == site.name
+            && s.semaphore == site.semaphore + BATCHED_HALF_OFFSET
+    });
+    let flush = table
+        .sites
+        .iter()
+        .find(|s| s.provider == BATCH_PROVIDER && s.name == FLUSH_PROBE);
+    let (Some(enable), Some(flush)) = (enable, flush) else {
+        // Not batched after all: one hit per event.
+        return select_usdt(file, site, symbols, selection);
+    };
+    let spec_id = selection.usdt.len() as u32;
+    let Some(spec) = compiled_spec(site, symbols, selection) else {
+        return;
+    };
+    selection.usdt.push(UsdtSite {
+        provider: site.provider.clone(),
+        probe: site.name.clone(),
+        spec,
+    });
+    select_flush(file, table, selection);
+    selection.sites.push(AttachSite {
+        role: Role::BatchEnable(EventKind::Usdt),
+        file,
+        site: enable.clone(),
+        cookie: spec_id as u64,
+    });
+    selection.declared.push(DeclaredBatch {
+        file,
+        tag: styx_common::schema::declared_tag(site.semaphore, flush.semaphore),
+        spec_id,
+        provider: site.provider.clone(),
+        name: site.name.clone(),
+    });
 }
 
 /// The flush probe's arguments: (head, start, len, seq, tid).
@@ -339,29 +455,43 @@ fn select_usdt(
     symbols: &mut Symbols<'_>,
     selection: &mut Selection,
 ) {
+    if let Some(spec) = compiled_spec(site, symbols, selection) {
+        selection.sites.push(AttachSite {
+            role: Role::Event(EventKind::Usdt),
+            file,
+            site: site.clone(),
+            cookie: selection.usdt.len() as u64,
+        });
+        selection.usdt.push(UsdtSite {
+            provider: site.provider.clone(),
+            probe: site.name.clone(),
+            spec,
+        });
+    }
+}
+
+/// The site's argument spec, compiled; None, said in `selection`'s
+/// rejected lines, when styx cannot read it.
+fn compiled_spec(
+    site: &ProbeSite,
+    symbols: &mut Symbols<'_>,
+    selection: &mut Selection,
+) -> Option<UsdtSpec> {
     let compiled = parse_spec(&site.args)
         .map_err(|e| e.to_string())
         .and_then(|args| {
             compile::compile(&args, &mut |name| symbols.address(name)).map_err(|e| e.to_string())
         });
     match compiled {
-        Ok(spec) => {
-            selection.sites.push(AttachSite {
-                role: Role::Event(EventKind::Usdt),
-                file,
-                site: site.clone(),
-                cookie: selection.usdt.len() as u64,
-            });
-            selection.usdt.push(UsdtSite {
-                provider: site.provider.clone(),
-                probe: site.name.clone(),
-                spec,
-            });
+        Ok(spec) => Some(spec),
+        Err(reason) => {
+            selection.rejected.push(format!(
+                "{}:{} at {:#x} has argument spec {:?} that styx cannot read ({reason}): not \
+                 attached",
+                site.provider, site.name, site.address, site.args
+            ));
+            None
         }
-        Err(reason) => selection.rejected.push(format!(
-            "{}:{} at {:#x} has argument spec {:?} that styx cannot read ({reason}): not attached",
-            site.provider, site.name, site.address, site.args
-        )),
     }
 }
 
@@ -476,6 +606,7 @@ mod tests {
             kinds: &[],
             usdt_globs: &globs,
             allow_unverified: false,
+            declared: &|_, _, _| false,
         };
         let mut selection = Selection::default();
         wanted.pick(0, &table, &mut Symbols::of(&file), &mut selection);

@@ -18,7 +18,7 @@
 //! each other; what was left out is counted ([`Forgotten`]).
 
 use crate::questions::filter::Filters;
-use crate::record::batch::Batches;
+use crate::record::batch::{Batches, DeclaredTypes};
 use crate::record::batch_items;
 use crate::record::event::{Body, Call, Event, Text};
 use crate::write::writer::{EventWriter, Totals};
@@ -230,9 +230,18 @@ pub struct FlightRecorder {
     pub forgotten: Forgotten,
     /// Dumps made, for the caller to report.
     pub made: Vec<Result<Dump, String>>,
+    /// The declared types batches kept may hold (the session header's).
+    declared: DeclaredTypes,
 }
 
 impl FlightRecorder {
+    /// Splits the batches it keeps knowing the session's declared types
+    /// (`Header::declared_types`).
+    pub fn reading(mut self, declared: DeclaredTypes) -> FlightRecorder {
+        self.declared = declared;
+        self
+    }
+
     /// Keeps `limits.per_thread` events per thread; `trigger`: an event its
     /// program keeps (among the types it applies to) causes a dump.
     pub fn new(limits: Limits, trigger: Option<Filters>, open: OpenDump) -> FlightRecorder {
@@ -255,6 +264,7 @@ impl FlightRecorder {
             split_batches,
             trigger,
             open,
+            declared: DeclaredTypes::default(),
             dumps: 0,
             trigger_dumps: 0,
             last_trigger_ns: None,
@@ -376,7 +386,7 @@ impl FlightRecorder {
 
     /// Each thread's last N events (at or before `until`), oldest first.
     fn last_events(&self, until: Option<u64>) -> Vec<Vec<Held>> {
-        let mut batches = Batches::new();
+        let mut batches = Batches::with(Codec::Current, self.declared.clone());
         let mut threads: Vec<(u32, &Thread)> = self.threads.iter().map(|(t, k)| (*t, k)).collect();
         threads.sort_by_key(|(tid, _)| *tid);
         threads

@@ -25,6 +25,7 @@ use std::collections::HashMap;
 use std::mem::{size_of, take};
 use styx_common::batch::{BatchRecord, ALONE_SEQ, BATCH_BYTES};
 use styx_common::item::{Codec, Item, ItemError};
+use styx_common::schema::MAX_FIELDS;
 use styx_common::{EventKind, RecordHeader};
 use thiserror::Error;
 
@@ -50,9 +51,10 @@ pub enum BatchError {
         /// Its tag (in a version-1 capture, its kind byte).
         tag: u16,
     },
-    /// An item of an event type the emulator declared, which this loader
-    /// does not decode yet.
-    #[error("batch item {offset} is of a declared event type (tag {tag:#06x}), not decoded yet")]
+    /// An item of an event type the emulator declared that the session
+    /// does not know (its file's notes did not declare it), or of another
+    /// length than its declaration's.
+    #[error("batch item {offset} is of no event type its file declared (tag {tag:#06x})")]
     Declared {
         /// The item's offset in the batch.
         offset: usize,
@@ -78,8 +80,49 @@ struct Walked {
     offset: usize,
     kind: EventKind,
     aux: u8,
-    args: [u64; 4],
+    /// A catalogue event's first four; a declared type's fields.
+    args: [u64; MAX_FIELDS],
+    /// A declared type's event: its spec id and how many fields it has.
+    declared: Option<(u32, usize)>,
 }
+
+/// How the items of an event type the emulator declared read (from the
+/// session's header): the spec id its events are named by, and per field
+/// its bytes and whether it is signed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Declared {
+    /// The spec id of the type's USDT site.
+    pub spec_id: u32,
+    /// (bytes, signed) of each field, in order.
+    pub fields: Vec<(u8, bool)>,
+}
+
+impl Declared {
+    /// The fields of an item's `values` (as the per-event site passes
+    /// them: signed ones sign-extended); None when they are not the
+    /// declaration's length.
+    fn read(&self, values: &[u8]) -> Option<[u64; MAX_FIELDS]> {
+        let mut read = [0u64; MAX_FIELDS];
+        let mut at = 0;
+        for (slot, &(bytes, signed)) in read.iter_mut().zip(&self.fields) {
+            let bytes = bytes as usize;
+            let mut word = [0u8; 8];
+            word[..bytes].copy_from_slice(values.get(at..at + bytes)?);
+            let value = u64::from_le_bytes(word);
+            let unused = 64 - 8 * bytes as u32;
+            *slot = match signed {
+                true if unused > 0 => ((value << unused) as i64 >> unused) as u64,
+                _ => value,
+            };
+            at += bytes;
+        }
+        (at == values.len()).then_some(read)
+    }
+}
+
+/// The declared types batches carry, by (file, tag): a batch record's
+/// `aux` is its file.
+pub type DeclaredTypes = HashMap<(u8, u16), Declared>;
 
 /// Records that were not what an honest emulator hands over; their events
 /// were given whole (so some may have been given twice).
@@ -148,6 +191,8 @@ pub struct Batches {
     marks: Vec<(usize, u64)>,
     /// The items' layout.
     codec: Codec,
+    /// The declared types the items may be of.
+    declared: DeclaredTypes,
 }
 
 /// A record's fixed part and items, once both are whole.
@@ -204,10 +249,12 @@ impl Batches {
     }
 
     /// A fresh memory, for batches whose items are laid out as `codec`
-    /// says (a capture of an earlier format version).
-    pub fn with_codec(codec: Codec) -> Batches {
+    /// says (a capture of an earlier format version) and may be of the
+    /// `declared` types.
+    pub fn with(codec: Codec, declared: DeclaredTypes) -> Batches {
         Batches {
             codec,
+            declared,
             ..Batches::default()
         }
     }
@@ -354,7 +401,7 @@ impl Batches {
                 needed: RECORD + len,
             });
         };
-        let walked = self.walk(items);
+        let walked = self.walk(items, batch.header.aux);
         let start = batch.start as u64;
         // Batch offsets before this were given already.
         let given_to = match self.place(&Record { batch, items }) {
@@ -366,9 +413,9 @@ impl Batches {
         Ok(result)
     }
 
-    /// Reads the items into `events` and `marks`; an error for a bad item,
-    /// after keeping those before it.
-    fn walk(&mut self, items: &[u8]) -> Result<(), BatchError> {
+    /// Reads the items (of a batch of file `file`) into `events` and
+    /// `marks`; an error for a bad item, after keeping those before it.
+    fn walk(&mut self, items: &[u8], file: u8) -> Result<(), BatchError> {
         self.events.clear();
         self.marks.clear();
         let mut at = 0;
@@ -379,13 +426,31 @@ impl Batches {
             })?;
             match item {
                 Item::Mark(ns) => self.marks.push((self.events.len(), ns)),
-                Item::Event { kind, aux, args } => self.events.push(Walked {
-                    offset: at,
-                    kind,
-                    aux,
-                    args,
-                }),
-                Item::Declared { tag, .. } => return Err(BatchError::Declared { offset: at, tag }),
+                Item::Event { kind, aux, args } => {
+                    let mut wide = [0u64; MAX_FIELDS];
+                    wide[..args.len()].copy_from_slice(&args);
+                    self.events.push(Walked {
+                        offset: at,
+                        kind,
+                        aux,
+                        args: wide,
+                        declared: None,
+                    })
+                }
+                Item::Declared { tag, values } => {
+                    let declared = self.declared.get(&(file, tag));
+                    let read = declared.and_then(|d| Some((d, d.read(values)?)));
+                    let Some((declared, args)) = read else {
+                        return Err(BatchError::Declared { offset: at, tag });
+                    };
+                    self.events.push(Walked {
+                        offset: at,
+                        kind: EventKind::Usdt,
+                        aux: declared.fields.len() as u8,
+                        args,
+                        declared: Some((declared.spec_id, declared.fields.len())),
+                    })
+                }
             }
             at += len;
         }
@@ -424,6 +489,13 @@ impl Batches {
                 split.duplicates += 1;
                 continue;
             }
+            let body = match event.declared {
+                Some((spec_id, n)) => Body::Usdt {
+                    spec_id,
+                    args: &event.args[..n],
+                },
+                None => Body::Args([event.args[0], event.args[1], event.args[2], event.args[3]]),
+            };
             let timed = Event {
                 header: RecordHeader {
                     ts_ns: ns,
@@ -434,7 +506,7 @@ impl Batches {
                     _reserved: [0; 6],
                 },
                 kind: event.kind,
-                body: Body::Args(event.args),
+                body,
             };
             each(&timed)?;
             split.events += 1;

@@ -8,7 +8,7 @@ use bytemuck::pod_read_unaligned;
 use std::mem::size_of;
 use styx_common::batch::{BatchRecord, BATCH_BYTES};
 use styx_common::item::{Codec, Item};
-use styx_common::EVENT_KIND_SLOTS;
+use styx_common::{EventKind, EVENT_KIND_SLOTS};
 
 /// Events per kind id (slot 0, time marks, stays 0).
 pub type KindCounts = [u64; EVENT_KIND_SLOTS as usize];
@@ -33,8 +33,8 @@ pub fn counts(record: &[u8], codec: Codec) -> Option<KindCounts> {
         match item {
             Item::Event { kind, .. } => found[kind as usize] += 1,
             Item::Mark(_) => {}
-            // Not decoded yet: split instead, which says so.
-            Item::Declared { .. } => return None,
+            // A declared type's: other providers' probes' kind, as split.
+            Item::Declared { .. } => found[EventKind::Usdt as usize] += 1,
         }
         at += bytes;
     }
@@ -46,7 +46,7 @@ mod tests {
     use super::*;
     use crate::record::test_items::{bad_tag, insn, mark, mem_read};
     use styx_common::batch::{BatchHead, BATCH_RECORD_KIND};
-    use styx_common::{EventKind, RecordHeader};
+    use styx_common::RecordHeader;
 
     /// A batch record whose head claims `claimed` insn_exec events and one
     /// time mark, holding `items`.

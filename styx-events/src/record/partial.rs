@@ -43,13 +43,13 @@ pub struct Walked {
 }
 
 /// Walks the registry whose first block is at `registry` in `memory` (of
-/// process `pid`), calling `each` with a batch record of every buffer's
-/// pending items and marking them taken. An error only when the first
-/// block cannot be read.
+/// process `pid`, the registry of its file number `file`), calling `each`
+/// with a batch record of every buffer's pending items and marking them
+/// taken. An error only when the first block cannot be read.
 pub fn take(
     memory: &mut impl Memory,
     registry: u64,
-    pid: u32,
+    (pid, file): (u32, u8),
     now: u64,
     mut each: impl FnMut(&[u8]),
 ) -> io::Result<Walked> {
@@ -87,7 +87,7 @@ pub fn take(
             }
             let name = || format!("slot {} ({buffer:#x})", number * REGISTRY_SLOTS + slot);
             let skip = if buffers_seen.insert(buffer) {
-                match take_buffer(memory, buffer, pid, now, &mut each) {
+                match take_buffer(memory, buffer, (pid, file), now, &mut each) {
                     Ok(()) => None,
                     Err(why) => Some(format!("{}: {why}", name())),
                 }
@@ -114,7 +114,7 @@ pub fn take(
 fn take_buffer(
     memory: &mut impl Memory,
     at: u64,
-    pid: u32,
+    (pid, file): (u32, u8),
     now: u64,
     each: &mut impl FnMut(&[u8]),
 ) -> Result<(), String> {
@@ -150,7 +150,7 @@ fn take_buffer(
             pid,
             tid: head.tid,
             kind: BATCH_RECORD_KIND,
-            aux: 0,
+            aux: file,
             _reserved: [0; 6],
         },
         head,
@@ -249,7 +249,7 @@ mod tests {
 
     fn walk(memory: &mut Fake, registry: u64) -> (Vec<Vec<u8>>, io::Result<Walked>) {
         let mut records = Vec::new();
-        let walked = take(memory, registry, 1, 99, |r| records.push(r.to_vec()));
+        let walked = take(memory, registry, (1, 0), 99, |r| records.push(r.to_vec()));
         (records, walked)
     }
 

@@ -113,6 +113,21 @@ impl fmt::Display for EventType {
     }
 }
 
+impl DeclaredField {
+    /// The type's name: `u32`, `i8`, `bool`, `Addr<u64>`, `Reg<u8>`, or an
+    /// enum's own name (its values apart).
+    pub fn type_name(&self) -> String {
+        match &self.values {
+            Some(e) if self.kind == FieldKind::Enum => e.name.clone(),
+            _ => {
+                let mut name = self.to_string();
+                name.truncate(name.find(' ').unwrap_or(name.len()));
+                name
+            }
+        }
+    }
+}
+
 /// The field's type as it was declared: `u32`, `i8`, `bool`,
 /// `Addr<u64>`, `Reg<u8>`, an enum's name with its values.
 impl fmt::Display for DeclaredField {

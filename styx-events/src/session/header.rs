@@ -3,8 +3,11 @@
 //! probes with their argument names and types. Every format starts from it;
 //! a raw capture stores it as JSON.
 
+use crate::record::batch::{Declared, DeclaredTypes};
+use crate::session::declared::EventType;
 use crate::session::guest::Guest;
 use serde::{Deserialize, Serialize};
+use styx_common::schema::FieldKind;
 use styx_common::{EventKind, Shape, UsdtSpec};
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -24,8 +27,13 @@ pub struct Header {
     pub clock: ClockMapping,
     /// styx's event types, by kind id.
     pub events: Vec<EventInfo>,
-    /// Other providers' probes (`--probes`), by spec id.
+    /// Other providers' probes (`--probes`), by spec id; those of event
+    /// types the emulator declared named and typed by their declaration.
     pub usdt: Vec<UsdtInfo>,
+    /// The event types the emulator declared that batches carry, by the
+    /// file and tag of their items; captures written before them have none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub declared: Vec<DeclaredInfo>,
     /// The guest, as the emulator described it (`styx_probe::describe!`);
     /// captures written before it have none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -105,6 +113,7 @@ impl Header {
                 .map(|&k| event_info(k))
                 .collect(),
             usdt,
+            declared: Vec::new(),
             guest: None,
             functions: Vec::new(),
             uretprobe_exits: false,
@@ -127,7 +136,59 @@ fn event_info(kind: EventKind) -> EventInfo {
     }
 }
 
+/// An event type the emulator declared (`styx_probe::event!`), as
+/// batches carry it: the items of `tag` in batches of file `file` are its
+/// events, USDT events of spec id `spec_id`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DeclaredInfo {
+    /// The file's number (a batch record's `aux`).
+    pub file: u8,
+    /// The type's tag there (`styx_common::schema::declared_tag`).
+    pub tag: u16,
+    /// The spec id its events are named by.
+    pub spec_id: u32,
+    /// The declaration.
+    pub event: EventType,
+}
+
+impl Header {
+    /// How the batches of this session's declared types read, by (file, tag).
+    pub fn declared_types(&self) -> DeclaredTypes {
+        self.declared
+            .iter()
+            .map(|info| {
+                let fields = info.event.fields.iter();
+                let declared = Declared {
+                    spec_id: info.spec_id,
+                    fields: fields
+                        .map(|f| (f.bytes, f.kind == FieldKind::Signed))
+                        .collect(),
+                };
+                ((info.file, info.tag), declared)
+            })
+            .collect()
+    }
+}
+
 impl UsdtInfo {
+    /// How a capture names site `spec_id` of a type the emulator declared:
+    /// its arguments are the declaration's fields, named and typed so.
+    pub fn declared(spec_id: u32, event: &EventType) -> UsdtInfo {
+        UsdtInfo {
+            spec_id,
+            provider: event.provider.clone(),
+            probe: event.name.clone(),
+            args: event
+                .fields
+                .iter()
+                .map(|field| ArgInfo {
+                    name: field.name.clone(),
+                    ty: field.type_name(),
+                })
+                .collect(),
+        }
+    }
+
     /// How a capture names site `spec_id`, `provider:probe`, whose
     /// arguments `spec` types.
     pub fn from_spec(spec_id: u32, provider: &str, probe: &str, spec: &UsdtSpec) -> UsdtInfo {

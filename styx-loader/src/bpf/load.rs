@@ -220,10 +220,12 @@ fn fill_count_specs(ebpf: &mut Ebpf, counting: &Counting) -> Result<()> {
     Ok(())
 }
 
-/// Tells `styx_fatal` where the traced process's batch registry is.
-pub fn set_registry(loaded: &mut Loaded, registry: u64) -> Result<()> {
+/// Tells `styx_fatal` where the traced process's batch registry is, and
+/// the number of the file whose registry it is.
+pub fn set_registry(loaded: &mut Loaded, registry: u64, file: u8) -> Result<()> {
     let mut at: Array<_, u64> = Array::try_from(map_mut(&mut loaded.ebpf, "REGISTRY_AT")?)?;
-    at.set(0, registry, 0)
+    at.set(1, u64::from(file), 0)
+        .and_then(|()| at.set(0, registry, 0))
         .context("filling the REGISTRY_AT map")
 }
 

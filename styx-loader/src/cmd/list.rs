@@ -2,12 +2,12 @@
 //! `bpftrace -l` and BCC's tplist, with each site's argument spec checked.
 
 use crate::cli::ListArgs;
-use crate::search::{find_functions, guest_description, plural, Searched};
+use crate::search::{declared_types, find_functions, guest_description, plural, Searched};
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::Path;
-use styx_events::{escape, EventType};
+use styx_events::escape;
 use styx_usdt::argspec::parse_spec;
 use styx_usdt::target::Target;
 
@@ -31,10 +31,10 @@ pub fn run(args: &ListArgs) -> Result<()> {
     let mut out = std::io::stdout().lock();
     let mut listed = 0;
     let tables = target.probe_tables()?;
+    let declared = declared_types(&target, &tables);
     for (i, table) in &tables {
         let i = *i;
         let file = &target.files[i];
-        let declared = declared_types(&file.name, table);
         let probes: BTreeSet<(&str, &str)> = table
             .sites
             .iter()
@@ -46,10 +46,7 @@ pub fn run(args: &ListArgs) -> Result<()> {
             }
             listed += 1;
             writeln!(out, "{}", probe_line(&file.name, provider, name))?;
-            if let Some(declared) = declared
-                .iter()
-                .find(|t| t.provider == provider && t.name == name)
-            {
+            if let Some(declared) = declared.get(&(i, provider.to_string(), name.to_string())) {
                 writeln!(
                     out,
                     "    declared {}",
@@ -82,19 +79,6 @@ pub fn run(args: &ListArgs) -> Result<()> {
         bail!("no USDT probes match {pattern:?} in {}", names.join(", "));
     }
     Ok(())
-}
-
-/// The event types the file declares (`styx_probe::event!`), warning
-/// about notes that do not decode.
-fn declared_types(file: &str, table: &styx_usdt::note::ProbeTable) -> Vec<EventType> {
-    let mut types = Vec::new();
-    for desc in &table.event_notes {
-        match EventType::decode(desc) {
-            Ok(declared) => types.push(declared),
-            Err(e) => log::warn!("{}: {e}; left out", escape::controls(file)),
-        }
-    }
-    types
 }
 
 /// `list --functions`: the functions tracing them would probe, per file.

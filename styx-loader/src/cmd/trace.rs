@@ -5,20 +5,22 @@ use crate::bpf::load::Counting;
 use crate::cli::{FunctionExitsArg, TopOptions, TraceArgs};
 use crate::cmd::top::{self, Counter, Screen};
 use crate::outputs::{self, Outputs};
-use crate::search::{find_functions, guest_description, Searched};
+use crate::search::{declared_types, find_functions, guest_description, Searched};
+use crate::session::batches;
 use crate::session::report::Stop;
 use crate::session::spawn::{self, Held};
 use crate::session::{self, Lossless, Refresh, Session};
 use anyhow::{bail, Result};
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use styx_common::{Delivery, EventKind};
 use styx_events::Filters;
+use styx_events::{DeclaredInfo, EventType, Header, UsdtInfo};
 use styx_events::{EventWriter, Tee};
 use styx_events::{FlightRecorder, Limits, OpenDump, Recording};
 use styx_events::{Format, Options, Output};
 use styx_events::{Guest, RegisterNames};
-use styx_events::{Header, UsdtInfo};
 use styx_usdt::select::Role;
 use styx_usdt::select::{describe_providers, FunctionExits, Selection, Wanted};
 use styx_usdt::symbols::Symbols;
@@ -34,11 +36,11 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
         args.events = top::counted_kinds(&top.count)?;
     }
     let (target, searched) = target_of(&args, held.as_ref())?;
-    let (selection, guest) = find_sites(&args, &target, searched)?;
+    let (selection, guest, declared) = find_sites(&args, &target, searched)?;
     // Bad expressions stop here: nothing is attached yet. Register fields
     // take the names the guest description gives.
     let filters = args.compile_filters(guest.as_ref())?;
-    let header = header_of(&args, &target, &selection, guest);
+    let header = header_of(&args, &target, &selection, guest, &declared);
     if top.is_some() && !header.functions.is_empty() {
         bail!("--functions is for tracing, not top");
     }
@@ -82,6 +84,7 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
         counting,
         refresh,
         flight,
+        declared: header.declared_types(),
     };
     let (out, calls) = outputs::track_calls(out, &header);
     let mut session = Session::start(&target, &selection, out, settings)?;
@@ -133,14 +136,39 @@ fn header_of(
     target: &Target,
     selection: &Selection,
     guest: Option<Guest>,
+    declared: &Declared,
 ) -> Header {
+    // A site's file: the first whose notes declare its provider and name.
+    let declaration = |provider: &str, name: &str| {
+        declared
+            .values()
+            .find(|t| t.provider == provider && t.name == name)
+    };
     let usdt = selection
         .usdt
         .iter()
         .enumerate()
-        .map(|(id, site)| UsdtInfo::from_spec(id as u32, &site.provider, &site.probe, &site.spec))
+        .map(
+            |(id, site)| match declaration(&site.provider, &site.probe) {
+                Some(event) => UsdtInfo::declared(id as u32, event),
+                None => UsdtInfo::from_spec(id as u32, &site.provider, &site.probe, &site.spec),
+            },
+        )
         .collect();
     let mut header = Header::now(target.pid.unwrap_or(0), &target.files[0].name, usdt);
+    header.declared = selection
+        .declared
+        .iter()
+        .filter_map(|d| {
+            let event = declared.get(&(d.file, d.provider.clone(), d.name.clone()))?;
+            Some(DeclaredInfo {
+                file: batches::file_number(d.file),
+                tag: d.tag,
+                spec_id: d.spec_id,
+                event: event.clone(),
+            })
+        })
+        .collect();
     header.guest = guest;
     header.functions = selection.functions.clone();
     header.uretprobe_exits = args.function_exits == FunctionExitsArg::Uretprobe;
@@ -261,6 +289,7 @@ fn flight_recorder(
             Err((expr, e)) => bail!("--trigger '{expr}': {e}"),
         },
     };
+    let declared = header.declared_types();
     let (format, header) = (args.output.format, header.clone());
     let options = Options {
         detail: args.output.detail,
@@ -278,26 +307,35 @@ fn flight_recorder(
         trigger_dumps: args.max_dumps,
         trigger_holdoff_ns: u64::try_from(args.trigger_holdoff.as_nanos()).unwrap_or(u64::MAX),
     };
-    Ok(Rc::new(RefCell::new(FlightRecorder::new(
-        limits, trigger, open,
-    ))))
+    Ok(Rc::new(RefCell::new(
+        FlightRecorder::new(limits, trigger, open).reading(declared),
+    )))
 }
 
-/// The probe sites to attach in the target, or why there are none, and the
-/// guest its emulator described.
+/// The event types the target's files declare (`styx_probe::event!`), by
+/// (file, provider, name).
+type Declared = BTreeMap<(usize, String, String), EventType>;
+
+/// The probe sites to attach in the target, or why there are none, the
+/// guest its emulator described and the event types it declared.
 fn find_sites(
     args: &TraceArgs,
     target: &Target,
     searched: Searched,
-) -> Result<(Selection, Option<Guest>)> {
+) -> Result<(Selection, Option<Guest>, Declared)> {
     let tables = target.probe_tables()?;
     let guest = guest_description(target, &tables);
+    let declared = declared_types(target, &tables);
     let kinds = args.kinds();
+    let is_declared = |file: usize, provider: &str, name: &str| {
+        declared.contains_key(&(file, provider.to_string(), name.to_string()))
+    };
     let wanted = Wanted {
         kinds: &kinds,
         batched: args.delivery == Delivery::Batched,
         usdt_globs: &args.probes,
         allow_unverified: args.allow_unverified_sites,
+        declared: &is_declared,
     };
     let mut selection = Selection::default();
     for (file, table) in &tables {
@@ -324,7 +362,7 @@ fn find_sites(
             selection.add_functions(file, &table, exits);
         }
         // Nothing else to find: a program without styx probes is fine.
-        return Ok((selection, guest));
+        return Ok((selection, guest, declared));
     }
     if selection.sites.is_empty() {
         let all_sites = || tables.iter().flat_map(|(_, table)| &table.sites);
@@ -344,5 +382,5 @@ fn find_sites(
             describe_providers(all_sites())
         );
     }
-    Ok((selection, guest))
+    Ok((selection, guest, declared))
 }

@@ -3,10 +3,11 @@
 use aya::maps::{MapData, RingBuf};
 use std::io;
 use styx_common::batch::BATCH_RECORD_KIND;
+use styx_common::item::Codec;
 use styx_common::{FatalRecord, EVENT_KIND_SLOTS, FATAL_RECORD_KIND};
 use styx_events::Keep;
 use styx_events::{decode, DecodeError, Event};
-use styx_events::{BatchError, Batches, Irregular};
+use styx_events::{BatchError, Batches, DeclaredTypes, Irregular};
 use styx_events::{Discard, EventWriter, Totals};
 
 /// Records taken per drain at most, so a producer faster than the output
@@ -71,7 +72,13 @@ pub struct Sink {
 impl Sink {
     /// Events go to `out`; `keep` filters those the kernel did not, and
     /// with `split_batches` batches are always split to be filtered.
-    pub fn new(out: Box<dyn EventWriter>, keep: Option<Keep>, split_batches: bool) -> Sink {
+    /// Batches may hold events of the `declared` types.
+    pub fn new(
+        out: Box<dyn EventWriter>,
+        keep: Option<Keep>,
+        split_batches: bool,
+        declared: DeclaredTypes,
+    ) -> Sink {
         Sink {
             keep,
             split_batches,
@@ -81,7 +88,7 @@ impl Sink {
             unwritten: Counts::default(),
             error: None,
             open: true,
-            batches: Batches::new(),
+            batches: Batches::with(Codec::Current, declared),
             batch_records: 0,
             finishable: false,
         }

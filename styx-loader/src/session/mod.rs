@@ -33,7 +33,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 use stoppers::{Stoppers, Wake};
 use styx_common::EventKind;
-use styx_events::{EventWriter, Filters, FlightRecorder, Keep, Table};
+use styx_events::{DeclaredTypes, EventWriter, Filters, FlightRecorder, Keep, Table};
 use styx_usdt::select::{Role, Selection};
 use styx_usdt::target::Target;
 use tokio::time::{interval, sleep, Interval, MissedTickBehavior};
@@ -65,6 +65,9 @@ pub struct Settings {
     pub refresh: Option<Refresh>,
     /// `--flight-recorder`: dumps on SIGUSR1, the target's death, the stop.
     pub flight: Option<Rc<RefCell<FlightRecorder>>>,
+    /// The event types the emulator declared that batches may carry
+    /// (`Header::declared_types`).
+    pub declared: DeclaredTypes,
 }
 
 /// Whether batches wait for room in the ring instead of being lost (one
@@ -148,7 +151,7 @@ impl Session {
             links: attached.links,
             batch_links: attached.batch_links,
             batches,
-            sink: Sink::new(out, keep, split_batches),
+            sink: Sink::new(out, keep, split_batches, settings.declared.clone()),
             logger,
             stoppers,
             exited_checked: Instant::now(),

@@ -111,11 +111,17 @@ __attribute__((noinline)) static void fire_flush(uint64_t head, uint64_t start, 
                          : "memory");
 }
 
-/* styx_batch:insn_exec: never runs; attaching to it raises the batched half. */
+/* styx_batch:insn_exec: never runs; attaching to it raises the batched
+ * half. And a styx:insn_exec site on the word, as every program that fires
+ * insn_exec has: a loader takes batch-enable sites only of kinds it has. */
 __attribute__((noinline, used)) static void batch_enable_site(void) {
     __asm__ __volatile__("jmp 995f\n"
                          "990: nop\n" NOTE("styx_batch", "insn_exec",
                                            "forged_insn_exec_semaphore+2", "")
+                         "995:\n");
+    __asm__ __volatile__("jmp 995f\n"
+                         "990: nop\n" NOTE("styx", "insn_exec",
+                                           "forged_insn_exec_semaphore", "8@%rdi 8@%rsi 8@%rdx")
                          "995:\n");
 }
 

@@ -3,6 +3,7 @@
 //! their sites with the values in the order declared.
 
 use crate::support::*;
+use serde_json::Value;
 use std::process::{Command, Stdio};
 
 fn program() -> std::path::PathBuf {
@@ -70,4 +71,116 @@ fn bpftrace_reads_a_declared_types_fields_as_its_arguments() {
     ] {
         assert!(printed.lines().any(|l| l == line), "{line:?} in {printed}");
     }
+}
+
+/// What round `i` of styx-declared fires: (probe, values as a per-event
+/// site passes them, signed ones sign-extended).
+fn round(i: i64) -> [(&'static str, Vec<i64>); 3] {
+    [
+        (
+            "mmio_write",
+            vec![0x1000 + i, [0, 1, 7][i as usize % 3], 0x10 + i, 3 * i],
+        ),
+        ("flags_delta", vec![0x600 + i, -(i % 5), -1000 * i]),
+        (
+            "wide",
+            vec![i % 256, 2 * i, 3 * i, 4 * i, i % 2, i % 16, -i, 5 * i],
+        ),
+    ]
+}
+
+/// styx-declared traced with `--probes 'styx_declared:*'` and `args`
+/// while it fires `rounds`: what the loader wrote to `out` (jsonl).
+fn traced(name: &str, rounds: u64, args: &[&str]) -> (Vec<Value>, Vec<String>) {
+    require_root();
+    let out = scratch(name).join("out.jsonl");
+    let mut prog = TestProg::start(&program(), &[]);
+    let mut all = vec!["--probes", "styx_declared:*", "-o", "jsonl", "--output"];
+    all.push(out.to_str().unwrap());
+    all.extend_from_slice(args);
+    let loader = prog.attach_loader(&all);
+    assert_eq!(
+        prog.ask(&format!("fire {rounds}")).trim(),
+        format!("fired {rounds}")
+    );
+    prog.quit();
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{stderr:#?}");
+    (read_jsonl(&out), stderr)
+}
+
+/// `got` is `want`; else the first event that differs (a whole trace
+/// would bury it).
+fn assert_same(got: &[(String, Vec<i64>)], want: &[(String, Vec<i64>)]) {
+    if let Some(at) = (0..got.len().max(want.len())).find(|&i| got.get(i) != want.get(i)) {
+        panic!(
+            "event {at} of {} (expected {}): {:?}, expected {:?}",
+            got.len(),
+            want.len(),
+            got.get(at),
+            want.get(at)
+        );
+    }
+}
+
+/// (probe, args) of each event of a trace, checking their process.
+fn events(trace: &[Value]) -> Vec<(String, Vec<i64>)> {
+    trace
+        .iter()
+        .map(|e| {
+            assert_eq!(e["event"], "usdt", "{e}");
+            assert_eq!(e["provider"], "styx_declared", "{e}");
+            let args = e["args"].as_array().expect("args");
+            let args = args.iter().map(|a| a.as_i64().expect("a number")).collect();
+            (e["probe"].as_str().unwrap().to_string(), args)
+        })
+        .collect()
+}
+
+/// Declared types taken in batches (the default) and one hit per event
+/// give the same events, each with its values as declared: narrow ones,
+/// signed ones sign-extended, an enum's value.
+#[test]
+fn declared_types_arrive_whole_batched_and_per_event() {
+    let rounds = 300;
+    let want: Vec<(String, Vec<i64>)> = (0..rounds as i64)
+        .flat_map(round)
+        .map(|(probe, args)| (probe.to_string(), args))
+        .collect();
+    let (batched, stderr) = traced("declared-batched", rounds, &[]);
+    // One flush site and the batch-enable site of each type.
+    assert!(stderr[0].contains("attached 4 probe sites"), "{stderr:#?}");
+    assert_same(&events(&batched), &want);
+    let (per_event, stderr) = traced("declared-per-event", rounds, &["--delivery", "per-event"]);
+    assert!(stderr[0].contains("attached 3 probe sites"), "{stderr:#?}");
+    assert_same(&events(&per_event), &want);
+}
+
+/// A raw capture of batched declared types keeps what they are: `read`
+/// gives the same events.
+#[test]
+fn a_capture_of_declared_types_reads_back() {
+    require_root();
+    let dir = scratch("declared-capture");
+    let raw = dir.join("run.styx");
+    let mut prog = TestProg::start(&program(), &[]);
+    let loader = prog.attach_loader(&[
+        "--probes",
+        "styx_declared:*",
+        "-o",
+        "raw",
+        "--output",
+        raw.to_str().unwrap(),
+    ]);
+    assert_eq!(prog.ask("fire 100").trim(), "fired 100");
+    prog.quit();
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{stderr:#?}");
+    let (status, stdout, stderr) = run_loader(&["read", raw.to_str().unwrap(), "-o", "jsonl"]);
+    assert!(status.success() && stderr.is_empty(), "{stderr}");
+    let want: Vec<(String, Vec<i64>)> = (0..100)
+        .flat_map(round)
+        .map(|(probe, args)| (probe.to_string(), args))
+        .collect();
+    assert_same(&events(&parse_jsonl(&stdout)), &want);
 }

@@ -10,6 +10,7 @@ use crate::session::header::Header;
 use std::io::{self, Read};
 use std::ops::Range;
 use styx_common::item::Codec;
+use styx_common::schema::MAX_FIELDS;
 use styx_common::{
     EventKind, RecordHeader, Shape, EVENT_KIND_SLOTS, FUNCTION_EXIT, FUNCTION_TAIL_CALL,
     MARKER_TEXT_MAX, MAX_USDT_ARGS, SPAN_CATEGORY_MAX, SPAN_NAME_MAX,
@@ -98,7 +99,7 @@ pub struct Reader<R: Read> {
     threads: Vec<(u32, u32)>,
     current: Option<(u32, u32)>,
     /// The events of the last BATCH record not yet returned, and which is next.
-    pending: Vec<ArgsEvent>,
+    pending: Vec<Pending>,
     pending_at: usize,
     batches: Batches,
     /// Events returned so far.
@@ -115,6 +116,14 @@ pub struct Reader<R: Read> {
 
 /// An event whose body is its arguments, in parts.
 type ArgsEvent = (RecordHeader, EventKind, [u64; 4]);
+
+/// An event of a BATCH record: a catalogue event's, or a declared type's
+/// (its spec id and fields).
+#[derive(Clone, Copy)]
+enum Pending {
+    Args(ArgsEvent),
+    Declared(RecordHeader, u32, usize, [u64; MAX_FIELDS]),
+}
 
 fn args_event((header, kind, args): ArgsEvent) -> Event<'static> {
     Event {
@@ -186,7 +195,8 @@ impl<R: Read> Reader<R> {
         if got < len {
             return Err(CaptureError::HeaderCut((16 + got) as u64));
         }
-        let header = serde_json::from_slice(&json).map_err(CaptureError::BadHeader)?;
+        let header: Header = serde_json::from_slice(&json).map_err(CaptureError::BadHeader)?;
+        let declared = header.declared_types();
         Ok(Reader {
             input,
             header,
@@ -201,7 +211,7 @@ impl<R: Read> Reader<R> {
             current: None,
             pending: Vec::new(),
             pending_at: 0,
-            batches: Batches::with_codec(codec),
+            batches: Batches::with(codec, declared),
             events: 0,
             malformed_batches: 0,
             first_malformed_batch: None,
@@ -227,10 +237,21 @@ impl<R: Read> Reader<R> {
     #[inline(never)]
     fn next_slow(&mut self) -> Result<Option<Event<'_>>, CaptureError> {
         loop {
-            if let Some(&event) = self.pending.get(self.pending_at) {
+            if self.pending_at < self.pending.len() {
+                let at = self.pending_at;
                 self.pending_at += 1;
                 self.events += 1;
-                return Ok(Some(args_event(event)));
+                return Ok(Some(match &self.pending[at] {
+                    Pending::Args(event) => args_event(*event),
+                    Pending::Declared(header, spec_id, n, args) => Event {
+                        header: *header,
+                        kind: EventKind::Usdt,
+                        body: Body::Usdt {
+                            spec_id: *spec_id,
+                            args: &args[..*n],
+                        },
+                    },
+                }));
             }
             // Records the fast path takes can follow a refill.
             if let Some(event) = self.fast_args() {
@@ -485,9 +506,19 @@ impl<R: Read> Reader<R> {
                 self.pending_at = 0;
                 let pending = &mut self.pending;
                 let split = self.batches.split(record, |event| {
-                    // Batches hold events of argument shapes only.
-                    if let Body::Args(args) = event.body {
-                        pending.push((event.header, event.kind, args));
+                    // Batches hold events of argument shapes and of
+                    // declared types.
+                    match event.body {
+                        Body::Args(args) => {
+                            pending.push(Pending::Args((event.header, event.kind, args)))
+                        }
+                        Body::Usdt { spec_id, args } => {
+                            let mut fields = [0u64; MAX_FIELDS];
+                            let n = args.len().min(MAX_FIELDS);
+                            fields[..n].copy_from_slice(&args[..n]);
+                            pending.push(Pending::Declared(event.header, spec_id, n, fields));
+                        }
+                        _ => {}
                     }
                     Ok::<(), ()>(())
                 });

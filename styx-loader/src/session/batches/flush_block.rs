@@ -13,6 +13,9 @@ use styx_usdt::target::ElfFile;
 /// A flush site, in a file of the target.
 pub struct FlushSite {
     pub file: ElfFile,
+    /// The file's number in the target: what its batch records carry
+    /// (`aux`), which names its declared types' tags.
+    pub number: u8,
     pub site: ProbeSite,
 }
 

@@ -56,6 +56,7 @@ impl Batches {
             .filter(|s| s.role == Role::BatchFlush)
             .map(|s| FlushSite {
                 file: target.files[s.file].clone(),
+                number: file_number(s.file),
                 site: s.site.clone(),
             })
             .collect();
@@ -152,8 +153,14 @@ impl Batches {
         else {
             return;
         };
-        if let Ok(Some(registry)) = partial::registry(pid, &self.sites) {
-            self.registry_known = load::set_registry(loaded, registry).is_ok();
+        if let Ok(Some((registry, file))) = partial::registry(pid, &self.sites) {
+            self.registry_known = load::set_registry(loaded, registry, file).is_ok();
         }
     }
+}
+
+/// A file's number as a batch record carries it (a byte: files past 255
+/// share 255, whose declared types are then not told apart).
+pub fn file_number(file: usize) -> u8 {
+    file.min(u8::MAX as usize) as u8
 }

@@ -50,7 +50,7 @@ pub fn read(pid: u32, sites: &[FlushSite], mut each: impl FnMut(&[u8])) -> Resul
         let walked = partial::take(
             &mut Process(pid),
             registry,
-            pid,
+            (pid, flush.number),
             clock_ns(ClockId::Monotonic),
             &mut each,
         )
@@ -87,11 +87,11 @@ pub fn report(pid: u32, walked: &Walked) {
 
 /// The address of process `pid`'s batch registry (None: the process has
 /// not made it yet, or maps no flush site).
-pub fn registry(pid: u32, sites: &[FlushSite]) -> Result<Option<u64>> {
+pub fn registry(pid: u32, sites: &[FlushSite]) -> Result<Option<(u64, u8)>> {
     let maps = fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
     for flush in sites {
         if let Some(registry) = registry_of(pid, &maps, flush)?.filter(|&r| r != 0) {
-            return Ok(Some(registry));
+            return Ok(Some((registry, flush.number)));
         }
     }
     Ok(None)

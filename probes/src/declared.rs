@@ -38,7 +38,13 @@
 //! semaphore's distance from the flush site's, in words
 //! (`styx_common::schema::declared_tag`).
 
-use styx_common::schema::{EnumValue, FieldKind};
+#[cfg(not(feature = "disabled"))]
+use crate::enabled::SemaphoreWord;
+#[cfg(not(feature = "disabled"))]
+use styx_common::item::TAG_BYTES;
+use styx_common::schema::{EnumValue, FieldKind, MAX_FIELDS};
+#[cfg(not(feature = "disabled"))]
+use styx_common::EventKind;
 
 /// A type a declared event's field may have: the unsigned and signed
 /// integers, `bool`, [`Addr`], [`Reg`] and enums made by
@@ -116,11 +122,12 @@ wrapped_fields!(u8, u16, u32, u64, usize);
 /// [`fire!`](crate::fire!) calls.
 pub trait Declared {
     /// The values, in the order of the fields.
-    type Values;
-    /// Whether anything is attached: one load of the semaphore word.
-    fn armed() -> bool;
-    /// Hands the values to whoever holds the word up (cold).
-    fn fire(values: Self::Values);
+    type Values: Fields;
+    /// The type's semaphore word: zero while nothing is attached (one load).
+    fn word() -> u32;
+    /// Hands the values to whoever holds `word` up, from the call site's
+    /// cold block (see [`call_site`]).
+    fn call_site(word: u32, values: Self::Values);
 }
 
 /// Declares event types: `NAME(FIELD: TYPE, …);` each, with doc comments
@@ -184,24 +191,39 @@ macro_rules! __declared_type {
             $crate::__probe_site!(@skipped "styx_batch", stringify!($name), SEMAPHORE, 2);
         }
 
+        /// What the append routine calls when it does not append itself.
+        extern "C" fn packed(a: u64, b: u64, c: u64, d: u64, e: u64) {
+            $crate::__declared::packed::<<$name as $crate::Declared>::Values>(
+                $crate::__load_word!(SEMAPHORE),
+                site,
+                [a, b, c, d, e],
+            )
+        }
+
+        /// An item too wide for the append routine's registers.
+        #[inline(never)]
+        #[cold]
+        fn wide(values: [u64; $crate::__schema::MAX_FIELDS]) {
+            $crate::__declared::wide(
+                $crate::__load_word!(SEMAPHORE),
+                &SEMAPHORE,
+                site,
+                values,
+                <<$name as $crate::Declared>::Values as $crate::__declared::Fields>::WIDTHS,
+            )
+        }
+
         impl $crate::Declared for $name {
             type Values = ($($ty,)*);
 
             #[inline(always)]
-            fn armed() -> bool {
-                $crate::__load_word!(SEMAPHORE) != 0
+            fn word() -> u32 {
+                $crate::__load_word!(SEMAPHORE)
             }
 
-            #[inline(never)]
-            #[cold]
-            fn fire(values: Self::Values) {
-                $crate::__declared::fire(
-                    $crate::__load_word!(SEMAPHORE),
-                    &SEMAPHORE,
-                    site,
-                    $crate::__declared::Fields::bits(values),
-                    <Self::Values as $crate::__declared::Fields>::WIDTHS,
-                );
+            #[inline(always)]
+            fn call_site(word: u32, values: Self::Values) {
+                $crate::__declared::call_site(word, values, &SEMAPHORE, packed, wide)
             }
         }
     };
@@ -216,10 +238,10 @@ macro_rules! __declared_type {
         impl $crate::Declared for $name {
             type Values = ($($ty,)*);
             #[inline(always)]
-            fn armed() -> bool {
-                false
+            fn word() -> u32 {
+                0
             }
-            fn fire(_: Self::Values) {}
+            fn call_site(_: u32, _: Self::Values) {}
         }
     };
 }
@@ -276,9 +298,11 @@ macro_rules! __declared_site {
 #[macro_export]
 macro_rules! fire {
     ($event:ty, $args:expr) => {{
-        if <$event as $crate::Declared>::armed() {
+        let word = <$event as $crate::Declared>::word();
+        if word != 0 {
+            // Off the straight line, as the catalogue's probes.
             ::core::hint::cold_path();
-            <$event as $crate::Declared>::fire(($args)());
+            <$event as $crate::Declared>::call_site(word, ($args)());
         }
     }};
 }
@@ -327,19 +351,25 @@ macro_rules! event_enum {
 pub trait Fields {
     /// Bytes of each value in a batch.
     const WIDTHS: &'static [usize];
+    /// Whether each value is signed.
+    const SIGNED: &'static [bool];
+    /// Bytes of the values in a batch.
+    const VALUE_BYTES: usize;
     /// The values in registers, in order (the rest 0).
-    fn bits(self) -> [u64; styx_common::schema::MAX_FIELDS];
+    fn bits(self) -> [u64; MAX_FIELDS];
 }
 
 macro_rules! fields_of_tuples {
     ($(($($t:ident $v:ident),*))*) => {$(
         impl<$($t: Field),*> Fields for ($($t,)*) {
             const WIDTHS: &'static [usize] = &[$($t::BYTES),*];
+            const SIGNED: &'static [bool] = &[$(matches!($t::KIND, FieldKind::Signed)),*];
+            const VALUE_BYTES: usize = 0 $(+ $t::BYTES)*;
             #[inline(always)]
             #[allow(unused_mut, unused_variables, unused_assignments)]
-            fn bits(self) -> [u64; styx_common::schema::MAX_FIELDS] {
+            fn bits(self) -> [u64; MAX_FIELDS] {
                 let ($($v,)*) = self;
-                let mut bits = [0u64; styx_common::schema::MAX_FIELDS];
+                let mut bits = [0u64; MAX_FIELDS];
                 let mut i = 0;
                 $(
                     bits[i] = $v.bits();
@@ -362,22 +392,114 @@ fields_of_tuples! {
     (A a, B b, C c, D d, E e, F f, G g, H h)
 }
 
-/// What a declared type's `fire` does with its semaphore word `state`:
-/// the per-event site for the low half, the thread's batch for the high.
+/// Bytes of a declared type's item the append routine takes in its
+/// registers: five words.
+#[cfg(not(feature = "disabled"))]
+const PACKED_BYTES: usize = 40;
+
+/// A declared type's cold block: the item packed into registers for the
+/// append routine ([`declared_append`], as the catalogue's types'), its
+/// tag the semaphore's distance from the flush site's; an item wider than
+/// the routine's registers goes to `wide`, in Rust.
 #[doc(hidden)]
 #[cfg(not(feature = "disabled"))]
-pub fn fire(
-    state: u32,
-    semaphore: &'static crate::enabled::SemaphoreWord,
-    site: fn([u64; styx_common::schema::MAX_FIELDS]),
-    values: [u64; styx_common::schema::MAX_FIELDS],
+#[inline(always)]
+pub fn call_site<F: Fields>(
+    word: u32,
+    values: F,
+    semaphore: &'static SemaphoreWord,
+    packed: crate::fire::SiteFn,
+    wide: fn([u64; MAX_FIELDS]),
+) {
+    let bytes = TAG_BYTES + 1 + F::VALUE_BYTES;
+    if bytes > PACKED_BYTES {
+        return wide(values.bits());
+    }
+    let flush = &raw const crate::batch::FLUSH as u64;
+    let tag = styx_common::schema::declared_tag(semaphore as *const _ as u64, flush);
+    let words = pack(tag, F::VALUE_BYTES, &values.bits(), F::WIDTHS);
+    crate::fire::call_declared(word, packed, bytes as u32, words);
+}
+
+/// A declared type's item as five little-endian words: tag, length, then
+/// each value in its width (`styx_common::item`); the widths are
+/// constants where this is inlined.
+#[cfg(not(feature = "disabled"))]
+#[inline(always)]
+fn pack(tag: u16, len: usize, values: &[u64], widths: &[usize]) -> [u64; 5] {
+    let mut words = [0u64; 5];
+    words[0] = tag as u64 | (len as u64) << (8 * TAG_BYTES);
+    let mut bit = 8 * (TAG_BYTES + 1);
+    for (&value, &bytes) in values.iter().zip(widths) {
+        let value = if bytes == 8 {
+            value
+        } else {
+            value & ((1 << (8 * bytes)) - 1)
+        };
+        let (word, shift) = (bit / 64, bit % 64);
+        words[word] |= value << shift;
+        if shift + 8 * bytes > 64 {
+            words[word + 1] |= value >> (64 - shift);
+        }
+        bit += 8 * bytes;
+    }
+    words
+}
+
+/// What the append routine hands on (a per-event tracer, no buffer yet, a
+/// time mark due): the per-event site takes the values unpacked, the
+/// thread's batch the packed item.
+#[doc(hidden)]
+#[cfg(not(feature = "disabled"))]
+pub fn packed<F: Fields>(word: u32, site: fn([u64; MAX_FIELDS]), words: [u64; 5]) {
+    use crate::enabled::PER_EVENT;
+    if word & PER_EVENT != 0 {
+        let mut fields = [0u64; MAX_FIELDS];
+        let mut bit = 8 * (TAG_BYTES + 1);
+        for (i, &bytes) in F::WIDTHS.iter().enumerate() {
+            fields[i] = read(&words, bit, bytes, F::SIGNED[i]);
+            bit += 8 * bytes;
+        }
+        site(fields);
+    }
+    if word > PER_EVENT {
+        let bytes = TAG_BYTES + 1 + F::VALUE_BYTES;
+        crate::batch::push(EventKind::Usdt as u8, bytes as u32, words);
+    }
+}
+
+/// The value of `bytes` bytes at bit `bit` of `words`, as its field's
+/// `bits()` gave it (signed ones sign-extended).
+#[cfg(not(feature = "disabled"))]
+fn read(words: &[u64; 5], bit: usize, bytes: usize, signed: bool) -> u64 {
+    let (word, shift) = (bit / 64, bit % 64);
+    let mut value = words[word] >> shift;
+    if shift + 8 * bytes > 64 {
+        value |= words[word + 1] << (64 - shift);
+    }
+    let unused = 64 - 8 * bytes as u32;
+    match (signed, unused) {
+        (_, 0) => value,
+        (true, _) => ((value << unused) as i64 >> unused) as u64,
+        (false, _) => value & (u64::MAX >> unused),
+    }
+}
+
+/// An item wider than the append routine's registers, in Rust.
+#[doc(hidden)]
+#[cfg(not(feature = "disabled"))]
+pub fn wide(
+    word: u32,
+    semaphore: &'static SemaphoreWord,
+    site: fn([u64; MAX_FIELDS]),
+    values: [u64; MAX_FIELDS],
     widths: &[usize],
 ) {
     use crate::enabled::PER_EVENT;
-    if state & PER_EVENT != 0 {
+    if word & PER_EVENT != 0 {
         site(values);
     }
-    if state > PER_EVENT {
+    if word > PER_EVENT {
         let flush = &raw const crate::batch::FLUSH as u64;
         let tag = styx_common::schema::declared_tag(semaphore as *const _ as u64, flush);
         crate::batch::push_declared(tag, &values[..widths.len()], widths);

@@ -352,6 +352,51 @@ macro_rules! call_append {
 #[cfg(not(feature = "disabled"))]
 use call_append;
 
+/// Calls [`declared_append`] from a declared type's cold block with its
+/// packed item (`crate::declared::call_site`): as [`call_append!`], the
+/// semaphore word it read in `r11`.
+#[cfg(not(feature = "disabled"))]
+#[inline(always)]
+pub(crate) fn call_declared(word: u32, site: SiteFn, bytes: u32, words: [u64; 5]) {
+    // SAFETY: `declared_append` returns with every register but these and
+    // the flags as it found them, and the stack pointer restored.
+    unsafe {
+        core::arch::asm!(
+            "call {append}",
+            append = sym declared_append,
+            inout("rax") site => _,
+            inout("r10") bytes => _,
+            inout("r11") word => _,
+            inout("rdi") words[0] => _,
+            inout("rsi") words[1] => _,
+            inout("rdx") words[2] => _,
+            inout("rcx") words[3] => _,
+            inout("r8") words[4] => _,
+            out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
+            out("xmm4") _, out("xmm5") _, out("xmm6") _, out("xmm7") _,
+            out("xmm8") _, out("xmm9") _, out("xmm10") _, out("xmm11") _,
+            out("xmm12") _, out("xmm13") _, out("xmm14") _, out("xmm15") _,
+        );
+    }
+}
+
+/// The append routine of every declared type: as a catalogue type's
+/// ([`fast_append!`]), the semaphore word given (in `r11`: the call site
+/// read it, and each type has its own), five words stored, counted as
+/// other providers' probes' events (`EventKind::Usdt`).
+#[cfg(not(feature = "disabled"))]
+#[unsafe(naked)]
+unsafe extern "C" fn declared_append() {
+    core::arch::naked_asm!(
+        append_body!(5),
+        per_event = const PER_EVENT,
+        len = const crate::batch::fast::LEN,
+        limit = const crate::batch::fast::LIMIT,
+        item = const crate::batch::fast::ITEMS,
+        count = const crate::batch::fast::COUNTS + 4 * EventKind::Usdt as usize,
+    );
+}
+
 /// Defines `$append`, what a batched type's call sites call (see
 /// [`call_append!`]). While only batch tracers hold the type and the
 /// thread's buffer has room before its next time mark, it appends the
@@ -373,36 +418,7 @@ macro_rules! fast_append {
         pub unsafe extern "C" fn $append() {
             core::arch::naked_asm!(
                 "mov r11d, dword ptr [rip + {sema}]",
-                // Batch tracers only: the high half up, the low half zero.
-                "cmp r11d, {per_event}",
-                "jbe 2f",
-                "test r11d, {per_event}",
-                "jnz 2f",
-                concat!("mov r11, qword ptr [rip + ", crate::batch::current_slot!(), "@GOTTPOFF]"),
-                "mov r11, qword ptr fs:[r11]",
-                "test r11, r11",
-                "jz 2f",
-                // r10: the length after this item.
-                "add r10d, dword ptr [r11 + {len}]",
-                "cmp r10d, dword ptr [r11 + {limit}]",
-                "ja 2f",
-                "mov eax, dword ptr [r11 + {len}]",
-                store_words!($words),
-                "inc dword ptr [r11 + {count}]",
-                // The new length last (x86 stores are release stores): a
-                // thread flushing at exit sees the item.
-                "mov dword ptr [r11 + {len}], r10d",
-                "ret",
-                "2:",
-                // The stack as the call site's: 8 past a 16-byte boundary.
-                "sub rsp, 8",
-                "push r8",
-                "push r9",
-                "call rax",
-                "pop r9",
-                "pop r8",
-                "add rsp, 8",
-                "ret",
+                append_body!($words),
                 sema = sym semaphores::$name,
                 per_event = const PER_EVENT,
                 len = const crate::batch::fast::LEN,
@@ -415,6 +431,51 @@ macro_rules! fast_append {
 }
 #[cfg(not(feature = "disabled"))]
 use fast_append;
+
+/// An append routine after its semaphore word is in `r11d` (see
+/// [`fast_append!`]).
+#[cfg(not(feature = "disabled"))]
+macro_rules! append_body {
+    ($words:tt) => {
+        concat!(
+            // Batch tracers only: the high half up, the low half zero.
+            "cmp r11d, {per_event}\n",
+            "jbe 2f\n",
+            "test r11d, {per_event}\n",
+            "jnz 2f\n",
+            "mov r11, qword ptr [rip + ",
+            crate::batch::current_slot!(),
+            "@GOTTPOFF]\n",
+            "mov r11, qword ptr fs:[r11]\n",
+            "test r11, r11\n",
+            "jz 2f\n",
+            // r10: the length after this item.
+            "add r10d, dword ptr [r11 + {len}]\n",
+            "cmp r10d, dword ptr [r11 + {limit}]\n",
+            "ja 2f\n",
+            "mov eax, dword ptr [r11 + {len}]\n",
+            store_words!($words),
+            "\n",
+            "inc dword ptr [r11 + {count}]\n",
+            // The new length last (x86 stores are release stores): a
+            // thread flushing at exit sees the item.
+            "mov dword ptr [r11 + {len}], r10d\n",
+            "ret\n",
+            "2:\n",
+            // The stack as the call site's: 8 past a 16-byte boundary.
+            "sub rsp, 8\n",
+            "push r8\n",
+            "push r9\n",
+            "call rax\n",
+            "pop r9\n",
+            "pop r8\n",
+            "add rsp, 8\n",
+            "ret",
+        )
+    };
+}
+#[cfg(not(feature = "disabled"))]
+use append_body;
 
 /// The item's words, from the argument registers, at the buffer's length (`rax`).
 #[cfg(not(feature = "disabled"))]

@@ -1,6 +1,6 @@
 //! Event types of its own (`styx_probe::event!`), of different shapes: one
 //! with an enum field, one with signed fields, one with eight fields of
-//! every kind. Commands on stdin, each answered on stdout:
+//! every kind, one wider than the append routine's registers. Commands on stdin, each answered on stdout:
 //! - `fire N`: N rounds, each one event of every type; answers `fired N`.
 //! - `quit`: exits.
 //!
@@ -8,7 +8,8 @@
 //! - `mmio_write(pc 0x1000 + i, device [Uart, Timer, Dma][i % 3],
 //!   addr 0x10 + i, val 3 * i)`;
 //! - `flags_delta(pc 0x600 + i, delta -(i % 5), wide -1000 * i)`;
-//! - `wide(a i, b 2 * i, c 3 * i, d 4 * i, e i odd, f i % 16, g -(i as i16), h 5 * i)`.
+//! - `wide(a i, b 2 * i, c 3 * i, d 4 * i, e i odd, f i % 16, g -(i as i16), h 5 * i)`;
+//! - `big(i, i + 1, i + 2, i + 3, i + 4, -i)`.
 
 use std::io::{BufRead, Write};
 use styx_probe::{Addr, Reg};
@@ -25,6 +26,8 @@ styx_probe::event! {
     pub flags_delta(pc: u16, delta: i8, wide: i64);
     /// Eight fields, one of every kind and width.
     pub wide(a: u8, b: u16, c: u32, d: u64, e: bool, f: Reg<u8>, g: i16, h: usize);
+    /// More bytes than the append routine's registers hold (51).
+    pub big(a: u64, b: u64, c: u64, d: u64, e: u64, f: i64);
 }
 
 const DEVICES: [Device; 3] = [Device::Uart, Device::Timer, Device::Dma];
@@ -53,6 +56,7 @@ fn round(i: u64) {
         -(i as i16),
         5 * i as usize
     ));
+    styx_probe::fire!(big, || (i, i + 1, i + 2, i + 3, i + 4, -(i as i64)));
 }
 
 fn main() {

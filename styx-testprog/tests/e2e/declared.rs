@@ -23,6 +23,7 @@ fn list_shows_each_declared_type_with_its_fields() {
     assert_eq!(
         declared,
         [
+            "big(a: u64, b: u64, c: u64, d: u64, e: u64, f: i64)",
             "flags_delta(pc: u16, delta: i8, wide: i64)",
             "mmio_write(pc: u32, device: Device { Uart = 0, Timer = 1, Dma = 7 }, addr: Addr<u32>, val: u32)",
             "wide(a: u8, b: u16, c: u32, d: u64, e: bool, f: Reg<u8>, g: i16, h: u64)",
@@ -75,7 +76,7 @@ fn bpftrace_reads_a_declared_types_fields_as_its_arguments() {
 
 /// What round `i` of styx-declared fires: (probe, values as a per-event
 /// site passes them, signed ones sign-extended).
-fn round(i: i64) -> [(&'static str, Vec<i64>); 3] {
+fn round(i: i64) -> [(&'static str, Vec<i64>); 4] {
     [
         (
             "mmio_write",
@@ -86,6 +87,7 @@ fn round(i: i64) -> [(&'static str, Vec<i64>); 3] {
             "wide",
             vec![i % 256, 2 * i, 3 * i, 4 * i, i % 2, i % 16, -i, 5 * i],
         ),
+        ("big", vec![i, i + 1, i + 2, i + 3, i + 4, -i]),
     ]
 }
 
@@ -149,10 +151,10 @@ fn declared_types_arrive_whole_batched_and_per_event() {
         .collect();
     let (batched, stderr) = traced("declared-batched", rounds, &[]);
     // One flush site and the batch-enable site of each type.
-    assert!(stderr[0].contains("attached 4 probe sites"), "{stderr:#?}");
+    assert!(stderr[0].contains("attached 5 probe sites"), "{stderr:#?}");
     assert_same(&events(&batched), &want);
     let (per_event, stderr) = traced("declared-per-event", rounds, &["--delivery", "per-event"]);
-    assert!(stderr[0].contains("attached 3 probe sites"), "{stderr:#?}");
+    assert!(stderr[0].contains("attached 4 probe sites"), "{stderr:#?}");
     assert_same(&events(&per_event), &want);
 }
 

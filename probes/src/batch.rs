@@ -295,7 +295,7 @@ impl Drop for Owner {
 }
 
 /// Appends an event of `kind`, its item packed into `W` words of which
-/// the first `bytes` count (`crate::fire::pack`), to this thread's batch.
+/// the first `bytes` count (packed by the call site), to this thread's batch.
 #[inline(always)]
 pub(crate) fn push<const W: usize>(kind: u8, bytes: u32, words: [u64; W]) {
     const { assert!(W <= SLACK / 8) };

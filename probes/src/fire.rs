@@ -353,7 +353,7 @@ macro_rules! call_append {
 use call_append;
 
 /// Calls [`declared_append`] from a declared type's cold block with its
-/// packed item (`crate::declared::call_site`): as [`call_append!`], the
+/// packed item: as [`call_append!`], the
 /// semaphore word it read in `r11`.
 #[cfg(not(feature = "disabled"))]
 #[inline(always)]

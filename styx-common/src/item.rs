@@ -1,5 +1,5 @@
 //! The batch item codec: how an event or a time mark is laid out in a
-//! thread's batch (see [`crate::batch`]). styx-probe writes items, the
+//! thread's batch. styx-probe writes items, the
 //! loader's batch splitter, captures, the flight recorder and the fuzzers
 //! read them; all through this module, which also reads the items of
 //! captures written before it ([`v1`]).
@@ -103,13 +103,9 @@ impl Layout {
         if tag & CATALOGUE_TAG == 0 {
             return None;
         }
-        let Some(kind) = EventKind::from_id((tag >> 8) as u8 & 0x7f) else {
+        let Some((kind, values)) = BATCHED[(tag >> 8) as usize & 0x7f] else {
             return None;
         };
-        if !matches!(kind.shape(), Shape::Args(_) | Shape::ArgsAux(_)) {
-            return None;
-        }
-        let values = kind.probe_args().len();
         let widths = tag as u8;
         if values < MAX_ITEM_VALUES && widths >> (2 * values) != 0 {
             return None;
@@ -141,6 +137,56 @@ impl Layout {
             }
         }
     }
+}
+
+/// The catalogue's kinds a batch holds (those of an argument shape), by
+/// id, with their values' count: what a tag's kind bits may name.
+const BATCHED: [Option<(EventKind, usize)>; 128] = {
+    let mut table = [None; 128];
+    let mut i = 0;
+    while i < EventKind::ALL.len() {
+        let kind = EventKind::ALL[i];
+        if let Shape::Args(_) | Shape::ArgsAux(_) = kind.shape() {
+            table[kind as usize] = Some((kind, kind.probe_args().len()));
+        }
+        i += 1;
+    }
+    table
+};
+
+/// What an item is, without its values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Skimmed {
+    /// A time mark.
+    Mark,
+    /// A catalogue event of this kind.
+    Event(EventKind),
+    /// An event of a declared type.
+    Declared,
+}
+
+/// What the item at the start of `bytes` is and its length, from its tag
+/// (and a declared type's length byte) alone: for walks that count items
+/// rather than read them (the loader's whole-batch check).
+#[inline]
+pub fn skim(bytes: &[u8]) -> Result<(Skimmed, usize), ItemError> {
+    let tag = match bytes {
+        [low, high, ..] => u16::from_le_bytes([*low, *high]),
+        _ => return Err(ItemError::Truncated),
+    };
+    let (what, len) = if tag != TIME_TAG && tag & CATALOGUE_TAG == 0 {
+        let len = *bytes.get(TAG_BYTES).ok_or(ItemError::Truncated)? as usize;
+        (Skimmed::Declared, TAG_BYTES + 1 + len)
+    } else {
+        match Layout::of(tag).ok_or(ItemError::UnknownTag(tag))? {
+            Layout::Mark => (Skimmed::Mark, MARK_BYTES),
+            layout @ Layout::Event { kind, .. } => (Skimmed::Event(kind), layout.bytes()),
+        }
+    };
+    if len > bytes.len() {
+        return Err(ItemError::Truncated);
+    }
+    Ok((what, len))
 }
 
 /// An item, read.
@@ -251,6 +297,21 @@ impl Codec {
         match self {
             Codec::Current => read(bytes),
             Codec::V1 => v1::read(bytes),
+        }
+    }
+
+    /// What the item at the start of `bytes` is, and its length ([`skim`]).
+    pub fn skim(self, bytes: &[u8]) -> Result<(Skimmed, usize), ItemError> {
+        match self {
+            Codec::Current => skim(bytes),
+            Codec::V1 => v1::read(bytes).map(|(item, len)| {
+                let what = match item {
+                    Item::Mark(_) => Skimmed::Mark,
+                    Item::Event { kind, .. } => Skimmed::Event(kind),
+                    Item::Declared { .. } => Skimmed::Declared,
+                };
+                (what, len)
+            }),
         }
     }
 }
@@ -401,6 +462,25 @@ mod tests {
                     assert_eq!(aux, max as u8);
                 }
             }
+        }
+    }
+
+    /// Skimming says what reading says, for every tag.
+    #[test]
+    fn skimming_agrees_with_reading() {
+        let mut bytes = [0x5au8; 64];
+        for tag in 0..=u16::MAX {
+            bytes[..2].copy_from_slice(&tag.to_le_bytes());
+            bytes[2] = (tag % 70) as u8;
+            let read = read(&bytes).map(|(item, len)| {
+                let what = match item {
+                    Item::Mark(_) => Skimmed::Mark,
+                    Item::Event { kind, .. } => Skimmed::Event(kind),
+                    Item::Declared { .. } => Skimmed::Declared,
+                };
+                (what, len)
+            });
+            assert_eq!(skim(&bytes), read, "tag {tag:#06x}");
         }
     }
 

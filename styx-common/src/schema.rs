@@ -114,7 +114,7 @@ pub type FieldEntry = (
 /// The batch item tag of a declared type whose semaphore word is at
 /// `semaphore` in a file whose flush site's semaphore is at `flush`
 /// (addresses of the same file, or of the same process): never 0, never
-/// with the catalogue's bit ([`crate::item::CATALOGUE_TAG`]).
+/// with the catalogue's bit (the item codec's `CATALOGUE_TAG`).
 pub const fn declared_tag(semaphore: u64, flush: u64) -> u16 {
     let words = semaphore.wrapping_sub(flush) >> 2;
     (words & 0x7fff) as u16

@@ -7,7 +7,7 @@
 use bytemuck::pod_read_unaligned;
 use std::mem::size_of;
 use styx_common::batch::{BatchRecord, BATCH_BYTES};
-use styx_common::item::{Codec, Item};
+use styx_common::item::{Codec, Skimmed};
 use styx_common::{EventKind, EVENT_KIND_SLOTS};
 
 /// Events per kind id (slot 0, time marks, stays 0).
@@ -29,12 +29,13 @@ pub fn counts(record: &[u8], codec: Codec) -> Option<KindCounts> {
     let mut found = [0u64; EVENT_KIND_SLOTS as usize];
     let mut at = 0;
     while at < items.len() {
-        let (item, bytes) = codec.read(&items[at..]).ok()?;
+        // The tags alone: values are not read here.
+        let (item, bytes) = codec.skim(&items[at..]).ok()?;
         match item {
-            Item::Event { kind, .. } => found[kind as usize] += 1,
-            Item::Mark(_) => {}
+            Skimmed::Event(kind) => found[kind as usize] += 1,
+            Skimmed::Mark => {}
             // A declared type's: other providers' probes' kind, as split.
-            Item::Declared { .. } => found[EventKind::Usdt as usize] += 1,
+            Skimmed::Declared => found[EventKind::Usdt as usize] += 1,
         }
         at += bytes;
     }

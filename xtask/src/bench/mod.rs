@@ -137,8 +137,9 @@ pub struct Binaries {
     /// styx-rv, and with every probe compiled out.
     pub rv: PathBuf,
     pub rv_off: PathBuf,
-    /// styx-rv built against `--probe-baseline REV`'s probes.
-    pub rv_baseline: Option<baseline::Baseline>,
+    /// `--probe-baseline REV`'s builds: styx-rv against REV's probes, and
+    /// REV's own styx-loader and styx-bench.
+    pub baseline: Option<baseline::Baseline>,
 }
 
 #[derive(Default)]
@@ -167,7 +168,7 @@ pub fn run(root: &Path, quick: bool, probe_baseline: Option<&str>) -> Result<()>
     crate::setup::run(root)?;
     let mut bins = build(root)?;
     if let Some(rev) = probe_baseline {
-        bins.rv_baseline = Some(baseline::build(root, rev)?);
+        bins.baseline = Some(baseline::build(root, rev)?);
     }
     let plan = Plan::new(quick);
     let machine = machine::describe()?;
@@ -175,7 +176,7 @@ pub fn run(root: &Path, quick: bool, probe_baseline: Option<&str>) -> Result<()>
     let cpu_before = machine::CpuUse::now(started);
     let mut results = Results {
         site: site::detached(&bins)?,
-        workload: workload::Results::new(bins.rv_baseline.as_ref()),
+        workload: workload::Results::new(bins.baseline.as_ref()),
         ..Results::default()
     };
     for round in 1..=plan.rounds {
@@ -265,6 +266,6 @@ fn build(root: &Path) -> Result<Binaries> {
             root.join("target/probes-off/release/styx-rv"),
             "styx-rv-probes-off",
         )?,
-        rv_baseline: None,
+        baseline: None,
     })
 }

@@ -17,7 +17,9 @@
 //! - case 9, [`workload`]: the realistic workload (styx-rv, a RISC-V
 //!   interpreter probed the README's way) compiled out, detached, traced;
 //!   with `--probe-baseline REV` also built against REV's probes
-//!   ([`baseline`]), for the detached cost before and after.
+//!   ([`baseline`]), for the detached cost before and after; and REV's
+//!   own styx-loader and styx-bench, for the stream's batched cost before
+//!   and after (case 2).
 
 mod baseline;
 mod consumers;
@@ -176,6 +178,7 @@ pub fn run(root: &Path, quick: bool, probe_baseline: Option<&str>) -> Result<()>
     let cpu_before = machine::CpuUse::now(started);
     let mut results = Results {
         site: site::detached(&bins)?,
+        stream: stream::Results::new(bins.baseline.as_ref()),
         workload: workload::Results::new(bins.baseline.as_ref()),
         ..Results::default()
     };

@@ -27,7 +27,8 @@ pub fn method(md: &mut String, plan: &Plan, r: &Results, facts: &Facts) {
          the first instruction. \"vs compiled out\" for a traced run is the round's median \
          compiled-out speed over the run's, then the median over rounds.\n\
          - **Event stream**: `styx-bench` sends (pc, addr, val) memory-read events \
-         (`styx_probe::mem_read!`) from a tight loop, one thread: {} events per batched run to \
+         (`styx_probe::mem_read!`; `nop1-narrow` the same events with a 16-bit pc and \
+         address) from a tight loop, one thread: {} events per batched run to \
          /dev/null, {} per batched run to a file or as JSON lines, {} per per-event or seed \
          run, {} per detached run; each tracer in a session of its own on a fresh process, \
          started with `--pid` and `-e mem_read`; the loop starts as soon as styx-loader says it \

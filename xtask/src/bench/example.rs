@@ -3,7 +3,7 @@
 //! report's branches (targets met or not, events lost or not, the eBPF
 //! breakdown and the probe baseline there or not, the site read or not).
 
-use super::demo::{Row, Variant};
+use super::demo::{Capture, Row, Variant};
 use super::machine::{CpuUse, Machine};
 use super::questions::{Asked, DELIVERIES, QUESTIONS};
 use super::stats::Samples;
@@ -117,6 +117,12 @@ pub fn results(scenario: Scenario) -> Results {
         row.lost = lost;
     }
     r.demo.detached_slowdown = around(if met { 0.99 } else { 1.05 });
+    let events = 2_345_678;
+    r.demo.capture = Capture {
+        bytes: events * if met { 9 } else { 21 },
+        events,
+        lost,
+    };
 
     r.consumers.bytes_per_event = around(7.0);
     r.consumers.bytes_per_mem_read = around(7.01);
@@ -295,7 +301,7 @@ mod tests {
             let missed = md.matches("| **not met** |").count();
             match scenario {
                 Scenario::Met => assert_eq!(missed, 0, "{md}"),
-                _ => assert_eq!(missed, 14, "{md}"),
+                _ => assert_eq!(missed, 15, "{md}"),
             }
         }
     }

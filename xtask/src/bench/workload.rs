@@ -199,6 +199,7 @@ fn traced_row(
         Delivery::Batched,
         only,
         variant.repeat(plan),
+        Path::new("/dev/null"),
     )?;
     row.speed.push(speed);
     row.slowdown.push(compiled_out / speed);

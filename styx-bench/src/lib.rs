@@ -5,6 +5,10 @@
 //! - `nop1` (the `styx-bench` program): `styx_probe::mem_read!`, styx-probe's
 //!   1-byte-nop site: one trap per event with per-event delivery (and
 //!   bpftrace), appended to the thread's batch with batched delivery;
+//! - `nop1-narrow` (the `styx-bench` program): the same site and stream as a
+//!   16-bit guest fires it, `mem_read!(|| (pc as u16, addr as u16, val))`:
+//!   each batched event carries its values in those widths (the batch item
+//!   codec, `styx_common::item`), where `nop1`'s carry a u64 pc and address;
 //! - `nop5` (the `styx-bench-nop5` program): a `styx:mem_read` site on a
 //!   5-byte nop, a plain USDT site;
 //! - `ipmpsc`: a shared-memory ring to a reader process, 24-byte events (Styx Trace's way);
@@ -107,7 +111,7 @@ fn run(via: &str, n: u64) -> Result<Ran> {
         "ready" => ready(n),
         "ipmpsc" => ipmpsc_ring::run(n)?,
         "trace-marker" => trace_marker::run(n)?,
-        _ => bail!("unknown VIA {via:?}: none, nop1 (styx-bench), nop5 (styx-bench-nop5), ipmpsc, trace-marker or ready"),
+        _ => bail!("unknown VIA {via:?}: none, nop1 and nop1-narrow (styx-bench), nop5 (styx-bench-nop5), ipmpsc, trace-marker or ready"),
     })
 }
 

@@ -1,5 +1,6 @@
 //! styx-bench: the event stream through styx-probe's own site (`run nop1
-//! N`: `styx_probe::mem_read!` per event), and `run call N`: N calls of
+//! N`: `styx_probe::mem_read!` per event; `run nop1-narrow N`: the same
+//! events with a 16-bit pc and address), and `run call N`: N calls of
 //! [`styx_bench_call`], for function tracing (`--functions`), beside the
 //! ways every styx-bench program has (see the library).
 
@@ -8,6 +9,7 @@ use styx_bench::{timed, Ran};
 fn main() -> anyhow::Result<()> {
     styx_bench::serve(|via, n| match via {
         "nop1" => Some(nop1(n)),
+        "nop1-narrow" => Some(nop1_narrow(n)),
         "call" => Some(calls(n)),
         _ => None,
     })
@@ -38,6 +40,23 @@ fn nop1(n: u64) -> Ran {
         styx_probe::mem_read!(|| {
             evaluated += 1;
             (pc, addr, val)
+        });
+        0
+    });
+    Ran::plain(ns, evaluated)
+}
+
+/// `n` events through `styx_probe::mem_read!` as a 16-bit guest fires
+/// them: the same stream with its pc and address cut to `u16` (the
+/// value is a `u8` in both), so each travels in its batch at those
+/// widths.
+#[inline(never)]
+fn nop1_narrow(n: u64) -> Ran {
+    let mut evaluated = 0u64;
+    let ns = timed(n, |pc, addr, val| {
+        styx_probe::mem_read!(|| {
+            evaluated += 1;
+            (pc as u16, addr as u16, val)
         });
         0
     });

@@ -43,7 +43,9 @@ enum Command {
         /// Also build the realistic workload (styx-rv) against styx-probe
         /// and styx-common as they were at this git revision, and measure
         /// it compiled out and detached beside the current build: the
-        /// detached cost before and after.
+        /// detached cost before and after; and build the revision's own
+        /// styx-loader and styx-bench, for the tight loop's batched cost
+        /// before and after.
         #[arg(long, value_name = "REV")]
         probe_baseline: Option<String>,
     },

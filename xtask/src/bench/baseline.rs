@@ -1,7 +1,8 @@
 //! `--probe-baseline REV`: styx-rv's current source built against styx-probe
 //! (and styx-common) as they were at git revision REV, so the same run
 //! measures the realistic workload's detached cost before and after a
-//! change to the probes.
+//! change to the probes; and REV's own styx-loader and styx-bench, so it
+//! measures the event stream's batched cost before and after too.
 //!
 //! `target/bench/baseline-src/` becomes a workspace of its own: `probes/`
 //! and `styx-common/` exported from REV with `git archive`, a copy of
@@ -9,19 +10,28 @@
 //! dependency versions and release profile) with those three as members.
 //! REV's styx-probe manifest loses its `[dev-dependencies]`: they name
 //! crates that are not exported, and building the library does not need them.
+//!
+//! `target/bench/baseline-tree/` is REV's whole tree, exported the same way
+//! and built as it was (its own manifest and lock file): its styx-loader
+//! embeds REV's committed eBPF object, so nothing else is built. That
+//! loader also traces the baseline styx-rv, whose batch layout (REV's
+//! styx-probe) today's loader may not know.
 
 use anyhow::{bail, Context, Result};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// The baseline's two builds, copied to `target/bench/`.
+/// The baseline's builds, copied to `target/bench/`.
 pub struct Baseline {
     /// What the user gave, and the commit it names.
     pub rev: String,
     pub commit: String,
     pub rv: PathBuf,
     pub rv_off: PathBuf,
+    /// REV's own styx-loader and styx-bench.
+    pub loader: PathBuf,
+    pub bench: PathBuf,
 }
 
 /// The instruction length styx-rv gives `insn_exec!` (its third value),
@@ -64,7 +74,7 @@ pub fn build(root: &Path, rev: &str) -> Result<Baseline> {
         std::fs::remove_dir_all(&src).with_context(|| format!("removing {}", src.display()))?;
     }
     std::fs::create_dir_all(&src)?;
-    export(root, &commit, &src)?;
+    export(root, &commit, &FROM_REV, &src)?;
     let probe_manifest = src.join("probes/Cargo.toml");
     let manifest = std::fs::read_to_string(&probe_manifest)?;
     std::fs::write(
@@ -102,12 +112,50 @@ pub fn build(root: &Path, rev: &str) -> Result<Baseline> {
     }
     let rv_off = built.pop().expect("two builds");
     let rv = built.pop().expect("two builds");
+    let (loader, bench) = build_tree(root, &commit)?;
     Ok(Baseline {
         rev: rev.to_string(),
         commit,
         rv,
         rv_off,
+        loader,
+        bench,
     })
+}
+
+/// REV's whole tree exported to `target/bench/baseline-tree/` and its
+/// styx-loader and styx-bench built there, into a target directory of
+/// their own; their paths in `target/bench/`.
+fn build_tree(root: &Path, commit: &str) -> Result<(PathBuf, PathBuf)> {
+    let tree = root.join("target/bench/baseline-tree");
+    if tree.exists() {
+        std::fs::remove_dir_all(&tree).with_context(|| format!("removing {}", tree.display()))?;
+    }
+    std::fs::create_dir_all(&tree)?;
+    export(root, commit, &[], &tree)?;
+    let target = root.join("target/baseline-tree");
+    let mut cargo = Command::new("cargo");
+    cargo
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "styx-loader",
+            "-p",
+            "styx-bench",
+        ])
+        .arg("--target-dir")
+        .arg(&target);
+    crate::run_checked(cargo.current_dir(&tree))?;
+    let kept = root.join("target/bench");
+    let keep = |name: &str| -> Result<PathBuf> {
+        let to = kept.join(format!("{name}-baseline"));
+        let _ = std::fs::remove_file(&to);
+        std::fs::copy(target.join("release").join(name), &to)
+            .with_context(|| format!("copying REV's {name} to {}", to.display()))?;
+        Ok(to)
+    };
+    Ok((keep("styx-loader")?, keep("styx-bench")?))
 }
 
 fn git(root: &Path, args: &[&str]) -> Result<String> {
@@ -126,18 +174,18 @@ fn git(root: &Path, args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
 }
 
-/// `git archive COMMIT probes styx-common | tar -x -C DIR`.
-fn export(root: &Path, commit: &str, dir: &Path) -> Result<()> {
+/// `git archive COMMIT PATHS | tar -x -C DIR` (no paths: the whole tree).
+fn export(root: &Path, commit: &str, paths: &[&str], dir: &Path) -> Result<()> {
     let archive = Command::new("git")
         .args(["archive", "--format=tar", commit])
-        .args(FROM_REV)
+        .args(paths)
         .current_dir(root)
         .output()
         .context("running git archive")?;
     if !archive.status.success() {
         bail!(
             "git archive {commit} {}: {}",
-            FROM_REV.join(" "),
+            paths.join(" "),
             String::from_utf8_lossy(&archive.stderr).trim()
         );
     }
@@ -154,7 +202,7 @@ fn export(root: &Path, commit: &str, dir: &Path) -> Result<()> {
     let status = tar.wait()?;
     anyhow::ensure!(
         status.success(),
-        "tar could not unpack REV's crates: {status}"
+        "tar could not unpack REV's files: {status}"
     );
     Ok(())
 }

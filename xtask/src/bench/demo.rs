@@ -1,7 +1,8 @@
 //! Case 1: the 6502 demo running its programs, probes compiled out, detached,
 //! and traced by styx-loader (raw capture to /dev/null) from its first
 //! instruction, for one event type and for all of them, with batched and
-//! with per-event delivery.
+//! with per-event delivery; and once, all types batched into a raw capture
+//! file, for the capture's bytes per event.
 
 use super::stats::Samples;
 use super::tracer::{copy_failures, delivery_arg};
@@ -9,7 +10,7 @@ use super::{Binaries, Plan};
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use styx_common::{Delivery, EventKind};
 use styx_testkit::{Loader, Summary};
@@ -105,6 +106,52 @@ pub struct Results {
     /// Per pair of back-to-back runs: how much longer the detached demo
     /// took than the compiled-out one (compiled-out speed / detached speed).
     pub detached_slowdown: Samples,
+    pub capture: Capture,
+}
+
+/// The demo traced at every type, batched, into a raw capture file.
+#[derive(Default)]
+pub struct Capture {
+    /// The file's size, and the events the loader wrote to it.
+    pub bytes: u64,
+    pub events: u64,
+    pub lost: u64,
+}
+
+impl Capture {
+    pub fn bytes_per_event(&self) -> f64 {
+        self.bytes as f64 / self.events.max(1) as f64
+    }
+}
+
+/// Where the demo's capture goes: beside the stream's file captures.
+fn capture_path() -> PathBuf {
+    std::env::temp_dir().join("styx-bench-demo.styx")
+}
+
+/// One run of the demo traced at every type, batched, from its first
+/// instruction into a raw capture file: its size over the events written.
+/// (Not timed: the size is the run's only figure.)
+pub fn capture(bins: &Binaries, plan: &Plan) -> Result<Capture> {
+    let path = capture_path();
+    let _ = std::fs::remove_file(&path);
+    let (_, events, lost) = traced(
+        &bins.loader,
+        &bins.demo,
+        Delivery::Batched,
+        None,
+        plan.demo_repeat_capture,
+        &path,
+    )?;
+    let bytes = std::fs::metadata(&path)
+        .with_context(|| format!("the demo's capture {}", path.display()))?
+        .len();
+    std::fs::remove_file(&path)?;
+    Ok(Capture {
+        bytes,
+        events,
+        lost,
+    })
 }
 
 pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> {
@@ -149,6 +196,7 @@ pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> 
             delivery,
             only,
             variant.repeat(plan),
+            Path::new("/dev/null"),
         )?;
         let row = results.rows.entry(*variant).or_default();
         row.speed.push(speed);
@@ -186,25 +234,19 @@ pub fn styx_event_types() -> usize {
         .count()
 }
 
-/// Speed, events received and events lost, traced from the first instruction.
+/// Speed, events received and events lost, traced from the first
+/// instruction into a raw capture at `output`.
 pub fn traced(
     loader: &Path,
     emulator: &Path,
     delivery: Delivery,
     only: Option<&str>,
     repeat: u64,
+    output: &Path,
 ) -> Result<(f64, u64, u64)> {
-    let mut args: Vec<&OsStr> = [
-        "-o",
-        "raw",
-        "--output",
-        "/dev/null",
-        "--quiet",
-        "--delivery",
-        delivery_arg(delivery),
-    ]
-    .map(OsStr::new)
-    .to_vec();
+    let mut args: Vec<&OsStr> = ["-o", "raw", "--output"].map(OsStr::new).to_vec();
+    args.push(output.as_os_str());
+    args.extend(["--quiet", "--delivery", delivery_arg(delivery)].map(OsStr::new));
     if let Some(kind) = only {
         args.extend([OsStr::new("-e"), OsStr::new(kind)]);
     }

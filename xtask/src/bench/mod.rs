@@ -3,7 +3,7 @@
 //! report gives medians with their spread), written to BENCHMARKS.md.
 //!
 //! - case 1, [`demo`]: the 6502 demo compiled out, detached, attached
-//!   (batched and per-event delivery);
+//!   (batched and per-event delivery), and its raw capture's bytes per event;
 //! - cases 2, 3 and 5, [`stream`]: one event stream through styx (batched
 //!   and per-event delivery, to /dev/null and to a file, both probe-site
 //!   encodings), bpftrace, an ipmpsc ring and ftrace's trace_marker; [`disk`]
@@ -17,7 +17,9 @@
 //! - case 9, [`workload`]: the realistic workload (styx-rv, a RISC-V
 //!   interpreter probed the README's way) compiled out, detached, traced;
 //!   with `--probe-baseline REV` also built against REV's probes
-//!   ([`baseline`]), for the detached cost before and after.
+//!   ([`baseline`]), for the detached cost before and after; and REV's
+//!   own styx-loader and styx-bench, for the stream's batched cost before
+//!   and after (case 2).
 
 mod baseline;
 mod consumers;
@@ -53,6 +55,8 @@ pub struct Plan {
     pub demo_repeat_per_event_all: u64,
     pub demo_repeat_batched_one: u64,
     pub demo_repeat_batched_all: u64,
+    /// Demo repeats in the one run captured to a file, for its size.
+    pub demo_repeat_capture: u64,
     /// Events per per-event or seed-approach run.
     pub stream_events: u64,
     /// Events per batched run to /dev/null.
@@ -87,6 +91,7 @@ impl Plan {
                 demo_repeat_per_event_all: 1,
                 demo_repeat_batched_one: 60,
                 demo_repeat_batched_all: 20,
+                demo_repeat_capture: 2,
                 stream_events: 200_000,
                 batched_events: 20_000_000,
                 batched_slow_events: 5_000_000,
@@ -109,6 +114,7 @@ impl Plan {
                 demo_repeat_per_event_all: 3,
                 demo_repeat_batched_one: 400,
                 demo_repeat_batched_all: 100,
+                demo_repeat_capture: 10,
                 stream_events: 2_000_000,
                 batched_events: 100_000_000,
                 batched_slow_events: 50_000_000,
@@ -137,8 +143,9 @@ pub struct Binaries {
     /// styx-rv, and with every probe compiled out.
     pub rv: PathBuf,
     pub rv_off: PathBuf,
-    /// styx-rv built against `--probe-baseline REV`'s probes.
-    pub rv_baseline: Option<baseline::Baseline>,
+    /// `--probe-baseline REV`'s builds: styx-rv against REV's probes, and
+    /// REV's own styx-loader and styx-bench.
+    pub baseline: Option<baseline::Baseline>,
 }
 
 #[derive(Default)]
@@ -167,7 +174,7 @@ pub fn run(root: &Path, quick: bool, probe_baseline: Option<&str>) -> Result<()>
     crate::setup::run(root)?;
     let mut bins = build(root)?;
     if let Some(rev) = probe_baseline {
-        bins.rv_baseline = Some(baseline::build(root, rev)?);
+        bins.baseline = Some(baseline::build(root, rev)?);
     }
     let plan = Plan::new(quick);
     let machine = machine::describe()?;
@@ -175,7 +182,8 @@ pub fn run(root: &Path, quick: bool, probe_baseline: Option<&str>) -> Result<()>
     let cpu_before = machine::CpuUse::now(started);
     let mut results = Results {
         site: site::detached(&bins)?,
-        workload: workload::Results::new(bins.rv_baseline.as_ref()),
+        stream: stream::Results::new(bins.baseline.as_ref()),
+        workload: workload::Results::new(bins.baseline.as_ref()),
         ..Results::default()
     };
     for round in 1..=plan.rounds {
@@ -189,6 +197,8 @@ pub fn run(root: &Path, quick: bool, probe_baseline: Option<&str>) -> Result<()>
     }
     eprintln!("xtask bench: a batched run with the kernel's eBPF statistics on");
     results.breakdown = stream::breakdown(&bins, &plan)?;
+    eprintln!("xtask bench: the demo traced at all types into a raw capture file");
+    results.demo.capture = demo::capture(&bins, &plan)?;
     let took = started.elapsed();
     results.cpu = cpu_before.until(machine::CpuUse::now(started));
     let report = report::render(&machine, &plan, &results, took);
@@ -265,6 +275,6 @@ fn build(root: &Path) -> Result<Binaries> {
             root.join("target/probes-off/release/styx-rv"),
             "styx-rv-probes-off",
         )?,
-        rv_baseline: None,
+        baseline: None,
     })
 }

@@ -1,13 +1,18 @@
 //! Cases 2, 3 and 5: one event stream, a (pc, addr, val) memory read per
 //! event in a tight loop (styx-bench), sent each way, each tracer attached
-//! in a session of its own on a fresh workload process.
+//! in a session of its own on a fresh workload process. The batched ways
+//! compared before and after a change (u64 and 16-bit values, and with
+//! `--probe-baseline REV` REV's own build) run back to back, each first in
+//! turn.
 
+use super::baseline::Baseline;
 use super::disk;
 use super::stats::Samples;
 use super::tracer::{bpf_run_stats, Question, Session, Styx, Tracer, Workload};
 use super::{Binaries, Plan};
 use anyhow::Result;
 use std::collections::BTreeMap;
+use std::path::Path;
 use styx_common::Delivery;
 
 /// One way of sending and consuming the stream.
@@ -25,6 +30,11 @@ pub enum Way {
     BatchedFile,
     /// … raw capture to a file, `--lossless`.
     BatchedFileLossless,
+    /// [`Way::Batched`] for the stream as a 16-bit guest fires it (`nop1-narrow`).
+    BatchedNarrow,
+    /// [`Way::Batched`] with `--probe-baseline REV`'s own styx-loader and
+    /// styx-bench: the u64 stream before the change.
+    BatchedBaseline,
     /// styx-loader, `--delivery per-event`, raw capture to /dev/null.
     PerEvent,
     PerEventJsonl,
@@ -37,11 +47,13 @@ pub enum Way {
 }
 
 impl Way {
-    pub const ALL: [Way; 15] = [
+    pub const ALL: [Way; 17] = [
         Way::Loop,
         Way::Detached,
         Way::DetachedNop5,
         Way::Batched,
+        Way::BatchedNarrow,
+        Way::BatchedBaseline,
         Way::BatchedJsonl,
         Way::BatchedFile,
         Way::BatchedFileLossless,
@@ -61,6 +73,12 @@ impl Way {
             Way::Detached => "styx probe, detached",
             Way::DetachedNop5 => "styx probe on a 5-byte nop, detached",
             Way::Batched => "styx-loader batched, raw capture to /dev/null",
+            Way::BatchedNarrow => {
+                "styx-loader batched, 16-bit pc and address, raw capture to /dev/null"
+            }
+            Way::BatchedBaseline => {
+                "`--probe-baseline`'s styx-loader batched, raw capture to /dev/null"
+            }
             Way::BatchedJsonl => "styx-loader batched, JSON lines to /dev/null, `--lossless`",
             Way::BatchedFile => "styx-loader batched, raw capture to a file",
             Way::BatchedFileLossless => "styx-loader batched, raw capture to a file, `--lossless`",
@@ -82,17 +100,31 @@ impl Way {
             Way::DetachedNop5 | Way::PerEventNop5 | Way::BpftraceCountNop5 => "nop5",
             Way::Ipmpsc => "ipmpsc",
             Way::TraceMarker => "trace-marker",
+            Way::BatchedNarrow => "nop1-narrow",
             _ => "nop1",
         }
     }
 
-    /// The styx-bench program that sends the stream this way.
-    fn program(self, bins: &Binaries) -> &std::path::Path {
-        if self.via() == "nop5" {
+    /// The styx-bench program that sends the stream this way and the
+    /// styx-loader that traces it; None for the baseline's way when no
+    /// baseline was built.
+    fn build(self, bins: &Binaries) -> Option<Build<'_>> {
+        if self == Way::BatchedBaseline {
+            let baseline = bins.baseline.as_ref()?;
+            return Some(Build {
+                bench: &baseline.bench,
+                loader: &baseline.loader,
+            });
+        }
+        let bench = if self.via() == "nop5" {
             &bins.bench_nop5
         } else {
             &bins.bench
-        }
+        };
+        Some(Build {
+            bench,
+            loader: &bins.loader,
+        })
     }
 
     pub fn tracer(self) -> Option<Tracer> {
@@ -106,7 +138,9 @@ impl Way {
             }))
         };
         match self {
-            Way::Batched => styx(Delivery::Batched, true, false, false),
+            Way::Batched | Way::BatchedNarrow | Way::BatchedBaseline => {
+                styx(Delivery::Batched, true, false, false)
+            }
             Way::BatchedJsonl => styx(Delivery::Batched, false, false, true),
             Way::BatchedFile => styx(Delivery::Batched, true, true, false),
             Way::BatchedFileLossless => styx(Delivery::Batched, true, true, true),
@@ -137,13 +171,19 @@ impl Way {
     pub fn events(self, plan: &Plan) -> u64 {
         match self {
             Way::Loop | Way::Detached | Way::DetachedNop5 => plan.detached_events,
-            Way::Batched => plan.batched_events,
+            Way::Batched | Way::BatchedNarrow | Way::BatchedBaseline => plan.batched_events,
             Way::BatchedJsonl | Way::BatchedFile | Way::BatchedFileLossless => {
                 plan.batched_slow_events
             }
             _ => plan.stream_events,
         }
     }
+}
+
+/// A styx-bench program and the styx-loader that traces it.
+struct Build<'a> {
+    bench: &'a Path,
+    loader: &'a Path,
 }
 
 /// Everything measured for one way, over all rounds.
@@ -172,16 +212,38 @@ pub struct Row {
 
 #[derive(Default)]
 pub struct Results {
+    /// The ways run (all but [`Way::BatchedBaseline`] without a baseline).
     pub rows: BTreeMap<Way, Row>,
     /// Per-round ratios of two ways' ns per event.
     pub ratios: BTreeMap<(Way, Way), Samples>,
     /// The disk the file captures were written to.
     pub disk: disk::Results,
+    /// `--probe-baseline REV`: what the user gave, when given.
+    pub baseline_rev: Option<String>,
 }
 
 impl Results {
+    pub fn new(baseline: Option<&Baseline>) -> Results {
+        Results {
+            baseline_rev: baseline.map(|b| b.rev.clone()),
+            ..Results::default()
+        }
+    }
+
     pub fn row(&self, way: Way) -> &Row {
         &self.rows[&way]
+    }
+
+    /// [`Way::BatchedBaseline`]'s row and its ratios, when a baseline ran.
+    pub fn baseline(&self) -> Option<BaselineStream<'_>> {
+        Some(BaselineStream {
+            rev: self.baseline_rev.as_deref()?,
+            row: self.rows.get(&Way::BatchedBaseline)?,
+            narrow_over_baseline: self
+                .ratios
+                .get(&(Way::BatchedNarrow, Way::BatchedBaseline))?,
+            u64_over_baseline: self.ratios.get(&(Way::Batched, Way::BatchedBaseline))?,
+        })
     }
 
     pub fn ratio(&self, a: Way, b: Way) -> &Samples {
@@ -189,8 +251,19 @@ impl Results {
     }
 }
 
+/// The baseline's stream, as the report quotes it.
+pub struct BaselineStream<'a> {
+    pub rev: &'a str,
+    pub row: &'a Row,
+    /// Per round: this tree's narrow stream's and u64 stream's ns per event
+    /// over REV's (u64) stream's.
+    pub narrow_over_baseline: &'a Samples,
+    pub u64_over_baseline: &'a Samples,
+}
+
 /// The ratios the report quotes: (numerator, denominator).
-pub const RATIOS: [(Way, Way); 8] = [
+pub const RATIOS: [(Way, Way); 9] = [
+    (Way::BatchedNarrow, Way::Batched),
     (Way::BpftraceCount, Way::Batched),
     (Way::PerEvent, Way::Batched),
     (Way::Batched, Way::Loop),
@@ -201,32 +274,65 @@ pub const RATIOS: [(Way, Way); 8] = [
     (Way::BpftraceCount, Way::BpftraceCountNop5),
 ];
 
-/// The traced ways in the order a round runs them: the file captures last.
-const TRACED: [Way; 10] = [
+/// … and with a baseline: this tree's two streams against REV's.
+pub const BASELINE_RATIOS: [(Way, Way); 2] = [
+    (Way::BatchedNarrow, Way::BatchedBaseline),
+    (Way::Batched, Way::BatchedBaseline),
+];
+
+/// The traced ways a round runs before the compared ones, and after: the
+/// file captures last.
+const TRACED_BEFORE: [Way; 6] = [
     Way::PerEvent,
     Way::PerEventJsonl,
     Way::PerEventNop5,
     Way::BpftraceCount,
     Way::BpftraceCountNop5,
     Way::BpftracePrintf,
-    Way::Batched,
+];
+const TRACED_AFTER: [Way; 3] = [
     Way::BatchedJsonl,
     Way::BatchedFile,
     Way::BatchedFileLossless,
 ];
 
+/// The batched ways compared with each other (their ratios are the
+/// before/after figures), run back to back.
+const COMPARED: [Way; 3] = [Way::Batched, Way::BatchedNarrow, Way::BatchedBaseline];
+
+/// The compared ways this run has, each first in turn round by round, so
+/// that drift and whatever ran just before weigh on all alike.
+fn compared(bins: &Binaries, round: usize) -> Vec<Way> {
+    let mut ways: Vec<Way> = COMPARED
+        .into_iter()
+        .filter(|way| way.build(bins).is_some())
+        .collect();
+    let turn = round % ways.len();
+    ways.rotate_left(turn);
+    ways
+}
+
 /// One round: every way once; the file captures last, each followed by
 /// writing back what it left in the page cache.
 pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> {
+    let round = results
+        .rows
+        .get(&Way::Batched)
+        .map_or(0, |r| r.ns_per_event.len());
     let mut this_round = untraced(bins, plan, results)?;
-    for way in TRACED {
+    let ways = TRACED_BEFORE
+        .into_iter()
+        .chain(compared(bins, round))
+        .chain(TRACED_AFTER);
+    for way in ways {
         let ns_per_event = traced(bins, plan, way, results.rows.entry(way).or_default())?;
         this_round.insert(way, ns_per_event);
         if way.to_file() {
             disk::sync();
         }
     }
-    for (a, b) in RATIOS {
+    let baseline = bins.baseline.is_some().then_some(BASELINE_RATIOS);
+    for (a, b) in RATIOS.into_iter().chain(baseline.into_iter().flatten()) {
         results
             .ratios
             .entry((a, b))
@@ -248,7 +354,7 @@ fn untraced(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<BTree
         Way::Ipmpsc,
         Way::TraceMarker,
     ] {
-        let program = way.program(bins);
+        let program = way.build(bins).expect("this tree's build").bench;
         if !workloads.contains_key(program) {
             workloads.insert(program, Workload::spawn(program)?);
         }
@@ -276,8 +382,9 @@ fn untraced(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<BTree
 fn traced(bins: &Binaries, plan: &Plan, way: Way, row: &mut Row) -> Result<f64> {
     let tracer = way.tracer().expect("a traced way");
     let n = way.events(plan);
-    let mut workload = Workload::spawn(way.program(bins))?;
-    let session = Session::start(tracer, &bins.loader, &mut workload)?;
+    let build = way.build(bins).expect("a way of a build that was built");
+    let mut workload = Workload::spawn(build.bench)?;
+    let session = Session::start(tracer, build.loader, &mut workload)?;
     let cpu_before = session.cpu_seconds()?;
     let split_before = session.cpu_split()?;
     let run = workload.run(way.via(), n)?;
@@ -348,8 +455,9 @@ pub fn breakdown(bins: &Binaries, plan: &Plan) -> Result<Option<Breakdown>> {
 fn breakdown_run(bins: &Binaries, plan: &Plan) -> Result<Breakdown> {
     let way = Way::Batched;
     let n = way.events(plan);
-    let mut workload = Workload::spawn(way.program(bins))?;
-    let session = Session::start(way.tracer().expect("traced"), &bins.loader, &mut workload)?;
+    let build = way.build(bins).expect("this tree's build");
+    let mut workload = Workload::spawn(build.bench)?;
+    let session = Session::start(way.tracer().expect("traced"), build.loader, &mut workload)?;
     let (ns_before, runs_before) = bpf_run_stats(session.pid())?;
     let run = workload.run(way.via(), n)?;
     let (ns_after, runs_after) = bpf_run_stats(session.pid())?;

@@ -5,7 +5,8 @@
 //! `insn_exec` only and every type) from its first instruction. With
 //! `--probe-baseline REV` the same source built against REV's styx-probe
 //! runs beside it: compiled out and detached in the same sets, traced
-//! right after this tree's traced run of the same kind, in turn first.
+//! (by REV's own styx-loader, which knows its batch layout) right after
+//! this tree's traced run of the same kind, in turn first.
 
 use super::baseline::Baseline;
 use super::demo::{plain, traced, Row};
@@ -109,7 +110,7 @@ pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> 
         (Build::CompiledOut, &bins.rv_off),
         (Build::Detached, &bins.rv),
     ];
-    if let Some(baseline) = &bins.rv_baseline {
+    if let Some(baseline) = &bins.baseline {
         builds.push((Build::BaselineCompiledOut, &baseline.rv_off));
         builds.push((Build::BaselineDetached, &baseline.rv));
     }
@@ -145,25 +146,25 @@ pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> 
         }
     }
     for variant in [Variant::One, Variant::All] {
-        let mut runs: Vec<(bool, &Path)> = vec![(false, &bins.rv)];
-        if let Some(baseline) = &bins.rv_baseline {
-            runs.push((true, &baseline.rv));
+        let mut runs: Vec<(bool, &Path, &Path)> = vec![(false, &bins.rv, &bins.loader)];
+        if let Some(baseline) = &bins.baseline {
+            runs.push((true, &baseline.rv, &baseline.loader));
             // Alternate which goes first, round by round.
             if results.traced.get(&variant).map_or(0, |r| r.speed.len()) % 2 == 1 {
                 runs.reverse();
             }
         }
         let mut speeds = [None; 2];
-        for (is_baseline, rv) in runs {
+        for (is_baseline, rv, loader) in runs {
             let row = match &mut results.baseline {
                 Some(baseline) if is_baseline => baseline.traced.entry(variant).or_default(),
                 _ => results.traced.entry(variant).or_default(),
             };
+            let traced = Traced { loader, rv };
             speeds[usize::from(is_baseline)] = Some(traced_row(
-                bins,
                 plan,
                 variant,
-                rv,
+                traced,
                 compiled_out.median(),
                 row,
             )?);
@@ -176,23 +177,29 @@ pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> 
     Ok(())
 }
 
-/// One traced run of `rv` (batched, `variant`'s types) added to `row`;
-/// returns its speed.
+/// A styx-rv build and the styx-loader that traces it.
+struct Traced<'a> {
+    loader: &'a Path,
+    rv: &'a Path,
+}
+
+/// One traced run (batched, `variant`'s types) added to `row`; returns its
+/// speed.
 fn traced_row(
-    bins: &Binaries,
     plan: &Plan,
     variant: Variant,
-    rv: &Path,
+    run: Traced,
     compiled_out: f64,
     row: &mut Row,
 ) -> Result<f64> {
     let only = (variant == Variant::One).then_some("insn_exec");
     let (speed, events, lost) = traced(
-        &bins.loader,
-        rv,
+        run.loader,
+        run.rv,
         Delivery::Batched,
         only,
         variant.repeat(plan),
+        Path::new("/dev/null"),
     )?;
     row.speed.push(speed);
     row.slowdown.push(compiled_out / speed);

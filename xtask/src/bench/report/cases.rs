@@ -4,7 +4,7 @@
 
 use super::figures::{slower, table, times, verdict};
 use super::Facts;
-use crate::bench::demo::{Row, Variant};
+use crate::bench::demo::{Capture, Row, Variant};
 use crate::bench::questions::{label, Asked, DELIVERIES, QUESTIONS};
 use crate::bench::tracer::{delivery_arg, Question};
 use crate::bench::{workload, Plan, Results};
@@ -25,9 +25,12 @@ pub fn method(md: &mut String, plan: &Plan, r: &Results, facts: &Facts) {
          Compiled out is the same source built with `--features probes-off`. Attached runs \
          are `styx-loader -o raw --output /dev/null --delivery D -- styx-demo …`: traced from \
          the first instruction. \"vs compiled out\" for a traced run is the round's median \
-         compiled-out speed over the run's, then the median over rounds.\n\
+         compiled-out speed over the run's, then the median over rounds. After the rounds, \
+         one run with all types batched ({} repeats) writes its raw capture to a file, for \
+         its size.\n\
          - **Event stream**: `styx-bench` sends (pc, addr, val) memory-read events \
-         (`styx_probe::mem_read!`) from a tight loop, one thread: {} events per batched run to \
+         (`styx_probe::mem_read!`; `nop1-narrow` the same events with a 16-bit pc and \
+         address) from a tight loop, one thread: {} events per batched run to \
          /dev/null, {} per batched run to a file or as JSON lines, {} per per-event or seed \
          run, {} per detached run; each tracer in a session of its own on a fresh process, \
          started with `--pid` and `-e mem_read`; the loop starts as soon as styx-loader says it \
@@ -53,6 +56,7 @@ pub fn method(md: &mut String, plan: &Plan, r: &Results, facts: &Facts) {
         plan.demo_repeat_per_event_one,
         plan.demo_repeat_batched_all,
         plan.demo_repeat_per_event_all,
+        plan.demo_repeat_capture,
         plan.batched_events,
         plan.batched_slow_events,
         plan.stream_events,
@@ -114,6 +118,24 @@ pub fn demo(md: &mut String, plan: &Plan, r: &Results) {
          {:.0}× with all types.\n",
         per_event_over_batched(Variant::One),
         per_event_over_batched(Variant::All),
+    );
+    demo_capture(md, &r.demo.capture);
+}
+
+/// The demo's raw capture: bytes per event on disk, and what that says of
+/// the ring.
+fn demo_capture(md: &mut String, c: &Capture) {
+    let _ = writeln!(
+        md,
+        "Traced at all types, batched, into a raw capture file: {:.1} bytes per event ({} \
+         bytes for {} events written, {} lost). In the ring: the loader does not count its \
+         bytes, but the capture keeps each batch record as the ring carried it (plus a tag \
+         byte and its length), so a batched event takes there what it took in the ring; the \
+         per-event types' records are delta-coded in the capture and larger in the ring.\n",
+        c.bytes_per_event(),
+        c.bytes,
+        c.events,
+        c.lost,
     );
 }
 

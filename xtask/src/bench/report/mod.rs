@@ -27,18 +27,30 @@ pub struct Facts<'a> {
     /// to the next.
     pub reads_per_batch: usize,
     pub reads_per_mark: usize,
+    /// Bytes of a batch item of styx-bench's `mem_read`s: `nop1`'s and
+    /// `nop1-narrow`'s.
+    pub read_item_bytes: usize,
+    pub narrow_read_item_bytes: usize,
+}
+
+/// Bytes of a batch item of a `mem_read` whose pc, address, value and size
+/// are `widths` bytes wide.
+fn mem_read_item_bytes(widths: &[usize; 4]) -> usize {
+    Layout::of(event_tag(EventKind::MemRead, widths)).map_or(1, Layout::bytes)
 }
 
 impl Facts<'_> {
     pub fn new(machine: &Machine) -> Facts<'_> {
-        // styx-bench's: a u64 pc and address, a u8 value, and its size.
-        let read =
-            Layout::of(event_tag(EventKind::MemRead, &[8, 8, 1, 1])).map_or(1, Layout::bytes);
+        // styx-bench's: a u64 pc and address (`nop1-narrow`: u16), a u8
+        // value, and its size.
+        let read = mem_read_item_bytes(&[8, 8, 1, 1]);
         Facts {
             machine,
             batch_kib: BATCH_BYTES >> 10,
             reads_per_batch: BATCH_BYTES / read,
             reads_per_mark: MARK_EVERY_BYTES as usize / read,
+            read_item_bytes: read,
+            narrow_read_item_bytes: mem_read_item_bytes(&[2, 2, 1, 1]),
         }
     }
 
@@ -68,6 +80,7 @@ pub fn render(machine: &Machine, plan: &Plan, results: &Results, took: Duration)
     cases::method(&mut md, plan, r, &facts);
     cases::demo(&mut md, plan, r);
     stream::per_event(&mut md, &r.stream, r.breakdown.as_ref(), &facts);
+    stream::widths(&mut md, &r.stream, &facts);
     stream::files(&mut md, &r.stream);
     stream::detached(&mut md, &r.stream, &r.site);
     stream::seeds(&mut md, &r.stream);

@@ -1,6 +1,7 @@
 //! The report's sections on the event stream of styx-bench's tight loop:
-//! cost per event (2) and file captures, the detached probe (3), the
-//! seeds' approaches (4), the probe-site encodings (7).
+//! cost per event (2), event widths before and after, and file captures,
+//! the detached probe (3), the seeds' approaches (4), the probe-site
+//! encodings (7).
 
 use super::figures::{lost_of, rate, rate_of, table, times};
 use super::Facts;
@@ -105,8 +106,8 @@ fn summaries_against_losses(s: &Results) -> String {
     let mismatched: Vec<String> = Way::ALL
         .iter()
         .filter(|w| matches!(w.tracer(), Some(Tracer::Styx(_))))
-        .filter_map(|&w| {
-            let row = s.row(w);
+        .filter_map(|w| {
+            let row = s.rows.get(w)?;
             (row.reported_lost != row.lost).then(|| {
                 format!(
                     "{}: {} by fired − received, {} in the summaries",
@@ -125,6 +126,49 @@ fn summaries_against_losses(s: &Results) -> String {
             mismatched.join("; ")
         )
     }
+}
+
+/// Section 2's narrow events against the u64 ones, and both against the
+/// build before the change when `--probe-baseline` gave one.
+pub fn widths(md: &mut String, s: &Results, facts: &Facts) {
+    let baseline = s.baseline();
+    let mut ways = vec![Way::Batched, Way::BatchedNarrow];
+    if baseline.is_some() {
+        ways.push(Way::BatchedBaseline);
+    }
+    let _ = write!(
+        md,
+        "### Event widths: u64 and 16-bit values, before and after\n\n\
+         `run nop1-narrow N` sends the same stream as a 16-bit guest fires it, \
+         `mem_read!(|| (pc as u16, addr as u16, val))`: each batch item is {} bytes \
+         (`styx_common::item`), where `nop1`'s, with a u64 pc and address, is {}. The \
+         compared ways run back to back in each round, each first in turn.\n\n{}",
+        facts.narrow_read_item_bytes,
+        facts.read_item_bytes,
+        stream_table(s, &ways)
+    );
+    let _ = writeln!(
+        md,
+        "\nPer round, 16-bit ÷ u64 values: {}.\n",
+        times(s.ratio(Way::BatchedNarrow, Way::Batched), 2)
+    );
+    let Some(b) = baseline else {
+        let _ = writeln!(
+            md,
+            "No `--probe-baseline REV` was given: no build from before the change ran, so \
+             this run has no before/after figures.\n"
+        );
+        return;
+    };
+    let _ = writeln!(
+        md,
+        "The last row is REV = `{}`'s own styx-bench (`nop1`, its u64 stream) traced by its \
+         own styx-loader, built from a whole-tree export of REV. Per round, this tree's \
+         16-bit stream ÷ REV's: {}; this tree's u64 stream ÷ REV's: {}.\n",
+        b.rev,
+        times(b.narrow_over_baseline, 2),
+        times(b.u64_over_baseline, 2),
+    );
 }
 
 /// Section 2's raw captures to a file, against what the disk takes.

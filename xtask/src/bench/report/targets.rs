@@ -6,7 +6,7 @@
 use super::figures::{lost_of, slower, table, times, verdict};
 use super::Facts;
 use crate::bench::demo::{self, Variant};
-use crate::bench::stream::{Row, Way};
+use crate::bench::stream::{BaselineStream, Row, Way};
 use crate::bench::Results;
 use std::fmt::Write;
 use styx_common::Delivery;
@@ -65,6 +65,11 @@ const DEMO_DETACHED: f64 = 1.01;
 const RV_DETACHED: f64 = 1.03;
 /// Per-event delivery over bpftrace `count()`.
 const PER_EVENT_OVER_BPFTRACE: f64 = 1.1;
+/// Narrow events' cost per event over the u64 stream's before the change
+/// (`--probe-baseline REV`'s build), as a fraction.
+const NARROW_OVER_BEFORE: (u32, u32) = (2, 3);
+/// The demo's raw capture, all types traced: bytes per event.
+const DEMO_CAPTURE_BYTES: f64 = 12.0;
 
 /// The table, in the report's order.
 fn targets(r: &Results, facts: &Facts) -> Vec<Target> {
@@ -89,6 +94,19 @@ fn targets(r: &Results, facts: &Facts) -> Vec<Target> {
         limit: Limit::AtLeast(BPFTRACE_OVER_BATCHED),
         measured: versus_bpftrace(r),
     });
+    if let Some(before) = r.stream.baseline() {
+        let (num, den) = NARROW_OVER_BEFORE;
+        targets.push(Target {
+            name: format!(
+                "narrow events (16-bit pc and address, 8-bit value), tight loop, batched, raw \
+                 capture to /dev/null: ≤ {num}/{den} of the cost per event before (`{}`'s u64 \
+                 stream, same rounds) and nothing lost",
+                before.rev
+            ),
+            limit: Limit::AtMost(f64::from(num) / f64::from(den)),
+            measured: narrow_over_before(r, &before),
+        });
+    }
     for (way, to) in batched {
         targets.push(Target {
             name: format!(
@@ -116,6 +134,13 @@ fn targets(r: &Results, facts: &Facts) -> Vec<Target> {
             measured: demo_traced(&r.demo.rows[&traced], limit, facts),
         });
     }
+    targets.push(Target {
+        name: format!(
+            "demo traced at all types, batched, raw capture: ≤ {DEMO_CAPTURE_BYTES:.0} bytes per event"
+        ),
+        limit: Limit::AtMost(DEMO_CAPTURE_BYTES),
+        measured: demo_capture(r),
+    });
     targets.extend(detached(r));
     for (way, what) in [
         (Way::PerEvent, "raw capture"),
@@ -304,6 +329,55 @@ fn loader_cpu(r: &Results, facts: &Facts, way: Way) -> Measured {
     }
 }
 
+fn narrow_over_before(r: &Results, before: &BaselineStream) -> Measured {
+    let ratio = before.narrow_over_baseline;
+    let narrow = r.stream.row(Way::BatchedNarrow);
+    let lost = if narrow.lost > 0 {
+        format!(
+            "; {} of the narrow stream's events were lost (see 2)",
+            lost_of(narrow)
+        )
+    } else {
+        String::new()
+    };
+    Measured {
+        figure: ratio.median(),
+        holds: narrow.lost == 0,
+        shown: format!(
+            "{} ({:.2} ns/event against {:.2}), {} lost",
+            times(ratio, 2),
+            narrow.ns_per_event.median(),
+            before.row.ns_per_event.median(),
+            lost_of(narrow)
+        ),
+        why: format!(
+            "Per round the narrow stream took {} the time per event of `{}`'s u64 stream, \
+             this tree's u64 stream {}{lost}. {}",
+            times(ratio, 2),
+            before.rev,
+            times(before.u64_over_baseline, 2),
+            batch_cost(r),
+        ),
+    }
+}
+
+fn demo_capture(r: &Results) -> Measured {
+    let capture = &r.demo.capture;
+    Measured {
+        figure: capture.bytes_per_event(),
+        holds: true,
+        shown: format!(
+            "{:.1} bytes per event ({} events), see 1",
+            capture.bytes_per_event(),
+            capture.events
+        ),
+        why: "The capture stores each batch as the ring carried it: per event its item (a \
+              tag, then each value in the width the demo gives it), and a time mark every \
+              ~1 KiB of items; per-event types are delta-coded."
+            .into(),
+    }
+}
+
 fn lossless(r: &Results) -> Measured {
     let row = r.stream.row(Way::BatchedFileLossless);
     Measured {
@@ -427,6 +501,15 @@ pub fn write(md: &mut String, r: &Results, facts: &Facts) {
         "## Targets\n\n{}",
         table(["target", "measured", ""], rows)
     );
+    if r.stream.baseline().is_none() {
+        let (num, den) = NARROW_OVER_BEFORE;
+        let _ = writeln!(
+            md,
+            "No `--probe-baseline REV` was given, so the narrow-events target (≤ {num}/{den} of \
+             the cost per event before the change, in the same rounds) has no figure in this \
+             run.\n"
+        );
+    }
     let missed: Vec<&Target> = targets.iter().filter(|t| !t.met()).collect();
     if !missed.is_empty() {
         let _ = writeln!(md, "Why the targets marked not met are not:\n");

@@ -2,11 +2,18 @@
 //! probes' per-thread batch slot is an initial-exec thread-local, which a
 //! library loaded after start takes from the C library's spare static TLS.
 //! The end-to-end tests load it into styx-testprog (`dlopen PATH`), trace
-//! the process and fire (`lib-fire N THREADS`).
+//! the process and fire (`lib-fire N THREADS`). It declares an event type
+//! of its own, as the program loading it does.
 
-/// Fires `n` `insn_exec` events (pc `i`, instruction `i * 3`, length 4)
-/// and `n` `mem_read`s (pc `i`, address `i * 8`, a 4-byte value `i`) on
-/// each of `threads` new threads; returns the events fired.
+styx_probe::event! {
+    /// The library's own event type: round `i` of a firing thread.
+    pub lib_tick(i: u32, odd: bool);
+}
+
+/// Fires `n` `insn_exec` events (pc `i`, instruction `i * 3`, length 4),
+/// `n` `mem_read`s (pc `i`, address `i * 8`, a 4-byte value `i`) and `n`
+/// of its own `lib_tick(i, i odd)` on each of `threads` new threads;
+/// returns the catalogue's events fired.
 #[no_mangle]
 pub extern "C" fn styx_testlib_fire(n: u64, threads: u64) -> u64 {
     let workers: Vec<_> = (0..threads)
@@ -15,6 +22,7 @@ pub extern "C" fn styx_testlib_fire(n: u64, threads: u64) -> u64 {
                 for i in 0..n {
                     styx_probe::insn_exec!(|| (i, i * 3, 4u8));
                     styx_probe::mem_read!(|| (i, i * 8, i as u32));
+                    styx_probe::fire!(lib_tick, || (i as u32, i % 2 == 1));
                 }
             })
         })

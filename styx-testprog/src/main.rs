@@ -38,6 +38,8 @@
 //! - `lib-fire N THREADS`: calls the loaded library's `styx_testlib_fire`
 //!   (N `insn_exec` and N `mem_read` on each of THREADS threads); answers
 //!   `lib-fired E`, E the events it fired.
+//! - `declared N`: fires its own declared event type `testprog_tick(i,
+//!   -i)` N times; answers `declared N`.
 //! - `quit`: exits (returns from `main`).
 //!
 //! Its first act is a `marker` "testprog start", which only a tracer that
@@ -55,6 +57,11 @@ use std::io::{BufRead, BufWriter, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use styx_probe::{Branch, BranchKind, EventKind, InterruptKind};
+
+styx_probe::event! {
+    /// The program's own event type, beside styx-testlib's (`declared N`).
+    pub testprog_tick(i: u64, minus_i: i32);
+}
 
 static EVALUATED: AtomicU64 = AtomicU64::new(0);
 static CALLS: AtomicU64 = AtomicU64::new(0);
@@ -498,6 +505,13 @@ fn main() {
                 let fire = library.expect("dlopen first");
                 let fired = fire(n.parse().expect("n"), threads.parse().expect("threads"));
                 answer(&format!("lib-fired {fired}"));
+            }
+            ["declared", n] => {
+                let n: u64 = n.parse().expect("n");
+                for i in 0..n {
+                    styx_probe::fire!(testprog_tick, || (i, -(i as i32)));
+                }
+                answer(&format!("declared {n}"));
             }
             ["quit"] => return,
             _ => panic!("unknown command {line:?}"),

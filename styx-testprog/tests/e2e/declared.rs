@@ -186,3 +186,57 @@ fn a_capture_of_declared_types_reads_back() {
         .collect();
     assert_same(&events(&parse_jsonl(&stdout)), &want);
 }
+
+/// Two files of one process, each with its own styx-probe and its own
+/// declared types (styx-testprog's `testprog_tick`, the dlopened
+/// styx-testlib's `lib_tick`): their batches' tags are their own file's,
+/// and every event is its type's with its values.
+#[test]
+fn two_files_declare_their_own_types_in_one_process() {
+    require_root();
+    let out = scratch("declared-two-files").join("out.jsonl");
+    let mut prog = TestProg::spawn(None);
+    let library = beside_testprog("libstyx_testlib.so", "styx-testlib");
+    assert_eq!(
+        prog.ask(&format!("dlopen {}", library.display())).trim(),
+        "loaded"
+    );
+    let loader = prog.attach_loader(&jsonl_to(
+        &out,
+        "batched",
+        &[
+            "-e",
+            "insn_exec",
+            "--probes",
+            "styx_testprog:*",
+            "--probes",
+            "styx_testlib:*",
+        ],
+    ));
+    assert_eq!(prog.ask("declared 500").trim(), "declared 500");
+    assert_eq!(prog.ask("lib-fire 300 2").trim(), "lib-fired 1200");
+    prog.quit();
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{stderr:#?}");
+    let trace = read_jsonl(&out);
+    let of = |provider: &str| -> Vec<Vec<i64>> {
+        trace
+            .iter()
+            .filter(|e| e["event"] == "usdt" && e["provider"] == provider)
+            .map(|e| {
+                let args = e["args"].as_array().expect("args");
+                args.iter().map(|a| a.as_i64().unwrap()).collect()
+            })
+            .collect()
+    };
+    let own: Vec<Vec<i64>> = (0..500).map(|i| vec![i, -i]).collect();
+    assert!(of("styx_testprog") == own, "{stderr:#?}");
+    // Two threads, each rounds 0..300 in order.
+    let lib = of("styx_testlib");
+    assert_eq!(lib.len(), 600, "{stderr:#?}");
+    let mut rounds: Vec<i64> = lib.iter().map(|args| args[0]).collect();
+    assert!(lib.iter().all(|args| args[1] == args[0] % 2), "{lib:?}");
+    rounds.sort_unstable();
+    let want: Vec<i64> = (0..300).flat_map(|i| [i, i]).collect();
+    assert_eq!(rounds, want);
+}

@@ -417,33 +417,9 @@ pub fn call_site<F: Fields>(
     }
     let flush = &raw const crate::batch::FLUSH as u64;
     let tag = styx_common::schema::declared_tag(semaphore as *const _ as u64, flush);
-    let words = pack(tag, F::VALUE_BYTES, &values.bits(), F::WIDTHS);
+    let head = tag as u64 | (F::VALUE_BYTES as u64) << (8 * TAG_BYTES);
+    let words = crate::fire::pack(head, TAG_BYTES + 1, &values.bits(), F::WIDTHS);
     crate::fire::call_declared(word, packed, bytes as u32, words);
-}
-
-/// A declared type's item as five little-endian words: tag, length, then
-/// each value in its width (`styx_common::item`); the widths are
-/// constants where this is inlined.
-#[cfg(not(feature = "disabled"))]
-#[inline(always)]
-fn pack(tag: u16, len: usize, values: &[u64], widths: &[usize]) -> [u64; 5] {
-    let mut words = [0u64; 5];
-    words[0] = tag as u64 | (len as u64) << (8 * TAG_BYTES);
-    let mut bit = 8 * (TAG_BYTES + 1);
-    for (&value, &bytes) in values.iter().zip(widths) {
-        let value = if bytes == 8 {
-            value
-        } else {
-            value & ((1 << (8 * bytes)) - 1)
-        };
-        let (word, shift) = (bit / 64, bit % 64);
-        words[word] |= value << shift;
-        if shift + 8 * bytes > 64 {
-            words[word + 1] |= value >> (64 - shift);
-        }
-        bit += 8 * bytes;
-    }
-    words
 }
 
 /// What the append routine hands on (a per-event tracer, no buffer yet, a
@@ -454,34 +430,19 @@ fn pack(tag: u16, len: usize, values: &[u64], widths: &[usize]) -> [u64; 5] {
 pub fn packed<F: Fields>(word: u32, site: fn([u64; MAX_FIELDS]), words: [u64; 5]) {
     use crate::enabled::PER_EVENT;
     if word & PER_EVENT != 0 {
-        let mut fields = [0u64; MAX_FIELDS];
-        let mut bit = 8 * (TAG_BYTES + 1);
-        for (i, &bytes) in F::WIDTHS.iter().enumerate() {
-            fields[i] = read(&words, bit, bytes, F::SIGNED[i]);
-            bit += 8 * bytes;
+        let mut fields: [u64; MAX_FIELDS] = crate::fire::unpack(&words, TAG_BYTES + 1, F::WIDTHS);
+        for ((field, &bytes), &signed) in fields.iter_mut().zip(F::WIDTHS).zip(F::SIGNED) {
+            let unused = 64 - 8 * bytes as u32;
+            if signed && unused > 0 {
+                // As the field's `bits()` gave it: sign-extended.
+                *field = ((*field << unused) as i64 >> unused) as u64;
+            }
         }
         site(fields);
     }
     if word > PER_EVENT {
         let bytes = TAG_BYTES + 1 + F::VALUE_BYTES;
         crate::batch::push(EventKind::Usdt as u8, bytes as u32, words);
-    }
-}
-
-/// The value of `bytes` bytes at bit `bit` of `words`, as its field's
-/// `bits()` gave it (signed ones sign-extended).
-#[cfg(not(feature = "disabled"))]
-fn read(words: &[u64; 5], bit: usize, bytes: usize, signed: bool) -> u64 {
-    let (word, shift) = (bit / 64, bit % 64);
-    let mut value = words[word] >> shift;
-    if shift + 8 * bytes > 64 {
-        value |= words[word + 1] << (64 - shift);
-    }
-    let unused = 64 - 8 * bytes as u32;
-    match (signed, unused) {
-        (_, 0) => value,
-        (true, _) => ((value << unused) as i64 >> unused) as u64,
-        (false, _) => value & (u64::MAX >> unused),
     }
 }
 

@@ -50,6 +50,7 @@
 //! firing, so a thread's events reach the reader in the order they happened.
 
 use crate::{MemValue, Value};
+use styx_common::item::TAG_BYTES;
 use styx_common::{Branch, EventKind, InterruptKind};
 
 #[cfg(not(feature = "disabled"))]
@@ -97,7 +98,7 @@ macro_rules! batched_probe {
             /// with the call site's function `site` and the packed item.
             #[inline(always)]
             pub fn call_site<T: Args>(site: SiteFn, values: T) {
-                let words: [u64; WORDS] = pack(T::TAG, &values.values(), T::WIDTHS);
+                let words: [u64; WORDS] = pack(T::TAG as u64, TAG_BYTES, &values.values(), T::WIDTHS);
                 #[cfg(not(feature = "disabled"))]
                 call_append!($words, append, site, T::BYTES, words);
                 #[cfg(feature = "disabled")]
@@ -143,7 +144,7 @@ macro_rules! batched_probe {
                         return;
                     }
                     if state & PER_EVENT != 0 {
-                        let site: [u64; $site] = unpack(&words, T::WIDTHS);
+                        let site: [u64; $site] = unpack(&words, TAG_BYTES, T::WIDTHS);
                         event_site!($name, semaphores::$name, SITE, site, $site);
                     }
                     if state > PER_EVENT {
@@ -171,15 +172,26 @@ const fn item_bytes(widths: &[usize]) -> u32 {
     bytes as u32
 }
 
-/// An item as `W` little-endian words: `tag`, then each value in its
-/// width (`styx_common::item`). The widths are constants where this is
-/// inlined: what is left are shifts and ors. Bits past the item are 0.
+/// An item as `W` little-endian words: its first `head_bytes` bytes
+/// `head` (the tag, and a declared type's length byte), then each value in
+/// its width (`styx_common::item`), cut to it. The widths are constants
+/// where this is inlined: what is left are shifts and ors. Bits past the
+/// item are 0.
 #[inline(always)]
-pub fn pack<const W: usize>(tag: u16, values: &[u64], widths: &[usize]) -> [u64; W] {
+pub fn pack<const W: usize>(
+    head: u64,
+    head_bytes: usize,
+    values: &[u64],
+    widths: &[usize],
+) -> [u64; W] {
     let mut words = [0u64; W];
-    words[0] = tag as u64;
-    let mut bit = 8 * styx_common::item::TAG_BYTES;
+    words[0] = head;
+    let mut bit = 8 * head_bytes;
     for (&value, &bytes) in values.iter().zip(widths) {
+        let value = match bytes {
+            8 => value,
+            _ => value & ((1 << (8 * bytes)) - 1),
+        };
         let (word, shift) = (bit / 64, bit % 64);
         words[word] |= value << shift;
         if shift + 8 * bytes > 64 {
@@ -190,11 +202,12 @@ pub fn pack<const W: usize>(tag: u16, values: &[u64], widths: &[usize]) -> [u64;
     words
 }
 
-/// The values of a packed item, each widened to a `u64`.
+/// The values of a packed item whose values start after `head_bytes`,
+/// each zero-extended to a `u64`.
 #[inline(always)]
-pub fn unpack<const N: usize>(words: &[u64], widths: &[usize]) -> [u64; N] {
+pub fn unpack<const N: usize>(words: &[u64], head_bytes: usize, widths: &[usize]) -> [u64; N] {
     let mut values = [0u64; N];
-    let mut bit = 8 * styx_common::item::TAG_BYTES;
+    let mut bit = 8 * head_bytes;
     for (value, &bytes) in values.iter_mut().zip(widths) {
         let (word, shift) = (bit / 64, bit % 64);
         let mut read = words[word] >> shift;

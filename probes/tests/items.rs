@@ -3,7 +3,7 @@
 //! same bytes as `styx_common::item::write_event` for the same values and
 //! widths, and read back to the values the per-event site passes.
 
-use styx_common::item::{read, write_event, Item, MAX_ITEM_BYTES};
+use styx_common::item::{read, write_event, Item, MAX_ITEM_BYTES, TAG_BYTES};
 use styx_common::{BranchKind, EventKind};
 use styx_probe::fire::{self, pack, unpack};
 
@@ -13,7 +13,7 @@ macro_rules! check {
         use fire::$name::Args;
         fn packed<T: Args>(values: T) -> (Vec<u8>, [u64; fire::$name::WORDS], Vec<u64>) {
             let site = values.values();
-            let words: [u64; fire::$name::WORDS] = pack(T::TAG, &site, T::WIDTHS);
+            let words: [u64; fire::$name::WORDS] = pack(T::TAG as u64, TAG_BYTES, &site, T::WIDTHS);
             let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
             let expected: Vec<(u64, usize)> = site
                 .iter()
@@ -25,7 +25,7 @@ macro_rules! check {
             assert_eq!(len, T::BYTES as usize, "{}", stringify!($values));
             assert_eq!(bytes[..len], out[..len], "{}", stringify!($values));
             assert!(bytes[len..].iter().all(|&b| b == 0));
-            let back: Vec<u64> = unpack::<4>(&words, T::WIDTHS)[..site.len()].to_vec();
+            let back: Vec<u64> = unpack::<4>(&words, TAG_BYTES, T::WIDTHS)[..site.len()].to_vec();
             assert_eq!(back, site.to_vec(), "{}", stringify!($values));
             (out[..len].to_vec(), words, site.to_vec())
         }
@@ -91,11 +91,8 @@ fn packed_items_unpack_to_the_per_event_values() {
     use fire::reg_write::Args;
     let values = (0x1234_5678_9abc_def0u64, 5u16, 0xffu8, u32::MAX);
     let site = values.values();
-    let words: [u64; 5] = pack(
-        <(u64, u16, u8, u32)>::TAG,
-        &site,
-        <(u64, u16, u8, u32)>::WIDTHS,
-    );
-    let back: [u64; 4] = unpack(&words, <(u64, u16, u8, u32)>::WIDTHS);
+    type T = (u64, u16, u8, u32);
+    let words: [u64; 5] = pack(T::TAG as u64, TAG_BYTES, &site, T::WIDTHS);
+    let back: [u64; 4] = unpack(&words, TAG_BYTES, T::WIDTHS);
     assert_eq!(back, site);
 }

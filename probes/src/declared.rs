@@ -408,7 +408,7 @@ pub fn call_site<F: Fields>(
     word: u32,
     values: F,
     semaphore: &'static SemaphoreWord,
-    packed: crate::fire::SiteFn,
+    packed: crate::fire::PackedSiteFn,
     wide: fn([u64; MAX_FIELDS]),
 ) {
     let bytes = TAG_BYTES + 1 + F::VALUE_BYTES;

@@ -34,7 +34,13 @@
 //!   routine (`fast_append!`, assembly), not `site`: while only batch
 //!   tracers hold the type it appends the item to the thread's batch
 //!   itself, in the registers the call site gave up, and otherwise calls
-//!   `site`, saving what compiled code may change. Compiled code cannot
+//!   `site`, saving what compiled code may change. The cold block only
+//!   moves the values and one immediate (the item's tag, length and
+//!   offsets: `layout_word`) into registers; the routine puts each value
+//!   in its width. Packing the item in the cold block instead (shifts and
+//!   ors, ~10 instructions a site) made styx-rv's `Bus::read_mem` too big
+//!   to inline: 147.8 instructions a guest instruction detached, against
+//!   129.3 (callgrind). Compiled code cannot
 //!   be told which registers to leave alone, so reaching the append
 //!   through `site` cost a save of every scratch register and `site`'s own
 //!   saves (the thread-local lookup is a call until the linker relaxes
@@ -50,6 +56,7 @@
 //! firing, so a thread's events reach the reader in the order they happened.
 
 use crate::{MemValue, Value};
+#[cfg(not(feature = "disabled"))]
 use styx_common::item::TAG_BYTES;
 use styx_common::{Branch, EventKind, InterruptKind};
 
@@ -74,11 +81,12 @@ macro_rules! armed {
 
 /// Defines `pub mod $name` of a batched type: `armed()`, the call site's
 /// check; `Args`, the argument tuples the probe takes, each with the
-/// widths of its values (the item's tag and length follow from them) and
-/// its values as the per-event site passes them (`u64`s); `append`, the
-/// type's append routine ([`fast_append!`]), and `call_site`, which calls
-/// it with the item packed into `$words` registers; and `fire`, what the
-/// call site's function runs with the packed item.
+/// widths of its values (the item's tag, length and layout follow from
+/// them) and its values as the per-event site passes them (`u64`s);
+/// `append`, the type's append routine ([`fast_append!`]), and
+/// `call_site`, which calls it with the values and the layout word; and
+/// `fire`, what the call site's function runs with the values (the Rust
+/// path packs the item into `$words` words).
 macro_rules! batched_probe {
     ($name:ident / $kind:ident, words $words:tt, site $site:tt; $(
         <$($g:ident: $bound:path),*> ($($var:ident),*) => [$($value:expr; $bytes:expr),*];
@@ -90,23 +98,25 @@ macro_rules! batched_probe {
 
             armed!($name);
 
-            /// Registers of packed item the append routine takes: as many
-            /// as the type's widest item fills.
+            /// Words of the type's widest item (the Rust path packs it).
             pub const WORDS: usize = $words;
 
             /// Calls the type's [`append`] from the call site's cold block
-            /// with the call site's function `site` and the packed item.
+            /// with the call site's function `site`, the values as they
+            /// are (zero-extended) and where each goes in the item
+            /// ([`layout_word`]): all the cold block holds is moves.
             #[inline(always)]
             pub fn call_site<T: Args>(site: SiteFn, values: T) {
-                let words: [u64; WORDS] = pack(T::TAG as u64, TAG_BYTES, &values.values(), T::WIDTHS);
+                let values = values.values();
+                let v = |i: usize| if i < $site { values[i] } else { 0 };
                 #[cfg(not(feature = "disabled"))]
-                call_append!($words, append, site, T::BYTES, words);
+                call_append!(append, site, T::LAYOUT, [v(0), v(1), v(2), v(3)]);
                 #[cfg(feature = "disabled")]
-                let _ = (site, words);
+                let _ = (site, v);
             }
 
             #[cfg(not(feature = "disabled"))]
-            fast_append!(append, $name, $kind, $words);
+            fast_append!(append, $name, $kind, $site);
 
             /// The argument tuples the probe accepts.
             pub trait Args: Sized {
@@ -116,6 +126,8 @@ macro_rules! batched_probe {
                 const TAG: u16 = styx_common::item::event_tag(EventKind::$kind, Self::WIDTHS);
                 /// Bytes of the item.
                 const BYTES: u32 = item_bytes(Self::WIDTHS);
+                /// The tag and where each value goes, for the routine.
+                const LAYOUT: u64 = layout_word(Self::TAG, Self::WIDTHS);
                 /// The values, as the per-event site passes them.
                 fn values(self) -> [u64; $site];
             }
@@ -131,24 +143,24 @@ macro_rules! batched_probe {
                 }
             )+
 
-            /// Hands the packed item to whoever holds the word up (inlined
-            /// into the call site's function, with the site's `nop` and
-            /// note): the per-event site takes its values unpacked.
+            /// Hands the values to whoever holds the word up (inlined into
+            /// the call site's function, with the site's `nop` and note):
+            /// the batch takes them packed.
             #[inline(always)]
             #[allow(unused_variables)]
-            pub fn fire<const SITE: u64, T: Args>(words: [u64; 5]) {
+            pub fn fire<const SITE: u64, T: Args>(values: [u64; 4]) {
                 #[cfg(not(feature = "disabled"))]
                 {
                     let state = load_word!(semaphores::$name);
                     if state == 0 {
                         return;
                     }
+                    let site: [u64; $site] = core::array::from_fn(|i| values[i]);
                     if state & PER_EVENT != 0 {
-                        let site: [u64; $site] = unpack(&words, TAG_BYTES, T::WIDTHS);
                         event_site!($name, semaphores::$name, SITE, site, $site);
                     }
                     if state > PER_EVENT {
-                        let words: [u64; WORDS] = core::array::from_fn(|i| words[i]);
+                        let words: [u64; WORDS] = pack(T::TAG as u64, TAG_BYTES, &site, T::WIDTHS);
                         crate::batch::push(EventKind::$kind as u8, T::BYTES, words);
                     }
                 }
@@ -158,8 +170,29 @@ macro_rules! batched_probe {
 }
 
 /// The function of a call site's own that a batched type's append routine
-/// calls with the packed item (five registers, the routine's).
-pub type SiteFn = extern "C" fn(u64, u64, u64, u64, u64);
+/// calls with the values (four registers, the routine's).
+pub type SiteFn = extern "C" fn(u64, u64, u64, u64);
+
+/// A declared type's site function: the packed item (five registers).
+pub type PackedSiteFn = extern "C" fn(u64, u64, u64, u64, u64);
+
+/// What a catalogue type's append routine needs besides the values: the
+/// item's tag (bits 0–15), its bytes (16–23), and the offset in it of
+/// values 1, 2 and 3 (24–31, 32–39, 40–47; value 0 is at 2): one
+/// immediate the call site moves into `r10`.
+pub const fn layout_word(tag: u16, widths: &[usize]) -> u64 {
+    let mut word = tag as u64;
+    let mut at = styx_common::item::TAG_BYTES;
+    let mut i = 0;
+    while i < widths.len() {
+        if i > 0 {
+            word |= (at as u64) << (16 + 8 * i);
+        }
+        at += widths[i];
+        i += 1;
+    }
+    word | (at as u64) << 16
+}
 
 /// Bytes of an item whose values are `widths` bytes wide.
 const fn item_bytes(widths: &[usize]) -> u32 {
@@ -329,21 +362,7 @@ per_event_probe!(span_end:
 /// keeps the red zone free and the stack aligned around it, as for a call.
 #[cfg(not(feature = "disabled"))]
 macro_rules! call_append {
-    (3, $append:ident, $site:expr, $bytes:expr, $words:expr) => {
-        call_append!(@ $append, $site, $bytes, out("rcx") _,
-            inout("rdi") $words[0] => _, inout("rsi") $words[1] => _, inout("rdx") $words[2] => _)
-    };
-    (4, $append:ident, $site:expr, $bytes:expr, $words:expr) => {
-        call_append!(@ $append, $site, $bytes, inout("rdi") $words[0] => _,
-            inout("rsi") $words[1] => _, inout("rdx") $words[2] => _,
-            inout("rcx") $words[3] => _)
-    };
-    (5, $append:ident, $site:expr, $bytes:expr, $words:expr) => {
-        call_append!(@ $append, $site, $bytes, inout("rdi") $words[0] => _,
-            inout("rsi") $words[1] => _, inout("rdx") $words[2] => _,
-            inout("rcx") $words[3] => _, inout("r8") $words[4] => _)
-    };
-    (@ $append:ident, $site:expr, $bytes:expr, $($operand:tt)*) => {
+    ($append:ident, $site:expr, $layout:expr, $values:expr) => {
         // SAFETY: `$append` returns with every register but these and the
         // flags as it found them, and the stack pointer restored.
         unsafe {
@@ -351,8 +370,11 @@ macro_rules! call_append {
                 "call {append}",
                 append = sym $append,
                 inout("rax") $site => _,
-                inout("r10") $bytes => _,
-                $($operand)*,
+                inout("r10") $layout => _,
+                inout("rdi") $values[0] => _,
+                inout("rsi") $values[1] => _,
+                inout("rdx") $values[2] => _,
+                inout("rcx") $values[3] => _,
                 out("r11") _,
                 out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
                 out("xmm4") _, out("xmm5") _, out("xmm6") _, out("xmm7") _,
@@ -370,7 +392,7 @@ use call_append;
 /// semaphore word it read in `r11`.
 #[cfg(not(feature = "disabled"))]
 #[inline(always)]
-pub(crate) fn call_declared(word: u32, site: SiteFn, bytes: u32, words: [u64; 5]) {
+pub(crate) fn call_declared(word: u32, site: PackedSiteFn, bytes: u32, words: [u64; 5]) {
     // SAFETY: `declared_append` returns with every register but these and
     // the flags as it found them, and the stack pointer restored.
     unsafe {
@@ -401,7 +423,23 @@ pub(crate) fn call_declared(word: u32, site: SiteFn, bytes: u32, words: [u64; 5]
 #[unsafe(naked)]
 unsafe extern "C" fn declared_append() {
     core::arch::naked_asm!(
-        append_body!(5),
+        buffer_of_batch_only!(),
+        "add r10d, dword ptr [r11 + {len}]",
+        "cmp r10d, dword ptr [r11 + {limit}]",
+        "ja 2f",
+        "mov eax, dword ptr [r11 + {len}]",
+        "mov qword ptr [r11 + rax + {item}], rdi",
+        "mov qword ptr [r11 + rax + {item} + 8], rsi",
+        "mov qword ptr [r11 + rax + {item} + 16], rdx",
+        "mov qword ptr [r11 + rax + {item} + 24], rcx",
+        "mov qword ptr [r11 + rax + {item} + 32], r8",
+        "inc dword ptr [r11 + {count}]",
+        // The new length last (x86 stores are release stores): a thread
+        // flushing at exit sees the item.
+        "mov dword ptr [r11 + {len}], r10d",
+        "ret",
+        "2:",
+        call_site_function!(),
         per_event = const PER_EVENT,
         len = const crate::batch::fast::LEN,
         limit = const crate::batch::fast::LIMIT,
@@ -411,27 +449,54 @@ unsafe extern "C" fn declared_append() {
 }
 
 /// Defines `$append`, what a batched type's call sites call (see
-/// [`call_append!`]). While only batch tracers hold the type and the
-/// thread's buffer has room before its next time mark, it appends the
-/// item itself: the semaphore word, the thread's buffer (an initial-exec
-/// thread-local), the bounds check and the stores, in `rax`, `r10` and
-/// `r11` — what `batch::push` does, without a call into compiled code,
-/// which may clobber every scratch register and would need them all
-/// saved. It stores all `$words` words whatever the item's length (the
-/// buffer has room past its end for that) and counts only the length.
-/// Anything else (a per-event tracer, no buffer yet, a time mark due, a
-/// word gone to zero) calls the call site's function with the same
-/// registers, saving `r9` and `r8` (unless it is a word), which the call
-/// site keeps.
+/// [`call_append!`]) with its `$values` values. While only batch tracers
+/// hold the type and the thread's buffer has room before its next time
+/// mark, it appends the item itself: the semaphore word, the thread's
+/// buffer (an initial-exec thread-local), the bounds check and the
+/// stores, in `rax`, `r10` and `r11` (the call site declares them
+/// clobbered), `rbx` (saved) and the value registers once stored — what
+/// `batch::push` does, without a call into compiled code, which may
+/// clobber every scratch register and would need them all saved. Each
+/// value is stored whole (8 bytes) at its offset, in order, so the next
+/// one overwrites the zeros past its width, and the buffer has room past
+/// its end for the last: the call site only moves its values and the
+/// layout word into registers (its cold block stays small enough for the
+/// host function to be inlined as without probes). Anything else (a
+/// per-event tracer, no buffer yet, a time mark due, a word gone to zero)
+/// calls the call site's function with the values, saving `r8` and `r9`,
+/// which the call site keeps.
 #[cfg(not(feature = "disabled"))]
 macro_rules! fast_append {
-    ($append:ident, $name:ident, $kind:ident, $words:tt) => {
+    ($append:ident, $name:ident, $kind:ident, $values:tt) => {
         #[doc(hidden)]
         #[unsafe(naked)]
         pub unsafe extern "C" fn $append() {
             core::arch::naked_asm!(
                 "mov r11d, dword ptr [rip + {sema}]",
-                append_body!($words),
+                buffer_of_batch_only!(),
+                "push rbx",
+                // rbx: the length after this item (r10 bits 16-23 its bytes).
+                "mov ebx, r10d",
+                "shr ebx, 16",
+                "movzx ebx, bl",
+                "add ebx, dword ptr [r11 + {len}]",
+                "cmp ebx, dword ptr [r11 + {limit}]",
+                "ja 3f",
+                "mov eax, dword ptr [r11 + {len}]",
+                "lea rax, [r11 + rax + {item}]",
+                "mov word ptr [rax], r10w",
+                "mov qword ptr [rax + 2], rdi",
+                store_at_offsets!($values),
+                "inc dword ptr [r11 + {count}]",
+                // The new length last (x86 stores are release stores): a
+                // thread flushing at exit sees the item.
+                "mov dword ptr [r11 + {len}], ebx",
+                "pop rbx",
+                "ret",
+                "3:",
+                "pop rbx",
+                "2:",
+                call_site_function!(),
                 sema = sym semaphores::$name,
                 per_event = const PER_EVENT,
                 len = const crate::batch::fast::LEN,
@@ -445,13 +510,13 @@ macro_rules! fast_append {
 #[cfg(not(feature = "disabled"))]
 use fast_append;
 
-/// An append routine after its semaphore word is in `r11d` (see
-/// [`fast_append!`]).
+/// An append routine's first steps once the semaphore word is in `r11d`:
+/// on to `2:` unless only batch tracers hold the type (the high half up,
+/// the low half zero) and the thread has a buffer, which is then in `r11`.
 #[cfg(not(feature = "disabled"))]
-macro_rules! append_body {
-    ($words:tt) => {
+macro_rules! buffer_of_batch_only {
+    () => {
         concat!(
-            // Batch tracers only: the high half up, the low half zero.
             "cmp r11d, {per_event}\n",
             "jbe 2f\n",
             "test r11d, {per_event}\n",
@@ -461,56 +526,47 @@ macro_rules! append_body {
             "@GOTTPOFF]\n",
             "mov r11, qword ptr fs:[r11]\n",
             "test r11, r11\n",
-            "jz 2f\n",
-            // r10: the length after this item.
-            "add r10d, dword ptr [r11 + {len}]\n",
-            "cmp r10d, dword ptr [r11 + {limit}]\n",
-            "ja 2f\n",
-            "mov eax, dword ptr [r11 + {len}]\n",
-            store_words!($words),
-            "\n",
-            "inc dword ptr [r11 + {count}]\n",
-            // The new length last (x86 stores are release stores): a
-            // thread flushing at exit sees the item.
-            "mov dword ptr [r11 + {len}], r10d\n",
-            "ret\n",
-            "2:\n",
-            // The stack as the call site's: 8 past a 16-byte boundary.
-            "sub rsp, 8\n",
-            "push r8\n",
-            "push r9\n",
-            "call rax\n",
-            "pop r9\n",
-            "pop r8\n",
-            "add rsp, 8\n",
-            "ret",
+            "jz 2f",
         )
     };
 }
 #[cfg(not(feature = "disabled"))]
-use append_body;
+use buffer_of_batch_only;
 
-/// The item's words, from the argument registers, at the buffer's length (`rax`).
+/// An append routine's slow path: the call site's function (in `rax`),
+/// with the stack as the call site's (8 past a 16-byte boundary) and the
+/// two scratch registers the call site keeps saved.
 #[cfg(not(feature = "disabled"))]
-macro_rules! store_words {
+macro_rules! call_site_function {
+    () => {
+        "sub rsp, 8\npush r8\npush r9\ncall rax\npop r9\npop r8\nadd rsp, 8\nret"
+    };
+}
+#[cfg(not(feature = "disabled"))]
+use call_site_function;
+
+/// Values 1 to 3 at the offsets the layout word (`r10`) gives, each offset
+/// read into the register of a value already stored.
+#[cfg(not(feature = "disabled"))]
+macro_rules! store_at_offsets {
+    (2) => {
+        "shr r10, 24\nmovzx edi, r10b\nmov qword ptr [rax + rdi], rsi"
+    };
     (3) => {
-        "mov qword ptr [r11 + rax + {item}], rdi\nmov qword ptr [r11 + rax + {item} + 8], rsi\nmov qword ptr [r11 + rax + {item} + 16], rdx"
+        concat!(
+            store_at_offsets!(2),
+            "\nshr r10, 8\nmovzx edi, r10b\nmov qword ptr [rax + rdi], rdx"
+        )
     };
     (4) => {
         concat!(
-            store_words!(3),
-            "\nmov qword ptr [r11 + rax + {item} + 24], rcx"
-        )
-    };
-    (5) => {
-        concat!(
-            store_words!(4),
-            "\nmov qword ptr [r11 + rax + {item} + 32], r8"
+            store_at_offsets!(3),
+            "\nshr r10, 8\nmovzx edi, r10b\nmov qword ptr [rax + rdi], rcx"
         )
     };
 }
 #[cfg(not(feature = "disabled"))]
-use store_words;
+use store_at_offsets;
 
 /// A marker takes one value, not a tuple: its `Args` are for the text itself.
 #[doc(hidden)]

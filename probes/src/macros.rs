@@ -16,7 +16,7 @@ macro_rules! __probe {
             // would be (this one is called through `asm!`).
             ::core::hint::cold_path();
             // Generic over the values' types (the closure's), which give
-            // the item's widths; one instance, this call site's.
+            // the item's layout; one instance, this call site's.
             #[inline(always)]
             fn __styx_probe_call<T: $crate::fire::$name::Args>(values: T) {
                 extern "C" fn __styx_probe_site<T: $crate::fire::$name::Args>(
@@ -24,11 +24,10 @@ macro_rules! __probe {
                     b: u64,
                     c: u64,
                     d: u64,
-                    e: u64,
                 ) {
                     const SITE: u64 =
                         $crate::fire::site_id(module_path!(), file!(), line!(), column!());
-                    $crate::fire::$name::fire::<SITE, T>([a, b, c, d, e])
+                    $crate::fire::$name::fire::<SITE, T>([a, b, c, d])
                 }
                 $crate::fire::$name::call_site(__styx_probe_site::<T>, values)
             }

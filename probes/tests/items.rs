@@ -96,3 +96,40 @@ fn packed_items_unpack_to_the_per_event_values() {
     let back: [u64; 4] = unpack(&words, TAG_BYTES, T::WIDTHS);
     assert_eq!(back, site);
 }
+
+/// What the append routine does with a call site's layout word (tag,
+/// bytes, offsets of values 1 to 3): each value stored whole at its
+/// offset, in order. The bytes it leaves are the codec's item.
+#[test]
+fn the_routines_stores_make_the_codecs_item() {
+    use fire::mem_read::Args;
+    fn stored<T: Args>(values: T) -> (Vec<u8>, Vec<u8>) {
+        let site = values.values();
+        let layout = T::LAYOUT;
+        let mut buffer = vec![0xeeu8; 64];
+        buffer[..2].copy_from_slice(&(layout as u16).to_le_bytes());
+        let mut at = 2;
+        for (i, value) in site.iter().enumerate() {
+            if i > 0 {
+                at = (layout >> (16 + 8 * i)) as u8 as usize;
+            }
+            buffer[at..at + 8].copy_from_slice(&value.to_le_bytes());
+        }
+        let bytes = (layout >> 16) as u8 as usize;
+        let expected: Vec<(u64, usize)> = site
+            .iter()
+            .copied()
+            .zip(T::WIDTHS.iter().copied())
+            .collect();
+        let mut out = [0u8; MAX_ITEM_BYTES];
+        let len = write_event(EventKind::MemRead, &expected, &mut out);
+        (buffer[..bytes].to_vec(), out[..len].to_vec())
+    }
+    for (got, want) in [
+        stored((0x600u16, 0x10u16, 0x2au8)),
+        stored((u64::MAX, 1u64 << 63, 0xdead_beef_0bad_f00du64)),
+        stored((7u32, 0x8000u64, 0xbeefu16)),
+    ] {
+        assert_eq!(got, want);
+    }
+}

@@ -106,7 +106,7 @@ fn the_routines_stores_make_the_codecs_item() {
     fn stored<T: Args>(values: T) -> (Vec<u8>, Vec<u8>) {
         let site = values.values();
         let layout = T::LAYOUT;
-        let mut buffer = vec![0xeeu8; 64];
+        let mut buffer = [0xeeu8; 64];
         buffer[..2].copy_from_slice(&(layout as u16).to_le_bytes());
         let mut at = 2;
         for (i, value) in site.iter().enumerate() {

@@ -58,9 +58,11 @@ fn lists_a_files_probes_filtered_by_a_glob() {
         styx_types(),
         "{stdout}"
     );
+    // The flush site, the catalogue's batched types and styx-testprog's
+    // own declared type (`testprog_tick`).
     assert_eq!(
         all.iter().filter(|p| p.starts_with("styx_batch:")).count(),
-        1 + batched_types(),
+        1 + batched_types() + 1,
         "{stdout}"
     );
     assert_eq!(all.len(), styx_types() + 1 + batched_types(), "{stdout}");

@@ -65,7 +65,16 @@ fn lists_a_files_probes_filtered_by_a_glob() {
         1 + batched_types() + 1,
         "{stdout}"
     );
-    assert_eq!(all.len(), styx_types() + 1 + batched_types(), "{stdout}");
+    // And the declared type's own site (`styx_testprog:testprog_tick`).
+    assert_eq!(
+        all.len(),
+        styx_types() + 1 + batched_types() + 2,
+        "{stdout}"
+    );
+    assert!(
+        all.iter().any(|p| p == "styx_testprog:testprog_tick"),
+        "{stdout}"
+    );
 }
 
 #[test]

@@ -10,9 +10,9 @@
 use libfuzzer_sys::fuzz_target;
 use std::io;
 use styx_common::item::{Codec, Item};
-use styx_events::Batches;
 use styx_events::batch_items;
 use styx_events::partial::{self, Memory};
+use styx_events::{Batches, Declared, DeclaredTypes};
 
 /// Where the input is mapped; the registry's first block starts there.
 const BASE: u64 = 0x1000_0000;
@@ -49,6 +49,40 @@ impl Memory for Fake<'_> {
     }
 }
 
+/// Declared types the splitter knows, so that items of them are decoded:
+/// tags 1 to 3 of file 0, of one, three and eight fields, signed and not.
+fn declared() -> DeclaredTypes {
+    let fields = |f: &[(u8, bool)]| f.to_vec();
+    [
+        ((0, 1), fields(&[(8, false)])),
+        ((0, 2), fields(&[(2, false), (1, true), (4, false)])),
+        (
+            (0, 3),
+            fields(&[
+                (1, true),
+                (2, true),
+                (4, true),
+                (8, true),
+                (1, false),
+                (2, false),
+                (4, false),
+                (8, false),
+            ]),
+        ),
+    ]
+    .into_iter()
+    .map(|(key, fields)| {
+        (
+            key,
+            Declared {
+                spec_id: key.1 as u32,
+                fields,
+            },
+        )
+    })
+    .collect()
+}
+
 /// Walks `data` as items until one does not read; every item read stays
 /// within what it was given and moves the walk on.
 fn walk_items(data: &[u8], codec: Codec) {
@@ -70,13 +104,13 @@ fuzz_target!(|data: &[u8]| {
         walk_items(data, codec);
         // Records, each preceded by its length (u16 LE), as they would
         // come off the ring one after another (or out of a capture).
-        let mut batches = Batches::with_codec(codec);
+        let mut batches = Batches::with(codec, declared());
         let mut rest = data;
         while let [a, b, tail @ ..] = rest {
             let len = (u16::from_le_bytes([*a, *b]) as usize).min(tail.len());
             let (record, after) = tail.split_at(len);
             rest = after;
-            let _ = batch_items::counts(record, codec);
+            let _ = batch_items::counts(record, codec, &declared());
             let mut counts = [0u64; 16];
             if !batches.take_whole(record, &mut counts) {
                 let _ = batches.split(record, |_| Ok::<(), ()>(()));

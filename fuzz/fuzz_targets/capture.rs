@@ -18,12 +18,12 @@ use styx_common::batch::BATCH_RECORD_KIND;
 use styx_common::{EventKind, EVENT_KIND_SLOTS};
 use styx_events::Batches;
 use styx_events::CallTracker;
-use styx_events::{CaptureWriter, Ending, Reader};
 use styx_events::Filters;
-use styx_events::{FlightRecorder, Limits, OpenDump};
-use styx_events::{Detail, Format, Options};
 use styx_events::Header;
+use styx_events::{CaptureWriter, Ending, Reader};
+use styx_events::{Detail, Format, Options};
 use styx_events::{EventWriter, Totals};
+use styx_events::{FlightRecorder, Limits, OpenDump};
 
 const SLOTS: usize = EVENT_KIND_SLOTS as usize;
 

@@ -161,8 +161,27 @@ pub enum Skimmed {
     Mark,
     /// A catalogue event of this kind.
     Event(EventKind),
-    /// An event of a declared type.
-    Declared,
+    /// An event of a declared type: its tag, and the bytes of its values.
+    Declared {
+        /// Its tag.
+        tag: u16,
+        /// Bytes of its values.
+        values: usize,
+    },
+}
+
+impl Skimmed {
+    /// What a read item is.
+    pub fn of(item: &Item<'_>) -> Skimmed {
+        match *item {
+            Item::Mark(_) => Skimmed::Mark,
+            Item::Event { kind, .. } => Skimmed::Event(kind),
+            Item::Declared { tag, values } => Skimmed::Declared {
+                tag,
+                values: values.len(),
+            },
+        }
+    }
 }
 
 /// What the item at the start of `bytes` is and its length, from its tag
@@ -176,7 +195,7 @@ pub fn skim(bytes: &[u8]) -> Result<(Skimmed, usize), ItemError> {
     };
     let (what, len) = if tag != TIME_TAG && tag & CATALOGUE_TAG == 0 {
         let len = *bytes.get(TAG_BYTES).ok_or(ItemError::Truncated)? as usize;
-        (Skimmed::Declared, TAG_BYTES + 1 + len)
+        (Skimmed::Declared { tag, values: len }, TAG_BYTES + 1 + len)
     } else {
         match Layout::of(tag).ok_or(ItemError::UnknownTag(tag))? {
             Layout::Mark => (Skimmed::Mark, MARK_BYTES),
@@ -304,14 +323,7 @@ impl Codec {
     pub fn skim(self, bytes: &[u8]) -> Result<(Skimmed, usize), ItemError> {
         match self {
             Codec::Current => skim(bytes),
-            Codec::V1 => v1::read(bytes).map(|(item, len)| {
-                let what = match item {
-                    Item::Mark(_) => Skimmed::Mark,
-                    Item::Event { kind, .. } => Skimmed::Event(kind),
-                    Item::Declared { .. } => Skimmed::Declared,
-                };
-                (what, len)
-            }),
+            Codec::V1 => v1::read(bytes).map(|(item, len)| (Skimmed::of(&item), len)),
         }
     }
 }
@@ -472,14 +484,7 @@ mod tests {
         for tag in 0..=u16::MAX {
             bytes[..2].copy_from_slice(&tag.to_le_bytes());
             bytes[2] = (tag % 70) as u8;
-            let read = read(&bytes).map(|(item, len)| {
-                let what = match item {
-                    Item::Mark(_) => Skimmed::Mark,
-                    Item::Event { kind, .. } => Skimmed::Event(kind),
-                    Item::Declared { .. } => Skimmed::Declared,
-                };
-                (what, len)
-            });
+            let read = read(&bytes).map(|(item, len)| (Skimmed::of(&item), len));
             assert_eq!(skim(&bytes), read, "tag {tag:#06x}");
         }
     }

@@ -47,6 +47,7 @@ pub use layout::{
     MARKER_TEXT_MAX, SPAN_CATEGORY_MAX, SPAN_NAME_MAX,
 };
 pub use usdt::{
-    UsdtArg, UsdtRecord, UsdtSpec, ARG_CONST, ARG_HAS_BASE, ARG_HAS_INDEX, ARG_MEM, ARG_REG,
-    MAX_USDT_ARGS,
+    is_arg_name, widen, ArgType, StrWord, UsdtArg, UsdtRecord, UsdtSpec, ARG_CONST, ARG_HAS_BASE,
+    ARG_HAS_INDEX, ARG_MEM, ARG_REG, ARG_STRING, MAX_ARG_NAME, MAX_USDT_ARGS, USDT_STRINGS_MAX,
+    USDT_STR_MAX,
 };

@@ -45,6 +45,10 @@ static FAULTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(EVENT_KIND_SLOTS
 #[map]
 static SPECS: Array<UsdtSpec> = Array::with_max_entries(1, 0);
 
+/// A USDT record and its strings while the program builds it, per CPU.
+#[map]
+static USDT_SCRATCH: PerCpuArray<usdt::UsdtScratch> = PerCpuArray::with_max_entries(1, 0);
+
 /// `--filter`/`--sample` programs by event kind (per-event delivery).
 #[map]
 static FILTERS: Array<FilterProgram> = Array::with_max_entries(EVENT_KIND_SLOTS, 0);

@@ -35,7 +35,9 @@ mod write;
 
 pub use formats::drcov::MAX_INSN_GAP as DRCOV_MAX_INSN_GAP;
 pub use formats::raw::{CaptureError, CaptureWriter, Ending, Reader};
-pub use formats::{create_file, open, open_stream, Detail, Format, Options, Output, OutputError};
+pub use formats::{
+    create_file, open, open_stream, usdt_name_taken, Detail, Format, Options, Output, OutputError,
+};
 pub use questions::calls::{CallTable, CallTracker};
 pub use questions::filter::{FilterError, Filters, Keep};
 pub use questions::flight::{FlightRecorder, Limits, OpenDump, Recording, EXITED_KEPT_LOOKS};

@@ -10,6 +10,7 @@ use styx_common::{Delivery, EventKind};
 use styx_events::Filters;
 use styx_events::{Detail, Format};
 use styx_events::{Guest, RegisterNames};
+use styx_usdt::probe_args::{ProbeArgs, ProbeArgsError};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -336,6 +337,16 @@ pub struct TraceArgs {
     #[arg(long = "probes", value_name = "GLOB", value_parser = parse_glob)]
     pub probes: Vec<glob::Pattern>,
 
+    /// What the arguments of --probes' probes matching PROVIDER:PROBE are,
+    /// where their notes cannot say (repeatable; the first that matches a
+    /// probe is its): each TYPE or NAME:TYPE, TYPE `int` (as the note says),
+    /// u8…u64, i8…i64, `str` (the address of a NUL-terminated string, read
+    /// up to 256 bytes) or `json` (a string holding JSON, shown as JSON),
+    /// e.g. 'app:request=id:u64,path:str,body:json'. Named arguments are
+    /// fields of their own in every format.
+    #[arg(long = "probe-args", value_name = "PROVIDER:PROBE=ARGS", value_parser = parse_probe_args)]
+    pub probe_args: Vec<ProbeArgs>,
+
     /// Also attach probe sites that no function symbol covers (in a
     /// stripped binary or library). A uprobe inside an instruction would
     /// corrupt the program, so styx decodes the function around each site
@@ -579,6 +590,22 @@ fn parse_event_kind(name: &str) -> Result<EventKind, String> {
         let known: Vec<&str> = EventKind::ALL.iter().map(|k| k.probe_name()).collect();
         format!("unknown event type '{name}' (known: {})", known.join(", "))
     })
+}
+
+fn parse_probe_args(text: &str) -> Result<ProbeArgs, String> {
+    let declared: ProbeArgs = text.parse().map_err(|e: ProbeArgsError| e.to_string())?;
+    for arg in &declared.args {
+        let Some(name) = arg.name.as_deref() else {
+            continue;
+        };
+        let string = arg.ty.is_some_and(|ty| ty.is_string());
+        if let Some(why) = styx_events::usdt_name_taken(name, string) {
+            return Err(format!(
+                "--probe-args {text:?}: argument name {name:?} {why}"
+            ));
+        }
+    }
+    Ok(declared)
 }
 
 fn parse_glob(text: &str) -> Result<glob::Pattern, String> {

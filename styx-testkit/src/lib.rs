@@ -33,6 +33,20 @@ pub fn lines_of(pipe: impl Read + Send + 'static) -> Receiver<String> {
     receive
 }
 
+/// Whether process `pid` catches SIGINT (its `SigCgt` mask): bpftrace does
+/// from before it attaches until it is on its way out, and a SIGINT it
+/// missed (bpftrace 0.17 notices one only at its next event) may be sent
+/// again meanwhile, never after (the default action would kill it while it
+/// prints its maps).
+pub fn catches_sigint(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (libc::SIGINT - 1)) != 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,6 +10,8 @@
 //! 3. [`argspec`]: a site's argument spec (`-4@%esi 8@sym(%rip)`) parsed;
 //! 4. [`compile`]: a parsed spec compiled into the [`styx_common::UsdtSpec`]
 //!    the generic eBPF program reads ([`symbols`] places `%rip` symbols);
+//!    [`probe_args`] adds what the note cannot say (`--probe-args`: strings,
+//!    names);
 //! 5. [`select`]: the sites to attach for the event types and globs wanted,
 //!    each with its attach cookie, and the ones left out with why.
 //!
@@ -26,6 +28,7 @@ mod file;
 pub mod functions;
 pub mod needed;
 pub mod note;
+pub mod probe_args;
 mod segments;
 pub mod select;
 pub mod symbols;

@@ -6,6 +6,7 @@ use crate::argspec::parse_spec;
 use crate::compile;
 use crate::functions::FunctionTable;
 use crate::note::{ProbeSite, ProbeTable};
+use crate::probe_args::{self, declared_for, ProbeArgs, SiteArg};
 use crate::symbols::Symbols;
 use std::collections::BTreeMap;
 use styx_common::batch::{BATCHED_HALF_OFFSET, BATCH_PROVIDER, FLUSH_PROBE};
@@ -75,8 +76,11 @@ pub struct UsdtSite {
     pub provider: String,
     /// The site's probe name.
     pub probe: String,
-    /// Where the eBPF program finds each argument, its size and signedness.
+    /// Where the eBPF program finds each argument, its size and signedness,
+    /// and which are strings to copy.
     pub spec: UsdtSpec,
+    /// Each argument's name (if declared) and type, as output shows it.
+    pub args: Vec<SiteArg>,
 }
 
 /// The sites picked from a target's files, and the ones left out.
@@ -89,6 +93,9 @@ pub struct Selection {
     /// Sites left out, one line each saying why (one line for all the
     /// sites of a semaphore past [`MAX_SITES_PER_SEMAPHORE`]).
     pub rejected: Vec<String>,
+    /// `--probe-args` declarations that do not fit a site's note, one
+    /// line each (the site is attached, those arguments read as the note says).
+    pub misdeclared: Vec<String>,
     /// The traced functions' names (`--functions`), indexed by the cookie
     /// of their sites.
     pub functions: Vec<String>,
@@ -152,6 +159,8 @@ pub struct Wanted<'a> {
     pub batched: bool,
     /// `provider:probe` globs of other providers' probes.
     pub usdt_globs: &'a [glob::Pattern],
+    /// What their arguments are (`--probe-args`), the first match a site's.
+    pub probe_args: &'a [ProbeArgs],
     /// Also take sites no function symbol covers, whose `nop` alone could be
     /// checked ([`ProbeSite::start_checked`]); else they are left out.
     pub allow_unverified: bool,
@@ -179,10 +188,11 @@ impl Wanted<'_> {
             if !self.usdt_globs.iter().any(|g| g.matches(&name)) {
                 continue;
             }
+            let declared = declared_for(self.probe_args, site);
             if batching && (self.declared)(file, &site.provider, &site.name) {
                 select_declared(file, site, table, symbols, selection);
             } else {
-                select_usdt(file, site, symbols, selection);
+                select_usdt(file, site, declared, symbols, selection);
             }
         }
         let per_event = |kind: EventKind| !batching || kind.delivery() == Delivery::PerEvent;
@@ -379,16 +389,19 @@ fn select_declared(
         .find(|s| s.provider == BATCH_PROVIDER && s.name == FLUSH_PROBE);
     let (Some(enable), Some(flush)) = (enable, flush) else {
         // Not batched after all: one hit per event.
-        return select_usdt(file, site, symbols, selection);
+        return select_usdt(file, site, None, symbols, selection);
     };
     let spec_id = selection.usdt.len() as u32;
-    let Some(spec) = compiled_spec(site, symbols, selection) else {
+    let Some(mut spec) = compiled_spec(site, symbols, selection) else {
         return;
     };
+    // Named and typed by the loader from the type's note (the header).
+    let (args, _) = probe_args::apply(None, site, &mut spec);
     selection.usdt.push(UsdtSite {
         provider: site.provider.clone(),
         probe: site.name.clone(),
         spec,
+        args,
     });
     select_flush(file, table, selection);
     selection.sites.push(AttachSite {
@@ -452,10 +465,13 @@ fn select_styx(
 fn select_usdt(
     file: usize,
     site: &ProbeSite,
+    declared: Option<&ProbeArgs>,
     symbols: &mut Symbols<'_>,
     selection: &mut Selection,
 ) {
-    if let Some(spec) = compiled_spec(site, symbols, selection) {
+    if let Some(mut spec) = compiled_spec(site, symbols, selection) {
+        let (args, misdeclared) = probe_args::apply(declared, site, &mut spec);
+        selection.misdeclared.extend(misdeclared);
         selection.sites.push(AttachSite {
             role: Role::Event(EventKind::Usdt),
             file,
@@ -466,6 +482,7 @@ fn select_usdt(
             provider: site.provider.clone(),
             probe: site.name.clone(),
             spec,
+            args,
         });
     }
 }
@@ -605,6 +622,7 @@ mod tests {
             batched: true,
             kinds: &[],
             usdt_globs: &globs,
+            probe_args: &[],
             allow_unverified: false,
             declared: &|_, _, _| false,
         };

@@ -12,7 +12,7 @@
 
 use super::rates::{Rates, Window};
 use super::spans::{span_step, SpanStep, Spans};
-use crate::formats::jsonl::{json_args, json_string};
+use crate::formats::jsonl::{json_string, json_usdt};
 use crate::record::event::{Body, Event};
 use crate::session::fields::{for_each_field, Field, Names};
 use crate::session::header::Header;
@@ -155,8 +155,8 @@ impl ChromeWriter {
                     json_string(b, &text.lossy());
                 }
                 Field::Args(args) => {
-                    b.extend_from_slice(b"\"args\":");
-                    json_args(b, args);
+                    b.push(b'"');
+                    json_usdt(b, args);
                 }
             }
             Ok::<(), ()>(())

@@ -3,7 +3,7 @@
 use super::lines::Repeats;
 use crate::record::event::{Body, Event};
 use crate::session::fields::Names;
-use crate::session::fields::{for_each_field, plain_values, Arg, Field};
+use crate::session::fields::{for_each_field, plain_values, Arg, Field, UsdtArgs};
 use crate::write::buf::ByteBuf;
 
 /// Appends one event as a JSON line.
@@ -45,10 +45,7 @@ pub fn jsonl(out: &mut ByteBuf, event: &Event<'_>, names: &Names, repeats: &mut 
                 key(out, name);
                 json_string(out, v);
             }
-            Field::Args(args) => {
-                key(out, "args");
-                json_args(out, args);
-            }
+            Field::Args(args) => json_usdt(out, args),
             Field::Name(name, v) => {
                 key(out, name);
                 out.push(b'"');
@@ -76,19 +73,62 @@ fn key(out: &mut ByteBuf, name: &str) {
     out.extend_from_slice(b"\":");
 }
 
-/// Another provider's arguments as a JSON array, signed ones negative.
-pub fn json_args(out: &mut ByteBuf, args: impl Iterator<Item = Arg>) {
-    out.push(b'[');
-    for (i, arg) in args.enumerate() {
-        if i > 0 {
-            out.push(b',');
+/// Another provider's arguments as fields of the event's object (the
+/// first key's opening quote is already out): each a field of its own
+/// when the probe's arguments are named, else an `args` array; then
+/// `truncated: true` if a string was cut and `unreadable: true` if one
+/// could not be read (it shows as null).
+pub fn json_usdt(out: &mut ByteBuf, args: UsdtArgs<'_>) {
+    let cut = args.any_string(|s| s.cut);
+    let unreadable = args.any_string(|s| s.unreadable.is_some());
+    if args.named {
+        for (i, (name, arg)) in args.enumerate() {
+            if i > 0 {
+                out.extend_from_slice(b",\"");
+            }
+            key(out, name);
+            json_arg(out, &arg);
         }
-        match arg {
-            Arg::Signed(v) => out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes()),
-            Arg::Unsigned(v) => out.dec(v),
+    } else {
+        key(out, "args");
+        out.push(b'[');
+        for (i, (_, arg)) in args.enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            json_arg(out, &arg);
         }
+        out.push(b']');
     }
-    out.push(b']');
+    if cut {
+        out.extend_from_slice(b",\"truncated\":true");
+    }
+    if unreadable {
+        out.extend_from_slice(b",\"unreadable\":true");
+    }
+}
+
+/// One argument: a number (signed ones negative), a string, JSON as the
+/// value it holds when it parses, null for a string that could not be read.
+fn json_arg(out: &mut ByteBuf, arg: &Arg<'_>) {
+    match arg {
+        Arg::Signed(v) => out.extend_from_slice(itoa::Buffer::new().format(*v).as_bytes()),
+        Arg::Unsigned(v) => out.dec(*v),
+        Arg::Str(s) if s.unreadable.is_some() => out.extend_from_slice(b"null"),
+        Arg::Str(s) => match s.json_value() {
+            Some(json) => json_value(out, json),
+            None => json_string(out, &s.lossy()),
+        },
+    }
+}
+
+/// A JSON argument's value as it is, on the event's one line.
+fn json_value(out: &mut ByteBuf, json: &[u8]) {
+    // Outside its strings, which hold no raw control characters, a line
+    // break is whitespace: a space keeps the value.
+    for &b in json {
+        out.push(if b == b'\n' || b == b'\r' { b' ' } else { b });
+    }
 }
 
 /// A JSON string: plain printable ASCII straight through, anything else

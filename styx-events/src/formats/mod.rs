@@ -197,3 +197,32 @@ mod tests {
         }
     }
 }
+
+/// Fields every USDT event has in JSON: a named argument may not be one.
+const USDT_FIELDS: [&str; 9] = [
+    "ts_ns",
+    "pid",
+    "tid",
+    "event",
+    "provider",
+    "probe",
+    "args",
+    "truncated",
+    "unreadable",
+];
+
+/// Why a USDT argument, a string or not, may not be called `name`, if it
+/// may not: a field every USDT event has, the name of an unnamed argument,
+/// or a Parquet column of styx's own events of another type.
+pub fn usdt_name_taken(name: &str, string: bool) -> Option<&'static str> {
+    let unnamed = name
+        .strip_prefix("arg")
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    if USDT_FIELDS.contains(&name) {
+        Some("is a field every USDT event has")
+    } else if unnamed {
+        Some("is how unnamed arguments are called")
+    } else {
+        parquet::usdt_column_conflict(name, string)
+    }
+}

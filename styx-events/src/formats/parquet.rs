@@ -28,6 +28,7 @@ use crate::formats::output::{create_file, Output};
 use crate::record::event::{Body, Event};
 use crate::session::fields::{for_each_field, is_plain, plain_values, Arg, Field, Names};
 use crate::session::header::Header;
+use crate::session::usdt::UsdtProbes;
 use crate::write::writer::{EventWriter, Totals};
 use parquet::basic::{Compression, Encoding};
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, Int64Type};
@@ -39,7 +40,7 @@ use rustc_hash::FxHashMap;
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
-use styx_common::{EventKind, FieldType, Shape, EVENT_KIND_SLOTS, MAX_USDT_ARGS};
+use styx_common::{EventKind, FieldType, Shape, EVENT_KIND_SLOTS};
 
 /// Rows per row group at most.
 pub const ROW_GROUP_ROWS: usize = 1 << 20;
@@ -427,6 +428,7 @@ impl EventWriter for ParquetWriter {
             }
             _ => {
                 let by_name = &self.by_name;
+                let infos = &self.columns;
                 let col = |name: &str| by_name.get(name).copied();
                 let _ = for_each_field(event, &self.names, |field| {
                     match field {
@@ -461,13 +463,16 @@ impl EventWriter for ParquetWriter {
                             }
                         }
                         Field::Args(args) => {
-                            for (i, arg) in args.enumerate() {
-                                let v = match arg {
-                                    Arg::Signed(v) => v,
-                                    Arg::Unsigned(v) => v as i64,
-                                };
-                                if let Some(c) = col(&format!("arg{i}")) {
-                                    set_int(columns, row, c, v);
+                            let cut = args.any_string(|s| s.cut);
+                            for (name, arg) in args {
+                                if let Some(c) = col(name) {
+                                    let ty = infos[c].ty;
+                                    set_arg(columns, row, c, ty, &arg, text_bytes);
+                                }
+                            }
+                            if let (true, Some(c)) = (cut, col("truncated")) {
+                                if columns[c].at(row) {
+                                    columns[c].bools.push(true);
                                 }
                             }
                         }
@@ -509,6 +514,44 @@ impl EventWriter for ParquetWriter {
 /// The table's columns: the common ones, then every catalogue field's (and
 /// the USDT ones if the session traced any), as `header` needs them.
 fn columns(header: &Header) -> Vec<ColumnInfo> {
+    let mut columns = styx_columns();
+    // Other providers' probes: only for a session that traced some, and
+    // a column per argument name (each column costs every row a
+    // definition level); a name styx's events have shares their column.
+    if !header.usdt.is_empty() {
+        for (name, ty) in [("provider", ColumnType::Str), ("probe", ColumnType::Str)]
+            .into_iter()
+            .map(|(n, ty)| (n.to_string(), ty))
+            .chain(usdt_columns(header))
+        {
+            if !columns.iter().any(|c| c.name == name) {
+                columns.push(ColumnInfo::new(&name, ty, false));
+            }
+        }
+    }
+    if header.guest.as_ref().is_none_or(|g| g.registers.is_empty()) {
+        columns.retain(|c| c.name != "reg_name");
+    }
+    columns
+}
+
+/// Why a USDT argument, a string or not, may not be called `name`, if it
+/// may not: a column of styx's own events of another type (an integer
+/// argument may share an integer column, a string one a text column).
+pub fn usdt_column_conflict(name: &str, string: bool) -> Option<&'static str> {
+    let column = styx_columns().into_iter().find(|c| c.name == name)?;
+    match (column.ty, string) {
+        (ColumnType::Str, false) => Some("is a text field of styx's own events"),
+        (ColumnType::U64 | ColumnType::I64, true) => {
+            Some("is an integer field of styx's own events")
+        }
+        (ColumnType::Bool, _) => Some("is a flag of styx's own events"),
+        _ => None,
+    }
+}
+
+/// The common columns and every catalogue field's.
+fn styx_columns() -> Vec<ColumnInfo> {
     let mut columns = vec![
         ColumnInfo::new("ts_ns", ColumnType::U64, true),
         ColumnInfo::new("pid", ColumnType::U64, true),
@@ -540,21 +583,57 @@ fn columns(header: &Header) -> Vec<ColumnInfo> {
     }
     add("kind_raw", ColumnType::U64);
     add("truncated", ColumnType::Bool);
-    // Other providers' probes: only for a session that traced some, and
-    // as many argument columns as the widest has (each column costs
-    // every row a definition level).
-    if !header.usdt.is_empty() {
-        add("provider", ColumnType::Str);
-        add("probe", ColumnType::Str);
-        let widest = header.usdt.iter().map(|u| u.args.len()).max().unwrap_or(0);
-        for i in 0..widest.min(MAX_USDT_ARGS) {
-            add(&format!("arg{i}"), ColumnType::I64);
+    columns
+}
+
+/// Other providers' arguments' columns, by name in the order first met:
+/// int64, or a string if the name is a string argument of some probe
+/// (integers are then written in decimal).
+fn usdt_columns(header: &Header) -> Vec<(String, ColumnType)> {
+    let probes = UsdtProbes::from_infos(&header.usdt);
+    let mut columns: Vec<(String, ColumnType)> = Vec::new();
+    for info in &header.usdt {
+        let Some(probe) = probes.get(info.spec_id) else {
+            continue;
+        };
+        for (name, ty) in &probe.args {
+            let ty = match ty.is_string() {
+                true => ColumnType::Str,
+                false => ColumnType::I64,
+            };
+            match columns.iter_mut().find(|(n, _)| n == name) {
+                Some((_, known)) if ty == ColumnType::Str => *known = ty,
+                Some(_) => {}
+                None => columns.push((name.clone(), ty)),
+            }
         }
     }
-    if header.guest.as_ref().is_none_or(|g| g.registers.is_empty()) {
-        columns.retain(|c| c.name != "reg_name");
-    }
     columns
+}
+
+/// One USDT argument into its column: a string that could not be read
+/// stays null; in a text column, integers are written in decimal. (A
+/// capture's header may pair any argument with any column: what does not
+/// fit stays null.)
+fn set_arg(
+    columns: &mut [Values],
+    row: usize,
+    col: usize,
+    ty: ColumnType,
+    arg: &Arg<'_>,
+    text_bytes: &mut usize,
+) {
+    let mut text = |bytes: &[u8]| set_str(columns, row, col, bytes, text_bytes);
+    match (ty, arg) {
+        (ColumnType::Str, Arg::Str(s)) if s.unreadable.is_none() => text(s.lossy().as_bytes()),
+        (ColumnType::Str, Arg::Signed(v)) => text(itoa::Buffer::new().format(*v).as_bytes()),
+        (ColumnType::Str, Arg::Unsigned(v)) => text(itoa::Buffer::new().format(*v).as_bytes()),
+        (ColumnType::U64 | ColumnType::I64, Arg::Signed(v)) => set_int(columns, row, col, *v),
+        (ColumnType::U64 | ColumnType::I64, Arg::Unsigned(v)) => {
+            set_int(columns, row, col, *v as i64)
+        }
+        _ => {}
+    }
 }
 
 /// Per kind id with plain fields: each field's column (and `reg_name`'s).
@@ -647,4 +726,52 @@ fn file_safe(name: &str) -> String {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::UsdtInfo;
+    use styx_common::ArgType;
+
+    /// A USDT argument shares a column of styx's events only of its type.
+    #[test]
+    fn an_argument_shares_only_a_column_of_its_type() {
+        assert_eq!(usdt_column_conflict("id", false), None);
+        assert!(usdt_column_conflict("id", true).is_some());
+        assert_eq!(usdt_column_conflict("name", true), None);
+        assert!(usdt_column_conflict("name", false).is_some());
+        assert!(usdt_column_conflict("conditional", false).is_some());
+        assert_eq!(usdt_column_conflict("path", true), None);
+    }
+
+    /// One column a name, a string one if any probe's argument of that
+    /// name is a string.
+    #[test]
+    fn usdt_columns_are_typed_by_their_arguments() {
+        let int = ArgType::int(8, false);
+        let usdt = vec![
+            UsdtInfo::new(0, "a", "x", [(Some("id".into()), int), (None, int)]),
+            UsdtInfo::new(
+                1,
+                "a",
+                "y",
+                [(None, ArgType::Str), (Some("id".into()), int)],
+            ),
+            UsdtInfo::new(2, "a", "z", [(Some("body".into()), ArgType::Json)]),
+        ];
+        let header = Header::now(1, "exe", usdt);
+        let types: Vec<(String, bool)> = usdt_columns(&header)
+            .into_iter()
+            .map(|(name, ty)| (name, ty == ColumnType::Str))
+            .collect();
+        let want = [
+            ("id", false),
+            ("arg1", false),
+            ("arg0", true),
+            ("body", true),
+        ];
+        let want: Vec<(String, bool)> = want.iter().map(|&(n, s)| (n.to_string(), s)).collect();
+        assert_eq!(types, want);
+    }
 }

@@ -1,11 +1,42 @@
 //! One event as a line of text for people.
 
 use crate::record::event::{Body, Call, Event};
-use crate::session::fields::{for_each_field, Arg, Field, Names};
+use crate::session::fields::{for_each_field, Arg, Field, Names, UsdtArgs};
 use crate::write::buf::ByteBuf;
 use crate::write::escape;
 use crate::write::human::duration;
 use std::io::Write;
+
+/// Another provider's arguments, `name=value` each: signed numbers in
+/// decimal, unsigned in hex, strings quoted (JSON as it is when it
+/// parses), `<unreadable: errno N>` for a string that could not be read;
+/// then `(truncated)` if a string was cut.
+fn usdt_args(out: &mut ByteBuf, args: UsdtArgs<'_>) {
+    let cut = args.any_string(|s| s.cut);
+    for (name, arg) in args {
+        name_eq(out, name);
+        match arg {
+            Arg::Signed(v) => out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes()),
+            Arg::Unsigned(v) => out.hex(v),
+            Arg::Str(s) => match s.unreadable {
+                Some(errno) => {
+                    let _ = write!(out, "<unreadable: errno {errno}>");
+                }
+                None => match s.json_value() {
+                    Some(json) => out.extend_from_slice(
+                        escape::controls(&String::from_utf8_lossy(json)).as_bytes(),
+                    ),
+                    None => {
+                        let _ = write!(out, "{:?}", s.lossy());
+                    }
+                },
+            },
+        }
+    }
+    if cut {
+        out.extend_from_slice(b" (truncated)");
+    }
+}
 
 /// Appends one event as a line of text; `threads` adds the pid/tid column.
 pub fn text(out: &mut ByteBuf, event: &Event<'_>, names: &Names, threads: bool) {
@@ -36,19 +67,7 @@ pub fn text(out: &mut ByteBuf, event: &Event<'_>, names: &Names, threads: bool) 
                 out.push(b' ');
                 out.extend_from_slice(escape::controls(v).as_bytes());
             }
-            Field::Args(args) => {
-                for (i, arg) in args.enumerate() {
-                    out.extend_from_slice(b" arg");
-                    out.dec(i as u64);
-                    out.push(b'=');
-                    match arg {
-                        Arg::Signed(v) => {
-                            out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes())
-                        }
-                        Arg::Unsigned(v) => out.hex(v),
-                    }
-                }
-            }
+            Field::Args(args) => usdt_args(out, args),
             Field::Dec(name, v) | Field::Reg(name, v, None) => {
                 name_eq(out, name);
                 out.dec(v);
@@ -178,6 +197,7 @@ mod tests {
                 Body::Usdt {
                     spec_id: 1,
                     args: &args,
+                    strings: &[],
                 },
             ),
             &usdt,

@@ -49,7 +49,7 @@ enum HeldBody {
         name: (Box<[u8]>, bool),
     },
     Marker(Box<[u8]>, bool),
-    Usdt(u32, Box<[u64]>),
+    Usdt(u32, Box<[u64]>, Box<[u8]>),
     Call(Call),
 }
 
@@ -67,7 +67,11 @@ impl Held {
                     name: text(name),
                 },
                 Body::Marker(t) => HeldBody::Marker(t.bytes.into(), t.truncated),
-                Body::Usdt { spec_id, args } => HeldBody::Usdt(*spec_id, (*args).into()),
+                Body::Usdt {
+                    spec_id,
+                    args,
+                    strings,
+                } => HeldBody::Usdt(*spec_id, (*args).into(), (*strings).into()),
                 Body::Call(call) => HeldBody::Call(*call),
             },
         }
@@ -94,9 +98,10 @@ impl Held {
                     bytes,
                     truncated: *truncated,
                 }),
-                HeldBody::Usdt(spec_id, args) => Body::Usdt {
+                HeldBody::Usdt(spec_id, args, strings) => Body::Usdt {
                     spec_id: *spec_id,
                     args,
+                    strings,
                 },
                 HeldBody::Call(call) => Body::Call(*call),
             },
@@ -145,7 +150,7 @@ impl Kept {
                 HeldBody::Args(_) | HeldBody::Call(_) => 0,
                 HeldBody::Span { category, name, .. } => category.0.len() + name.0.len(),
                 HeldBody::Marker(text, _) => text.len(),
-                HeldBody::Usdt(_, args) => args.len() * 8,
+                HeldBody::Usdt(_, args, strings) => args.len() * 8 + strings.len(),
             },
         };
         size_of::<(u64, Kept)>() + size_of::<(u64, u32)>() + heap
@@ -515,7 +520,7 @@ impl EventWriter for FlightRecorder {
     }
     fn batch(&mut self, record: &[u8]) -> io::Result<()> {
         // Counted from its items; the caller checked they parse.
-        let Some(counts) = batch_items::counts(record, Codec::Current) else {
+        let Some(counts) = batch_items::counts(record, Codec::Current, &self.declared) else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "a malformed batch record was handed over whole",

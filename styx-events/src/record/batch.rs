@@ -98,6 +98,11 @@ pub struct Declared {
 }
 
 impl Declared {
+    /// Bytes of an item's values.
+    pub fn value_bytes(&self) -> usize {
+        self.fields.iter().map(|&(bytes, _)| bytes as usize).sum()
+    }
+
     /// The fields of an item's `values` (as the per-event site passes
     /// them: signed ones sign-extended); None when they are not the
     /// declaration's length.
@@ -361,7 +366,8 @@ impl Batches {
     /// (part of it was given, or it is malformed: [`Batches::split`] then
     /// says how).
     pub fn take_whole(&mut self, record: &[u8], counts: &mut [u64]) -> bool {
-        let Some(found) = crate::record::batch_items::counts(record, self.codec) else {
+        let Some(found) = crate::record::batch_items::counts(record, self.codec, &self.declared)
+        else {
             return false;
         };
         let batch: BatchRecord = pod_read_unaligned(&record[..RECORD]);
@@ -493,6 +499,7 @@ impl Batches {
                 Some((spec_id, n)) => Body::Usdt {
                     spec_id,
                     args: &event.args[..n],
+                    strings: &[],
                 },
                 None => Body::Args([event.args[0], event.args[1], event.args[2], event.args[3]]),
             };

@@ -4,6 +4,7 @@
 //! process's word and may add up while an item is bad; a capture storing
 //! such a batch could not be read past it.
 
+use crate::record::batch::DeclaredTypes;
 use bytemuck::pod_read_unaligned;
 use std::mem::size_of;
 use styx_common::batch::{BatchRecord, BATCH_BYTES};
@@ -16,9 +17,10 @@ pub type KindCounts = [u64; EVENT_KIND_SLOTS as usize];
 /// The events per kind of `record` (a ring record whose kind is
 /// `styx_common::batch::BATCH_RECORD_KIND`, its items laid out as `codec`
 /// says), or None when it is not whole: shorter than its fixed part or its
-/// items, more items than a batch holds, an item no batch holds, or one
-/// cut off.
-pub fn counts(record: &[u8], codec: Codec) -> Option<KindCounts> {
+/// items, more items than a batch holds, an item no batch holds (also one
+/// of a declared type `declared` does not have, or of another length), or
+/// one cut off.
+pub fn counts(record: &[u8], codec: Codec, declared: &DeclaredTypes) -> Option<KindCounts> {
     const FIXED: usize = size_of::<BatchRecord>();
     let batch: BatchRecord = pod_read_unaligned(record.get(..FIXED)?);
     let len = batch.len as usize;
@@ -35,7 +37,13 @@ pub fn counts(record: &[u8], codec: Codec) -> Option<KindCounts> {
             Skimmed::Event(kind) => found[kind as usize] += 1,
             Skimmed::Mark => {}
             // A declared type's: other providers' probes' kind, as split.
-            Skimmed::Declared => found[EventKind::Usdt as usize] += 1,
+            Skimmed::Declared { tag, values } => {
+                let file = batch.header.aux;
+                if declared.get(&(file, tag))?.value_bytes() != values {
+                    return None;
+                }
+                found[EventKind::Usdt as usize] += 1
+            }
         }
         at += bytes;
     }
@@ -76,7 +84,7 @@ mod tests {
     fn whole_batches_are_counted_from_their_items_not_their_head() {
         let items = [mark(1000), insn(0x400), mem_read(1, 2, 3, 4), insn(0x404)].concat();
         // The head says one insn_exec: the items hold two and a mem_read.
-        let found = counts(&record(&items, 1), Codec::Current).unwrap();
+        let found = counts(&record(&items, 1), Codec::Current, &DeclaredTypes::new()).unwrap();
         assert_eq!(found[EventKind::InsnExec as usize], 2);
         assert_eq!(found[EventKind::MemRead as usize], 1);
         assert_eq!(found.iter().sum::<u64>(), 3);
@@ -86,17 +94,55 @@ mod tests {
     #[test]
     fn a_batch_with_a_bad_item_is_not_whole_whatever_its_head_says() {
         let forged = [mark(1000), 0xffffu16.to_le_bytes().to_vec()].concat();
-        assert_eq!(counts(&record(&forged, 1), Codec::Current), None);
+        assert_eq!(
+            counts(&record(&forged, 1), Codec::Current, &DeclaredTypes::new()),
+            None
+        );
         // Text shapes are never items.
         let marker = [mark(1000), bad_tag()].concat();
-        assert_eq!(counts(&record(&marker, 1), Codec::Current), None);
+        assert_eq!(
+            counts(&record(&marker, 1), Codec::Current, &DeclaredTypes::new()),
+            None
+        );
         // Cut inside an item, or shorter than its length says.
         let mut cut = record(&[mark(1000), insn(0x400)].concat(), 1);
         let at = cut.len() - 8;
         cut.truncate(at);
-        assert_eq!(counts(&cut, Codec::Current), None);
+        assert_eq!(counts(&cut, Codec::Current, &DeclaredTypes::new()), None);
         let short = &record(&insn(0x400)[..12], 1);
-        assert_eq!(counts(short, Codec::Current), None);
-        assert_eq!(counts(&[0u8; 20], Codec::Current), None);
+        assert_eq!(counts(short, Codec::Current, &DeclaredTypes::new()), None);
+        assert_eq!(
+            counts(&[0u8; 20], Codec::Current, &DeclaredTypes::new()),
+            None
+        );
+    }
+
+    /// A declared type's item is whole only when the session knows its
+    /// tag in the batch's file, with that length: else the batch is split,
+    /// which says so (a capture could not read it back).
+    #[test]
+    fn declared_items_count_only_when_the_session_knows_them() {
+        use crate::record::batch::Declared;
+        use styx_common::item::{write_declared, MAX_DECLARED_ITEM_BYTES};
+        let mut item = [0u8; MAX_DECLARED_ITEM_BYTES];
+        let len = write_declared(0x7ffe, &[7, 9], &[2, 1], &mut item);
+        let batch = record(&[mark(1000), item[..len].to_vec()].concat(), 0);
+        let known = |bytes: Vec<(u8, bool)>| -> DeclaredTypes {
+            [(
+                (0u8, 0x7ffe),
+                Declared {
+                    spec_id: 3,
+                    fields: bytes,
+                },
+            )]
+            .into()
+        };
+        let found = counts(&batch, Codec::Current, &known(vec![(2, false), (1, true)])).unwrap();
+        assert_eq!(found[EventKind::Usdt as usize], 1);
+        assert_eq!(counts(&batch, Codec::Current, &DeclaredTypes::new()), None);
+        assert_eq!(
+            counts(&batch, Codec::Current, &known(vec![(4, false)])),
+            None
+        );
     }
 }

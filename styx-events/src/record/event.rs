@@ -6,7 +6,7 @@ use std::mem::size_of;
 use styx_common::{
     EventKind, FunctionRecord, MarkerRecord, RecordHeader, Shape, SpanRecord, UsdtRecord,
     FUNCTION_EXIT, FUNCTION_RECORD_KIND, FUNCTION_TAIL_CALL, MARKER_TEXT_MAX, MAX_USDT_ARGS,
-    SPAN_CATEGORY_MAX, SPAN_NAME_MAX,
+    SPAN_CATEGORY_MAX, SPAN_NAME_MAX, USDT_STRINGS_MAX,
 };
 use thiserror::Error;
 
@@ -44,6 +44,9 @@ pub enum Body<'a> {
         spec_id: u32,
         /// As many arguments as the site has.
         args: &'a [u64],
+        /// The bytes of its string arguments, in order (see
+        /// `styx_common::StrWord`); empty if it has none.
+        strings: &'a [u8],
     },
     /// A traced function entered or left (`--functions`).
     Call(Call),
@@ -118,7 +121,12 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
     }
     let kind = EventKind::from_id(header.kind).ok_or(DecodeError::UnknownKind(header.kind))?;
     let expected = record_size(kind);
-    if bytes.len() != expected {
+    // A USDT record's strings follow it.
+    let extra = match kind.shape() {
+        Shape::Usdt => USDT_STRINGS_MAX,
+        _ => 0,
+    };
+    if bytes.len() < expected || bytes.len() > expected + extra {
         return Err(DecodeError::WrongSize {
             kind: kind.probe_name(),
             len: bytes.len(),
@@ -146,11 +154,13 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
             Body::Marker(text(&record.text, record.len, MARKER_TEXT_MAX))
         }
         Shape::Usdt => {
-            let record: &UsdtRecord = from_ring(bytes)?;
+            let (record, strings) = bytes.split_at(expected);
+            let record: &UsdtRecord = from_ring(record)?;
             let nargs = (header.aux as usize).min(MAX_USDT_ARGS);
             Body::Usdt {
                 spec_id: record.spec_id,
                 args: &record.args[..nargs],
+                strings,
             }
         }
         Shape::Function => {
@@ -167,7 +177,8 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
     Ok(Event { header, kind, body })
 }
 
-/// Bytes a record of this kind occupies (without the ring's own header).
+/// Bytes a record of this kind occupies (without the ring's own header;
+/// a USDT record's strings after it not counted).
 pub fn record_size(kind: EventKind) -> usize {
     match kind.shape() {
         shape @ (Shape::Args(_) | Shape::ArgsAux(_)) => HEADER + 8 * shape.record_args(),

@@ -4,9 +4,12 @@
 
 use crate::record::event::{Body, Event, Text};
 use crate::session::guest::RegisterNames;
-use crate::session::header::Header;
+use crate::session::header::{Header, DEFAULT_ARG_NAMES};
 use crate::session::usdt::UsdtProbes;
-use styx_common::{Branch, EventKind, FieldType, InterruptKind, Shape};
+use styx_common::{
+    ArgType, Branch, EventKind, FieldType, InterruptKind, Shape, StrWord, MAX_USDT_ARGS,
+    USDT_STR_MAX,
+};
 
 /// One field of an event, with how people like to read it.
 #[allow(missing_docs)] // each variant is (name, value)
@@ -30,36 +33,108 @@ pub enum Field<'a> {
     Args(UsdtArgs<'a>),
 }
 
-/// One argument of another provider's probe, as its spec types it.
-pub enum Arg {
-    /// Sign-extended by the eBPF program.
+/// One argument of another provider's probe, as its type shows it.
+pub enum Arg<'a> {
+    /// Sign-extended by the eBPF program (or cast to a declared signed type).
     Signed(i64),
-    /// As read.
+    /// As read (or cast to a declared unsigned type).
     Unsigned(u64),
+    /// A string the eBPF program copied.
+    Str(UsdtStr<'a>),
 }
 
-/// The arguments of a USDT event, typed by the site's spec.
+/// A string argument as the record keeps it.
+pub struct UsdtStr<'a> {
+    /// The bytes kept (at most `styx_common::USDT_STR_MAX`).
+    pub bytes: &'a [u8],
+    /// The string was longer than what is kept.
+    pub cut: bool,
+    /// The read failed, with this error number (e.g. 14, EFAULT): no bytes.
+    pub unreadable: Option<u16>,
+    /// Declared `json`: outputs that can show JSON as a value do, when it parses.
+    pub json: bool,
+}
+
+impl UsdtStr<'_> {
+    /// The text as UTF-8, invalid bytes replaced.
+    pub fn lossy(&self) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(self.bytes)
+    }
+
+    /// Its bytes if it was declared JSON and is one whole JSON value (a cut
+    /// one never is).
+    pub fn json_value(&self) -> Option<&[u8]> {
+        let whole = self.json && !self.cut && self.unreadable.is_none();
+        let parses = || serde_json::from_slice::<serde::de::IgnoredAny>(self.bytes).is_ok();
+        (whole && parses()).then_some(self.bytes)
+    }
+}
+
+/// The arguments of a USDT event, named and typed by the session's header.
+#[derive(Clone)]
 pub struct UsdtArgs<'a> {
     values: &'a [u64],
-    signed: &'a [bool],
+    types: &'a [(String, ArgType)],
+    strings: &'a [u8],
+    index: usize,
+    /// String arguments met so far.
+    string_index: usize,
+    /// Some argument was named: show each as a field, not in an `args` list.
+    pub named: bool,
 }
 
-impl Iterator for UsdtArgs<'_> {
-    type Item = Arg;
+impl<'a> Iterator for UsdtArgs<'a> {
+    type Item = (&'a str, Arg<'a>);
 
-    fn next(&mut self) -> Option<Arg> {
-        let (&value, rest) = self.values.split_first()?;
-        self.values = rest;
-        let signed = self.signed.first().copied().unwrap_or(false);
-        self.signed = self.signed.get(1..).unwrap_or(&[]);
-        // The eBPF program sign-extended signed values to 64 bits.
-        Some(if signed {
-            Arg::Signed(value as i64)
-        } else {
-            Arg::Unsigned(value)
+    fn next(&mut self) -> Option<(&'a str, Arg<'a>)> {
+        let &value = self.values.get(self.index)?;
+        let (name, ty) = match self.types.get(self.index) {
+            Some((name, ty)) => (name.as_str(), *ty),
+            None => (DEFAULT_ARG_NAMES[self.index % MAX_USDT_ARGS], U64),
+        };
+        self.index += 1;
+        let arg = match ty.cast(value) {
+            // The eBPF program sign-extended signed values to 64 bits.
+            Some(value) if ty.is_signed() => Arg::Signed(value as i64),
+            Some(value) => Arg::Unsigned(value),
+            None => Arg::Str(self.take_string(value, ty == ArgType::Json)),
+        };
+        Some((name, arg))
+    }
+}
+
+impl<'a> UsdtArgs<'a> {
+    /// The next string from the record's strings (the `k`th at
+    /// `k * USDT_STR_MAX`), as `word` says; cut where the record holds
+    /// fewer bytes than it claims (a forged record).
+    fn take_string(&mut self, word: u64, json: bool) -> UsdtStr<'a> {
+        let word = StrWord::decode(word);
+        let at = self.string_index * USDT_STR_MAX;
+        self.string_index += 1;
+        let slot = self.strings.get(at..).unwrap_or(&[]);
+        let bytes = &slot[..word.kept().min(slot.len())];
+        let (cut, unreadable) = match word {
+            StrWord::Kept { cut, len } => (cut || usize::from(len) > bytes.len(), None),
+            StrWord::Unreadable { errno } => (false, Some(errno)),
+        };
+        UsdtStr {
+            bytes,
+            cut,
+            unreadable,
+            json,
+        }
+    }
+
+    /// Whether `what` holds for one of the string arguments (cut, unreadable).
+    pub fn any_string(&self, what: impl Fn(&UsdtStr<'_>) -> bool) -> bool {
+        self.clone().any(|(_, arg)| match arg {
+            Arg::Str(s) => what(&s),
+            _ => false,
         })
     }
 }
+
+const U64: ArgType = ArgType::int(8, false);
 
 /// What a session's header names beyond the catalogue: other providers'
 /// probes, and the guest's registers.
@@ -140,20 +215,22 @@ pub fn for_each_field<'a, E>(
             each(Field::Text("text", text))?;
             truncated(&mut each, text.truncated)
         }
-        Body::Usdt { spec_id, args } => {
-            let (provider, probe, signed) = match names.usdt.get(*spec_id) {
-                Some(site) => (
-                    site.provider.as_str(),
-                    site.probe.as_str(),
-                    &site.signed[..],
-                ),
-                None => ("?", "?", &[][..]),
-            };
+        Body::Usdt {
+            spec_id,
+            args,
+            strings,
+        } => {
+            let site = names.usdt.get(*spec_id);
+            let (provider, probe) = site.map_or(("?", "?"), |s| (&s.provider, &s.probe));
             each(Field::Str("provider", provider))?;
             each(Field::Str("probe", probe))?;
             each(Field::Args(UsdtArgs {
                 values: args,
-                signed,
+                types: site.map_or(&[][..], |s| &s.args[..]),
+                strings,
+                index: 0,
+                string_index: 0,
+                named: site.is_some_and(|s| s.named),
             }))
         }
         Body::Call(call) => {
@@ -225,7 +302,70 @@ fn truncated<'a, E>(each: &mut impl FnMut(Field<'a>) -> Result<(), E>, cut: bool
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::session::header::UsdtInfo;
     use styx_common::RecordHeader;
+
+    /// Strings are taken from their slots as their words say, never past
+    /// the record's bytes: a forged length is cut, and said to be.
+    #[test]
+    fn usdt_strings_come_from_their_slots_and_forged_lengths_are_cut() {
+        let types = [
+            (None, ArgType::Str),
+            (Some("n".to_string()), ArgType::int(1, true)),
+            (None, ArgType::Json),
+            (None, ArgType::Str),
+        ];
+        let header = Header::now(1, "exe", vec![UsdtInfo::new(0, "p", "q", types)]);
+        let names = Names::new(&header);
+        let words = [
+            StrWord::Kept { len: 2, cut: false }.encode(),
+            0x1ff,
+            StrWord::Unreadable { errno: 14 }.encode(),
+            StrWord::Kept {
+                len: 200,
+                cut: false,
+            }
+            .encode(),
+        ];
+        let mut strings = b"hi".to_vec();
+        strings.resize(USDT_STR_MAX * 2, b'-');
+        strings.extend_from_slice(b"short");
+        let event = Event {
+            header: RecordHeader::default(),
+            kind: EventKind::Usdt,
+            body: Body::Usdt {
+                spec_id: 0,
+                args: &words,
+                strings: &strings,
+            },
+        };
+        let mut seen = Vec::new();
+        let _ = for_each_field(&event, &names, |field| {
+            if let Field::Args(args) = field {
+                assert!(args.named);
+                for (name, arg) in args {
+                    seen.push(match arg {
+                        Arg::Signed(v) => format!("{name}={v}"),
+                        Arg::Unsigned(v) => format!("{name}={v}u"),
+                        Arg::Str(s) => format!(
+                            "{name}={:?} cut={} unreadable={:?}",
+                            s.lossy(),
+                            s.cut,
+                            s.unreadable
+                        ),
+                    });
+                }
+            }
+            Ok::<(), ()>(())
+        });
+        let want = [
+            "arg0=\"hi\" cut=false unreadable=None",
+            "n=-1",
+            "arg2=\"\" cut=false unreadable=Some(14)",
+            "arg3=\"short\" cut=true unreadable=None",
+        ];
+        assert_eq!(seen, want);
+    }
 
     /// The shortcut says what the full walk says, for every kind it covers.
     #[test]

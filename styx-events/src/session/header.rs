@@ -8,7 +8,7 @@ use crate::session::declared::EventType;
 use crate::session::guest::Guest;
 use serde::{Deserialize, Serialize};
 use styx_common::schema::FieldKind;
-use styx_common::{EventKind, Shape, UsdtSpec};
+use styx_common::{ArgType, EventKind, Shape, MAX_USDT_ARGS};
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 /// Who was traced where, the clocks, and the probes.
@@ -92,7 +92,9 @@ pub struct UsdtInfo {
     pub provider: String,
     /// The probe.
     pub probe: String,
-    /// Its arguments, `arg0`, `arg1`…, typed `i32`, `u64`….
+    /// Its arguments: `arg0`, `arg1`… or as `--probe-args` named them,
+    /// typed `i32`, `u64`… as the note says or `--probe-args` declared
+    /// (also `str`, `json`).
     pub args: Vec<ArgInfo>,
 }
 
@@ -172,44 +174,49 @@ impl Header {
 
 impl UsdtInfo {
     /// How a capture names site `spec_id` of a type the emulator declared:
-    /// its arguments are the declaration's fields, named and typed so.
+    /// its arguments are the declaration's fields, named so and typed as
+    /// integers of their widths (signed ones signed).
     pub fn declared(spec_id: u32, event: &EventType) -> UsdtInfo {
-        UsdtInfo {
-            spec_id,
-            provider: event.provider.clone(),
-            probe: event.name.clone(),
-            args: event
-                .fields
-                .iter()
-                .map(|field| ArgInfo {
-                    name: field.name.clone(),
-                    ty: field.type_name(),
-                })
-                .collect(),
-        }
+        let args = event.fields.iter().map(|field| {
+            let signed = field.kind == FieldKind::Signed;
+            (Some(field.name.clone()), ArgType::int(field.bytes, signed))
+        });
+        UsdtInfo::new(spec_id, &event.provider, &event.name, args)
     }
 
     /// How a capture names site `spec_id`, `provider:probe`, whose
-    /// arguments `spec` types.
-    pub fn from_spec(spec_id: u32, provider: &str, probe: &str, spec: &UsdtSpec) -> UsdtInfo {
-        let nargs = (spec.nargs as usize).min(spec.args.len());
+    /// arguments are `args`: each one's name, if declared, and type.
+    pub fn new(
+        spec_id: u32,
+        provider: &str,
+        probe: &str,
+        args: impl IntoIterator<Item = (Option<String>, ArgType)>,
+    ) -> UsdtInfo {
         UsdtInfo {
             spec_id,
             provider: provider.to_string(),
             probe: probe.to_string(),
-            args: spec.args[..nargs]
-                .iter()
+            args: args
+                .into_iter()
                 .enumerate()
-                .map(|(i, arg)| {
-                    let sign = if arg.signed != 0 { 'i' } else { 'u' };
-                    ArgInfo {
-                        name: format!("arg{i}"),
-                        ty: format!("{sign}{}", u32::from(arg.size) * 8),
-                    }
+                .map(|(i, (name, ty))| ArgInfo {
+                    name: name.unwrap_or_else(|| default_arg_name(i)),
+                    ty: ty.name().to_string(),
                 })
                 .collect(),
         }
     }
+}
+
+/// The names of USDT arguments nobody named, by position.
+pub const DEFAULT_ARG_NAMES: [&str; MAX_USDT_ARGS] = [
+    "arg0", "arg1", "arg2", "arg3", "arg4", "arg5", "arg6", "arg7", "arg8", "arg9", "arg10",
+    "arg11",
+];
+
+/// The name of a USDT argument nobody named: `arg0`, `arg1`…
+pub fn default_arg_name(i: usize) -> String {
+    format!("arg{i}")
 }
 
 impl ClockMapping {
@@ -284,4 +291,16 @@ fn uname() -> (String, String) {
         String::from_utf8_lossy(&bytes).into_owned()
     };
     (text(&name.nodename), text(&name.release))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_arg_names_are_the_formatted_ones() {
+        for (i, name) in DEFAULT_ARG_NAMES.iter().enumerate() {
+            assert_eq!(*name, default_arg_name(i));
+        }
+    }
 }

@@ -1,18 +1,22 @@
 //! Other providers' probes (`--probes`) as outputs name them: provider,
-//! probe and each argument's signedness, by spec id. This is what a capture
-//! header keeps of them; where the eBPF program found the arguments is the
-//! loader's business.
+//! probe and each argument's name and type, by spec id. This is what a
+//! capture header keeps of them; where the eBPF program found the
+//! arguments is the loader's business.
 
-use crate::session::header::UsdtInfo;
+use crate::session::header::{default_arg_name, UsdtInfo};
 use std::collections::HashMap;
+use styx_common::{is_arg_name, ArgType};
 
 /// One other provider's probe.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UsdtProbe {
     pub provider: String,
     pub probe: String,
-    /// Per argument: whether it is signed.
-    pub signed: Vec<bool>,
+    /// Per argument: its name (`arg0`… unless named) and how it shows.
+    pub args: Vec<(String, ArgType)>,
+    /// Some argument was named (`--probe-args`): outputs show each as a
+    /// field of its own, not in an `args` list.
+    pub named: bool,
 }
 
 /// The probes of a session, by spec id.
@@ -26,14 +30,7 @@ impl UsdtProbes {
     pub fn from_infos(infos: &[UsdtInfo]) -> UsdtProbes {
         let by_id = infos
             .iter()
-            .map(|info| {
-                let probe = UsdtProbe {
-                    provider: info.provider.clone(),
-                    probe: info.probe.clone(),
-                    signed: info.args.iter().map(|a| a.ty.starts_with('i')).collect(),
-                };
-                (info.spec_id, probe)
-            })
+            .map(|info| (info.spec_id, UsdtProbe::from_info(info)))
             .collect();
         UsdtProbes { by_id }
     }
@@ -43,3 +40,35 @@ impl UsdtProbes {
         self.by_id.get(&spec_id)
     }
 }
+
+impl UsdtProbe {
+    fn from_info(info: &UsdtInfo) -> UsdtProbe {
+        let args: Vec<(String, ArgType)> = info
+            .args
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                // Every format writes a name as it is: a capture's header
+                // could hold anything.
+                let name = match is_arg_name(&a.name) {
+                    true => a.name.clone(),
+                    false => default_arg_name(i),
+                };
+                // A type this reader does not know shows as the number it is.
+                (name, ArgType::parse(&a.ty).unwrap_or(U64))
+            })
+            .collect();
+        let named = args
+            .iter()
+            .enumerate()
+            .any(|(i, (name, _))| *name != default_arg_name(i));
+        UsdtProbe {
+            provider: info.provider.clone(),
+            probe: info.probe.clone(),
+            args,
+            named,
+        }
+    }
+}
+
+const U64: ArgType = ArgType::int(8, false);

@@ -22,7 +22,7 @@ use styx_events::{FlightRecorder, Limits, OpenDump, Recording};
 use styx_events::{Format, Options, Output};
 use styx_events::{Guest, RegisterNames};
 use styx_usdt::select::Role;
-use styx_usdt::select::{describe_providers, FunctionExits, Selection, Wanted};
+use styx_usdt::select::{describe_providers, FunctionExits, Selection, UsdtSite, Wanted};
 use styx_usdt::symbols::Symbols;
 use styx_usdt::target::Target;
 
@@ -151,7 +151,10 @@ fn header_of(
         .map(
             |(id, site)| match declaration(&site.provider, &site.probe) {
                 Some(event) => UsdtInfo::declared(id as u32, event),
-                None => UsdtInfo::from_spec(id as u32, &site.provider, &site.probe, &site.spec),
+                None => {
+                    let args = site.args.iter().map(|a| (a.name.clone(), a.ty));
+                    UsdtInfo::new(id as u32, &site.provider, &site.probe, args)
+                }
             },
         )
         .collect();
@@ -312,6 +315,28 @@ fn flight_recorder(
     )))
 }
 
+/// `--probe-args` that fit no site's note (one line per probe), or that
+/// declare no probe being traced.
+fn warn_misdeclared(args: &TraceArgs, selection: &Selection) {
+    let lines: std::collections::BTreeSet<&String> = selection.misdeclared.iter().collect();
+    for line in lines {
+        log::warn!("{line}");
+    }
+    for declared in &args.probe_args {
+        let matches = |site: &UsdtSite| {
+            declared
+                .pattern
+                .matches(&format!("{}:{}", site.provider, site.probe))
+        };
+        if !selection.usdt.iter().any(matches) {
+            log::warn!(
+                "--probe-args {}: no probe traced with --probes matches it",
+                declared.pattern
+            );
+        }
+    }
+}
+
 /// The event types the target's files declare (`styx_probe::event!`), by
 /// (file, provider, name).
 type Declared = BTreeMap<(usize, String, String), EventType>;
@@ -334,6 +359,7 @@ fn find_sites(
         kinds: &kinds,
         batched: args.delivery == Delivery::Batched,
         usdt_globs: &args.probes,
+        probe_args: &args.probe_args,
         allow_unverified: args.allow_unverified_sites,
         declared: &is_declared,
     };
@@ -345,6 +371,7 @@ fn find_sites(
     for rejected in &selection.rejected {
         log::warn!("{rejected}");
     }
+    warn_misdeclared(args, &selection);
     if !args.functions.functions.is_empty() {
         let exits = match args.function_exits {
             FunctionExitsArg::Ret => FunctionExits::Ret,

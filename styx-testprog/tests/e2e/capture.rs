@@ -237,6 +237,30 @@ fn bad_captures_are_refused_plainly() {
         !ok && stderr.contains("capture format version 7; this styx-loader reads versions 1 to 2"),
         "{stderr}"
     );
+    // Version 1 differs in batch items (a u64 per value) and USDT records
+    // (no strings), of which a run taken one event at a time has none:
+    // read as version 1, the same events.
+    let per_event = dir.join("per-event.styx");
+    let mut prog = TestProg::spawn(None);
+    let loader = prog.attach_loader(&[
+        "-o",
+        "raw",
+        "--output",
+        per_event.to_str().unwrap(),
+        "--delivery",
+        "per-event",
+    ]);
+    prog.fire(10, 1);
+    prog.quit();
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{}", stderr.join("\n"));
+    let mut bytes = std::fs::read(&per_event).unwrap();
+    let older = dir.join("older.styx");
+    bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
+    std::fs::write(&older, &bytes).unwrap();
+    let (ok, old_lines, stderr) = read_capture(&older, "jsonl");
+    let (_, lines, _) = read_capture(&per_event, "jsonl");
+    assert!(ok && old_lines == lines && !lines.is_empty(), "{stderr}");
     let (ok, _, stderr) = read_capture(&dir.join("missing.styx"), "jsonl");
     assert!(!ok && stderr.contains("cannot open"), "{stderr}");
 }

@@ -1,11 +1,13 @@
 //! End to end: styx-loader, with the real eBPF programs, tracing
-//! styx-testprog, the 6502 demo, the RISC-V workload (styx-rv), and C
-//! programs using <sys/sdt.h> (their sources are in tests/c); also
+//! styx-testprog, the 6502 demo, the RISC-V workload (styx-rv), C
+//! programs using <sys/sdt.h> (their sources are in tests/c) and a Rust one
+//! using the `usdt` crate (styx-usdtcrate); also
 //! `styx-loader list` and `read`, and bpftrace on styx probes. One test binary, a module per subject.
 //!
 //! Most tests load eBPF programs and attach uprobes, so they must run as
 //! root; they fail (never skip) when that is not possible. styx-loader,
-//! styx-demo and styx-rv must be built first (`cargo xtask test` does it).
+//! styx-demo, styx-rv and styx-usdtcrate must be built first (`cargo xtask
+//! test` does it).
 
 mod support;
 
@@ -38,4 +40,5 @@ mod tools;
 mod top;
 mod trace;
 mod usdt;
+mod usdt_crate;
 mod workload;

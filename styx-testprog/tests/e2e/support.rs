@@ -404,16 +404,7 @@ fn runtime_address(maps: &str, exe: &Path, file_offset: u64) -> Option<u64> {
     })
 }
 
-/// Whether a process has a SIGINT handler installed (bpftrace installs its
-/// own before attaching, and may drop it on the way out).
-pub fn catches_sigint(pid: u32) -> bool {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("SigCgt:"))
-        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
-        .is_some_and(|mask| mask & (1 << (libc::SIGINT - 1)) != 0)
-}
+pub use styx_testkit::catches_sigint;
 
 /// Whether bpftrace (`pid`) is in its event loop, waiting in `epoll_wait`
 /// for output: it enters the loop only after every probe has its program
@@ -498,4 +489,24 @@ pub fn perf_events_open(pid: u32) -> usize {
                 .count()
         })
         .unwrap_or(0)
+}
+
+/// DuckDB (installed by scripts/setup into /opt/styx-py) runs `sql`; the
+/// rows come back as JSON.
+pub fn duckdb(sql: &str) -> Vec<Vec<Value>> {
+    let python = std::env::var("STYX_PYTHON").unwrap_or_else(|_| "/opt/styx-py/bin/python".into());
+    let script = format!(
+        "import duckdb, json\nprint(json.dumps([list(r) for r in duckdb.sql({sql:?}).fetchall()]))"
+    );
+    let output = Command::new(&python)
+        .args(["-c", &script])
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "{python}: {e}: run scripts/setup (cargo xtask test does), which installs DuckDB"
+            )
+        });
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{sql}: {stderr}");
+    serde_json::from_slice(&output.stdout).unwrap()
 }

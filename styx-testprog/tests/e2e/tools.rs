@@ -6,7 +6,7 @@ use crate::support::*;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus};
+use std::process::ExitStatus;
 
 /// The demo's register names, by number (styx-demo's `registers::NAMES`).
 const NAMES: [&str; 5] = ["a", "x", "y", "sp", "p"];
@@ -381,26 +381,6 @@ fn tenet_lines_replay_the_instructions_registers_and_memory_of_the_capture() {
     for (name, value) in &last {
         assert_eq!(regs.get(name), Some(value), "{name}");
     }
-}
-
-/// DuckDB (installed by scripts/setup into /opt/styx-py) runs `sql`; the
-/// rows come back as JSON.
-fn duckdb(sql: &str) -> Vec<Vec<Value>> {
-    let python = std::env::var("STYX_PYTHON").unwrap_or_else(|_| "/opt/styx-py/bin/python".into());
-    let script = format!(
-        "import duckdb, json\nprint(json.dumps([list(r) for r in duckdb.sql({sql:?}).fetchall()]))"
-    );
-    let output = Command::new(&python)
-        .args(["-c", &script])
-        .output()
-        .unwrap_or_else(|e| {
-            panic!(
-                "{python}: {e}: run scripts/setup (cargo xtask test does), which installs DuckDB"
-            )
-        });
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{sql}: {stderr}");
-    serde_json::from_slice(&output.stdout).unwrap()
 }
 
 /// `(key, count)` rows from DuckDB, as a map.

@@ -224,17 +224,30 @@ fn annotations(event: &Event<'_>, names: &Names) -> Vec<DebugAnnotation> {
                 ..named(name)
             }),
             Field::Args(args) => {
-                for (i, arg) in args.enumerate() {
-                    let name = format!("arg{i}");
+                let cut = args.any_string(|s| s.cut);
+                for (name, arg) in args {
                     out.push(match arg {
                         Arg::Signed(v) => DebugAnnotation {
                             int_value: Some(v),
-                            ..named(&name)
+                            ..named(name)
                         },
                         Arg::Unsigned(v) => DebugAnnotation {
                             uint_value: Some(v),
-                            ..named(&name)
+                            ..named(name)
                         },
+                        Arg::Str(s) => DebugAnnotation {
+                            string_value: Some(match s.unreadable {
+                                Some(errno) => format!("<unreadable: errno {errno}>"),
+                                None => s.lossy().into_owned(),
+                            }),
+                            ..named(name)
+                        },
+                    });
+                }
+                if cut {
+                    out.push(DebugAnnotation {
+                        bool_value: Some(true),
+                        ..named("truncated")
                     });
                 }
             }

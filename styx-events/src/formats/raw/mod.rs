@@ -22,7 +22,7 @@
 //! | arguments | per argument, zigzag varint of its difference from the same argument of the previous event of the same kind |
 //! | span | id as an argument; then category and name as strings |
 //! | marker | the text as a string |
-//! | usdt | spec id varint, then `aux` arguments as above |
+//! | usdt | spec id varint, then `aux` arguments as above, then (from version 2) its strings' bytes: varint length, the bytes (each string argument's length is in its argument, `styx_common::StrWord`) |
 //! | function | `aux` 0 entry, 1 exit, 2 exit by a tail call; arguments function id, sp, depth, duration ns + 1 (0: unknown), unwound (0/1) |
 //! | string | varint `kept_len << 1 \| truncated`, then the bytes kept |
 //!
@@ -64,9 +64,13 @@ pub use writer::CaptureWriter;
 
 /// The first bytes of every capture.
 pub const MAGIC: &[u8; 8] = b"STYXCAP\0";
-/// The format version this loader writes; it reads this one and version 1
-/// (whose batch items are laid out as `styx_common::item::v1`).
+/// The format version this loader writes; it reads this one and back to
+/// [`OLDEST_VERSION`].
 pub const VERSION: u32 = 2;
+/// The oldest version this loader reads: version 1's batch items carried a
+/// `u64` per value (`styx_common::item::v1`), and its USDT records no
+/// strings (no `--probe-args`).
+pub const OLDEST_VERSION: u32 = 1;
 
 /// The longest header a reader takes, in bytes. A header lists the event
 /// types and the probes of other providers traced (a few hundred bytes
@@ -92,8 +96,8 @@ const AUX_SHIFT: u8 = 5;
 const AUX_EXPLICIT: u8 = 7;
 
 /// The most bytes one record can take: a USDT record with 12 ten-byte
-/// arguments, or a marker of 120 bytes, plus tag, thread and time.
-pub const MAX_RECORD: usize = 1 + 10 + 10 + 10 + 10 + 12 * 10;
+/// arguments and its strings, plus tag, thread and time.
+pub const MAX_RECORD: usize = 1 + 10 + 10 + 10 + 10 + 12 * 10 + 10 + styx_common::USDT_STRINGS_MAX;
 
 /// Arguments kept per kind for delta coding (a USDT probe's at most).
 const ARG_SLOTS: usize = styx_common::MAX_USDT_ARGS;

@@ -3,7 +3,7 @@
 use super::varint::{get, unzigzag};
 use super::{aux_from_code, ARG_SLOTS, AUX_EXPLICIT, AUX_SHIFT, MAGIC, MAX_RECORD};
 use super::{MAX_BATCH_ENTRY, MAX_BATCH_RECORD, TAG_BATCH};
-use super::{MAX_HEADER, TAG_END, TAG_THREAD, TAG_THREAD_FOLLOWS, VERSION};
+use super::{MAX_HEADER, OLDEST_VERSION, TAG_END, TAG_THREAD, TAG_THREAD_FOLLOWS, VERSION};
 use crate::record::batch::{BatchError, Batches};
 use crate::record::event::{Body, Call, Event, Text};
 use crate::session::header::Header;
@@ -13,7 +13,7 @@ use styx_common::item::Codec;
 use styx_common::schema::MAX_FIELDS;
 use styx_common::{
     EventKind, RecordHeader, Shape, EVENT_KIND_SLOTS, FUNCTION_EXIT, FUNCTION_TAIL_CALL,
-    MARKER_TEXT_MAX, MAX_USDT_ARGS, SPAN_CATEGORY_MAX, SPAN_NAME_MAX,
+    MARKER_TEXT_MAX, MAX_USDT_ARGS, SPAN_CATEGORY_MAX, SPAN_NAME_MAX, USDT_STRINGS_MAX,
 };
 use thiserror::Error;
 
@@ -26,7 +26,7 @@ pub enum CaptureError {
     #[error("not a styx capture (it does not start with the capture magic; write one with `-o raw --output FILE`)")]
     /// It does not start with the capture magic.
     NotACapture,
-    #[error("capture format version {found}; this styx-loader reads versions 1 to {VERSION}")]
+    #[error("capture format version {found}; this styx-loader reads versions {OLDEST_VERSION} to {VERSION}")]
     /// A format version this reader does not know.
     WrongVersion {
         /// The version the file says it is.
@@ -91,6 +91,8 @@ pub struct Reader<R: Read> {
     buf: Vec<u8>,
     pos: usize,
     end: usize,
+    /// The capture's format version.
+    version: u32,
     /// File offset of `buf[0]`.
     base: u64,
     eof: bool,
@@ -145,6 +147,7 @@ enum Parts {
     Usdt {
         spec_id: u32,
         nargs: usize,
+        strings: Range<usize>,
     },
     Call(Call),
 }
@@ -168,10 +171,10 @@ impl<R: Read> Reader<R> {
             return Err(CaptureError::HeaderCut(got as u64));
         }
         let version = u32::from_le_bytes(fixed[8..12].try_into().expect("4 bytes"));
-        // Version 1 differs only in its batches' items.
+        // Version 1 differs in its batches' items and its USDT records.
         let codec = match version {
             VERSION => Codec::Current,
-            1 => Codec::V1,
+            OLDEST_VERSION => Codec::V1,
             _ => return Err(CaptureError::WrongVersion { found: version }),
         };
         let len = u32::from_le_bytes(fixed[12..16].try_into().expect("4 bytes")) as usize;
@@ -200,6 +203,7 @@ impl<R: Read> Reader<R> {
         Ok(Reader {
             input,
             header,
+            version,
             buf: vec![0; READ_CHUNK],
             pos: 0,
             end: 0,
@@ -249,6 +253,7 @@ impl<R: Read> Reader<R> {
                         body: Body::Usdt {
                             spec_id: *spec_id,
                             args: &args[..*n],
+                            strings: &[],
                         },
                     },
                 }));
@@ -426,7 +431,15 @@ impl<R: Read> Reader<R> {
                 for slot in prev.iter_mut().take(nargs) {
                     *slot = slot.wrapping_add(unzigzag(get(bytes, pos).ok_or(Stop::Short)?));
                 }
-                Parts::Usdt { spec_id, nargs }
+                let strings = match self.version {
+                    1 => *pos..*pos,
+                    _ => usdt_strings(bytes, pos)?,
+                };
+                Parts::Usdt {
+                    spec_id,
+                    nargs,
+                    strings,
+                }
             }
             Shape::Function => {
                 let mut values = [0u64; 5];
@@ -512,7 +525,8 @@ impl<R: Read> Reader<R> {
                         Body::Args(args) => {
                             pending.push(Pending::Args((event.header, event.kind, args)))
                         }
-                        Body::Usdt { spec_id, args } => {
+                        // A declared type's: no strings.
+                        Body::Usdt { spec_id, args, .. } => {
                             let mut fields = [0u64; MAX_FIELDS];
                             let n = args.len().min(MAX_FIELDS);
                             fields[..n].copy_from_slice(&args[..n]);
@@ -548,9 +562,14 @@ impl<R: Read> Reader<R> {
                 name: text(name),
             },
             Parts::Marker(t) => Body::Marker(text(t)),
-            Parts::Usdt { spec_id, nargs } => Body::Usdt {
+            Parts::Usdt {
+                spec_id,
+                nargs,
+                strings,
+            } => Body::Usdt {
                 spec_id,
                 args: &self.prev[kind as usize][..nargs],
+                strings: &self.buf[strings],
             },
             Parts::Call(call) => Body::Call(call),
         };
@@ -608,6 +627,22 @@ fn text(bytes: &[u8], pos: &mut usize, max: usize) -> Result<(Range<usize>, bool
     }
     *pos = range.end;
     Ok((range, word & 1 == 1))
+}
+
+/// A USDT record's strings: their length, then the bytes.
+fn usdt_strings(bytes: &[u8], pos: &mut usize) -> Result<Range<usize>, Stop> {
+    let len = get(bytes, pos).ok_or(Stop::Short)? as usize;
+    if len > USDT_STRINGS_MAX {
+        return Err(Stop::Bad(format!(
+            "usdt strings of {len} bytes (at most {USDT_STRINGS_MAX})"
+        )));
+    }
+    let range = *pos..*pos + len;
+    if range.end > bytes.len() {
+        return Err(Stop::Short);
+    }
+    *pos = range.end;
+    Ok(range)
 }
 
 /// Reads until `buf` is full or the input ends; returns the bytes read.

@@ -9,17 +9,23 @@ use crate::session::fields::Names;
 use crate::session::header::{ClockMapping, Header, UsdtInfo};
 use crate::write::buf::ByteBuf;
 use crate::write::writer::{EventWriter, Totals};
-use styx_common::{EventKind, RecordHeader, UsdtSpec};
+use styx_common::{ArgType, EventKind, RecordHeader, StrWord};
 
 fn header() -> Header {
-    let mut spec = UsdtSpec {
-        nargs: 2,
-        ..UsdtSpec::default()
-    };
-    (spec.args[0].size, spec.args[0].signed) = (4, 1);
-    spec.args[1].size = 8;
-    let site = UsdtInfo::from_spec(0, "prov", "probe", &spec);
-    let mut header = Header::now(42, "/bin/emu", vec![site]);
+    let (i32, u64) = (ArgType::int(4, true), ArgType::int(8, false));
+    let site = UsdtInfo::new(0, "prov", "probe", [(None, i32), (None, u64)]);
+    let named = |name: &str, ty| (Some(name.to_string()), ty);
+    let strings = UsdtInfo::new(
+        1,
+        "prov",
+        "strings",
+        [
+            named("id", u64),
+            named("name", ArgType::Str),
+            named("body", ArgType::Json),
+        ],
+    );
+    let mut header = Header::now(42, "/bin/emu", vec![site, strings]);
     header.functions = vec!["emu::run".into(), "emu::step".into()];
     assert_eq!(header.usdt[0].args[0].ty, "i32");
     assert_eq!(header.usdt[0].args[1].ty, "u64");
@@ -47,6 +53,22 @@ fn event(ts_ns: u64, tid: u32, kind: EventKind, aux: u8, body: Body<'static>) ->
 }
 
 static NEGATIVE: [u64; 2] = [-5i64 as u64, u64::MAX];
+static STRING_WORDS: [u64; 3] = [
+    7,
+    StrWord::Kept { len: 5, cut: false }.encode(),
+    StrWord::Kept {
+        len: 14,
+        cut: false,
+    }
+    .encode(),
+];
+/// Two strings, each in its place (see `styx_common::StrWord`).
+fn strings() -> &'static [u8] {
+    let mut bytes = b"hello".to_vec();
+    bytes.resize(styx_common::USDT_STR_MAX, b'-');
+    bytes.extend_from_slice(b"{\"ok\":[1,\"a\"]}");
+    bytes.leak()
+}
 
 /// A mix of every shape, threads switching, time stepping back, extremes.
 fn events() -> Vec<Event<'static>> {
@@ -105,6 +127,18 @@ fn events() -> Vec<Event<'static>> {
             Body::Usdt {
                 spec_id: 0,
                 args: &NEGATIVE,
+                strings: &[],
+            },
+        ),
+        event(
+            7,
+            8,
+            EventKind::Usdt,
+            3,
+            Body::Usdt {
+                spec_id: 1,
+                args: &STRING_WORDS,
+                strings: strings(),
             },
         ),
         event(8, 7, EventKind::Control, 3, Body::Args([0, 0, 0, 0])),
@@ -205,10 +239,15 @@ fn what_goes_in_comes_out() {
         got[8]
     );
     assert!(
+        got[9].contains(r#""probe":"strings","id":7,"name":"hello","body":{"ok":[1,"a"]}}"#),
+        "{}",
+        got[9]
+    );
+    assert!(
         matches!(
             ending,
             Ending::Complete {
-                events: 13,
+                events: 14,
                 dropped: 0,
                 ..
             }
@@ -239,6 +278,21 @@ fn a_capture_cut_anywhere_reads_to_its_last_whole_record() {
         }
     }
     assert_eq!(last, events.len(), "only the END record missing");
+}
+
+/// Version 1 differs only in its USDT records, which had no strings.
+#[test]
+fn a_version_1_capture_is_read() {
+    let events: Vec<Event<'static>> = events()
+        .iter()
+        .filter(|e| e.kind != EventKind::Usdt)
+        .map(clone_event)
+        .collect();
+    let mut bytes = write(&events);
+    bytes[8] = 1;
+    let (got, ending) = read(&bytes);
+    assert_eq!(got, lines(&events, &Names::new(&header())));
+    assert!(matches!(ending, Ending::Complete { .. }), "{ending:?}");
 }
 
 #[test]
@@ -321,9 +375,14 @@ fn clone_event(e: &Event<'static>) -> Event<'static> {
             bytes: t.bytes,
             truncated: t.truncated,
         }),
-        Body::Usdt { spec_id, args } => Body::Usdt {
+        Body::Usdt {
+            spec_id,
+            args,
+            strings,
+        } => Body::Usdt {
             spec_id: *spec_id,
             args,
+            strings,
         },
         Body::Call(call) => Body::Call(*call),
     };
@@ -469,6 +528,7 @@ fn spec_ids_do_not_size_anything() {
         Body::Usdt {
             spec_id: 4_000_000_000,
             args: &NEGATIVE,
+            strings: &[],
         },
     );
     writer.event(&far).unwrap();
@@ -492,7 +552,7 @@ fn spec_ids_do_not_size_anything() {
 fn times_near_the_end_of_u64_go_through_every_format() {
     let mut events = events();
     for (i, e) in events.iter_mut().enumerate() {
-        e.header.ts_ns = u64::MAX - 11_500_000 + i as u64 * 900_000;
+        e.header.ts_ns = u64::MAX - 13_500_000 + i as u64 * 900_000;
     }
     events.push(event(
         u64::MAX,
@@ -645,7 +705,11 @@ fn a_malformed_batch_stored_whole_is_skipped_and_counted() {
     let fixed = std::mem::size_of::<styx_common::batch::BatchRecord>();
     forged[fixed + 10..fixed + 12].copy_from_slice(&0xffffu16.to_le_bytes());
     assert_eq!(
-        crate::record::batch_items::counts(&forged, styx_common::item::Codec::Current),
+        crate::record::batch_items::counts(
+            &forged,
+            styx_common::item::Codec::Current,
+            &Default::default()
+        ),
         None
     );
     let first_tag = u16::from_le_bytes(forged[fixed..][..2].try_into().unwrap());

@@ -89,9 +89,15 @@ impl<W: Write> CaptureWriter<W> {
                 put_text(buf, name);
             }
             Body::Marker(text) => put_text(buf, text),
-            Body::Usdt { spec_id, args } => {
+            Body::Usdt {
+                spec_id,
+                args,
+                strings,
+            } => {
                 put(buf, (*spec_id).into());
                 delta_args(buf, prev, args);
+                put(buf, strings.len() as u64);
+                buf.extend_from_slice(strings);
             }
             Body::Call(call) => delta_args(buf, prev, &call_args(call)),
         }

@@ -39,6 +39,7 @@ mod macros;
 #[cfg(not(feature = "disabled"))]
 mod site;
 mod span;
+mod traced_alloc;
 
 #[doc(hidden)]
 pub use declared as __declared;
@@ -64,6 +65,7 @@ pub use span::{next_span_id, Span};
 #[doc(hidden)]
 pub use styx_common::guest as __guest;
 pub use styx_common::{Branch, BranchKind, EventKind, InterruptKind};
+pub use traced_alloc::TracedAllocator;
 
 /// A value a batched probe passes (a pc, an address, a register number or
 /// value, an instruction word): it travels in its type's width, so a `u16`

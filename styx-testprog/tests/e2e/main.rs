@@ -11,6 +11,7 @@
 
 mod support;
 
+mod alloc;
 mod batched;
 mod binary;
 mod bpftrace;

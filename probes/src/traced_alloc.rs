@@ -1,0 +1,308 @@
+//! The emulator's own heap: a `GlobalAlloc` wrapper firing an event at
+//! each allocation, deallocation and reallocation, with the block's size,
+//! alignment and address and the code that asked for it.
+//!
+//! ```
+//! #[global_allocator]
+//! static HEAP: styx_probe::TracedAllocator<std::alloc::System> =
+//!     styx_probe::TracedAllocator::new(std::alloc::System);
+//! ```
+//!
+//! Its event types are declared here with [`event!`](crate::event!), so
+//! their provider is this crate's name: `styx_probe:alloc`,
+//! `styx_probe:dealloc`, `styx_probe:realloc`. Detached, each call costs
+//! the inner allocator's call plus one load and one branch.
+//!
+//! Firing may allocate (the thread's batch buffer is allocated at its
+//! first batched event; registering a thread's exit flush may allocate):
+//! while a thread is firing, its allocations go to the inner allocator
+//! untraced ([`Firing`]), so the tracer neither recurses nor deadlocks. At
+//! thread exit, deallocations after the thread's buffer was flushed and
+//! released are handed over alone (`batch::push_alone`), allocating nothing.
+
+use crate::declared::{Addr, Declared};
+use core::alloc::{GlobalAlloc, Layout};
+use core::cell::Cell;
+
+crate::event! {
+    /// A block handed out (`addr` 0: the inner allocator failed).
+    alloc(size: u64, align: u64, addr: Addr<u64>, caller: Addr<u64>, zeroed: bool);
+    /// A block given back.
+    dealloc(size: u64, align: u64, addr: Addr<u64>, caller: Addr<u64>);
+    /// A block moved or resized (`addr` 0: it failed, `old_addr` still holds).
+    realloc(old_addr: Addr<u64>, old_size: u64, addr: Addr<u64>, size: u64, align: u64, caller: Addr<u64>);
+}
+
+/// Wraps any `GlobalAlloc`, firing `styx_probe:alloc`, `dealloc` and
+/// `realloc` (batched by default) while a tracer holds them.
+pub struct TracedAllocator<A> {
+    inner: A,
+}
+
+impl<A> TracedAllocator<A> {
+    pub const fn new(inner: A) -> TracedAllocator<A> {
+        TracedAllocator { inner }
+    }
+}
+
+// SAFETY: every call goes to `inner` with the caller's arguments; the
+// events only read them.
+unsafe impl<A: GlobalAlloc> GlobalAlloc for TracedAllocator<A> {
+    #[inline]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let addr = self.inner.alloc(layout);
+        fire_outside_allocator::<alloc, A>(|caller| {
+            let (size, align) = size_align(layout);
+            (size, align, Addr(addr as u64), Addr(caller), false)
+        });
+        addr
+    }
+
+    #[inline]
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let addr = self.inner.alloc_zeroed(layout);
+        fire_outside_allocator::<alloc, A>(|caller| {
+            let (size, align) = size_align(layout);
+            (size, align, Addr(addr as u64), Addr(caller), true)
+        });
+        addr
+    }
+
+    #[inline]
+    unsafe fn dealloc(&self, addr: *mut u8, layout: Layout) {
+        fire_outside_allocator::<dealloc, A>(|caller| {
+            let (size, align) = size_align(layout);
+            (size, align, Addr(addr as u64), Addr(caller))
+        });
+        self.inner.dealloc(addr, layout)
+    }
+
+    #[inline]
+    unsafe fn realloc(&self, old_addr: *mut u8, layout: Layout, size: usize) -> *mut u8 {
+        let addr = self.inner.realloc(old_addr, layout, size);
+        fire_outside_allocator::<realloc, A>(|caller| {
+            let (old_size, align) = size_align(layout);
+            let (old_addr, addr) = (Addr(old_addr as u64), Addr(addr as u64));
+            (old_addr, old_size, addr, size as u64, align, Addr(caller))
+        });
+        addr
+    }
+}
+
+#[inline(always)]
+fn size_align(layout: Layout) -> (u64, u64) {
+    (layout.size() as u64, layout.align() as u64)
+}
+
+/// What this thread is doing inside the allocator's events.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Firing {
+    No,
+    /// Its allocations are the tracer's own: untraced.
+    Yes,
+    /// Its allocations are [`caller::calibrate`]'s: they teach which
+    /// frames are the allocator's.
+    Calibrating,
+}
+
+thread_local! {
+    // Const and without a destructor: no lazy registration, so reading it
+    // never allocates, even while the thread's thread-locals are torn down.
+    static FIRING: Cell<Firing> = const { Cell::new(Firing::No) };
+}
+
+/// Fires `E` if anything holds it: the one check inlined in the allocator.
+#[inline(always)]
+fn fire_outside_allocator<E: Declared, A>(values: impl FnOnce(u64) -> E::Values) {
+    let word = E::word();
+    if word != 0 {
+        core::hint::cold_path();
+        fire_once::<E, A>(word, values);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn fire_once<E: Declared, A>(word: u32, values: impl FnOnce(u64) -> E::Values) {
+    match FIRING.get() {
+        Firing::Yes => {}
+        Firing::Calibrating => {
+            caller::walk(caller::Walk::Learn);
+        }
+        Firing::No => {
+            FIRING.set(Firing::Yes);
+            caller::calibrate_once::<A>();
+            let caller = caller::walk(caller::Walk::Find);
+            E::call_site(word, values(caller));
+            FIRING.set(Firing::No);
+        }
+    }
+}
+
+/// The caller: the return address into the first function, going out
+/// from the allocator, that is not on the allocator's own path.
+///
+/// There is no stable `return_address` intrinsic, and the return address
+/// of the allocator's own method is not the caller: `GlobalAlloc` is
+/// reached through std's `__rust_alloc` shims and `std::alloc`'s
+/// functions, and, for a `Vec` or `Box`, `RawVec`'s type-independent
+/// code (one copy serving every `Vec`: its address would name no one). A
+/// naked shim reading `[rsp]` sees only the nearest of those frames, and
+/// frame pointers are absent in std and most builds. So the stack is
+/// unwound by its DWARF tables (`_Unwind_Backtrace`, which std links for
+/// panics; ~µs, only while attached), and the frames skipped are those
+/// seen, once, between the allocator and a known function that allocates
+/// through `std::alloc`'s functions and a `Vec<u8>` (`calibrate`). What
+/// is generic over the element type and not inlined (`Vec<T>`'s own
+/// functions in a debug build) is not learned: such a caller is a
+/// function of std's, instantiated for `T`.
+#[cfg(target_arch = "x86_64")]
+mod caller {
+    use super::{Firing, FIRING};
+    use core::ffi::{c_int, c_void};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Once;
+
+    #[repr(C)]
+    struct UnwindContext {
+        _opaque: [u8; 0],
+    }
+    type TraceFn = extern "C" fn(*mut UnwindContext, *mut c_void) -> c_int;
+    extern "C" {
+        fn _Unwind_Backtrace(trace: TraceFn, arg: *mut c_void) -> c_int;
+        fn _Unwind_GetIP(context: *mut UnwindContext) -> usize;
+        fn _Unwind_GetRegionStart(context: *mut UnwindContext) -> usize;
+    }
+    const URC_NO_REASON: c_int = 0;
+    const URC_NORMAL_STOP: c_int = 4;
+
+    /// Frames looked at, at most: the allocator's path is shorter.
+    const DEPTH: usize = 32;
+
+    /// (function start, return address) of each frame, from this one out.
+    #[inline(never)]
+    fn frames(out: &mut [(usize, usize); DEPTH]) -> usize {
+        struct Collected<'a> {
+            out: &'a mut [(usize, usize); DEPTH],
+            len: usize,
+        }
+        extern "C" fn visit(context: *mut UnwindContext, walk: *mut c_void) -> c_int {
+            // SAFETY: `walk` is the `Collected` passed below; `context` is the
+            // unwinder's, valid during this call.
+            unsafe {
+                let walk = &mut *(walk as *mut Collected);
+                if walk.len == DEPTH {
+                    return URC_NORMAL_STOP;
+                }
+                walk.out[walk.len] = (_Unwind_GetRegionStart(context), _Unwind_GetIP(context));
+                walk.len += 1;
+            }
+            URC_NO_REASON
+        }
+        let mut walk = Collected { out, len: 0 };
+        // SAFETY: `visit` only writes into `walk`, which outlives the call.
+        unsafe { _Unwind_Backtrace(visit, &mut walk as *mut Collected as *mut c_void) };
+        walk.len
+    }
+
+    /// Starts of the functions on the allocator's path (0: free slot).
+    static PATH: [AtomicUsize; 128] = [const { AtomicUsize::new(0) }; 128];
+
+    /// The start of the calibrating function (`calibrate::<A>`).
+    static CALIBRATING: AtomicUsize = AtomicUsize::new(0);
+
+    fn on_path(start: usize) -> bool {
+        PATH.iter()
+            .map(|slot| slot.load(Ordering::Relaxed))
+            .take_while(|&known| known != 0)
+            .any(|known| known == start)
+    }
+
+    /// Generic over the wrapped allocator so that it is instantiated in
+    /// the crate that installs the allocator, beside that crate's own
+    /// copies of std's `#[inline]` functions (a debug build keeps one per
+    /// crate), which it learns.
+    pub(super) fn calibrate_once<A>() {
+        static CALIBRATED: Once = Once::new();
+        CALIBRATED.call_once(calibrate::<A>);
+    }
+
+    pub(super) enum Walk {
+        /// Inside an allocation [`calibrate`] made: every function
+        /// between here and `calibrate` is on the allocator's path.
+        Learn,
+        /// The return address into the first function not on the path.
+        Find,
+    }
+
+    /// One function for both walks, so that the frames above it are the
+    /// same when learning and when finding.
+    #[inline(never)]
+    pub(super) fn walk(walk: Walk) -> u64 {
+        let mut stack = [(0, 0); DEPTH];
+        let len = frames(&mut stack);
+        let stack = &stack[..len];
+        match walk {
+            Walk::Find => stack
+                .iter()
+                .find(|&&(start, _)| !on_path(start))
+                .map_or(0, |&(_, ip)| ip as u64),
+            Walk::Learn => {
+                let calibrating = CALIBRATING.load(Ordering::Relaxed);
+                if let Some(end) = stack.iter().position(|&(start, _)| start == calibrating) {
+                    for &(start, _) in &stack[..end] {
+                        learn(start);
+                    }
+                }
+                0
+            }
+        }
+    }
+
+    /// Only the thread calibrating writes (`Once`): the first free slot.
+    fn learn(start: usize) {
+        if on_path(start) {
+            return;
+        }
+        if let Some(slot) = PATH.iter().find(|slot| slot.load(Ordering::Relaxed) == 0) {
+            slot.store(start, Ordering::Relaxed);
+        }
+    }
+
+    /// Allocates as code outside the allocator does, so that [`Walk::Learn`]
+    /// sees the frames in between. Through the global allocator: if that
+    /// is not a `TracedAllocator`, nothing is learned (and this allocator,
+    /// called directly, has no shims in between).
+    #[inline(never)]
+    fn calibrate<A>() {
+        CALIBRATING.store(calibrate::<A> as fn() as usize, Ordering::Relaxed);
+        FIRING.set(Firing::Calibrating);
+        let layout = std::alloc::Layout::from_size_align(24, 8).unwrap();
+        // SAFETY: a block of `layout`, given back with it.
+        unsafe {
+            let block = std::alloc::alloc(layout);
+            let block = std::alloc::realloc(block, layout, 48);
+            std::alloc::dealloc(block, std::alloc::Layout::from_size_align(48, 8).unwrap());
+            std::alloc::dealloc(std::alloc::alloc_zeroed(layout), layout);
+        }
+        let mut bytes: Vec<u8> = Vec::with_capacity(8);
+        bytes.extend_from_slice(&[0; 16]);
+        bytes.push(0);
+        bytes.shrink_to_fit();
+        drop(std::hint::black_box(bytes));
+        FIRING.set(Firing::Yes);
+    }
+}
+
+/// Elsewhere the caller is not known: 0.
+#[cfg(not(target_arch = "x86_64"))]
+mod caller {
+    pub(super) fn calibrate_once<A>() {}
+    pub(super) enum Walk {
+        Learn,
+        Find,
+    }
+    pub(super) fn walk(_: Walk) -> u64 {
+        0
+    }
+}

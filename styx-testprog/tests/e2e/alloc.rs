@@ -1,0 +1,196 @@
+//! The emulator's heap (`styx_probe::TracedAllocator`, styx-alloc): its
+//! events are exactly the allocations the program makes, each with its
+//! size, alignment and address, and the caller a return address inside
+//! the function that made it.
+
+use crate::support::*;
+use object::{Object, ObjectSymbol};
+use serde_json::Value;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+fn program() -> PathBuf {
+    beside_testprog("styx-alloc", "styx-testprog")
+}
+
+/// Blocks `known_allocations` makes (see styx-alloc).
+const BLOCKS: u64 = 40;
+
+/// Where styx-alloc's `known_allocations` is while it runs: its start
+/// as the program prints it, its length from the symbol table.
+fn known_range(binary: &Path, start: u64) -> Range<u64> {
+    let data = std::fs::read(binary).unwrap();
+    let elf = object::File::parse(&*data).unwrap();
+    let symbol = elf
+        .symbols()
+        .find(|s| s.name().is_ok_and(|n| n.contains("known_allocations")))
+        .expect("known_allocations in the symbol table");
+    assert!(symbol.size() > 0);
+    start..start + symbol.size()
+}
+
+/// styx-alloc traced with `--probes 'styx_probe:*'` and `args` while it
+/// makes its known allocations: (events, known_allocations's range, the
+/// loader's stderr).
+fn traced(name: &str, args: &[&str]) -> (Vec<Value>, Range<u64>, Vec<String>) {
+    require_root();
+    let dir = scratch(name);
+    let raw = args.contains(&"raw");
+    let out = dir.join(if raw { "run.styx" } else { "out.jsonl" });
+    let mut prog = TestProg::start(&program(), &[]);
+    let mut all = vec![
+        "--probes",
+        "styx_probe:*",
+        "--output",
+        out.to_str().unwrap(),
+    ];
+    all.extend_from_slice(args);
+    let loader = prog.attach_loader(&all);
+    let answer = prog.ask("where");
+    let start = answer.trim().strip_prefix("known 0x").expect("known ADDR");
+    let known = known_range(&program(), u64::from_str_radix(start, 16).unwrap());
+    assert_eq!(
+        prog.ask(&format!("allocate {BLOCKS}")).trim(),
+        format!("allocated {BLOCKS}")
+    );
+    prog.quit();
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{stderr:#?}");
+    let events = if raw {
+        let (status, stdout, stderr) = run_loader(&["read", out.to_str().unwrap(), "-o", "jsonl"]);
+        assert!(status.success() && stderr.is_empty(), "{stderr}");
+        parse_jsonl(&stdout)
+    } else {
+        read_jsonl(&out)
+    };
+    (events, known, stderr)
+}
+
+fn number(event: &Value, field: &str) -> u64 {
+    event[field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no {field} in {event}"))
+}
+
+/// Checks `trace` is what styx-alloc's `known_allocations(BLOCKS)` makes,
+/// in order, besides what the rest of the program allocates.
+fn assert_known_allocations(trace: &[Value], known: &Range<u64>) {
+    for event in trace {
+        assert_eq!(event["event"], "usdt", "{event}");
+        assert_eq!(event["provider"], "styx_probe", "{event}");
+    }
+    let inside: Vec<&Value> = trace
+        .iter()
+        .filter(|e| known.contains(&number(e, "caller")))
+        .collect();
+    let n = BLOCKS as usize;
+    assert_eq!(inside.len(), n + 1 + n + 2 * n, "{inside:#?}");
+    let (blocks, rest) = inside.split_at(n);
+    let (grown, rest) = rest.split_first().unwrap();
+    let (freed, vecs) = rest.split_at(n);
+
+    let mut addrs = Vec::new();
+    for (i, e) in blocks.iter().enumerate() {
+        assert_eq!(e["probe"], "alloc", "{e}");
+        assert_eq!(
+            (number(e, "size"), number(e, "align"), number(e, "zeroed")),
+            (1000 + i as u64, 64, 0),
+            "{e}"
+        );
+        assert!(number(e, "addr") % 64 == 0 && number(e, "addr") != 0, "{e}");
+        addrs.push(number(e, "addr"));
+    }
+    assert_eq!(grown["probe"], "realloc", "{grown}");
+    assert_eq!(
+        (
+            number(grown, "old_addr"),
+            number(grown, "old_size"),
+            number(grown, "size"),
+            number(grown, "align")
+        ),
+        (addrs[0], 1000, 5000, 64),
+        "{grown}"
+    );
+    addrs[0] = number(grown, "addr");
+    for (i, e) in freed.iter().enumerate() {
+        let size = if i == 0 { 5000 } else { 1000 + i as u64 };
+        assert_eq!(e["probe"], "dealloc", "{e}");
+        assert_eq!(
+            (number(e, "size"), number(e, "align"), number(e, "addr")),
+            (size, 64, addrs[i]),
+            "{e}"
+        );
+    }
+    for (i, pair) in vecs.chunks(2).enumerate() {
+        let (made, dropped) = (pair[0], pair[1]);
+        assert_eq!(
+            (&made["probe"], &dropped["probe"]),
+            (&"alloc".into(), &"dealloc".into())
+        );
+        for e in pair {
+            assert_eq!(
+                (number(e, "size"), number(e, "align")),
+                (3000 + i as u64, 1),
+                "{e}"
+            );
+        }
+        assert_eq!(number(made, "zeroed"), 0);
+        assert_eq!(number(made, "addr"), number(dropped, "addr"));
+    }
+
+    // Each kind of allocation is one call site: five return addresses.
+    let callers = |events: &[&Value]| -> Vec<u64> {
+        let mut callers: Vec<u64> = events.iter().map(|e| number(e, "caller")).collect();
+        callers.dedup();
+        callers
+    };
+    let made_vecs: Vec<&Value> = vecs.iter().step_by(2).copied().collect();
+    let dropped_vecs: Vec<&Value> = vecs.iter().skip(1).step_by(2).copied().collect();
+    let mut sites = Vec::new();
+    for group in [blocks, &[*grown], freed, &made_vecs, &dropped_vecs] {
+        let callers = callers(group);
+        assert_eq!(callers.len(), 1, "one call site: {group:#?}");
+        sites.push(callers[0]);
+    }
+    sites.sort();
+    sites.dedup();
+    assert_eq!(sites.len(), 5, "{sites:x?}");
+
+    // And no allocation of the known ones is put elsewhere.
+    let known_shape = |e: &Value| {
+        let (size, align) = (e["size"].as_u64(), e["align"].as_u64());
+        align == Some(64) && size.is_some_and(|s| (1000..1000 + BLOCKS).contains(&s) || s == 5000)
+            || align == Some(1) && size.is_some_and(|s| (3000..3000 + BLOCKS).contains(&s))
+    };
+    assert_eq!(
+        trace.iter().filter(|e| known_shape(e)).count(),
+        inside.iter().filter(|e| known_shape(e)).count()
+    );
+}
+
+/// Batched (the default): one flush site and the three types'
+/// batch-enable sites.
+#[test]
+fn traced_allocator_events_are_the_known_allocations() {
+    let (trace, known, stderr) = traced("alloc-batched", &["-o", "jsonl"]);
+    assert!(stderr[0].contains("attached 4 probe sites"), "{stderr:#?}");
+    assert_known_allocations(&trace, &known);
+}
+
+/// One hit per event gives the same events.
+#[test]
+fn traced_allocator_events_per_event() {
+    let (trace, known, stderr) = traced(
+        "alloc-per-event",
+        &["-o", "jsonl", "--delivery", "per-event"],
+    );
+    assert!(stderr[0].contains("attached 3 probe sites"), "{stderr:#?}");
+    assert_known_allocations(&trace, &known);
+}
+
+/// A raw capture keeps the allocator's types: `read` gives the same events.
+#[test]
+fn traced_allocator_capture_reads_back() {
+    let (trace, known, _) = traced("alloc-capture", &["-o", "raw"]);
+    assert_known_allocations(&trace, &known);
+}

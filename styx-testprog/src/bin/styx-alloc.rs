@@ -2,6 +2,13 @@
 //! tests know. Commands on stdin, each answered on stdout:
 //! - `where`: answers `known ADDR`, where [`known_allocations`] is.
 //! - `allocate N` (N ≤ 64): calls `known_allocations(N)`; answers `allocated N`.
+//! - `thread-start`: starts a thread that touches a thread-local
+//!   (registering its destructor) and waits; answers `started`.
+//! - `thread-join`: that thread puts a block of [`THREAD_HELD_BYTES`] in
+//!   the thread-local, whose destructor frees it as the thread exits;
+//!   answers `joined TID`. Traced from between the two, the thread's first
+//!   event comes after the thread-local's destructor was registered: the
+//!   destructor runs after the thread's batch was flushed and released.
 //! - `quit`: exits.
 //!
 //! `known_allocations(n)` makes, in this order (what the tests expect):
@@ -18,6 +25,24 @@ use std::io::{BufRead, Write};
 static HEAP: styx_probe::TracedAllocator<System> = styx_probe::TracedAllocator::new(System);
 
 const MOST_BLOCKS: usize = 64;
+const THREAD_HELD_BYTES: usize = 7000;
+
+thread_local! {
+    static HELD: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A thread that will leave a block to its thread-local's destructor,
+/// once `go` is passed.
+fn thread_freeing_at_exit(go: std::sync::Arc<std::sync::Barrier>) -> std::thread::JoinHandle<i32> {
+    std::thread::spawn(move || {
+        HELD.with(|held| held.borrow().capacity());
+        go.wait();
+        HELD.with(|held| held.borrow_mut().reserve_exact(THREAD_HELD_BYTES));
+        // SAFETY: gettid has no preconditions.
+        unsafe { libc::gettid() }
+    })
+}
+
 const GROWN_BYTES: usize = 5000;
 
 fn block_layout(i: usize) -> Layout {
@@ -51,6 +76,7 @@ fn known_allocations(n: usize) {
 
 fn main() {
     let stdout = std::io::stdout();
+    let mut thread = None;
     for line in std::io::stdin().lock().lines() {
         let line = line.expect("reading a command");
         let words: Vec<&str> = line.split_whitespace().collect();
@@ -67,6 +93,17 @@ fn main() {
                 );
                 known_allocations(n);
                 writeln!(stdout.lock(), "allocated {n}").unwrap();
+            }
+            ["thread-start"] => {
+                let go = std::sync::Arc::new(std::sync::Barrier::new(2));
+                thread = Some((thread_freeing_at_exit(go.clone()), go));
+                writeln!(stdout.lock(), "started").unwrap();
+            }
+            ["thread-join"] => {
+                let (handle, go) = thread.take().expect("thread-start first");
+                go.wait();
+                let tid = handle.join().unwrap();
+                writeln!(stdout.lock(), "joined {tid}").unwrap();
             }
             ["quit"] => return,
             _ => panic!("unknown command {line:?}"),

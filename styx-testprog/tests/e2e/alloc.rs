@@ -194,3 +194,44 @@ fn traced_allocator_capture_reads_back() {
     let (trace, known, _) = traced("alloc-capture", &["-o", "raw"]);
     assert_known_allocations(&trace, &known);
 }
+
+/// A thread's thread-local freeing a block as the thread exits, after
+/// the thread's batch was flushed and released (styx-alloc's
+/// `thread-start`): the block's events arrive, on the thread's id, and the
+/// program neither hangs nor recurses.
+#[test]
+fn traced_allocator_sees_a_thread_local_freed_at_thread_exit() {
+    require_root();
+    let out = scratch("alloc-thread-exit").join("out.jsonl");
+    let mut prog = TestProg::start(&program(), &[]);
+    assert_eq!(prog.ask("thread-start").trim(), "started");
+    let loader = prog.attach_loader(&[
+        "--probes",
+        "styx_probe:*",
+        "-o",
+        "jsonl",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    let answer = prog.ask("thread-join");
+    let tid: u64 = answer
+        .trim()
+        .strip_prefix("joined ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    prog.quit();
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{stderr:#?}");
+    let held: Vec<Value> = read_jsonl(&out)
+        .into_iter()
+        .filter(|e| e["size"] == 7000 && e["align"] == 1)
+        .collect();
+    assert_eq!(held.len(), 2, "{held:#?}");
+    assert_eq!(
+        (&held[0]["probe"], &held[1]["probe"]),
+        (&"alloc".into(), &"dealloc".into())
+    );
+    assert_eq!(held[0]["addr"], held[1]["addr"]);
+    assert!(held.iter().all(|e| number(e, "tid") == tid), "{held:#?}");
+}

@@ -39,7 +39,6 @@ mod macros;
 #[cfg(not(feature = "disabled"))]
 mod site;
 mod span;
-mod traced_alloc;
 
 #[doc(hidden)]
 pub use declared as __declared;
@@ -65,7 +64,6 @@ pub use span::{next_span_id, Span};
 #[doc(hidden)]
 pub use styx_common::guest as __guest;
 pub use styx_common::{Branch, BranchKind, EventKind, InterruptKind};
-pub use traced_alloc::TracedAllocator;
 
 /// A value a batched probe passes (a pc, an address, a register number or
 /// value, an instruction word): it travels in its type's width, so a `u16`

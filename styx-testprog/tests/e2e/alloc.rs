@@ -1,4 +1,4 @@
-//! The emulator's heap (`styx_probe::TracedAllocator`, styx-alloc): its
+//! The emulator's heap (`styx_alloc::TracedAllocator`, styx-alloc): its
 //! events are exactly the allocations the program makes, each with its
 //! size, alignment and address, and the caller a return address inside
 //! the function that made it.
@@ -10,7 +10,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 fn program() -> PathBuf {
-    beside_testprog("styx-alloc", "styx-testprog")
+    beside_testprog("styx-alloc", "styx-alloc")
 }
 
 /// Blocks `known_allocations` makes (see styx-alloc).
@@ -29,7 +29,7 @@ fn known_range(binary: &Path, start: u64) -> Range<u64> {
     start..start + symbol.size()
 }
 
-/// styx-alloc traced with `--probes 'styx_probe:*'` and `args` while it
+/// styx-alloc traced with `--probes 'styx_alloc:*'` and `args` while it
 /// makes its known allocations: (events, known_allocations's range, the
 /// loader's stderr).
 fn traced(name: &str, args: &[&str]) -> (Vec<Value>, Range<u64>, Vec<String>) {
@@ -40,7 +40,7 @@ fn traced(name: &str, args: &[&str]) -> (Vec<Value>, Range<u64>, Vec<String>) {
     let mut prog = TestProg::start(&program(), &[]);
     let mut all = vec![
         "--probes",
-        "styx_probe:*",
+        "styx_alloc:*",
         "--output",
         out.to_str().unwrap(),
     ];
@@ -77,7 +77,7 @@ fn number(event: &Value, field: &str) -> u64 {
 fn assert_known_allocations(trace: &[Value], known: &Range<u64>) {
     for event in trace {
         assert_eq!(event["event"], "usdt", "{event}");
-        assert_eq!(event["provider"], "styx_probe", "{event}");
+        assert_eq!(event["provider"], "styx_alloc", "{event}");
     }
     let inside: Vec<&Value> = trace
         .iter()
@@ -207,7 +207,7 @@ fn traced_allocator_sees_a_thread_local_freed_at_thread_exit() {
     assert_eq!(prog.ask("thread-start").trim(), "started");
     let loader = prog.attach_loader(&[
         "--probes",
-        "styx_probe:*",
+        "styx_alloc:*",
         "-o",
         "jsonl",
         "--output",
@@ -234,4 +234,38 @@ fn traced_allocator_sees_a_thread_local_freed_at_thread_exit() {
     );
     assert_eq!(held[0]["addr"], held[1]["addr"]);
     assert!(held.iter().all(|e| number(e, "tid") == tid), "{held:#?}");
+}
+
+/// `list` shows the allocator's types with their fields, in a program
+/// that installs it, and nothing of them (not even notes left by discarded
+/// code) in one that does not depend on styx-alloc.
+#[test]
+fn list_shows_the_allocators_types_only_where_linked() {
+    let (status, stdout, stderr) =
+        run_loader(&["list", program().to_str().unwrap(), "styx_alloc:*"]);
+    assert!(status.success(), "{stderr}");
+    let declared: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("declared "))
+        .collect();
+    assert_eq!(
+        declared,
+        [
+            "alloc(size: u64, align: u64, addr: Addr<u64>, caller: Addr<u64>, zeroed: bool)",
+            "dealloc(size: u64, align: u64, addr: Addr<u64>, caller: Addr<u64>)",
+            "realloc(old_addr: Addr<u64>, old_size: u64, addr: Addr<u64>, size: u64, align: u64, caller: Addr<u64>)",
+        ],
+        "{stdout}"
+    );
+    let other = beside_testprog("styx-declared", "styx-testprog");
+    let (status, stdout, stderr) = run_loader(&["list", other.to_str().unwrap()]);
+    assert!(status.success(), "{stderr}");
+    let allocators = ["styx_alloc:", ":alloc", ":dealloc", ":realloc"];
+    assert!(
+        !stdout
+            .lines()
+            .any(|l| allocators.iter().any(|a| l.contains(a)))
+            && stderr.is_empty(),
+        "{stdout}{stderr}"
+    );
 }

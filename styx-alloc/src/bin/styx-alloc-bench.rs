@@ -1,4 +1,4 @@
-//! What `styx_probe::TracedAllocator` costs while detached: `N` pairs of
+//! What `styx_alloc::TracedAllocator` costs while detached: `N` pairs of
 //! allocation and deallocation (sizes 16 to 128 bytes) made through
 //! `System` and through `TracedAllocator<System>`, each called directly,
 //! in the same process.
@@ -9,7 +9,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::time::Instant;
-use styx_probe::TracedAllocator;
+use styx_alloc::TracedAllocator;
 
 #[global_allocator]
 static HEAP: TracedAllocator<System> = TracedAllocator::new(System);

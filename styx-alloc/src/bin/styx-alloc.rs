@@ -1,4 +1,4 @@
-//! Its heap traced (`styx_probe::TracedAllocator`), and allocations the
+//! Its heap traced (`styx_alloc::TracedAllocator`), and allocations the
 //! tests know. Commands on stdin, each answered on stdout:
 //! - `where`: answers `known ADDR`, where [`known_allocations`] is.
 //! - `allocate N` (N ≤ 64): calls `known_allocations(N)`; answers `allocated N`.
@@ -22,7 +22,7 @@ use std::alloc::{alloc, dealloc, realloc, Layout, System};
 use std::io::{BufRead, Write};
 
 #[global_allocator]
-static HEAP: styx_probe::TracedAllocator<System> = styx_probe::TracedAllocator::new(System);
+static HEAP: styx_alloc::TracedAllocator<System> = styx_alloc::TracedAllocator::new(System);
 
 const MOST_BLOCKS: usize = 64;
 const THREAD_HELD_BYTES: usize = 7000;

@@ -1,30 +1,38 @@
-//! The emulator's own heap: a `GlobalAlloc` wrapper firing an event at
-//! each allocation, deallocation and reallocation, with the block's size,
-//! alignment and address and the code that asked for it.
+//! An emulator's own heap, traced: a `GlobalAlloc` wrapper firing an
+//! event at each allocation, deallocation and reallocation, with the
+//! block's size, alignment and address and the code that asked for it.
 //!
 //! ```
 //! #[global_allocator]
-//! static HEAP: styx_probe::TracedAllocator<std::alloc::System> =
-//!     styx_probe::TracedAllocator::new(std::alloc::System);
+//! static HEAP: styx_alloc::TracedAllocator<std::alloc::System> =
+//!     styx_alloc::TracedAllocator::new(std::alloc::System);
 //! ```
 //!
-//! Its event types are declared here with [`event!`](crate::event!), so
-//! their provider is this crate's name: `styx_probe:alloc`,
-//! `styx_probe:dealloc`, `styx_probe:realloc`. Detached, each call costs
-//! the inner allocator's call plus one load and one branch.
+//! Its event types are declared here with `styx_probe::event!`, so their
+//! provider is this crate's name: `styx_alloc:alloc`, `styx_alloc:dealloc`,
+//! `styx_alloc:realloc` (batched by default, as every declared type).
+//! Detached, each call costs the wrapped allocator's call plus one load
+//! and one branch.
+//!
+//! Why a crate of its own, not part of styx-probe: a declared type's notes
+//! are kept in every program that links the crate declaring it (its schema
+//! note is `#[used]`, and note sections survive the linker's garbage
+//! collection), used or not. In styx-probe, every emulator would carry the
+//! allocator's types, their sites pointing at discarded code; here, only
+//! those that depend on this crate do.
 //!
 //! Firing may allocate (the thread's batch buffer is allocated at its
 //! first batched event; registering a thread's exit flush may allocate):
-//! while a thread is firing, its allocations go to the inner allocator
+//! while a thread is firing, its allocations go to the wrapped allocator
 //! untraced ([`Firing`]), so the tracer neither recurses nor deadlocks. At
-//! thread exit, deallocations after the thread's buffer was flushed and
-//! released are handed over alone (`batch::push_alone`), allocating nothing.
+//! thread exit, events after the thread's batch was flushed and released
+//! are handed over alone, from the stack, allocating nothing.
 
-use crate::declared::{Addr, Declared};
 use core::alloc::{GlobalAlloc, Layout};
 use core::cell::Cell;
+use styx_probe::{Addr, Declared};
 
-crate::event! {
+styx_probe::event! {
     /// A block handed out (`addr` 0: the inner allocator failed).
     alloc(size: u64, align: u64, addr: Addr<u64>, caller: Addr<u64>, zeroed: bool);
     /// A block given back.
@@ -33,8 +41,8 @@ crate::event! {
     realloc(old_addr: Addr<u64>, old_size: u64, addr: Addr<u64>, size: u64, align: u64, caller: Addr<u64>);
 }
 
-/// Wraps any `GlobalAlloc`, firing `styx_probe:alloc`, `dealloc` and
-/// `realloc` (batched by default) while a tracer holds them.
+/// Wraps any `GlobalAlloc`, firing `styx_alloc:alloc`, `dealloc` and
+/// `realloc` while a tracer holds them.
 pub struct TracedAllocator<A> {
     inner: A,
 }

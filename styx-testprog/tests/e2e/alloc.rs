@@ -97,7 +97,10 @@ fn assert_known_allocations(trace: &[Value], known: &Range<u64>) {
             (1000 + i as u64, 64, 0),
             "{e}"
         );
-        assert!(number(e, "addr").is_multiple_of(64) && number(e, "addr") != 0, "{e}");
+        assert!(
+            number(e, "addr").is_multiple_of(64) && number(e, "addr") != 0,
+            "{e}"
+        );
         addrs.push(number(e, "addr"));
     }
     assert_eq!(grown["probe"], "realloc", "{grown}");

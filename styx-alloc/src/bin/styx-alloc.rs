@@ -16,9 +16,11 @@
 //!   (`std::alloc::alloc`);
 //! - block 0 grown to 5000 bytes (`std::alloc::realloc`);
 //! - every block freed, in order (`std::alloc::dealloc`);
-//! - for each `i` in `0..n`, a `Vec<u8>::with_capacity(3000 + i)`, dropped.
+//! - for each `i` in `0..n`, a `Vec<u8>::with_capacity(3000 + i)`, dropped;
+//! - a zeroed block of 6000 bytes aligned to 64
+//!   (`std::alloc::alloc_zeroed`), freed.
 
-use std::alloc::{alloc, dealloc, realloc, Layout, System};
+use std::alloc::{alloc, alloc_zeroed, dealloc, realloc, Layout, System};
 use std::io::{BufRead, Write};
 
 #[global_allocator]
@@ -72,6 +74,9 @@ fn known_allocations(n: usize) {
         let bytes: Vec<u8> = Vec::with_capacity(3000 + i);
         drop(std::hint::black_box(bytes));
     }
+    let zeroed = Layout::from_size_align(6000, 64).unwrap();
+    // SAFETY: freed with its layout.
+    unsafe { dealloc(std::hint::black_box(alloc_zeroed(zeroed)), zeroed) };
 }
 
 fn main() {

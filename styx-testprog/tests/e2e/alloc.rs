@@ -84,10 +84,11 @@ fn assert_known_allocations(trace: &[Value], known: &Range<u64>) {
         .filter(|e| known.contains(&number(e, "caller")))
         .collect();
     let n = BLOCKS as usize;
-    assert_eq!(inside.len(), n + 1 + n + 2 * n, "{inside:#?}");
+    assert_eq!(inside.len(), n + 1 + n + 2 * n + 2, "{inside:#?}");
     let (blocks, rest) = inside.split_at(n);
     let (grown, rest) = rest.split_first().unwrap();
-    let (freed, vecs) = rest.split_at(n);
+    let (freed, rest) = rest.split_at(n);
+    let (vecs, zeroed) = rest.split_at(2 * n);
 
     let mut addrs = Vec::new();
     for (i, e) in blocks.iter().enumerate() {
@@ -141,6 +142,25 @@ fn assert_known_allocations(trace: &[Value], known: &Range<u64>) {
         assert_eq!(number(made, "addr"), number(dropped, "addr"));
     }
 
+    let (made, freed_zeroed) = (zeroed[0], zeroed[1]);
+    assert_eq!(
+        (&made["probe"], &freed_zeroed["probe"]),
+        (&"alloc".into(), &"dealloc".into())
+    );
+    assert_eq!(
+        (
+            number(made, "size"),
+            number(made, "align"),
+            number(made, "zeroed")
+        ),
+        (6000, 64, 1),
+        "{made}"
+    );
+    assert_eq!(
+        (number(freed_zeroed, "size"), number(freed_zeroed, "addr")),
+        (6000, number(made, "addr"))
+    );
+
     // Each loop's calls are one call site (a loop's first pass may be
     // peeled off by an optimizer: the frees' is left out), the loops'
     // sites differ.
@@ -163,7 +183,8 @@ fn assert_known_allocations(trace: &[Value], known: &Range<u64>) {
     // And no allocation of the known ones is put elsewhere.
     let known_shape = |e: &Value| {
         let (size, align) = (e["size"].as_u64(), e["align"].as_u64());
-        align == Some(64) && size.is_some_and(|s| (1000..1000 + BLOCKS).contains(&s) || s == 5000)
+        align == Some(64)
+            && size.is_some_and(|s| (1000..1000 + BLOCKS).contains(&s) || s == 5000 || s == 6000)
             || align == Some(1) && size.is_some_and(|s| (3000..3000 + BLOCKS).contains(&s))
     };
     assert_eq!(

@@ -24,9 +24,9 @@
 //! Firing may allocate (the thread's batch buffer is allocated at its
 //! first batched event; registering a thread's exit flush may allocate):
 //! while a thread is firing, its allocations go to the wrapped allocator
-//! untraced ([`Firing`]), so the tracer neither recurses nor deadlocks. At
-//! thread exit, events after the thread's batch was flushed and released
-//! are handed over alone, from the stack, allocating nothing.
+//! untraced (a thread-local flag), so the tracer neither recurses nor
+//! deadlocks. At thread exit, events after the thread's batch was flushed
+//! and released are handed over alone, from the stack, allocating nothing.
 
 use core::alloc::{GlobalAlloc, Layout};
 use core::cell::Cell;

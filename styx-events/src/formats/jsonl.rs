@@ -45,7 +45,7 @@ pub fn jsonl(out: &mut ByteBuf, event: &Event<'_>, names: &Names, repeats: &mut 
                 key(out, name);
                 json_string(out, v);
             }
-            Field::Args(args) => json_usdt(out, args),
+            Field::Args(args) => json_usdt(out, args, JsonStyle::Lines),
             Field::Name(name, v) => {
                 key(out, name);
                 out.push(b'"');
@@ -73,12 +73,24 @@ fn key(out: &mut ByteBuf, name: &str) {
     out.extend_from_slice(b"\":");
 }
 
+/// How JSON shows a declared type's addresses and registers: as JSON
+/// lines shows the catalogue's (numbers, a named register's name beside
+/// it as `NAME_name`), or as Chrome's args do (addresses as `"0x…"`
+/// strings, a named register by its name).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum JsonStyle {
+    /// JSON lines.
+    Lines,
+    /// Chrome's trace event args.
+    Chrome,
+}
+
 /// Another provider's arguments as fields of the event's object (the
 /// first key's opening quote is already out): each a field of its own
 /// when the probe's arguments are named, else an `args` array; then
 /// `truncated: true` if a string was cut and `unreadable: true` if one
 /// could not be read (it shows as null).
-pub fn json_usdt(out: &mut ByteBuf, args: UsdtArgs<'_>) {
+pub fn json_usdt(out: &mut ByteBuf, args: UsdtArgs<'_>, style: JsonStyle) {
     let cut = args.any_string(|s| s.cut);
     let unreadable = args.any_string(|s| s.unreadable.is_some());
     if args.named {
@@ -87,7 +99,12 @@ pub fn json_usdt(out: &mut ByteBuf, args: UsdtArgs<'_>) {
                 out.extend_from_slice(b",\"");
             }
             key(out, name);
-            json_arg(out, &arg);
+            json_arg(out, &arg, style);
+            if let (Arg::Reg(_, Some(reg_name)), JsonStyle::Lines) = (&arg, style) {
+                out.extend_from_slice(b",\"");
+                key(out, &format!("{name}_name"));
+                json_string(out, reg_name);
+            }
         }
     } else {
         key(out, "args");
@@ -96,7 +113,7 @@ pub fn json_usdt(out: &mut ByteBuf, args: UsdtArgs<'_>) {
             if i > 0 {
                 out.push(b',');
             }
-            json_arg(out, &arg);
+            json_arg(out, &arg, style);
         }
         out.push(b']');
     }
@@ -108,14 +125,28 @@ pub fn json_usdt(out: &mut ByteBuf, args: UsdtArgs<'_>) {
     }
 }
 
-/// One argument: a number (signed ones negative), a string, JSON as the
-/// value it holds when it parses, null for a string that could not be read.
-fn json_arg(out: &mut ByteBuf, arg: &Arg<'_>) {
-    match arg {
-        Arg::Signed(v) => out.extend_from_slice(itoa::Buffer::new().format(*v).as_bytes()),
-        Arg::Unsigned(v) => out.dec(*v),
-        Arg::Str(s) if s.unreadable.is_some() => out.extend_from_slice(b"null"),
-        Arg::Str(s) => match s.json_value() {
+/// One argument: a number (signed ones negative), an enum value's name,
+/// true or false, a string, JSON as the value it holds when it parses,
+/// null for a string that could not be read.
+fn json_arg(out: &mut ByteBuf, arg: &Arg<'_>, style: JsonStyle) {
+    match (arg, style) {
+        (Arg::Signed(v), _) => out.extend_from_slice(itoa::Buffer::new().format(*v).as_bytes()),
+        (Arg::Addr(v), JsonStyle::Chrome) => {
+            out.push(b'"');
+            out.hex(*v);
+            out.push(b'"');
+        }
+        (Arg::Reg(_, Some(name)) | Arg::Enum(_, Some(name)), JsonStyle::Chrome) => {
+            json_string(out, name)
+        }
+        (Arg::Enum(_, Some(name)), JsonStyle::Lines) => json_string(out, name),
+        (
+            Arg::Unsigned(v) | Arg::Dec(v) | Arg::Addr(v) | Arg::Reg(v, _) | Arg::Enum(v, None),
+            _,
+        ) => out.dec(*v),
+        (Arg::Bool(v), _) => out.extend_from_slice(if *v { b"true" } else { b"false" }),
+        (Arg::Str(s), _) if s.unreadable.is_some() => out.extend_from_slice(b"null"),
+        (Arg::Str(s), _) => match s.json_value() {
             Some(json) => json_value(out, json),
             None => json_string(out, &s.lossy()),
         },

@@ -45,6 +45,32 @@ pub struct EnumValues {
     pub values: Vec<(u64, String)>,
 }
 
+impl EnumValues {
+    /// The name of `value`, if the enum names it.
+    pub fn name_of(&self, value: u64) -> Option<&str> {
+        let found = self.values.iter().find(|(v, _)| *v == value);
+        found.map(|(_, name)| name.as_str())
+    }
+
+    /// The value named `name`: as written, else ignoring ASCII case
+    /// (filters take `uart` for `Uart`).
+    pub fn value_of(&self, name: &str) -> Option<u64> {
+        let exact = self.values.iter().find(|(_, n)| n == name);
+        let any_case = || {
+            let mut found = self
+                .values
+                .iter()
+                .filter(|(_, n)| n.eq_ignore_ascii_case(name));
+            // Two values one name apart only by case: only as written.
+            match (found.next(), found.next()) {
+                (Some(one), None) => Some(one),
+                _ => None,
+            }
+        };
+        exact.or_else(any_case).map(|(v, _)| *v)
+    }
+}
+
 /// Why a declared event type's note could not be read.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum SchemaError {

@@ -18,7 +18,8 @@ pub fn run(args: &ReadArgs) -> Result<()> {
     // Every styx type: a capture says which it holds only as it is read.
     let kinds: Vec<EventKind> = styx_kinds().collect();
     let guest = reader.header.guest.as_ref();
-    let mut keep = compile_filters(&args.select.filters, args.select.sample, &kinds, guest)?
+    let filters = &args.select.filters;
+    let mut keep = compile_filters(filters, args.select.sample, &kinds, &reader.header)?
         .map(|filters| Keep::new(filters, |_| false));
     let count = &args.count;
     let counter = counter(args, &kinds, guest)?;

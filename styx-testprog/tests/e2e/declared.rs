@@ -308,8 +308,10 @@ fn chrome_shows_declared_addresses_in_hex_and_enums_by_name() {
 }
 
 /// DuckDB reads the Parquet's declared columns by name, each typed as
-/// its kind: an enum's names as text, a bool boolean, an address
-/// unsigned, a signed field signed.
+/// its kind: an enum's names as text, an address unsigned, a signed field
+/// signed; a name two types give fields of two kinds (wide's bool `e`,
+/// big's u64 `e`) signed, a bool in it 0 or 1. (A bool column of its
+/// own: two_files_declare_their_own_types_in_one_process.)
 #[test]
 fn parquet_has_a_typed_column_per_declared_field() {
     let dir = scratch("declared-parquet");
@@ -321,7 +323,7 @@ fn parquet_has_a_typed_column_per_declared_field() {
     ));
     let want = [
         ["device", "VARCHAR"],
-        ["e", "BOOLEAN"],
+        ["e", "BIGINT"],
         ["addr", "UBIGINT"],
         ["delta", "BIGINT"],
     ];
@@ -330,7 +332,10 @@ fn parquet_has_a_typed_column_per_declared_field() {
         rounds(CAPTURED)
             .into_iter()
             .filter(|(p, _)| p == probe)
-            .map(|(_, values)| values)
+            .map(|(_, values)| {
+                let as_number = |v: Value| v.as_bool().map_or(v, |b| json!(b as i64));
+                values.into_iter().map(as_number).collect()
+            })
             .collect()
     };
     for probe in ["mmio_write", "flags_delta", "wide"] {
@@ -414,7 +419,9 @@ fn perfetto_annotates_declared_fields_as_their_kinds_read() {
 #[test]
 fn two_files_declare_their_own_types_in_one_process() {
     require_root();
-    let out = scratch("declared-two-files").join("out.jsonl");
+    let dir = scratch("declared-two-files");
+    let out = dir.join("out.jsonl");
+    let capture = dir.join("run.styx");
     let mut prog = TestProg::spawn(None);
     let library = beside_testprog("libstyx_testlib.so", "styx-testlib");
     assert_eq!(
@@ -431,6 +438,8 @@ fn two_files_declare_their_own_types_in_one_process() {
             "styx_testprog:*",
             "--probes",
             "styx_testlib:*",
+            "--capture",
+            capture.to_str().unwrap(),
         ],
     ));
     assert_eq!(prog.ask("declared 500").trim(), "declared 500");
@@ -465,4 +474,109 @@ fn two_files_declare_their_own_types_in_one_process() {
     rounds.sort_unstable();
     let want: Vec<i64> = (0..300).flat_map(|i| [i, i]).collect();
     assert_eq!(rounds, want);
+    // `odd`, a bool no other type's field shares a name with, is a
+    // boolean column.
+    let parquet = dir.join("run.parquet");
+    let (status, _, stderr) = run_loader(&[
+        "read",
+        capture.to_str().unwrap(),
+        "-o",
+        "parquet",
+        "--output",
+        parquet.to_str().unwrap(),
+    ]);
+    assert!(status.success(), "{stderr}");
+    let odd = duckdb(&format!(
+        "SELECT typeof(odd), odd, count(*) FROM '{}' WHERE probe = 'lib_tick' \
+         GROUP BY ALL ORDER BY odd",
+        parquet.display()
+    ));
+    let want = [
+        json!(["BOOLEAN", false, 300]),
+        json!(["BOOLEAN", true, 300]),
+    ];
+    assert_eq!(
+        odd,
+        want.map(|row| row.as_array().unwrap().clone()).to_vec()
+    );
+}
+
+/// The events of [`rounds`] that `mmio_write: device == Uart && addr in
+/// 0x10..0x20` keeps: every other type's, and mmio_write's of rounds 0,
+/// 3, … 15 (Uart every third round, addresses 0x10 + i).
+fn uart_below_0x20(rounds_fired: i64) -> Vec<(String, Vec<Value>)> {
+    rounds(rounds_fired)
+        .into_iter()
+        .filter(|(probe, v)| {
+            probe != "mmio_write" || (v[1] == "Uart" && v[2].as_i64() < Some(0x20))
+        })
+        .collect()
+}
+
+const UART_FILTER: &str = "mmio_write: device == Uart && addr in 0x10..0x20";
+
+/// `--filter` on a declared type's enum (by name, in any case) and
+/// address range, live (batched and per event) and reading a capture.
+#[test]
+fn filters_take_declared_enum_names_and_address_ranges() {
+    let kept = events(&parse_jsonl(&read(&[
+        "--filter",
+        UART_FILTER,
+        "-o",
+        "jsonl",
+    ])));
+    assert_eq!(kept.iter().filter(|(p, _)| p == "mmio_write").count(), 6);
+    assert_same(&kept, &uart_below_0x20(CAPTURED));
+    let lower_case = "mmio_write: device == uart && addr in 0x10..0x20";
+    for delivery in ["batched", "per-event"] {
+        let name = format!("declared-filter-{delivery}");
+        let args = ["--delivery", delivery, "--filter", lower_case];
+        let (trace, stderr) = traced(&name, 60, &args);
+        assert_same(&events(&trace), &uart_below_0x20(60));
+        // 20 of 60 mmio_writes are Uart's, 6 of them below 0x20.
+        let filtered_out = stderr.iter().any(|l| l.contains("(54 filtered out)"));
+        assert!(filtered_out, "{delivery}: {stderr:#?}");
+    }
+    // A capture keeps what the filter keeps (batches split to be filtered).
+    let raw = scratch("declared-filter-raw").join("run.styx");
+    let mut prog = TestProg::start(&program(), &[]);
+    let output = ["-o", "raw", "--output", raw.to_str().unwrap()];
+    let loader = prog.attach_loader(
+        &[
+            &["--probes", "styx_declared:*", "--filter", UART_FILTER],
+            &output[..],
+        ]
+        .concat(),
+    );
+    assert_eq!(prog.ask("fire 60").trim(), "fired 60");
+    prog.quit();
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{stderr:#?}");
+    let (status, stdout, stderr) = run_loader(&["read", raw.to_str().unwrap(), "-o", "jsonl"]);
+    assert!(status.success(), "{stderr}");
+    assert_same(&events(&parse_jsonl(&stdout)), &uart_below_0x20(60));
+}
+
+/// A filter naming a field the type does not have, or a name its enum
+/// does not have, is one line that says what the type has.
+#[test]
+fn a_filter_on_what_a_declared_type_lacks_is_one_clear_line() {
+    let capture = capture().to_str().unwrap();
+    for (filter, error) in [
+        (
+            "mmio_write: device == Uartt",
+            "at column 23: 'Uartt' is not a value of 'device' (Uart Timer Dma)",
+        ),
+        (
+            "mmio_write: port == 1",
+            "at column 13: mmio_write has no field 'port' (its fields: pc device addr val tid pid)",
+        ),
+    ] {
+        let (status, stdout, stderr) = run_loader(&["read", capture, "--filter", filter]);
+        assert!(!status.success() && stdout.is_empty());
+        assert_eq!(
+            stderr,
+            format!("styx-loader: error: --filter '{filter}': {error}\n")
+        );
+    }
 }

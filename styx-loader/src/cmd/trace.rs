@@ -33,7 +33,7 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
     if let (Some(top), true) = (&top, args.events.is_empty()) {
         // `top` traces only the types it counts: the others would cost the
         // emulator and the loader for nothing.
-        args.events = top::counted_kinds(&top.count)?;
+        args.events = top::counted_kinds(&top.count, !args.probes.is_empty())?;
     }
     let (target, searched) = target_of(&args, held.as_ref())?;
     let (selection, guest, declared) = find_sites(&args, &target, searched)?;
@@ -214,7 +214,7 @@ fn counting_outputs(
         c.max_keys,
         args.output.format,
         &args.kinds(),
-        header.guest.as_ref(),
+        header,
     )?;
     let batched = |kind: EventKind| {
         selection

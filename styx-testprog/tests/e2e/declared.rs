@@ -580,3 +580,75 @@ fn a_filter_on_what_a_declared_type_lacks_is_one_clear_line() {
         );
     }
 }
+
+/// `read --by` a declared field: an enum keyed by its values' names, an
+/// address in hex; as JSON, the enum's number and its name.
+#[test]
+fn read_by_a_declared_field_counts_per_value_by_name() {
+    let table = read(&["--by", "device"]);
+    let want = "\
+EVENT                   DEVICE          COUNT   SHARE
+mmio_write                Uart             10  33.33%
+mmio_write               Timer             10  33.33%
+mmio_write                 Dma             10  33.33%
+";
+    assert_eq!(table, want);
+    let rows = parse_jsonl(&read(&["--by", "device", "-o", "jsonl"]));
+    let keys: Vec<(u64, &str, u64)> = rows
+        .iter()
+        .map(|r| {
+            assert_eq!(r["event"], "mmio_write", "{r}");
+            let name = r["key_name"].as_str().unwrap();
+            (
+                r["key"].as_u64().unwrap(),
+                name,
+                r["count"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(keys, [(0, "Uart", 10), (1, "Timer", 10), (7, "Dma", 10)]);
+    let by_addr = read(&["--by", "addr"]);
+    let addresses: Vec<&str> = by_addr
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().nth(1).unwrap())
+        .collect();
+    let want: Vec<String> = (0..CAPTURED).map(|i| format!("{:#x}", 0x10 + i)).collect();
+    assert_eq!(addresses, want);
+}
+
+/// `top --by device` on the running emulator (batched, and one hit per
+/// event): exact counts per enum value.
+#[test]
+fn top_by_a_declared_enum_counts_each_value() {
+    require_root();
+    for delivery in ["batched", "per-event"] {
+        let out = scratch(&format!("declared-top-{delivery}")).join("top.jsonl");
+        let mut prog = TestProg::start(&program(), &[]);
+        let pid = prog.pid().to_string();
+        let mut args = vec!["top", "--pid", &pid, "--by", "device"];
+        args.extend(jsonl_to(&out, delivery, &["--probes", "styx_declared:*"]));
+        let loader = attach_loader(&args);
+        assert_eq!(prog.ask("fire 61").trim(), "fired 61");
+        prog.quit();
+        let (status, stderr) = loader.finish();
+        assert!(status.success(), "{stderr:#?}");
+        let rows: Vec<(String, String, u64)> = read_jsonl(&out)
+            .iter()
+            .map(|r| {
+                let event = r["event"].as_str().unwrap().to_string();
+                (
+                    event,
+                    r["key_name"].as_str().unwrap().to_string(),
+                    r["count"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        let want = [("Uart", 21), ("Timer", 20), ("Dma", 20)];
+        let want: Vec<(String, String, u64)> = want
+            .iter()
+            .map(|&(name, n)| ("mmio_write".to_string(), name.to_string(), n))
+            .collect();
+        assert_eq!(rows, want, "{delivery}");
+    }
+}

@@ -652,3 +652,31 @@ fn top_by_a_declared_enum_counts_each_value() {
         assert_eq!(rows, want, "{delivery}");
     }
 }
+
+/// A flight-recorder trigger on a declared type's fields dumps the events
+/// up to and including the first that matches: round 17's mmio_write
+/// (Dma every third round from round 2, addresses 0x10 + i).
+#[test]
+fn a_flight_recorder_trigger_takes_declared_fields() {
+    require_root();
+    for delivery in ["batched", "per-event"] {
+        let dir = scratch(&format!("declared-flight-{delivery}"));
+        let out = dir.join("dump.jsonl");
+        let mut prog = TestProg::start(&program(), &[]);
+        let trigger = "mmio_write: device == dma && addr >= 0x20";
+        let extra = ["--probes", "styx_declared:*", "--flight-recorder", "8"];
+        let mut args = jsonl_to(&out, delivery, &extra);
+        args.extend(["--trigger", trigger]);
+        let loader = prog.attach_loader(&args);
+        assert_eq!(prog.ask("fire 30").trim(), "fired 30");
+        // Batches come when the program flushes them, as it quits.
+        prog.quit();
+        let (status, stderr) = loader.finish();
+        assert!(status.success(), "{stderr:#?}");
+        let dumped_at_trigger = stderr.iter().any(|l| l.contains("dump 1 (trigger: usdt)"));
+        assert!(dumped_at_trigger, "{delivery}: {stderr:#?}");
+        let dumped = events(&read_jsonl(&dir.join("dump.1.jsonl")));
+        let trigger_at = 17 * 4;
+        assert_same(&dumped, &rounds(30)[trigger_at - 7..=trigger_at]);
+    }
+}

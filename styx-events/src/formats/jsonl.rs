@@ -175,3 +175,89 @@ pub fn json_string(out: &mut ByteBuf, s: &str) {
         serde_json::to_writer(&mut *out, s).expect("writing to a Vec cannot fail");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::formats::text::text;
+    use crate::session::declared::{DeclaredField, EnumValues, EventType};
+    use crate::session::guest::{Guest, Register};
+    use crate::session::header::{Header, UsdtInfo};
+    use styx_common::schema::FieldKind;
+    use styx_common::{EventKind, RecordHeader};
+
+    /// A declared register shows by the guest's name: JSON beside its
+    /// number (`NAME_name`, as the catalogue's `reg_name`), text and
+    /// Chrome instead of it; an enum value the enum does not name stays a
+    /// number.
+    #[test]
+    fn declared_registers_and_enums_read_by_name() {
+        let field = |name: &str, kind, values| DeclaredField {
+            name: name.to_string(),
+            kind,
+            bytes: 1,
+            values,
+        };
+        let modes = EnumValues {
+            name: "Mode".into(),
+            values: vec![(3, "Machine".into())],
+        };
+        let event = EventType {
+            provider: "emu".into(),
+            name: "trap".into(),
+            fields: vec![
+                field("r", FieldKind::Register, None),
+                field("mode", FieldKind::Enum, Some(modes)),
+            ],
+        };
+        let mut header = Header::now(1, "exe", vec![UsdtInfo::declared(0, &event)]);
+        header.guest = Some(Guest {
+            registers: vec![Register {
+                num: 2,
+                name: "sp".into(),
+                bits: 32,
+                within: None,
+            }],
+            ..Guest::default()
+        });
+        let names = Names::new(&header);
+        let line = |args: &[u64], as_text: bool| {
+            let event = Event {
+                header: RecordHeader {
+                    kind: EventKind::Usdt as u8,
+                    ..RecordHeader::default()
+                },
+                kind: EventKind::Usdt,
+                body: Body::Usdt {
+                    spec_id: 0,
+                    args,
+                    strings: &[],
+                },
+            };
+            let mut out = ByteBuf::default();
+            match as_text {
+                true => text(&mut out, &event, &names, false),
+                false => jsonl(&mut out, &event, &names, &mut Repeats::new(&names)),
+            }
+            String::from_utf8(out.as_slice().to_vec()).unwrap()
+        };
+        let json = line(&[2, 3], false);
+        assert!(
+            json.ends_with(
+                r#""provider":"emu","probe":"trap","r":2,"r_name":"sp","mode":"Machine"}
+"#
+            ),
+            "{json}"
+        );
+        let json = line(&[5, 4], false);
+        assert!(
+            json.ends_with(
+                r#""r":5,"mode":4}
+"#
+            ),
+            "{json}"
+        );
+        let text = line(&[2, 3], true);
+        assert!(text.ends_with(" emu trap r=sp mode=Machine\n"), "{text}");
+    }
+}

@@ -601,6 +601,72 @@ mod tests {
         }
     }
 
+    /// A declared type's field is a key: each of its sites counted as the
+    /// one type, keys shown as the field reads.
+    #[test]
+    fn declared_fields_key_their_types_rows() {
+        use crate::session::declared::{DeclaredField, EnumValues, EventType};
+        let field = |name: &str, kind, values| DeclaredField {
+            name: name.to_string(),
+            kind,
+            bytes: 1,
+            values,
+        };
+        let devices = EnumValues {
+            name: "Device".into(),
+            values: vec![(7, "Dma".into())],
+        };
+        let declared = [DeclaredSites {
+            event: EventType {
+                provider: "emu".into(),
+                name: "mmio".into(),
+                fields: vec![
+                    field("device", FieldKind::Enum, Some(devices)),
+                    field("addr", FieldKind::Address, None),
+                    field("delta", FieldKind::Signed, None),
+                    field("on", FieldKind::Bool, None),
+                ],
+            },
+            spec_ids: vec![4, 6],
+        }];
+        let usdt = |spec_id, args| Event {
+            header: RecordHeader {
+                kind: EventKind::Usdt as u8,
+                ..RecordHeader::default()
+            },
+            kind: EventKind::Usdt,
+            body: Body::Usdt {
+                spec_id,
+                args,
+                strings: &[],
+            },
+        };
+        let row = EVENT_KIND_SLOTS as u8;
+        let args = [7, 0x20, 0xfe, 1];
+        for (by, shown) in [
+            ("device", "Dma"),
+            ("addr", "0x20"),
+            ("delta", "-2"),
+            ("on", "true"),
+        ] {
+            let spec = KeySpec::new(by, 4096, &[EventKind::InsnExec], &declared).unwrap();
+            let (table_type, key) = spec.count_key(&usdt(6, &args)).unwrap();
+            assert_eq!(table_type, row);
+            assert_eq!(spec.show_key(table_type, key), shown, "{by}");
+            assert_eq!(spec.type_name(table_type), "mmio");
+            assert_eq!(spec.count_key(&usdt(5, &args)), None, "not mmio's site");
+        }
+        let spec = KeySpec::new("device", 4096, &[], &declared).unwrap();
+        assert_eq!(spec.key_name(row, 7), Some("Dma"));
+        assert_eq!(spec.show_key(row, 1), "1");
+        let spec = KeySpec::new("pc", 4096, &[EventKind::InsnExec], &declared).unwrap();
+        assert_eq!(spec.count_key(&usdt(4, &args)), None, "mmio has no pc");
+        assert_eq!(
+            KeySpec::new("port", 4096, &[EventKind::InsnExec], &declared).unwrap_err(),
+            "--by port: no event type has a field 'port'"
+        );
+    }
+
     #[test]
     fn keys_beyond_the_table_are_counted_as_other() {
         let mut table = Table::new(2);

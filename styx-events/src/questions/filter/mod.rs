@@ -399,9 +399,10 @@ impl Filters {
     fn applies_to(&self, expr: &Expr, selected: &[EventKind]) -> Result<Vec<Target>, FilterError> {
         let mut fields = Vec::new();
         tests(expr, &mut |t| fields.push((t.field.clone(), t.column)));
+        // A declared type's fields, and every type's tid and pid.
         let declared_with = |name: &str| {
             (self.declared.iter().enumerate())
-                .filter(|(_, d)| d.field(name).is_some())
+                .filter(|(_, d)| d.field(name).is_some() || ["tid", "pid"].contains(&name))
                 .map(|(d, _)| Target::Declared(d))
                 .collect::<Vec<_>>()
         };
@@ -465,22 +466,13 @@ impl Filters {
         name: &str,
         column: usize,
     ) -> Result<(FieldRef, ValueNames), FilterError> {
-        let no_field = |type_name: &str, fields: Vec<&str>| {
-            FilterError::at(
-                column,
-                format!(
-                    "{type_name} has no field '{name}' (its fields: {})",
-                    fields.join(" ")
-                ),
-            )
-        };
         let kind = match target {
             Target::Kind(kind) => kind,
             Target::Declared(d) => return self.resolve_declared(d, name, column),
         };
         let Some(field) = field_of(kind, name) else {
             let names: Vec<&str> = fields_of(kind).iter().map(|(n, _)| *n).collect();
-            return Err(no_field(kind.probe_name(), names));
+            return Err(no_field(column, kind.probe_name(), name, &names));
         };
         let register = (kind.fields().iter()).any(|f| f.name == name && f.ty == FieldType::Reg);
         let names = match field {
@@ -515,14 +507,7 @@ impl Filters {
             None => {
                 let fields = event.fields.iter().map(|f| f.name.as_str());
                 let names: Vec<&str> = fields.chain(["tid", "pid"]).collect();
-                return Err(FilterError::at(
-                    column,
-                    format!(
-                        "{} has no field '{name}' (its fields: {})",
-                        event.name,
-                        names.join(" ")
-                    ),
-                ));
+                return Err(no_field(column, &event.name, name, &names));
             }
         };
         let slots = &mut self.declared_programs[d].slots;
@@ -716,6 +701,15 @@ impl Filters {
     pub fn kernel_can(&self, kind: EventKind) -> bool {
         self.programs[kind as usize].flags & FilterProgram::KERNEL != 0
     }
+}
+
+/// `TYPE has no field 'NAME' (its fields: …)`.
+fn no_field(column: usize, type_name: &str, name: &str, fields: &[&str]) -> FilterError {
+    let fields = fields.join(" ");
+    FilterError::at(
+        column,
+        format!("{type_name} has no field '{name}' (its fields: {fields})"),
+    )
 }
 
 fn tests<'a>(expr: &'a Expr, f: &mut impl FnMut(&'a Test)) {
@@ -1050,6 +1044,10 @@ mod tests {
         assert!(k.keeps(&usdt(3, &[1, 0, 0, 1, 0xff])));
         assert!(!k.keeps(&usdt(3, &[1, 0, 0, 0, 0xff])));
         assert!(!k.keeps(&usdt(3, &[1, 7, 0, 0, 0x7f])));
+        // tid, unnamed, is every type's (declared ones' too).
+        let filters = declared_filters(&["tid == 8"]);
+        let mut k = Keep::new(filters.unwrap(), |_| false);
+        assert!(!k.keeps(&usdt(3, &[1, 7, 0, 0, 0])));
         // The trigger's question.
         let filters = declared_filters(&["mmio_write: pc >= 2 && tid == 7"]).unwrap();
         assert_eq!(filters.matches(&usdt(3, &[2, 0, 0, 0, 0])), Some(true));

@@ -392,9 +392,11 @@ fn keep_in_loader(filters: Option<&Filters>, selection: &Selection) -> (Option<K
             .any(|s| s.role == Role::BatchEnable(kind))
     };
     let in_kernel = |kind| filters.kernel_can(kind) && !batched(kind);
+    // Declared types' items are in batches enabled as USDT's.
     let split = EventKind::ALL
         .iter()
-        .any(|&k| batched(k) && !filters.programs[k as usize].keeps_all());
+        .any(|&k| batched(k) && !filters.programs[k as usize].keeps_all())
+        || (filters.any_declared() && batched(EventKind::Usdt));
     (Some(Keep::new(filters.clone(), in_kernel)), split)
 }
 

@@ -59,6 +59,8 @@ use crate::{MemValue, Value};
 #[cfg(not(feature = "disabled"))]
 use styx_common::item::TAG_BYTES;
 use styx_common::{Branch, EventKind, InterruptKind};
+#[cfg(not(feature = "disabled"))]
+use styx_common::{MARKER_TEXT_MAX, SPAN_CATEGORY_MAX, SPAN_NAME_MAX};
 
 #[cfg(not(feature = "disabled"))]
 use crate::enabled::{load_word, semaphores, PER_EVENT};
@@ -340,14 +342,34 @@ per_event_probe!(control:
 // reads it there (`readonly`: the stores that made it come first).
 per_event_probe!(span_begin:
     <C: AsRef<str>, N: AsRef<str>>(C, N, u64)(category, name, id) => 5 [
-        category.as_ref().as_ptr() as u64, category.as_ref().len() as u64,
-        name.as_ref().as_ptr() as u64, name.as_ref().len() as u64, id]
+        resident(category.as_ref(), SPAN_CATEGORY_MAX).as_ptr() as u64, category.as_ref().len() as u64,
+        resident(name.as_ref(), SPAN_NAME_MAX).as_ptr() as u64, name.as_ref().len() as u64, id]
 );
 per_event_probe!(span_end:
     <C: AsRef<str>, N: AsRef<str>>(C, N, u64)(category, name, id) => 5 [
-        category.as_ref().as_ptr() as u64, category.as_ref().len() as u64,
-        name.as_ref().as_ptr() as u64, name.as_ref().len() as u64, id]
+        resident(category.as_ref(), SPAN_CATEGORY_MAX).as_ptr() as u64, category.as_ref().len() as u64,
+        resident(name.as_ref(), SPAN_NAME_MAX).as_ptr() as u64, name.as_ref().len() as u64, id]
 );
+
+/// `text`, the part of it the eBPF program copies (its first `kept`
+/// bytes, fewer than a page) read once so that its pages are in memory:
+/// the program reads the process's memory without faulting it in, so a
+/// string on a page not touched yet (a `&'static str` in a part of
+/// `.rodata` nothing read before) would arrive as zeros. Its first and
+/// last bytes cover every page it spans. Only while a tracer is attached.
+#[cfg(not(feature = "disabled"))]
+#[inline(always)]
+fn resident(text: &str, kept: usize) -> &str {
+    let bytes = &text.as_bytes()[..text.len().min(kept)];
+    if let (Some(first), Some(last)) = (bytes.first(), bytes.last()) {
+        // SAFETY: both are references to bytes of `text`.
+        unsafe {
+            core::ptr::read_volatile(first);
+            core::ptr::read_volatile(last);
+        }
+    }
+    text
+}
 
 /// Calls `$append` (see [`fast_append!`]) from the call site's cold block
 /// with the packed item's `$words` words in `rdi`, `rsi`, `rdx`, `rcx`
@@ -586,7 +608,7 @@ pub mod marker {
             #[cfg(not(feature = "disabled"))]
             if load_word!(semaphores::marker) != 0 {
                 crate::batch::flush_pending();
-                let text = self.as_ref();
+                let text = resident(self.as_ref(), MARKER_TEXT_MAX);
                 let site = [text.as_ptr() as u64, text.len() as u64];
                 event_site!(marker, semaphores::marker, SITE, site, 2);
             }

@@ -70,8 +70,10 @@ pub const BATCH_MAGIC: u32 = u32::from_le_bytes(*b"styx");
 /// down after its buffer was released: never a duplicate of another.
 pub const ALONE_SEQ: u64 = u64::MAX;
 
-/// Kind byte of a [`BatchRecord`] in the ring (no event type has it).
-pub const BATCH_RECORD_KIND: u8 = 14;
+/// Kind byte of a [`BatchRecord`] in the ring: past every event kind's id,
+/// as the ring's other records that are not one event each
+/// ([`crate::FUNCTION_RECORD_KIND`], [`crate::FATAL_RECORD_KIND`]).
+pub const BATCH_RECORD_KIND: u8 = 0xf2;
 
 /// An event type's semaphore word: low half per-event tracers, high half
 /// batch tracers, both counted up and down by the kernel.

@@ -170,8 +170,7 @@ macro_rules! define_event_kinds {
             /// A function of the traced program entered or returned
             /// (`--functions`): not a probe, so not in [`EventKind::ALL`]
             /// (which `-e` and per-type tables range over). Its id serves
-            /// per-kind tables and captures; in the ring, where batch
-            /// records have it, its records are
+            /// per-kind tables and captures; in the ring its records are
             /// [`crate::FUNCTION_RECORD_KIND`].
             Function = 14,
         }
@@ -290,6 +289,20 @@ mod tests {
             assert_eq!(EventKind::from_id(kind as u8), Some(kind));
             assert_eq!(EventKind::from_probe_name(kind.probe_name()), Some(kind));
             assert!((kind as u32) < EVENT_KIND_SLOTS);
+        }
+    }
+
+    #[test]
+    fn the_rings_other_record_kinds_are_no_event_kinds() {
+        let others = [
+            crate::batch::BATCH_RECORD_KIND,
+            crate::FUNCTION_RECORD_KIND,
+            crate::FATAL_RECORD_KIND,
+        ];
+        for (i, &kind) in others.iter().enumerate() {
+            assert_eq!(EventKind::from_id(kind), None, "{kind:#x}");
+            assert!(u32::from(kind) >= EVENT_KIND_SLOTS, "{kind:#x}");
+            assert!(!others[..i].contains(&kind), "{kind:#x} twice");
         }
     }
 }

@@ -184,6 +184,24 @@ impl Skimmed {
     }
 }
 
+/// Bytes of the item a catalogue event's tag begins (the tag included),
+/// by the tag's low 15 bits; 0 for a tag no batch holds. [`skim`] reads
+/// its length here in one load: the loader skims every item of every batch
+/// it keeps whole, and working it out from [`Layout`] per item was most of
+/// the loader's time (perf: 80% at 77 M events/s). Derived from
+/// [`Layout::of`]; the test that skims every tag checks it agrees.
+static CATALOGUE_ITEM_BYTES: [u8; 1 << 15] = {
+    let mut table = [0u8; 1 << 15];
+    let mut low = 0;
+    while low < table.len() {
+        if let Some(layout) = Layout::of(CATALOGUE_TAG | low as u16) {
+            table[low] = layout.bytes() as u8;
+        }
+        low += 1;
+    }
+    table
+};
+
 /// What the item at the start of `bytes` is and its length, from its tag
 /// (and a declared type's length byte) alone: for walks that count items
 /// rather than read them (the loader's whole-batch check).
@@ -193,14 +211,17 @@ pub fn skim(bytes: &[u8]) -> Result<(Skimmed, usize), ItemError> {
         [low, high, ..] => u16::from_le_bytes([*low, *high]),
         _ => return Err(ItemError::Truncated),
     };
-    let (what, len) = if tag != TIME_TAG && tag & CATALOGUE_TAG == 0 {
+    let (what, len) = if tag & CATALOGUE_TAG != 0 {
+        let len = CATALOGUE_ITEM_BYTES[(tag & !CATALOGUE_TAG) as usize] as usize;
+        match BATCHED[(tag >> 8) as usize & 0x7f] {
+            Some((kind, _)) if len != 0 => (Skimmed::Event(kind), len),
+            _ => return Err(ItemError::UnknownTag(tag)),
+        }
+    } else if tag == TIME_TAG {
+        (Skimmed::Mark, MARK_BYTES)
+    } else {
         let len = *bytes.get(TAG_BYTES).ok_or(ItemError::Truncated)? as usize;
         (Skimmed::Declared { tag, values: len }, TAG_BYTES + 1 + len)
-    } else {
-        match Layout::of(tag).ok_or(ItemError::UnknownTag(tag))? {
-            Layout::Mark => (Skimmed::Mark, MARK_BYTES),
-            layout @ Layout::Event { kind, .. } => (Skimmed::Event(kind), layout.bytes()),
-        }
     };
     if len > bytes.len() {
         return Err(ItemError::Truncated);
@@ -320,6 +341,7 @@ impl Codec {
     }
 
     /// What the item at the start of `bytes` is, and its length ([`skim`]).
+    #[inline]
     pub fn skim(self, bytes: &[u8]) -> Result<(Skimmed, usize), ItemError> {
         match self {
             Codec::Current => skim(bytes),

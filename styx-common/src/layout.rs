@@ -91,9 +91,10 @@ pub const FUNCTION_EXIT: u8 = 1;
 /// call's (its frame is gone), else a jump within the function.
 pub const FUNCTION_TAIL_CALL: u8 = 2;
 
-/// `kind` of a [`FunctionRecord`] in the ring: [`crate::EventKind::Function`]'s
-/// id is taken there by batch records ([`crate::batch::BATCH_RECORD_KIND`]);
-/// decoded, the record is of kind [`crate::EventKind::Function`].
+/// `kind` of a [`FunctionRecord`] in the ring, past every event kind's id
+/// as the ring's other record kinds
+/// ([`crate::batch::BATCH_RECORD_KIND`], [`FATAL_RECORD_KIND`]); decoded,
+/// the record is of kind [`crate::EventKind::Function`].
 pub const FUNCTION_RECORD_KIND: u8 = 0xf1;
 
 /// A traced function entered or about to return (40 bytes; kind

@@ -8,8 +8,8 @@ use std::time::Duration;
 use styx_common::summary::JSON_SUMMARY_ENV;
 use styx_common::{Delivery, EventKind};
 use styx_events::Filters;
+use styx_events::{DeclaredSites, Header, RegisterNames};
 use styx_events::{Detail, Format};
-use styx_events::{Guest, RegisterNames};
 use styx_usdt::probe_args::{ProbeArgs, ProbeArgsError};
 
 const EXAMPLES: &str = "\
@@ -548,12 +548,12 @@ impl TraceArgs {
     /// `--filter` and `--sample` compiled for the selected types; an error
     /// names the expression and points at the offending token.
     #[cfg_attr(not(feature = "trace"), allow(dead_code))]
-    pub fn compile_filters(&self, guest: Option<&Guest>) -> anyhow::Result<Option<Filters>> {
+    pub fn compile_filters(&self, header: &Header) -> anyhow::Result<Option<Filters>> {
         compile_filters(
             &self.select.filters,
             self.select.sample,
             &self.kinds(),
-            guest,
+            header,
         )
     }
 
@@ -568,18 +568,21 @@ impl TraceArgs {
     }
 }
 
-/// `--filter` expressions and `--sample` for `kinds`; None when neither was given.
+/// `--filter` expressions and `--sample` for `kinds` and the event types
+/// the emulator declared, in the session `header` describes (register
+/// names from its guest); None when neither was given.
 pub fn compile_filters(
     filters: &[String],
     sample: Option<u64>,
     kinds: &[EventKind],
-    guest: Option<&Guest>,
+    header: &Header,
 ) -> anyhow::Result<Option<Filters>> {
     if filters.is_empty() && sample.is_none() {
         return Ok(None);
     }
-    let registers = RegisterNames::new(guest);
-    match Filters::compile_named(filters, sample.unwrap_or(1), kinds, registers) {
+    let registers = RegisterNames::new(header.guest.as_ref());
+    let declared = DeclaredSites::of(header);
+    match Filters::compile_named(filters, sample.unwrap_or(1), kinds, registers, &declared) {
         Ok(filters) => Ok(Some(filters)),
         Err((expr, e)) => anyhow::bail!("--filter '{expr}': {e}"),
     }

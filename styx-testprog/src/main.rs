@@ -81,6 +81,28 @@ fn evaluated_here() -> u64 {
     EVALUATED_HERE.with(Cell::get)
 }
 
+/// The first marker's text, in the middle of 256 KiB of read-only data
+/// nothing else reads: on a page the process has not touched (the kernel
+/// maps up to 64 KiB around a page read in), as a `&'static str` in a
+/// large emulator's `.rodata` can be.
+const START_TEXT: &str = {
+    const PAD: usize = 128 * 1024;
+    const TEXT: &[u8] = b"testprog start";
+    static BYTES: [u8; 2 * PAD] = {
+        let mut bytes = [b'.'; 2 * PAD];
+        let mut i = 0;
+        while i < TEXT.len() {
+            bytes[PAD + i] = TEXT[i];
+            i += 1;
+        }
+        bytes
+    };
+    match std::str::from_utf8(BYTES.split_at(PAD).1.split_at(TEXT.len()).0) {
+        Ok(text) => text,
+        Err(_) => panic!("ASCII"),
+    }
+};
+
 /// A marker longer than a record holds (120 bytes), to see truncation reported.
 const LONG_MARKER: &str = "this marker text is deliberately longer than the one hundred and twenty bytes a marker record keeps, so it is cut and flagged";
 /// A span name longer than a record holds (64 bytes).
@@ -361,11 +383,10 @@ fn load_library(path: &str) -> LibraryFire {
 /// one match, where each command's answer is beside its words.
 fn main() {
     // First thing: only a tracer attached before the program started sees
-    // it. Its text is read by the eBPF program, which cannot fault a page
-    // in: one not touched yet (the binary's layout decides) arrives as
-    // zeros, so the text is on the stack, touched.
-    let start = *b"testprog start";
-    styx_probe::marker!(|| std::str::from_utf8(&start).expect("ASCII"));
+    // it. The eBPF program reads its text without faulting a page in; it
+    // sits on a page nothing touched before, which the probe makes
+    // resident (the spawn tests see the text whole).
+    styx_probe::marker!(|| START_TEXT);
     let args: Vec<String> = std::env::args().collect();
     let out = match args.iter().position(|a| a == "--expect") {
         Some(i) => {

@@ -12,7 +12,7 @@
 
 use super::rates::{Rates, Window};
 use super::spans::{span_step, SpanStep, Spans};
-use crate::formats::jsonl::{json_string, json_usdt};
+use crate::formats::jsonl::{json_string, json_usdt, JsonStyle};
 use crate::record::event::{Body, Event};
 use crate::session::fields::{for_each_field, Field, Names};
 use crate::session::header::Header;
@@ -156,7 +156,7 @@ impl ChromeWriter {
                 }
                 Field::Args(args) => {
                     b.push(b'"');
-                    json_usdt(b, args);
+                    json_usdt(b, args, JsonStyle::Chrome);
                 }
             }
             Ok::<(), ()>(())

@@ -45,7 +45,7 @@ pub fn jsonl(out: &mut ByteBuf, event: &Event<'_>, names: &Names, repeats: &mut 
                 key(out, name);
                 json_string(out, v);
             }
-            Field::Args(args) => json_usdt(out, args),
+            Field::Args(args) => json_usdt(out, args, JsonStyle::Lines),
             Field::Name(name, v) => {
                 key(out, name);
                 out.push(b'"');
@@ -73,12 +73,24 @@ fn key(out: &mut ByteBuf, name: &str) {
     out.extend_from_slice(b"\":");
 }
 
+/// How JSON shows a declared type's addresses and registers: as JSON
+/// lines shows the catalogue's (numbers, a named register's name beside
+/// it as `NAME_name`), or as Chrome's args do (addresses as `"0x…"`
+/// strings, a named register by its name).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum JsonStyle {
+    /// JSON lines.
+    Lines,
+    /// Chrome's trace event args.
+    Chrome,
+}
+
 /// Another provider's arguments as fields of the event's object (the
 /// first key's opening quote is already out): each a field of its own
 /// when the probe's arguments are named, else an `args` array; then
 /// `truncated: true` if a string was cut and `unreadable: true` if one
 /// could not be read (it shows as null).
-pub fn json_usdt(out: &mut ByteBuf, args: UsdtArgs<'_>) {
+pub fn json_usdt(out: &mut ByteBuf, args: UsdtArgs<'_>, style: JsonStyle) {
     let cut = args.any_string(|s| s.cut);
     let unreadable = args.any_string(|s| s.unreadable.is_some());
     if args.named {
@@ -87,7 +99,12 @@ pub fn json_usdt(out: &mut ByteBuf, args: UsdtArgs<'_>) {
                 out.extend_from_slice(b",\"");
             }
             key(out, name);
-            json_arg(out, &arg);
+            json_arg(out, &arg, style);
+            if let (Arg::Reg(_, Some(reg_name)), JsonStyle::Lines) = (&arg, style) {
+                out.extend_from_slice(b",\"");
+                key(out, &format!("{name}_name"));
+                json_string(out, reg_name);
+            }
         }
     } else {
         key(out, "args");
@@ -96,7 +113,7 @@ pub fn json_usdt(out: &mut ByteBuf, args: UsdtArgs<'_>) {
             if i > 0 {
                 out.push(b',');
             }
-            json_arg(out, &arg);
+            json_arg(out, &arg, style);
         }
         out.push(b']');
     }
@@ -108,14 +125,28 @@ pub fn json_usdt(out: &mut ByteBuf, args: UsdtArgs<'_>) {
     }
 }
 
-/// One argument: a number (signed ones negative), a string, JSON as the
-/// value it holds when it parses, null for a string that could not be read.
-fn json_arg(out: &mut ByteBuf, arg: &Arg<'_>) {
-    match arg {
-        Arg::Signed(v) => out.extend_from_slice(itoa::Buffer::new().format(*v).as_bytes()),
-        Arg::Unsigned(v) => out.dec(*v),
-        Arg::Str(s) if s.unreadable.is_some() => out.extend_from_slice(b"null"),
-        Arg::Str(s) => match s.json_value() {
+/// One argument: a number (signed ones negative), an enum value's name,
+/// true or false, a string, JSON as the value it holds when it parses,
+/// null for a string that could not be read.
+fn json_arg(out: &mut ByteBuf, arg: &Arg<'_>, style: JsonStyle) {
+    match (arg, style) {
+        (Arg::Signed(v), _) => out.extend_from_slice(itoa::Buffer::new().format(*v).as_bytes()),
+        (Arg::Addr(v), JsonStyle::Chrome) => {
+            out.push(b'"');
+            out.hex(*v);
+            out.push(b'"');
+        }
+        (Arg::Reg(_, Some(name)) | Arg::Enum(_, Some(name)), JsonStyle::Chrome) => {
+            json_string(out, name)
+        }
+        (Arg::Enum(_, Some(name)), JsonStyle::Lines) => json_string(out, name),
+        (
+            Arg::Unsigned(v) | Arg::Dec(v) | Arg::Addr(v) | Arg::Reg(v, _) | Arg::Enum(v, None),
+            _,
+        ) => out.dec(*v),
+        (Arg::Bool(v), _) => out.extend_from_slice(if *v { b"true" } else { b"false" }),
+        (Arg::Str(s), _) if s.unreadable.is_some() => out.extend_from_slice(b"null"),
+        (Arg::Str(s), _) => match s.json_value() {
             Some(json) => json_value(out, json),
             None => json_string(out, &s.lossy()),
         },
@@ -142,5 +173,91 @@ pub fn json_string(out: &mut ByteBuf, s: &str) {
         out.push(b'"');
     } else {
         serde_json::to_writer(&mut *out, s).expect("writing to a Vec cannot fail");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::formats::text::text;
+    use crate::session::declared::{DeclaredField, EnumValues, EventType};
+    use crate::session::guest::{Guest, Register};
+    use crate::session::header::{Header, UsdtInfo};
+    use styx_common::schema::FieldKind;
+    use styx_common::{EventKind, RecordHeader};
+
+    /// A declared register shows by the guest's name: JSON beside its
+    /// number (`NAME_name`, as the catalogue's `reg_name`), text and
+    /// Chrome instead of it; an enum value the enum does not name stays a
+    /// number.
+    #[test]
+    fn declared_registers_and_enums_read_by_name() {
+        let field = |name: &str, kind, values| DeclaredField {
+            name: name.to_string(),
+            kind,
+            bytes: 1,
+            values,
+        };
+        let modes = EnumValues {
+            name: "Mode".into(),
+            values: vec![(3, "Machine".into())],
+        };
+        let event = EventType {
+            provider: "emu".into(),
+            name: "trap".into(),
+            fields: vec![
+                field("r", FieldKind::Register, None),
+                field("mode", FieldKind::Enum, Some(modes)),
+            ],
+        };
+        let mut header = Header::now(1, "exe", vec![UsdtInfo::declared(0, &event)]);
+        header.guest = Some(Guest {
+            registers: vec![Register {
+                num: 2,
+                name: "sp".into(),
+                bits: 32,
+                within: None,
+            }],
+            ..Guest::default()
+        });
+        let names = Names::new(&header);
+        let line = |args: &[u64], as_text: bool| {
+            let event = Event {
+                header: RecordHeader {
+                    kind: EventKind::Usdt as u8,
+                    ..RecordHeader::default()
+                },
+                kind: EventKind::Usdt,
+                body: Body::Usdt {
+                    spec_id: 0,
+                    args,
+                    strings: &[],
+                },
+            };
+            let mut out = ByteBuf::default();
+            match as_text {
+                true => text(&mut out, &event, &names, false),
+                false => jsonl(&mut out, &event, &names, &mut Repeats::new(&names)),
+            }
+            String::from_utf8(out.as_slice().to_vec()).unwrap()
+        };
+        let json = line(&[2, 3], false);
+        assert!(
+            json.ends_with(
+                r#""provider":"emu","probe":"trap","r":2,"r_name":"sp","mode":"Machine"}
+"#
+            ),
+            "{json}"
+        );
+        let json = line(&[5, 4], false);
+        assert!(
+            json.ends_with(
+                r#""r":5,"mode":4}
+"#
+            ),
+            "{json}"
+        );
+        let text = line(&[2, 3], true);
+        assert!(text.ends_with(" emu trap r=sp mode=Machine\n"), "{text}");
     }
 }

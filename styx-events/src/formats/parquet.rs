@@ -5,7 +5,8 @@
 //! nullable column for every field any event type has, derived from the
 //! event catalogue (`reg` also gets `reg_name` where the guest names its
 //! registers; other providers' probes get `provider`, `probe` and
-//! `arg0`… when the session traced any). One table rather than a file per type because the
+//! `arg0`… when the session traced any; a declared type a column per
+//! field, typed as its kind reads). One table rather than a file per type because the
 //! common questions cross types: `GROUP BY event`, `GROUP BY pc` over every
 //! type, a time range; a column of nulls costs almost nothing in Parquet.
 //! Numbers are unsigned 64-bit (DuckDB's UBIGINT), USDT arguments signed.
@@ -40,7 +41,13 @@ use rustc_hash::FxHashMap;
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
+use styx_common::schema::FieldKind;
 use styx_common::{EventKind, FieldType, Shape, EVENT_KIND_SLOTS};
+
+/// Columns of few-valued strings, dictionary-coded (as are declared enum
+/// fields' columns); `event`'s hashing per row costs more than its plain
+/// bytes, which compression shrinks.
+const DICTIONARY_COLUMNS: &[&str] = &["kind", "reg_name", "category", "name", "provider", "probe"];
 
 /// Rows per row group at most.
 pub const ROW_GROUP_ROWS: usize = 1 << 20;
@@ -62,6 +69,8 @@ struct ColumnInfo {
     ty: ColumnType,
     /// Every row has a value (`ts_ns`, `pid`, `tid`, `event`).
     required: bool,
+    /// Few distinct values (names): dictionary-coded.
+    dictionary: bool,
 }
 
 impl ColumnInfo {
@@ -70,6 +79,7 @@ impl ColumnInfo {
             name: name.to_string(),
             ty,
             required,
+            dictionary: DICTIONARY_COLUMNS.contains(&name),
         }
     }
 
@@ -469,6 +479,12 @@ impl EventWriter for ParquetWriter {
                                     let ty = infos[c].ty;
                                     set_arg(columns, row, c, ty, &arg, text_bytes);
                                 }
+                                // A declared register's name, as `reg_name`.
+                                if let Arg::Reg(_, Some(reg_name)) = arg {
+                                    if let Some(c) = col(&format!("{name}_name")) {
+                                        set_str(columns, row, c, reg_name.as_bytes(), text_bytes);
+                                    }
+                                }
                             }
                             if let (true, Some(c)) = (cut, col("truncated")) {
                                 if columns[c].at(row) {
@@ -519,13 +535,17 @@ fn columns(header: &Header) -> Vec<ColumnInfo> {
     // a column per argument name (each column costs every row a
     // definition level); a name styx's events have shares their column.
     if !header.usdt.is_empty() {
-        for (name, ty) in [("provider", ColumnType::Str), ("probe", ColumnType::Str)]
+        for (name, ty, dictionary) in [("provider", ColumnType::Str), ("probe", ColumnType::Str)]
             .into_iter()
-            .map(|(n, ty)| (n.to_string(), ty))
+            .map(|(n, ty)| (n.to_string(), ty, false))
             .chain(usdt_columns(header))
         {
             if !columns.iter().any(|c| c.name == name) {
-                columns.push(ColumnInfo::new(&name, ty, false));
+                let column = ColumnInfo::new(&name, ty, false);
+                columns.push(ColumnInfo {
+                    dictionary: column.dictionary || dictionary,
+                    ..column
+                });
             }
         }
     }
@@ -588,33 +608,65 @@ fn styx_columns() -> Vec<ColumnInfo> {
 
 /// Other providers' arguments' columns, by name in the order first met:
 /// int64, or a string if the name is a string argument of some probe
-/// (integers are then written in decimal).
-fn usdt_columns(header: &Header) -> Vec<(String, ColumnType)> {
-    let probes = UsdtProbes::from_infos(&header.usdt);
-    let mut columns: Vec<(String, ColumnType)> = Vec::new();
+/// (integers are then written in decimal); a declared type's fields as
+/// their kinds read (see [`declared_column`]). Each with whether it is
+/// dictionary-coded (an enum's names).
+fn usdt_columns(header: &Header) -> Vec<(String, ColumnType, bool)> {
+    let probes = UsdtProbes::from_header(header);
+    let registers_named = header
+        .guest
+        .as_ref()
+        .is_some_and(|g| !g.registers.is_empty());
+    let mut columns: Vec<(String, ColumnType, bool)> = Vec::new();
+    // One name, several types: text holds any of them, else signed
+    // integers do (unsigned ones up to 2^63, bools as 0 and 1).
+    let mut add = |name: &str, ty: ColumnType, dictionary: bool| match columns
+        .iter_mut()
+        .find(|(n, _, _)| n == name)
+    {
+        Some((_, known, _)) if *known == ty || *known == ColumnType::Str => {}
+        Some((_, known, _)) if ty == ColumnType::Str => *known = ty,
+        Some((_, known, _)) => *known = ColumnType::I64,
+        None => columns.push((name.to_string(), ty, dictionary)),
+    };
     for info in &header.usdt {
         let Some(probe) = probes.get(info.spec_id) else {
             continue;
         };
-        for (name, ty) in &probe.args {
-            let ty = match ty.is_string() {
-                true => ColumnType::Str,
-                false => ColumnType::I64,
-            };
-            match columns.iter_mut().find(|(n, _)| n == name) {
-                Some((_, known)) if ty == ColumnType::Str => *known = ty,
-                Some(_) => {}
-                None => columns.push((name.clone(), ty)),
+        for (i, (name, ty)) in probe.args.iter().enumerate() {
+            match probe.declared_field(i).map(|f| f.kind) {
+                Some(kind) => {
+                    add(name, declared_column(kind), kind == FieldKind::Enum);
+                    if kind == FieldKind::Register && registers_named {
+                        add(&format!("{name}_name"), ColumnType::Str, true);
+                    }
+                }
+                None if ty.is_string() => add(name, ColumnType::Str, false),
+                None => add(name, ColumnType::I64, false),
             }
         }
     }
     columns
 }
 
+/// The column of a declared field of `kind`: unsigned numbers (addresses
+/// and registers too) as the catalogue's, signed ones signed, a bool
+/// boolean, an enum its values' names (a value it does not name in
+/// decimal).
+fn declared_column(kind: FieldKind) -> ColumnType {
+    match kind {
+        FieldKind::Unsigned | FieldKind::Address | FieldKind::Register => ColumnType::U64,
+        FieldKind::Signed => ColumnType::I64,
+        FieldKind::Bool => ColumnType::Bool,
+        FieldKind::Enum => ColumnType::Str,
+    }
+}
+
 /// One USDT argument into its column: a string that could not be read
-/// stays null; in a text column, integers are written in decimal. (A
-/// capture's header may pair any argument with any column: what does not
-/// fit stays null.)
+/// stays null; in a text column, numbers are written in decimal and
+/// bools as true or false; in an integer column, an enum value and a bool
+/// as the numbers they are. (A capture's header may pair any argument
+/// with any column: what does not fit stays null.)
 fn set_arg(
     columns: &mut [Values],
     row: usize,
@@ -627,11 +679,19 @@ fn set_arg(
     match (ty, arg) {
         (ColumnType::Str, Arg::Str(s)) if s.unreadable.is_none() => text(s.lossy().as_bytes()),
         (ColumnType::Str, Arg::Signed(v)) => text(itoa::Buffer::new().format(*v).as_bytes()),
-        (ColumnType::Str, Arg::Unsigned(v)) => text(itoa::Buffer::new().format(*v).as_bytes()),
+        (ColumnType::Str, Arg::Enum(_, Some(name))) => text(name.as_bytes()),
+        (
+            ColumnType::Str,
+            Arg::Unsigned(v) | Arg::Dec(v) | Arg::Addr(v) | Arg::Reg(v, _) | Arg::Enum(v, None),
+        ) => text(itoa::Buffer::new().format(*v).as_bytes()),
+        (ColumnType::Str, Arg::Bool(v)) => text(if *v { b"true" } else { b"false" }),
         (ColumnType::U64 | ColumnType::I64, Arg::Signed(v)) => set_int(columns, row, col, *v),
-        (ColumnType::U64 | ColumnType::I64, Arg::Unsigned(v)) => {
-            set_int(columns, row, col, *v as i64)
-        }
+        (
+            ColumnType::U64 | ColumnType::I64,
+            Arg::Unsigned(v) | Arg::Dec(v) | Arg::Addr(v) | Arg::Reg(v, _) | Arg::Enum(v, _),
+        ) => set_int(columns, row, col, *v as i64),
+        (ColumnType::U64 | ColumnType::I64, Arg::Bool(v)) => set_int(columns, row, col, *v as i64),
+        (ColumnType::Bool, Arg::Bool(v)) if columns[col].at(row) => columns[col].bools.push(*v),
         _ => {}
     }
 }
@@ -689,10 +749,9 @@ fn schema(columns: &[ColumnInfo]) -> io::Result<(Arc<Type>, Arc<WriterProperties
             Encoding::DELTA_BINARY_PACKED,
         );
     }
-    // Dictionaries for the few-valued strings; `event`'s hashing per row
-    // costs more than its plain bytes, which compression shrinks.
-    for name in ["kind", "reg_name", "category", "name", "provider", "probe"] {
-        properties = properties.set_column_dictionary_enabled(ColumnPath::from(name), true);
+    for c in columns.iter().filter(|c| c.dictionary) {
+        let path = ColumnPath::from(c.name.as_str());
+        properties = properties.set_column_dictionary_enabled(path, true);
     }
     Ok((schema, Arc::new(properties.build())))
 }
@@ -763,7 +822,7 @@ mod tests {
         let header = Header::now(1, "exe", usdt);
         let types: Vec<(String, bool)> = usdt_columns(&header)
             .into_iter()
-            .map(|(name, ty)| (name, ty == ColumnType::Str))
+            .map(|(name, ty, _)| (name, ty == ColumnType::Str))
             .collect();
         let want = [
             ("id", false),

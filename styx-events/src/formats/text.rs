@@ -8,7 +8,10 @@ use crate::write::human::duration;
 use std::io::Write;
 
 /// Another provider's arguments, `name=value` each: signed numbers in
-/// decimal, unsigned in hex, strings quoted (JSON as it is when it
+/// decimal, unsigned in hex, a declared type's fields as their kinds
+/// read (see `fields::declared_arg`: addresses in hex, other unsigned
+/// numbers in decimal, enum values and registers by name, true or
+/// false), strings quoted (JSON as it is when it
 /// parses), `<unreadable: errno N>` for a string that could not be read;
 /// then `(truncated)` if a string was cut.
 fn usdt_args(out: &mut ByteBuf, args: UsdtArgs<'_>) {
@@ -17,7 +20,13 @@ fn usdt_args(out: &mut ByteBuf, args: UsdtArgs<'_>) {
         name_eq(out, name);
         match arg {
             Arg::Signed(v) => out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes()),
-            Arg::Unsigned(v) => out.hex(v),
+            Arg::Unsigned(v) | Arg::Addr(v) => out.hex(v),
+            Arg::Dec(v) | Arg::Reg(v, None) | Arg::Enum(v, None) => out.dec(v),
+            Arg::Reg(_, Some(name)) | Arg::Enum(_, Some(name)) => {
+                // Names from a note or a capture: no raw control characters.
+                out.extend_from_slice(escape::controls(name).as_bytes())
+            }
+            Arg::Bool(v) => out.extend_from_slice(if v { b"true" } else { b"false" }),
             Arg::Str(s) => match s.unreadable {
                 Some(errno) => {
                     let _ = write!(out, "<unreadable: errno {errno}>");
@@ -187,6 +196,7 @@ mod tests {
                     name: "arg0".into(),
                     ty: "u64".into(),
                 }],
+                declared: None,
             }]),
             ..Names::default()
         };

@@ -250,10 +250,12 @@ impl FlightRecorder {
     /// Keeps `limits.per_thread` events per thread; `trigger`: an event its
     /// program keeps (among the types it applies to) causes a dump.
     pub fn new(limits: Limits, trigger: Option<Filters>, open: OpenDump) -> FlightRecorder {
+        // Declared types' events come batched unless traced one per hit.
         let split_batches = trigger.as_ref().is_some_and(|t| {
-            EventKind::ALL
-                .iter()
-                .any(|&k| k.delivery() == Delivery::Batched && t.programs[k as usize].len > 0)
+            t.any_declared()
+                || EventKind::ALL
+                    .iter()
+                    .any(|&k| k.delivery() == Delivery::Batched && t.programs[k as usize].len > 0)
         });
         FlightRecorder {
             limits: Limits {

@@ -45,6 +45,83 @@ pub struct EnumValues {
     pub values: Vec<(u64, String)>,
 }
 
+/// An event type the emulator declared, as a session has it: the
+/// declaration and the spec ids of its sites (each traced per event, and
+/// the one its batches' items are named by). What `--filter` and `--by`
+/// may name beside the catalogue's types.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeclaredSites {
+    /// The declaration.
+    pub event: EventType,
+    /// Its sites' spec ids.
+    pub spec_ids: Vec<u32>,
+}
+
+impl DeclaredSites {
+    /// The declared types `header` names, in the order of their first
+    /// site; sites of one provider and name (several in one file, or one
+    /// per file of a process) are one type.
+    pub fn of(header: &crate::session::header::Header) -> Vec<DeclaredSites> {
+        let probes = crate::session::usdt::UsdtProbes::from_header(header);
+        let mut types: Vec<DeclaredSites> = Vec::new();
+        for info in &header.usdt {
+            let Some(event) = probes.get(info.spec_id).and_then(|p| p.declared.as_ref()) else {
+                continue;
+            };
+            let same = |t: &&mut DeclaredSites| {
+                t.event.provider == event.provider && t.event.name == event.name
+            };
+            match types.iter_mut().find(same) {
+                Some(known) => known.spec_ids.push(info.spec_id),
+                None => types.push(DeclaredSites {
+                    event: event.clone(),
+                    spec_ids: vec![info.spec_id],
+                }),
+            }
+        }
+        types
+    }
+
+    /// The index of its field `name`.
+    pub fn field(&self, name: &str) -> Option<usize> {
+        self.event.fields.iter().position(|f| f.name == name)
+    }
+}
+
+impl DeclaredField {
+    /// A value as the record holds it, cut to the field's width (signed
+    /// ones sign-extended to 64 bits), as every output reads it.
+    pub fn value(&self, raw: u64) -> u64 {
+        styx_common::widen(raw, self.bytes, self.kind == FieldKind::Signed)
+    }
+}
+
+impl EnumValues {
+    /// The name of `value`, if the enum names it.
+    pub fn name_of(&self, value: u64) -> Option<&str> {
+        let found = self.values.iter().find(|(v, _)| *v == value);
+        found.map(|(_, name)| name.as_str())
+    }
+
+    /// The value named `name`: as written, else ignoring ASCII case
+    /// (filters take `uart` for `Uart`).
+    pub fn value_of(&self, name: &str) -> Option<u64> {
+        let exact = self.values.iter().find(|(_, n)| n == name);
+        let any_case = || {
+            let mut found = self
+                .values
+                .iter()
+                .filter(|(_, n)| n.eq_ignore_ascii_case(name));
+            // Two values one name apart only by case: only as written.
+            match (found.next(), found.next()) {
+                (Some(one), None) => Some(one),
+                _ => None,
+            }
+        };
+        exact.or_else(any_case).map(|(v, _)| *v)
+    }
+}
+
 /// Why a declared event type's note could not be read.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum SchemaError {

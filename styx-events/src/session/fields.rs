@@ -3,9 +3,11 @@
 //! `event_catalogue!`), so a new event type needs no change here.
 
 use crate::record::event::{Body, Event, Text};
+use crate::session::declared::DeclaredField;
 use crate::session::guest::RegisterNames;
 use crate::session::header::{Header, DEFAULT_ARG_NAMES};
 use crate::session::usdt::UsdtProbes;
+use styx_common::schema::FieldKind;
 use styx_common::{
     ArgType, Branch, EventKind, FieldType, InterruptKind, Shape, StrWord, MAX_USDT_ARGS,
     USDT_STR_MAX,
@@ -37,10 +39,42 @@ pub enum Field<'a> {
 pub enum Arg<'a> {
     /// Sign-extended by the eBPF program (or cast to a declared signed type).
     Signed(i64),
-    /// As read (or cast to a declared unsigned type).
+    /// As read (or cast to an unsigned type `--probe-args` gave): text
+    /// shows it in hex, as most such arguments are addresses.
     Unsigned(u64),
+    /// A declared type's unsigned field: decimal everywhere.
+    Dec(u64),
+    /// A declared type's `Addr<uN>`: hex where a format shows addresses
+    /// in hex (as the catalogue's `pc` and `addr`).
+    Addr(u64),
+    /// A declared type's `bool`.
+    Bool(bool),
+    /// A declared type's `Reg<uN>`: its number, and its name where the
+    /// guest description gives one (as the catalogue's `reg`).
+    Reg(u64, Option<&'a str>),
+    /// A value of a declared type's enum, and its name where the enum
+    /// names it (else it shows as the number it is).
+    Enum(u64, Option<&'a str>),
     /// A string the eBPF program copied.
     Str(UsdtStr<'a>),
+}
+
+/// How a declared field of each kind reads: the one table every format
+/// (and `--filter`, `--by`) follows. `value` is as the record holds it,
+/// signed ones sign-extended.
+pub fn declared_arg<'a>(
+    field: &'a DeclaredField,
+    value: u64,
+    registers: &'a RegisterNames,
+) -> Arg<'a> {
+    match field.kind {
+        FieldKind::Unsigned => Arg::Dec(value),
+        FieldKind::Signed => Arg::Signed(value as i64),
+        FieldKind::Bool => Arg::Bool(value != 0),
+        FieldKind::Address => Arg::Addr(value),
+        FieldKind::Register => Arg::Reg(value, registers.get(value)),
+        FieldKind::Enum => Arg::Enum(value, field.values.as_ref().and_then(|e| e.name_of(value))),
+    }
 }
 
 /// A string argument as the record keeps it.
@@ -75,6 +109,9 @@ impl UsdtStr<'_> {
 pub struct UsdtArgs<'a> {
     values: &'a [u64],
     types: &'a [(String, ArgType)],
+    /// A declared type's fields: how each argument reads.
+    declared: &'a [DeclaredField],
+    registers: &'a RegisterNames,
     strings: &'a [u8],
     index: usize,
     /// String arguments met so far.
@@ -92,12 +129,14 @@ impl<'a> Iterator for UsdtArgs<'a> {
             Some((name, ty)) => (name.as_str(), *ty),
             None => (DEFAULT_ARG_NAMES[self.index % MAX_USDT_ARGS], U64),
         };
+        let declared = self.declared.get(self.index);
         self.index += 1;
-        let arg = match ty.cast(value) {
+        let arg = match (ty.cast(value), declared) {
+            (Some(value), Some(field)) => declared_arg(field, value, self.registers),
             // The eBPF program sign-extended signed values to 64 bits.
-            Some(value) if ty.is_signed() => Arg::Signed(value as i64),
-            Some(value) => Arg::Unsigned(value),
-            None => Arg::Str(self.take_string(value, ty == ArgType::Json)),
+            (Some(value), None) if ty.is_signed() => Arg::Signed(value as i64),
+            (Some(value), None) => Arg::Unsigned(value),
+            (None, _) => Arg::Str(self.take_string(value, ty == ArgType::Json)),
         };
         Some((name, arg))
     }
@@ -152,7 +191,7 @@ impl Names {
     /// The names `header` gives.
     pub fn new(header: &Header) -> Names {
         Names {
-            usdt: UsdtProbes::from_infos(&header.usdt),
+            usdt: UsdtProbes::from_header(header),
             registers: RegisterNames::new(header.guest.as_ref()),
             functions: header.functions.clone(),
         }
@@ -227,6 +266,10 @@ pub fn for_each_field<'a, E>(
             each(Field::Args(UsdtArgs {
                 values: args,
                 types: site.map_or(&[][..], |s| &s.args[..]),
+                declared: site
+                    .and_then(|s| s.declared.as_ref())
+                    .map_or(&[][..], |d| &d.fields[..]),
+                registers: &names.registers,
                 strings,
                 index: 0,
                 string_index: 0,
@@ -353,6 +396,7 @@ mod tests {
                             s.cut,
                             s.unreadable
                         ),
+                        _ => panic!("{name}: no declared type here"),
                     });
                 }
             }
@@ -365,6 +409,108 @@ mod tests {
             "arg3=\"short\" cut=true unreadable=None",
         ];
         assert_eq!(seen, want);
+    }
+
+    /// A declared type's fields read as their kinds say: an enum's value
+    /// by name (a value it does not name as a number), an address, a
+    /// bool, a register by the guest's name, a signed number; from the
+    /// site's declaration or, in a capture written before sites kept it,
+    /// from the batches' declared types.
+    #[test]
+    fn declared_fields_read_as_their_kinds() {
+        use crate::session::declared::{DeclaredField, EnumValues, EventType};
+        use crate::session::guest::{Guest, Register};
+        use crate::session::header::DeclaredInfo;
+        let field = |name: &str, kind, bytes, values| DeclaredField {
+            name: name.to_string(),
+            kind,
+            bytes,
+            values,
+        };
+        let device = EnumValues {
+            name: "Device".into(),
+            values: vec![(0, "Uart".into()), (7, "Dma".into())],
+        };
+        let event = EventType {
+            provider: "emu".into(),
+            name: "mmio".into(),
+            fields: vec![
+                field("device", FieldKind::Enum, 1, Some(device)),
+                field("addr", FieldKind::Address, 4, None),
+                field("on", FieldKind::Bool, 1, None),
+                field("r", FieldKind::Register, 1, None),
+                field("d", FieldKind::Signed, 1, None),
+                field("n", FieldKind::Unsigned, 2, None),
+            ],
+        };
+        let guest = Guest {
+            registers: vec![Register {
+                num: 2,
+                name: "sp".into(),
+                bits: 32,
+                within: None,
+            }],
+            ..Guest::default()
+        };
+        let walk = |header: &Header, args: &[u64]| {
+            let names = Names::new(header);
+            let event = Event {
+                header: RecordHeader::default(),
+                kind: EventKind::Usdt,
+                body: Body::Usdt {
+                    spec_id: 0,
+                    args,
+                    strings: &[],
+                },
+            };
+            let mut seen = Vec::new();
+            let _ = for_each_field(&event, &names, |field| {
+                if let Field::Args(args) = field {
+                    for (name, arg) in args {
+                        seen.push(match arg {
+                            Arg::Signed(v) => format!("{name}={v}"),
+                            Arg::Dec(v) => format!("{name}={v}"),
+                            Arg::Addr(v) => format!("{name}=addr {v:#x}"),
+                            Arg::Bool(v) => format!("{name}={v}"),
+                            Arg::Reg(v, reg) => format!("{name}=reg {v} {reg:?}"),
+                            Arg::Enum(v, value) => format!("{name}=enum {v} {value:?}"),
+                            Arg::Unsigned(_) | Arg::Str(_) => format!("{name}: not declared"),
+                        });
+                    }
+                }
+                Ok::<(), ()>(())
+            });
+            seen
+        };
+        let mut header = Header::now(1, "exe", vec![UsdtInfo::declared(0, &event)]);
+        header.guest = Some(guest);
+        let args = [7, 0x10, 1, 2, 0xfd, 65535];
+        assert_eq!(
+            walk(&header, &args),
+            [
+                "device=enum 7 Some(\"Dma\")",
+                "addr=addr 0x10",
+                "on=true",
+                "r=reg 2 Some(\"sp\")",
+                "d=-3",
+                "n=65535"
+            ]
+        );
+        let args = [5, 0x10, 0, 3, 0, 0];
+        let seen = walk(&header, &args);
+        assert_eq!(seen[0], "device=enum 5 None");
+        assert_eq!(seen[2], "on=false");
+        assert_eq!(seen[3], "r=reg 3 None");
+        // Written before sites kept their declaration: the batches' one.
+        header.usdt[0].declared = None;
+        header.declared = vec![DeclaredInfo {
+            file: 0,
+            tag: 1,
+            spec_id: 0,
+            event,
+        }];
+        assert_eq!(walk(&header, &args)[0], "device=enum 5 None");
+        assert_eq!(walk(&header, &[0])[0], "device=enum 0 Some(\"Uart\")");
     }
 
     /// The shortcut says what the full walk says, for every kind it covers.

@@ -96,6 +96,11 @@ pub struct UsdtInfo {
     /// typed `i32`, `u64`… as the note says or `--probe-args` declared
     /// (also `str`, `json`).
     pub args: Vec<ArgInfo>,
+    /// For a site of an event type the emulator declared: the declaration,
+    /// which says how each argument reads (an enum's names, an address, a
+    /// register, a bool). Captures written before it have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared: Option<EventType>,
 }
 
 impl Header {
@@ -181,7 +186,10 @@ impl UsdtInfo {
             let signed = field.kind == FieldKind::Signed;
             (Some(field.name.clone()), ArgType::int(field.bytes, signed))
         });
-        UsdtInfo::new(spec_id, &event.provider, &event.name, args)
+        UsdtInfo {
+            declared: Some(event.clone()),
+            ..UsdtInfo::new(spec_id, &event.provider, &event.name, args)
+        }
     }
 
     /// How a capture names site `spec_id`, `provider:probe`, whose
@@ -204,6 +212,7 @@ impl UsdtInfo {
                     ty: ty.name().to_string(),
                 })
                 .collect(),
+            declared: None,
         }
     }
 }

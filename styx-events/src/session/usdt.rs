@@ -3,7 +3,8 @@
 //! capture header keeps of them; where the eBPF program found the
 //! arguments is the loader's business.
 
-use crate::session::header::{default_arg_name, UsdtInfo};
+use crate::session::declared::EventType;
+use crate::session::header::{default_arg_name, Header, UsdtInfo};
 use std::collections::HashMap;
 use styx_common::{is_arg_name, ArgType};
 
@@ -17,6 +18,9 @@ pub struct UsdtProbe {
     /// Some argument was named (`--probe-args`): outputs show each as a
     /// field of its own, not in an `args` list.
     pub named: bool,
+    /// The declaration of an event type the emulator declared, which says
+    /// how each argument reads (see `fields::declared_arg`).
+    pub declared: Option<EventType>,
 }
 
 /// The probes of a session, by spec id.
@@ -33,6 +37,19 @@ impl UsdtProbes {
             .map(|info| (info.spec_id, UsdtProbe::from_info(info)))
             .collect();
         UsdtProbes { by_id }
+    }
+
+    /// The probes `header` lists, each site of a declared type with its
+    /// declaration (from the site, or for captures written before sites
+    /// kept it, from the batches' declared types).
+    pub fn from_header(header: &Header) -> UsdtProbes {
+        let mut probes = UsdtProbes::from_infos(&header.usdt);
+        for info in &header.declared {
+            if let Some(probe) = probes.by_id.get_mut(&info.spec_id) {
+                probe.declared.get_or_insert_with(|| info.event.clone());
+            }
+        }
+        probes
     }
 
     /// The probe with this spec id, if the header named it.
@@ -67,7 +84,14 @@ impl UsdtProbe {
             probe: info.probe.clone(),
             args,
             named,
+            declared: info.declared.clone(),
         }
+    }
+
+    /// The declaration of argument `i`, if its probe is a declared type's
+    /// with that many fields.
+    pub fn declared_field(&self, i: usize) -> Option<&crate::session::declared::DeclaredField> {
+        self.declared.as_ref()?.fields.get(i)
     }
 }
 

@@ -9,7 +9,7 @@ use std::fs::File;
 use std::io::{self, Read};
 use styx_common::{EventKind, EVENT_KIND_SLOTS};
 use styx_events::{Discard, EventWriter, Tee, Totals};
-use styx_events::{Ending, Format, Guest, Keep, Reader};
+use styx_events::{Ending, Format, Header, Keep, Reader};
 
 /// Converts the capture `args` names.
 pub fn run(args: &ReadArgs) -> Result<()> {
@@ -17,11 +17,11 @@ pub fn run(args: &ReadArgs) -> Result<()> {
     let mut reader = open(args, &name)?;
     // Every styx type: a capture says which it holds only as it is read.
     let kinds: Vec<EventKind> = styx_kinds().collect();
-    let guest = reader.header.guest.as_ref();
-    let mut keep = compile_filters(&args.select.filters, args.select.sample, &kinds, guest)?
+    let filters = &args.select.filters;
+    let mut keep = compile_filters(filters, args.select.sample, &kinds, &reader.header)?
         .map(|filters| Keep::new(filters, |_| false));
     let count = &args.count;
-    let counter = counter(args, &kinds, guest)?;
+    let counter = counter(args, &kinds, &reader.header)?;
     if args.summary && reader.header.functions.is_empty() {
         bail!("{name} holds no traced functions (--functions): there is no table to --summary");
     }
@@ -87,7 +87,7 @@ fn open(args: &ReadArgs, name: &str) -> Result<Reader<Box<dyn Read>>> {
 }
 
 /// `--by` and `--heatmap`'s counter, if either was given.
-fn counter(args: &ReadArgs, kinds: &[EventKind], guest: Option<&Guest>) -> Result<Option<Counter>> {
+fn counter(args: &ReadArgs, kinds: &[EventKind], header: &Header) -> Result<Option<Counter>> {
     let count = &args.count;
     if count.by.is_none() && count.heatmap.is_none() {
         return Ok(None);
@@ -103,7 +103,7 @@ fn counter(args: &ReadArgs, kinds: &[EventKind], guest: Option<&Guest>) -> Resul
         count.max_keys,
         format,
         kinds,
-        guest,
+        header,
     )?;
     Ok(Some(counter))
 }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use styx_common::EventKind;
 use styx_events::Format;
 use styx_events::{heatmap, CountWriter, KeySpec, Table, TableFormat, View};
-use styx_events::{Guest, RegisterNames};
+use styx_events::{DeclaredSites, Header, RegisterNames};
 
 /// What is counted, and the loader's own counts so far.
 pub struct Counter {
@@ -39,7 +39,7 @@ impl Counter {
         max_keys: u32,
         format: Format,
         kinds: &[EventKind],
-        guest: Option<&Guest>,
+        header: &Header,
     ) -> Result<Counter> {
         let format = match format {
             Format::Text => TableFormat::Text,
@@ -49,8 +49,10 @@ impl Counter {
                 other.name()
             ),
         };
-        let mut specs = vec![KeySpec::new(by, page_size, kinds).map_err(anyhow::Error::msg)?];
-        specs[0].registers = RegisterNames::new(guest);
+        let declared = DeclaredSites::of(header);
+        let by = KeySpec::new(by, page_size, kinds, &declared).map_err(anyhow::Error::msg)?;
+        let mut specs = vec![by];
+        specs[0].registers = RegisterNames::new(header.guest.as_ref());
         if heatmap.is_some() {
             let memory: Vec<EventKind> = kinds
                 .iter()
@@ -60,7 +62,8 @@ impl Counter {
             if memory.is_empty() {
                 bail!("--heatmap draws mem_read and mem_write events: select them (-e)");
             }
-            specs.push(KeySpec::new("page", page_size, &memory).map_err(anyhow::Error::msg)?);
+            let pages = KeySpec::new("page", page_size, &memory, &[]);
+            specs.push(pages.map_err(anyhow::Error::msg)?);
         }
         let max_keys = max_keys.max(1) as usize;
         Ok(Counter {
@@ -143,14 +146,23 @@ impl Counter {
 
 /// The types `top` counts when no `-e` is given: those with the key, and
 /// memory accesses for --heatmap.
-pub fn counted_kinds(count: &CountArgs) -> Result<Vec<EventKind>> {
+/// With `probes` (`--probes`), USDT events too: event types the
+/// emulator declared are counted by their fields, which are known only
+/// once the target's notes are read (`Counter::new` then checks the key).
+pub fn counted_kinds(count: &CountArgs, probes: bool) -> Result<Vec<EventKind>> {
     let all: Vec<EventKind> = EventKind::ALL
         .iter()
         .copied()
         .filter(|&k| k != EventKind::Usdt)
         .collect();
-    let spec = KeySpec::new(count.key(), count.page_size, &all).map_err(anyhow::Error::msg)?;
-    let mut kinds: Vec<EventKind> = spec.kinds().collect();
+    let mut kinds: Vec<EventKind> = match KeySpec::new(count.key(), count.page_size, &all, &[]) {
+        Ok(spec) => spec.kinds().collect(),
+        Err(_) if probes => Vec::new(),
+        Err(e) => bail!(e),
+    };
+    if probes {
+        kinds.push(EventKind::Usdt);
+    }
     if count.heatmap.is_some() {
         kinds.extend([EventKind::MemRead, EventKind::MemWrite]);
     }

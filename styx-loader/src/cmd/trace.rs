@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use styx_common::{Delivery, EventKind};
 use styx_events::Filters;
-use styx_events::{DeclaredInfo, EventType, Header, UsdtInfo};
+use styx_events::{DeclaredInfo, DeclaredSites, EventType, Header, UsdtInfo};
 use styx_events::{EventWriter, Tee};
 use styx_events::{FlightRecorder, Limits, OpenDump, Recording};
 use styx_events::{Format, Options, Output};
@@ -33,14 +33,15 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
     if let (Some(top), true) = (&top, args.events.is_empty()) {
         // `top` traces only the types it counts: the others would cost the
         // emulator and the loader for nothing.
-        args.events = top::counted_kinds(&top.count)?;
+        args.events = top::counted_kinds(&top.count, !args.probes.is_empty())?;
     }
     let (target, searched) = target_of(&args, held.as_ref())?;
     let (selection, guest, declared) = find_sites(&args, &target, searched)?;
-    // Bad expressions stop here: nothing is attached yet. Register fields
-    // take the names the guest description gives.
-    let filters = args.compile_filters(guest.as_ref())?;
     let header = header_of(&args, &target, &selection, guest, &declared);
+    // Bad expressions stop here: nothing is attached yet. Register fields
+    // take the names the guest description gives, declared types' fields
+    // the declaration's.
+    let filters = args.compile_filters(&header)?;
     if top.is_some() && !header.functions.is_empty() {
         bail!("--functions is for tracing, not top");
     }
@@ -213,7 +214,7 @@ fn counting_outputs(
         c.max_keys,
         args.output.format,
         &args.kinds(),
-        header.guest.as_ref(),
+        header,
     )?;
     let batched = |kind: EventKind| {
         selection
@@ -287,6 +288,7 @@ fn flight_recorder(
             1,
             &args.kinds(),
             RegisterNames::new(header.guest.as_ref()),
+            &DeclaredSites::of(header),
         ) {
             Ok(filters) => Some(filters),
             Err((expr, e)) => bail!("--trigger '{expr}': {e}"),

@@ -259,12 +259,21 @@ impl Session {
             return;
         }
         // A thread that loaded its semaphore just before the detach may be
-        // appending still: let it finish (a few ns; 2 ms covers a preempted
-        // one in all but pathological cases), draining meanwhile.
-        sleep(Duration::from_millis(2)).await;
-        self.sink.drain(&mut self.loaded.ring);
-        self.grant();
-        self.batches.take_partial(&mut self.sink, Partial::Stopping);
+        // appending still: let it finish, draining meanwhile. That takes a
+        // few ns, but a thread preempted between its check and its append
+        // (a busy machine) can take a scheduler slice or more: so a second
+        // read later hands over what was appended after the first (each
+        // read marks what it took; the test that stops the loader while a
+        // thread fires was seen one event short with a single read).
+        for (wait, why) in [
+            (Duration::from_millis(2), Partial::Stopping),
+            (Duration::from_millis(50), Partial::StoppingAgain),
+        ] {
+            sleep(wait).await;
+            self.sink.drain(&mut self.loaded.ring);
+            self.grant();
+            self.batches.take_partial(&mut self.sink, why);
+        }
     }
 
     /// Flight recorder, after a drain: dumps if the target is being killed;
@@ -383,9 +392,11 @@ fn keep_in_loader(filters: Option<&Filters>, selection: &Selection) -> (Option<K
             .any(|s| s.role == Role::BatchEnable(kind))
     };
     let in_kernel = |kind| filters.kernel_can(kind) && !batched(kind);
+    // Declared types' items are in batches enabled as USDT's.
     let split = EventKind::ALL
         .iter()
-        .any(|&k| batched(k) && !filters.programs[k as usize].keeps_all());
+        .any(|&k| batched(k) && !filters.programs[k as usize].keeps_all())
+        || (filters.any_declared() && batched(EventKind::Usdt));
     (Some(Keep::new(filters.clone(), in_kernel)), split)
 }
 

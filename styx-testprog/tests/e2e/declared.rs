@@ -3,8 +3,10 @@
 //! their sites with the values in the order declared.
 
 use crate::support::*;
-use serde_json::Value;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 
 fn program() -> std::path::PathBuf {
     beside_testprog("styx-declared", "styx-testprog")
@@ -74,21 +76,53 @@ fn bpftrace_reads_a_declared_types_fields_as_its_arguments() {
     }
 }
 
-/// What round `i` of styx-declared fires: (probe, values as a per-event
-/// site passes them, signed ones sign-extended).
-fn round(i: i64) -> [(&'static str, Vec<i64>); 4] {
+/// What round `i` of styx-declared fires: (probe, values as JSON lines
+/// show them: numbers, signed ones negative, an enum value by its name,
+/// a bool as true or false).
+fn round(i: i64) -> [(&'static str, Vec<Value>); 4] {
+    let device = ["Uart", "Timer", "Dma"][i as usize % 3];
     [
         (
             "mmio_write",
-            vec![0x1000 + i, [0, 1, 7][i as usize % 3], 0x10 + i, 3 * i],
+            vec![
+                json!(0x1000 + i),
+                json!(device),
+                json!(0x10 + i),
+                json!(3 * i),
+            ],
         ),
-        ("flags_delta", vec![0x600 + i, -(i % 5), -1000 * i]),
+        (
+            "flags_delta",
+            vec![json!(0x600 + i), json!(-(i % 5)), json!(-1000 * i)],
+        ),
         (
             "wide",
-            vec![i % 256, 2 * i, 3 * i, 4 * i, i % 2, i % 16, -i, 5 * i],
+            vec![
+                json!(i % 256),
+                json!(2 * i),
+                json!(3 * i),
+                json!(4 * i),
+                json!(i % 2 == 1),
+                json!(i % 16),
+                json!(-i),
+                json!(5 * i),
+            ],
         ),
-        ("big", vec![i, i + 1, i + 2, i + 3, i + 4, -i]),
+        (
+            "big",
+            [i, i + 1, i + 2, i + 3, i + 4, -i]
+                .map(|v| json!(v))
+                .to_vec(),
+        ),
     ]
+}
+
+/// Every event of `rounds` rounds, in order.
+fn rounds(rounds: i64) -> Vec<(String, Vec<Value>)> {
+    (0..rounds)
+        .flat_map(round)
+        .map(|(probe, values)| (probe.to_string(), values))
+        .collect()
 }
 
 /// styx-declared traced with `--probes 'styx_declared:*'` and `args`
@@ -113,7 +147,7 @@ fn traced(name: &str, rounds: u64, args: &[&str]) -> (Vec<Value>, Vec<String>) {
 
 /// `got` is `want`; else the first event that differs (a whole trace
 /// would bury it).
-fn assert_same(got: &[(String, Vec<i64>)], want: &[(String, Vec<i64>)]) {
+fn assert_same(got: &[(String, Vec<Value>)], want: &[(String, Vec<Value>)]) {
     if let Some(at) = (0..got.len().max(want.len())).find(|&i| got.get(i) != want.get(i)) {
         panic!(
             "event {at} of {} (expected {}): {:?}, expected {:?}",
@@ -140,7 +174,7 @@ fn fields_of(probe: &str) -> &'static [&'static str] {
 
 /// (probe, values) of each event of a trace: its fields, by the names
 /// the declaration gives them.
-fn events(trace: &[Value]) -> Vec<(String, Vec<i64>)> {
+fn events(trace: &[Value]) -> Vec<(String, Vec<Value>)> {
     trace
         .iter()
         .map(|e| {
@@ -148,7 +182,10 @@ fn events(trace: &[Value]) -> Vec<(String, Vec<i64>)> {
             let probe = e["probe"].as_str().unwrap();
             let values = fields_of(probe)
                 .iter()
-                .map(|f| e[*f].as_i64().unwrap_or_else(|| panic!("no {f} in {e}")))
+                .map(|f| match &e[*f] {
+                    Value::Null => panic!("no {f} in {e}"),
+                    value => value.clone(),
+                })
                 .collect();
             (probe.to_string(), values)
         })
@@ -160,48 +197,219 @@ fn events(trace: &[Value]) -> Vec<(String, Vec<i64>)> {
 /// signed ones sign-extended, an enum's value.
 #[test]
 fn declared_types_arrive_whole_batched_and_per_event() {
-    let rounds = 300;
-    let want: Vec<(String, Vec<i64>)> = (0..rounds as i64)
-        .flat_map(round)
-        .map(|(probe, args)| (probe.to_string(), args))
-        .collect();
-    let (batched, stderr) = traced("declared-batched", rounds, &[]);
+    let want = rounds(300);
+    let (batched, stderr) = traced("declared-batched", 300, &[]);
     assert!(batched.iter().all(|e| e["provider"] == "styx_declared"));
     // One flush site and the batch-enable site of each type.
     assert!(stderr[0].contains("attached 5 probe sites"), "{stderr:#?}");
     assert_same(&events(&batched), &want);
-    let (per_event, stderr) = traced("declared-per-event", rounds, &["--delivery", "per-event"]);
+    let (per_event, stderr) = traced("declared-per-event", 300, &["--delivery", "per-event"]);
     assert!(stderr[0].contains("attached 4 probe sites"), "{stderr:#?}");
     assert_same(&events(&per_event), &want);
+}
+
+/// Rounds in the shared capture.
+const CAPTURED: i64 = 30;
+
+/// A raw capture of [`CAPTURED`] rounds of styx-declared, batched, made
+/// once for the tests that read it.
+fn capture() -> &'static Path {
+    static CAPTURE: OnceLock<PathBuf> = OnceLock::new();
+    CAPTURE.get_or_init(|| {
+        require_root();
+        let raw = scratch("declared-capture").join("run.styx");
+        let mut prog = TestProg::start(&program(), &[]);
+        let loader = prog.attach_loader(&[
+            "--probes",
+            "styx_declared:*",
+            "-o",
+            "raw",
+            "--output",
+            raw.to_str().unwrap(),
+        ]);
+        let fire = format!("fire {CAPTURED}");
+        assert_eq!(prog.ask(&fire).trim(), format!("fired {CAPTURED}"));
+        prog.quit();
+        let (status, stderr) = loader.finish();
+        assert!(status.success(), "{stderr:#?}");
+        raw
+    })
+}
+
+/// `styx-loader read CAPTURE ARGS…`: its stdout; it must succeed quietly.
+fn read(args: &[&str]) -> String {
+    let capture = capture().to_str().unwrap();
+    let (status, stdout, stderr) = run_loader(&[&["read", capture], args].concat());
+    assert!(status.success() && stderr.is_empty(), "{args:?}: {stderr}");
+    stdout
 }
 
 /// A raw capture of batched declared types keeps what they are: `read`
 /// gives the same events.
 #[test]
 fn a_capture_of_declared_types_reads_back() {
-    require_root();
-    let dir = scratch("declared-capture");
-    let raw = dir.join("run.styx");
-    let mut prog = TestProg::start(&program(), &[]);
-    let loader = prog.attach_loader(&[
-        "--probes",
-        "styx_declared:*",
-        "-o",
-        "raw",
-        "--output",
-        raw.to_str().unwrap(),
-    ]);
-    assert_eq!(prog.ask("fire 100").trim(), "fired 100");
-    prog.quit();
-    let (status, stderr) = loader.finish();
-    assert!(status.success(), "{stderr:#?}");
-    let (status, stdout, stderr) = run_loader(&["read", raw.to_str().unwrap(), "-o", "jsonl"]);
-    assert!(status.success() && stderr.is_empty(), "{stderr}");
-    let want: Vec<(String, Vec<i64>)> = (0..100)
-        .flat_map(round)
-        .map(|(probe, args)| (probe.to_string(), args))
+    let stdout = read(&["-o", "jsonl"]);
+    assert_same(&events(&parse_jsonl(&stdout)), &rounds(CAPTURED));
+}
+
+/// Text shows each field as its kind reads: an enum value by name, an
+/// address in hex, other numbers in decimal (signed ones negative), a
+/// bool as true or false.
+#[test]
+fn text_shows_declared_fields_as_their_kinds_read() {
+    let got: Vec<String> = read(&["-o", "text"])
+        .lines()
+        .filter_map(|l| l.find(" styx_declared ").map(|at| l[at + 1..].to_string()))
         .collect();
-    assert_same(&events(&parse_jsonl(&stdout)), &want);
+    let want: Vec<String> = rounds(CAPTURED)
+        .iter()
+        .map(|(probe, values)| {
+            let shown = fields_of(probe).iter().zip(values).map(|(field, value)| {
+                match (probe.as_str(), *field, value) {
+                    ("mmio_write", "addr", v) => format!("addr={:#x}", v.as_u64().unwrap()),
+                    (_, field, Value::String(name)) => format!("{field}={name}"),
+                    (_, field, v) => format!("{field}={v}"),
+                }
+            });
+            format!(
+                "styx_declared {probe} {}",
+                shown.collect::<Vec<_>>().join(" ")
+            )
+        })
+        .collect();
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(g, w);
+    }
+    assert_eq!(
+        got[4], // round 1's first event
+        "styx_declared mmio_write pc=4097 device=Timer addr=0x11 val=3"
+    );
+}
+
+/// Chrome's args show an address as a `"0x…"` string, as the
+/// catalogue's, and an enum value by name.
+#[test]
+fn chrome_shows_declared_addresses_in_hex_and_enums_by_name() {
+    let trace: Value = serde_json::from_str(&read(&["-o", "chrome"])).unwrap();
+    let mmio: Vec<&Value> = trace
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["args"]["probe"] == "mmio_write")
+        .collect();
+    assert_eq!(mmio.len(), CAPTURED as usize);
+    for (i, e) in mmio.iter().enumerate() {
+        let device = ["Uart", "Timer", "Dma"][i % 3];
+        assert_eq!(e["args"]["device"], device, "{e}");
+        assert_eq!(e["args"]["addr"], format!("{:#x}", 0x10 + i), "{e}");
+        assert_eq!(e["args"]["val"], 3 * i, "{e}");
+    }
+}
+
+/// DuckDB reads the Parquet's declared columns by name, each typed as
+/// its kind: an enum's names as text, an address unsigned, a signed field
+/// signed; a name two types give fields of two kinds (wide's bool `e`,
+/// big's u64 `e`) signed, a bool in it 0 or 1. (A bool column of its
+/// own: two_files_declare_their_own_types_in_one_process.)
+#[test]
+fn parquet_has_a_typed_column_per_declared_field() {
+    let dir = scratch("declared-parquet");
+    let parquet = dir.join("run.parquet");
+    read(&["-o", "parquet", "--output", parquet.to_str().unwrap()]);
+    let table = parquet.to_str().unwrap();
+    let types = duckdb(&format!(
+        "SELECT column_name, column_type FROM (DESCRIBE SELECT device, e, addr, delta FROM '{table}')"
+    ));
+    let want = [
+        ["device", "VARCHAR"],
+        ["e", "BIGINT"],
+        ["addr", "UBIGINT"],
+        ["delta", "BIGINT"],
+    ];
+    assert_eq!(types, want.map(|row| row.map(|v| json!(v)).to_vec()));
+    let of = |probe: &str| -> Vec<Vec<Value>> {
+        rounds(CAPTURED)
+            .into_iter()
+            .filter(|(p, _)| p == probe)
+            .map(|(_, values)| {
+                let as_number = |v: Value| v.as_bool().map_or(v, |b| json!(b as i64));
+                values.into_iter().map(as_number).collect()
+            })
+            .collect()
+    };
+    for probe in ["mmio_write", "flags_delta", "wide"] {
+        let columns = fields_of(probe).join(", ");
+        let rows = duckdb(&format!(
+            "SELECT {columns} FROM '{table}' WHERE probe = '{probe}' ORDER BY ts_ns"
+        ));
+        assert_eq!(rows, of(probe), "{probe}");
+    }
+    let per_device = duckdb(&format!(
+        "SELECT device, count(*) FROM '{table}' WHERE probe = 'mmio_write' \
+         GROUP BY device ORDER BY device"
+    ));
+    let want = [("Dma", 10), ("Timer", 10), ("Uart", 10)];
+    assert_eq!(
+        per_device,
+        want.map(|(d, n)| vec![json!(d), json!(n)]).to_vec()
+    );
+}
+
+/// Perfetto's debug annotations: an enum value's name as a string, an
+/// address as a pointer, a bool as a bool, signed numbers as ints.
+#[test]
+fn perfetto_annotates_declared_fields_as_their_kinds_read() {
+    use perfetto_protos::debug_annotation::DebugAnnotation;
+    use protobuf::Message;
+    let dir = scratch("declared-perfetto");
+    let out = dir.join("run.pftrace");
+    read(&["-o", "perfetto", "--output", out.to_str().unwrap()]);
+    let trace =
+        perfetto_protos::trace::Trace::parse_from_bytes(&std::fs::read(&out).unwrap()).unwrap();
+    let value = |a: &DebugAnnotation| -> (&'static str, Value) {
+        if a.has_string_value() {
+            ("string", json!(a.string_value()))
+        } else if a.has_pointer_value() {
+            ("pointer", json!(a.pointer_value()))
+        } else if a.has_bool_value() {
+            ("bool", json!(a.bool_value()))
+        } else if a.has_int_value() {
+            ("int", json!(a.int_value()))
+        } else {
+            ("uint", json!(a.uint_value()))
+        }
+    };
+    let mut got: Vec<(String, Vec<Value>)> = Vec::new();
+    let mut kinds: std::collections::BTreeMap<String, &'static str> = Default::default();
+    for e in trace.packet.iter().filter(|p| p.has_track_event()) {
+        let annotations = &e.track_event().debug_annotations;
+        let Some(probe) = annotations.iter().find(|a| a.name() == "probe") else {
+            continue;
+        };
+        let probe = probe.string_value().to_string();
+        let values = fields_of(&probe)
+            .iter()
+            .map(|f| {
+                let a = annotations.iter().find(|a| a.name() == *f).unwrap();
+                let (kind, v) = value(a);
+                kinds.insert(format!("{probe}.{f}"), kind);
+                v
+            })
+            .collect();
+        got.push((probe, values));
+    }
+    assert_same(&got, &rounds(CAPTURED));
+    for (field, kind) in [
+        ("mmio_write.device", "string"),
+        ("mmio_write.addr", "pointer"),
+        ("mmio_write.val", "uint"),
+        ("wide.e", "bool"),
+        ("wide.g", "int"),
+        ("flags_delta.wide", "int"),
+    ] {
+        assert_eq!(kinds[field], kind, "{field}");
+    }
 }
 
 /// Two files of one process, each with its own styx-probe and its own
@@ -211,7 +419,9 @@ fn a_capture_of_declared_types_reads_back() {
 #[test]
 fn two_files_declare_their_own_types_in_one_process() {
     require_root();
-    let out = scratch("declared-two-files").join("out.jsonl");
+    let dir = scratch("declared-two-files");
+    let out = dir.join("out.jsonl");
+    let capture = dir.join("run.styx");
     let mut prog = TestProg::spawn(None);
     let library = beside_testprog("libstyx_testlib.so", "styx-testlib");
     assert_eq!(
@@ -228,6 +438,8 @@ fn two_files_declare_their_own_types_in_one_process() {
             "styx_testprog:*",
             "--probes",
             "styx_testlib:*",
+            "--capture",
+            capture.to_str().unwrap(),
         ],
     ));
     assert_eq!(prog.ask("declared 500").trim(), "declared 500");
@@ -236,7 +448,7 @@ fn two_files_declare_their_own_types_in_one_process() {
     let (status, stderr) = loader.finish();
     assert!(status.success(), "{stderr:#?}");
     let trace = read_jsonl(&out);
-    let of = |provider: &str| -> Vec<Vec<i64>> {
+    let of = |provider: &str| -> Vec<Vec<Value>> {
         let declared: Vec<Value> = trace
             .iter()
             .filter(|e| e["event"] == "usdt" && e["provider"] == provider)
@@ -247,14 +459,224 @@ fn two_files_declare_their_own_types_in_one_process() {
             .map(|(_, values)| values)
             .collect()
     };
-    let own: Vec<Vec<i64>> = (0..500).map(|i| vec![i, -i]).collect();
+    let own: Vec<Vec<Value>> = (0..500).map(|i| vec![json!(i), json!(-i)]).collect();
     assert!(of("styx_testprog") == own, "{stderr:#?}");
     // Two threads, each rounds 0..300 in order.
     let lib = of("styx_testlib");
     assert_eq!(lib.len(), 600, "{stderr:#?}");
-    let mut rounds: Vec<i64> = lib.iter().map(|args| args[0]).collect();
-    assert!(lib.iter().all(|args| args[1] == args[0] % 2), "{lib:?}");
+    let mut rounds: Vec<i64> = lib.iter().map(|args| args[0].as_i64().unwrap()).collect();
+    // `odd` is a bool.
+    assert!(
+        lib.iter()
+            .all(|args| args[1] == json!(args[0].as_i64().unwrap() % 2 == 1)),
+        "{lib:?}"
+    );
     rounds.sort_unstable();
     let want: Vec<i64> = (0..300).flat_map(|i| [i, i]).collect();
     assert_eq!(rounds, want);
+    // `odd`, a bool no other type's field shares a name with, is a
+    // boolean column.
+    let parquet = dir.join("run.parquet");
+    let (status, _, stderr) = run_loader(&[
+        "read",
+        capture.to_str().unwrap(),
+        "-o",
+        "parquet",
+        "--output",
+        parquet.to_str().unwrap(),
+    ]);
+    assert!(status.success(), "{stderr}");
+    let odd = duckdb(&format!(
+        "SELECT typeof(odd), odd, count(*) FROM '{}' WHERE probe = 'lib_tick' \
+         GROUP BY ALL ORDER BY odd",
+        parquet.display()
+    ));
+    let want = [
+        json!(["BOOLEAN", false, 300]),
+        json!(["BOOLEAN", true, 300]),
+    ];
+    assert_eq!(
+        odd,
+        want.map(|row| row.as_array().unwrap().clone()).to_vec()
+    );
+}
+
+/// The events of [`rounds`] that `mmio_write: device == Uart && addr in
+/// 0x10..0x20` keeps: every other type's, and mmio_write's of rounds 0,
+/// 3, … 15 (Uart every third round, addresses 0x10 + i).
+fn uart_below_0x20(rounds_fired: i64) -> Vec<(String, Vec<Value>)> {
+    rounds(rounds_fired)
+        .into_iter()
+        .filter(|(probe, v)| {
+            probe != "mmio_write" || (v[1] == "Uart" && v[2].as_i64() < Some(0x20))
+        })
+        .collect()
+}
+
+const UART_FILTER: &str = "mmio_write: device == Uart && addr in 0x10..0x20";
+
+/// `--filter` on a declared type's enum (by name, in any case) and
+/// address range, live (batched and per event) and reading a capture.
+#[test]
+fn filters_take_declared_enum_names_and_address_ranges() {
+    let kept = events(&parse_jsonl(&read(&[
+        "--filter",
+        UART_FILTER,
+        "-o",
+        "jsonl",
+    ])));
+    assert_eq!(kept.iter().filter(|(p, _)| p == "mmio_write").count(), 6);
+    assert_same(&kept, &uart_below_0x20(CAPTURED));
+    let lower_case = "mmio_write: device == uart && addr in 0x10..0x20";
+    for delivery in ["batched", "per-event"] {
+        let name = format!("declared-filter-{delivery}");
+        let args = ["--delivery", delivery, "--filter", lower_case];
+        let (trace, stderr) = traced(&name, 60, &args);
+        assert_same(&events(&trace), &uart_below_0x20(60));
+        // 20 of 60 mmio_writes are Uart's, 6 of them below 0x20.
+        let filtered_out = stderr.iter().any(|l| l.contains("(54 filtered out)"));
+        assert!(filtered_out, "{delivery}: {stderr:#?}");
+    }
+    // A capture keeps what the filter keeps (batches split to be filtered).
+    let raw = scratch("declared-filter-raw").join("run.styx");
+    let mut prog = TestProg::start(&program(), &[]);
+    let output = ["-o", "raw", "--output", raw.to_str().unwrap()];
+    let loader = prog.attach_loader(
+        &[
+            &["--probes", "styx_declared:*", "--filter", UART_FILTER],
+            &output[..],
+        ]
+        .concat(),
+    );
+    assert_eq!(prog.ask("fire 60").trim(), "fired 60");
+    prog.quit();
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{stderr:#?}");
+    let (status, stdout, stderr) = run_loader(&["read", raw.to_str().unwrap(), "-o", "jsonl"]);
+    assert!(status.success(), "{stderr}");
+    assert_same(&events(&parse_jsonl(&stdout)), &uart_below_0x20(60));
+}
+
+/// A filter naming a field the type does not have, or a name its enum
+/// does not have, is one line that says what the type has.
+#[test]
+fn a_filter_on_what_a_declared_type_lacks_is_one_clear_line() {
+    let capture = capture().to_str().unwrap();
+    for (filter, error) in [
+        (
+            "mmio_write: device == Uartt",
+            "at column 23: 'Uartt' is not a value of 'device' (Uart Timer Dma)",
+        ),
+        (
+            "mmio_write: port == 1",
+            "at column 13: mmio_write has no field 'port' (its fields: pc device addr val tid pid)",
+        ),
+    ] {
+        let (status, stdout, stderr) = run_loader(&["read", capture, "--filter", filter]);
+        assert!(!status.success() && stdout.is_empty());
+        assert_eq!(
+            stderr,
+            format!("styx-loader: error: --filter '{filter}': {error}\n")
+        );
+    }
+}
+
+/// `read --by` a declared field: an enum keyed by its values' names, an
+/// address in hex; as JSON, the enum's number and its name.
+#[test]
+fn read_by_a_declared_field_counts_per_value_by_name() {
+    let table = read(&["--by", "device"]);
+    let want = "\
+EVENT                   DEVICE          COUNT   SHARE
+mmio_write                Uart             10  33.33%
+mmio_write               Timer             10  33.33%
+mmio_write                 Dma             10  33.33%
+";
+    assert_eq!(table, want);
+    let rows = parse_jsonl(&read(&["--by", "device", "-o", "jsonl"]));
+    let keys: Vec<(u64, &str, u64)> = rows
+        .iter()
+        .map(|r| {
+            assert_eq!(r["event"], "mmio_write", "{r}");
+            let name = r["key_name"].as_str().unwrap();
+            (
+                r["key"].as_u64().unwrap(),
+                name,
+                r["count"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(keys, [(0, "Uart", 10), (1, "Timer", 10), (7, "Dma", 10)]);
+    let by_addr = read(&["--by", "addr"]);
+    let addresses: Vec<&str> = by_addr
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().nth(1).unwrap())
+        .collect();
+    let want: Vec<String> = (0..CAPTURED).map(|i| format!("{:#x}", 0x10 + i)).collect();
+    assert_eq!(addresses, want);
+}
+
+/// `top --by device` on the running emulator (batched, and one hit per
+/// event): exact counts per enum value.
+#[test]
+fn top_by_a_declared_enum_counts_each_value() {
+    require_root();
+    for delivery in ["batched", "per-event"] {
+        let out = scratch(&format!("declared-top-{delivery}")).join("top.jsonl");
+        let mut prog = TestProg::start(&program(), &[]);
+        let pid = prog.pid().to_string();
+        let mut args = vec!["top", "--pid", &pid, "--by", "device"];
+        args.extend(jsonl_to(&out, delivery, &["--probes", "styx_declared:*"]));
+        let loader = attach_loader(&args);
+        assert_eq!(prog.ask("fire 61").trim(), "fired 61");
+        prog.quit();
+        let (status, stderr) = loader.finish();
+        assert!(status.success(), "{stderr:#?}");
+        let rows: Vec<(String, String, u64)> = read_jsonl(&out)
+            .iter()
+            .map(|r| {
+                let event = r["event"].as_str().unwrap().to_string();
+                (
+                    event,
+                    r["key_name"].as_str().unwrap().to_string(),
+                    r["count"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        let want = [("Uart", 21), ("Timer", 20), ("Dma", 20)];
+        let want: Vec<(String, String, u64)> = want
+            .iter()
+            .map(|&(name, n)| ("mmio_write".to_string(), name.to_string(), n))
+            .collect();
+        assert_eq!(rows, want, "{delivery}");
+    }
+}
+
+/// A flight-recorder trigger on a declared type's fields dumps the events
+/// up to and including the first that matches: round 17's mmio_write
+/// (Dma every third round from round 2, addresses 0x10 + i).
+#[test]
+fn a_flight_recorder_trigger_takes_declared_fields() {
+    require_root();
+    for delivery in ["batched", "per-event"] {
+        let dir = scratch(&format!("declared-flight-{delivery}"));
+        let out = dir.join("dump.jsonl");
+        let mut prog = TestProg::start(&program(), &[]);
+        let trigger = "mmio_write: device == dma && addr >= 0x20";
+        let extra = ["--probes", "styx_declared:*", "--flight-recorder", "8"];
+        let mut args = jsonl_to(&out, delivery, &extra);
+        args.extend(["--trigger", trigger]);
+        let loader = prog.attach_loader(&args);
+        assert_eq!(prog.ask("fire 30").trim(), "fired 30");
+        // Batches come when the program flushes them, as it quits.
+        prog.quit();
+        let (status, stderr) = loader.finish();
+        assert!(status.success(), "{stderr:#?}");
+        let dumped_at_trigger = stderr.iter().any(|l| l.contains("dump 1 (trigger: usdt)"));
+        assert!(dumped_at_trigger, "{delivery}: {stderr:#?}");
+        let dumped = events(&read_jsonl(&dir.join("dump.1.jsonl")));
+        let trigger_at = 17 * 4;
+        assert_same(&dumped, &rounds(30)[trigger_at - 7..=trigger_at]);
+    }
 }

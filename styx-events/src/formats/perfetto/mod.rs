@@ -231,8 +231,22 @@ fn annotations(event: &Event<'_>, names: &Names) -> Vec<DebugAnnotation> {
                             int_value: Some(v),
                             ..named(name)
                         },
-                        Arg::Unsigned(v) => DebugAnnotation {
-                            uint_value: Some(v),
+                        Arg::Unsigned(v) | Arg::Dec(v) | Arg::Reg(v, None) | Arg::Enum(v, None) => {
+                            DebugAnnotation {
+                                uint_value: Some(v),
+                                ..named(name)
+                            }
+                        }
+                        Arg::Addr(v) => DebugAnnotation {
+                            pointer_value: Some(v),
+                            ..named(name)
+                        },
+                        Arg::Reg(_, Some(value)) | Arg::Enum(_, Some(value)) => DebugAnnotation {
+                            string_value: Some(value.to_string()),
+                            ..named(name)
+                        },
+                        Arg::Bool(v) => DebugAnnotation {
+                            bool_value: Some(v),
                             ..named(name)
                         },
                         Arg::Str(s) => DebugAnnotation {

@@ -10,6 +10,15 @@
 //! cannot filter: batched events (the kernel copies a batch whole), text
 //! fields, programs longer than the kernel's bound.
 //!
+//! Event types the emulator declared (`styx_probe::event!`) are filtered
+//! by their fields too (`mmio_write: device == Uart && addr in
+//! 0x10..0x20`), always by the loader: their events are USDT events, whose
+//! sites' programs do not filter. A declared field compares as its kind
+//! reads: an enum value by its name (as written, else ignoring ASCII
+//! case), a bool with `true`/`false`, a register by the guest's name for
+//! it, numbers as they are (a signed field's value as its 64-bit two's
+//! complement: `==` and `!=` for negative values, ranges for others).
+//!
 //! Sampling keeps the 1st, (N+1)th, … event of each type of each thread
 //! that passes the filters: a rerun of the same program gives the same
 //! events.
@@ -17,6 +26,7 @@
 pub mod parse;
 
 use crate::record::event::{Body, Event};
+use crate::session::declared::DeclaredSites;
 use crate::session::guest::RegisterNames;
 use parse::{Expr, Op, Parsed, Test, Value};
 use std::collections::HashMap;
@@ -25,6 +35,7 @@ use styx_common::filter::{
     FilterOp, FilterProgram, CMP_CONTAINS, CMP_EQ, CMP_GE, CMP_LE, CMP_NE, FILTER_MAX_OPS,
     SLOT_PID, SLOT_SIZE, SLOT_TID, VALUE_SLOTS,
 };
+use styx_common::schema::FieldKind;
 use styx_common::{BranchKind, EventKind, FieldType, InterruptKind, EVENT_KIND_SLOTS};
 
 /// What is wrong with a filter, and where: one line.
@@ -180,6 +191,51 @@ pub struct Filters {
     texts: Vec<String>,
     /// Register names a comparison may use (`reg == sp`).
     registers: RegisterNames,
+    /// The session's declared types, and the program of each.
+    declared: Vec<DeclaredSites>,
+    declared_programs: Vec<DeclaredProgram>,
+    /// Index in `declared` of each filtered declared type's sites, by spec id.
+    declared_by_spec: HashMap<u32, usize>,
+}
+
+/// An event type a filter applies to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Target {
+    /// One of the catalogue's.
+    Kind(EventKind),
+    /// One the emulator declared: its index in the session's.
+    Declared(usize),
+}
+
+/// A declared type's program, and what each value slot it tests holds:
+/// its fields are as many as the slots, so each program takes the slots
+/// for the fields it uses, in the order it names them.
+#[derive(Clone, Debug, Default)]
+struct DeclaredProgram {
+    ops: Vec<FilterOp>,
+    program: FilterProgram,
+    slots: Vec<Slot>,
+}
+
+/// What a declared type's value slot holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Slot {
+    /// Its field of this index.
+    Field(usize),
+    Tid,
+    Pid,
+}
+
+/// The names a field's values go by in a comparison.
+#[derive(Clone, Copy)]
+enum ValueNames {
+    None,
+    /// Fixed names (`call`, `entry`, `true`).
+    Fixed(&'static [(&'static str, u64)]),
+    /// The guest's register names.
+    Register,
+    /// Declared type `.0`'s enum field `.1`.
+    Enum(usize, usize),
 }
 
 impl Filters {
@@ -190,21 +246,26 @@ impl Filters {
         sample: u64,
         selected: &[EventKind],
     ) -> Result<Filters, (String, FilterError)> {
-        Filters::compile_named(filters, sample, selected, RegisterNames::default())
+        Filters::compile_named(filters, sample, selected, RegisterNames::default(), &[])
     }
 
     /// [`Filters::compile`], where register fields also take the names the
-    /// guest description gives (`reg_write: reg == sp`).
+    /// guest description gives (`reg_write: reg == sp`), and the event
+    /// types the emulator declared may be filtered by their fields.
     pub fn compile_named(
         filters: &[String],
         sample: u64,
         selected: &[EventKind],
         registers: RegisterNames,
+        declared: &[DeclaredSites],
     ) -> Result<Filters, (String, FilterError)> {
         let mut out = Filters {
             programs: [FilterProgram::default(); EVENT_KIND_SLOTS as usize],
             texts: Vec::new(),
             registers,
+            declared: declared.to_vec(),
+            declared_programs: vec![DeclaredProgram::default(); declared.len()],
+            declared_by_spec: HashMap::new(),
         };
         // Per kind: the programs' ops before they are cut to the kernel's bound.
         let mut ops: Vec<Vec<FilterOp>> = vec![Vec::new(); EVENT_KIND_SLOTS as usize];
@@ -236,6 +297,28 @@ impl Filters {
                 program.flags |= FilterProgram::KERNEL;
             }
         }
+        for (d, declared) in out.declared_programs.iter_mut().enumerate() {
+            if declared.ops.is_empty() {
+                continue;
+            }
+            let event = &out.declared[d];
+            if declared.ops.len() > FILTER_MAX_OPS {
+                let all = filters.join("' --filter '");
+                let needs = format!(
+                    "{} needs {} operations, more than the {FILTER_MAX_OPS} a filter program holds",
+                    event.event.name,
+                    declared.ops.len()
+                );
+                return Err((all, FilterError::at(1, needs)));
+            }
+            let program = &mut declared.program;
+            program.ops[..declared.ops.len()].copy_from_slice(&declared.ops);
+            program.len = declared.ops.len() as u32;
+            program.sample_every = sample;
+            for &spec_id in &event.spec_ids {
+                out.declared_by_spec.insert(spec_id, d);
+            }
+        }
         Ok(out)
     }
 
@@ -246,39 +329,22 @@ impl Filters {
         ops: &mut [Vec<FilterOp>],
     ) -> Result<(), FilterError> {
         let Parsed { types, expr } = parse::parse(text)?;
-        let kinds = if types.is_empty() {
-            applies_to(&expr, selected)?
+        let targets = if types.is_empty() {
+            self.applies_to(&expr, selected)?
         } else {
-            let mut kinds = Vec::new();
+            let mut targets = Vec::new();
             for (name, column) in &types {
-                let Some(kind) = EventKind::ALL
-                    .iter()
-                    .copied()
-                    .find(|k| k.probe_name() == name && *k != EventKind::Usdt)
-                else {
-                    let names: Vec<&str> = EventKind::ALL[..EventKind::ALL.len() - 1]
-                        .iter()
-                        .map(|k| k.probe_name())
-                        .collect();
-                    return Err(FilterError::at(
-                        *column,
-                        format!("no event type '{name}' (types: {})", names.join(" ")),
-                    ));
-                };
-                if !selected.contains(&kind) {
-                    return Err(FilterError::at(
-                        *column,
-                        format!("{name} is not traced (add it to -e)"),
-                    ));
-                }
-                kinds.push(kind);
+                targets.extend(self.named_type(name, *column, selected)?);
             }
-            kinds
+            targets
         };
-        for kind in kinds {
+        for target in targets {
             let mut program = Vec::new();
-            self.emit(&expr, kind, &mut program)?;
-            let all = &mut ops[kind as usize];
+            self.emit(&expr, target, &mut program)?;
+            let all = match target {
+                Target::Kind(kind) => &mut ops[kind as usize],
+                Target::Declared(d) => &mut self.declared_programs[d].ops,
+            };
             let and = !all.is_empty();
             all.extend(program);
             if and {
@@ -288,17 +354,94 @@ impl Filters {
         Ok(())
     }
 
-    /// Appends `expr`'s ops for `kind`, postfix.
+    /// The types `name` (before a filter's `:`) names: the catalogue's
+    /// type of that name if traced, and the declared types of that name.
+    fn named_type(
+        &self,
+        name: &str,
+        column: usize,
+        selected: &[EventKind],
+    ) -> Result<Vec<Target>, FilterError> {
+        let catalogue = EventKind::ALL
+            .iter()
+            .copied()
+            .find(|k| k.probe_name() == name && *k != EventKind::Usdt);
+        let mut targets: Vec<Target> = (self.declared.iter().enumerate())
+            .filter(|(_, d)| d.event.name == name)
+            .map(|(d, _)| Target::Declared(d))
+            .collect();
+        match catalogue {
+            Some(kind) if selected.contains(&kind) => targets.push(Target::Kind(kind)),
+            Some(_) if targets.is_empty() => {
+                return Err(FilterError::at(
+                    column,
+                    format!("{name} is not traced (add it to -e)"),
+                ))
+            }
+            None if targets.is_empty() => {
+                let names: Vec<&str> = EventKind::ALL[..EventKind::ALL.len() - 1]
+                    .iter()
+                    .map(|k| k.probe_name())
+                    .chain(self.declared.iter().map(|d| d.event.name.as_str()))
+                    .collect();
+                return Err(FilterError::at(
+                    column,
+                    format!("no event type '{name}' (types: {})", names.join(" ")),
+                ));
+            }
+            _ => {}
+        }
+        Ok(targets)
+    }
+
+    /// The selected types, and the declared ones, that have every field
+    /// `expr` uses.
+    fn applies_to(&self, expr: &Expr, selected: &[EventKind]) -> Result<Vec<Target>, FilterError> {
+        let mut fields = Vec::new();
+        tests(expr, &mut |t| fields.push((t.field.clone(), t.column)));
+        // A declared type's fields, and every type's tid and pid.
+        let declared_with = |name: &str| {
+            (self.declared.iter().enumerate())
+                .filter(|(_, d)| d.field(name).is_some() || ["tid", "pid"].contains(&name))
+                .map(|(d, _)| Target::Declared(d))
+                .collect::<Vec<_>>()
+        };
+        let mut targets: Vec<Target> = selected.iter().map(|&k| Target::Kind(k)).collect();
+        targets.extend((0..self.declared.len()).map(Target::Declared));
+        for (name, column) in &fields {
+            let declared = declared_with(name);
+            let mut having: Vec<Target> = match types_with_field(name, *column, selected) {
+                Ok(kinds) => kinds.into_iter().map(Target::Kind).collect(),
+                Err(_) if !declared.is_empty() => Vec::new(),
+                Err(e) => return Err(e),
+            };
+            having.extend(declared);
+            targets.retain(|t| having.contains(t));
+        }
+        if targets.is_empty() {
+            let names: Vec<&str> = fields.iter().map(|(n, _)| n.as_str()).collect();
+            return Err(FilterError::at(
+                fields[0].1,
+                format!(
+                    "no selected event type has all of the fields {} (name the type: 'TYPE: …')",
+                    names.join(", ")
+                ),
+            ));
+        }
+        Ok(targets)
+    }
+
+    /// Appends `expr`'s ops for `target`, postfix.
     fn emit(
         &mut self,
         expr: &Expr,
-        kind: EventKind,
+        target: Target,
         out: &mut Vec<FilterOp>,
     ) -> Result<(), FilterError> {
         match expr {
             Expr::And(a, b) | Expr::Or(a, b) => {
-                self.emit(a, kind, out)?;
-                self.emit(b, kind, out)?;
+                self.emit(a, target, out)?;
+                self.emit(b, target, out)?;
                 let code = if matches!(expr, Expr::And(..)) {
                     FilterOp::AND
                 } else {
@@ -307,35 +450,127 @@ impl Filters {
                 out.push(op(code, 0, 0, 0, 0, 0));
             }
             Expr::Not(a) => {
-                self.emit(a, kind, out)?;
+                self.emit(a, target, out)?;
                 out.push(op(FilterOp::NOT, 0, 0, 0, 0, 0));
             }
-            Expr::Test(test) => self.test(test, kind, out)?,
+            Expr::Test(test) => self.test(test, target, out)?,
         }
         Ok(())
     }
 
-    // Over 80 lines: one test's checks against the catalogue (field, mask,
+    /// Where `target`'s field `name` is and the names its values go by;
+    /// a declared type's field takes the next free value slot.
+    fn resolve(
+        &mut self,
+        target: Target,
+        name: &str,
+        column: usize,
+    ) -> Result<(FieldRef, ValueNames), FilterError> {
+        let kind = match target {
+            Target::Kind(kind) => kind,
+            Target::Declared(d) => return self.resolve_declared(d, name, column),
+        };
+        let Some(field) = field_of(kind, name) else {
+            let names: Vec<&str> = fields_of(kind).iter().map(|(n, _)| *n).collect();
+            return Err(no_field(column, kind.probe_name(), name, &names));
+        };
+        let register = (kind.fields().iter()).any(|f| f.name == name && f.ty == FieldType::Reg);
+        let names = match field {
+            _ if register => ValueNames::Register,
+            FieldRef::Value { names, .. } if !names.is_empty() => ValueNames::Fixed(names),
+            _ => ValueNames::None,
+        };
+        Ok((field, names))
+    }
+
+    /// [`Filters::resolve`] for declared type `d`: its fields, then `tid`
+    /// and `pid`.
+    fn resolve_declared(
+        &mut self,
+        d: usize,
+        name: &str,
+        column: usize,
+    ) -> Result<(FieldRef, ValueNames), FilterError> {
+        let event = &self.declared[d].event;
+        let (slot, names) = match self.declared[d].field(name) {
+            Some(i) => {
+                let names = match event.fields[i].kind {
+                    FieldKind::Enum => ValueNames::Enum(d, i),
+                    FieldKind::Bool => ValueNames::Fixed(BOOLS),
+                    FieldKind::Register => ValueNames::Register,
+                    _ => ValueNames::None,
+                };
+                (Slot::Field(i), names)
+            }
+            None if name == "tid" => (Slot::Tid, ValueNames::None),
+            None if name == "pid" => (Slot::Pid, ValueNames::None),
+            None => {
+                let fields = event.fields.iter().map(|f| f.name.as_str());
+                let names: Vec<&str> = fields.chain(["tid", "pid"]).collect();
+                return Err(no_field(column, &event.name, name, &names));
+            }
+        };
+        let slots = &mut self.declared_programs[d].slots;
+        let at = match slots.iter().position(|s| *s == slot) {
+            Some(at) => at,
+            None if slots.len() < VALUE_SLOTS => {
+                slots.push(slot);
+                slots.len() - 1
+            }
+            None => {
+                return Err(FilterError::at(
+                    column,
+                    format!(
+                        "filters of {} use more than {VALUE_SLOTS} of its fields, tid and pid",
+                        event.name
+                    ),
+                ))
+            }
+        };
+        let field = FieldRef::Value {
+            slot: at as u8,
+            shift: 0,
+            mask: u64::MAX,
+            names: &[],
+        };
+        Ok((field, names))
+    }
+
+    /// The value `name` names for a field whose values go by `names`.
+    fn value_named(&self, names: ValueNames, name: &str) -> Option<u64> {
+        match names {
+            ValueNames::None => None,
+            ValueNames::Fixed(fixed) => fixed.iter().find(|(n, _)| *n == name).map(|(_, v)| *v),
+            ValueNames::Register => self.registers.num_of(name),
+            ValueNames::Enum(d, i) => self.declared[d].event.fields[i]
+                .values
+                .as_ref()
+                .and_then(|e| e.value_of(name)),
+        }
+    }
+
+    /// Every name a field's values go by, for an error.
+    fn value_names(&self, names: ValueNames) -> Vec<&str> {
+        match names {
+            ValueNames::None => Vec::new(),
+            ValueNames::Fixed(fixed) => fixed.iter().map(|(n, _)| *n).collect(),
+            ValueNames::Register => self.registers.names(),
+            ValueNames::Enum(d, i) => (self.declared[d].event.fields[i].values.iter())
+                .flat_map(|e| e.values.iter().map(|(_, n)| n.as_str()))
+                .collect(),
+        }
+    }
+
+    // Over 80 lines: one test's checks against the type (field, mask,
     // operator, values), each error pointing at its column, in the order
     // the expression reads.
     fn test(
         &mut self,
         test: &Test,
-        kind: EventKind,
+        target: Target,
         out: &mut Vec<FilterOp>,
     ) -> Result<(), FilterError> {
-        let Some(field) = field_of(kind, &test.field) else {
-            let names: Vec<&str> = fields_of(kind).iter().map(|(n, _)| *n).collect();
-            return Err(FilterError::at(
-                test.column,
-                format!(
-                    "{} has no field '{}' (its fields: {})",
-                    kind.probe_name(),
-                    test.field,
-                    names.join(" ")
-                ),
-            ));
-        };
+        let (field, value_names) = self.resolve(target, &test.field, test.column)?;
         let number_only = |what: &str| {
             FilterError::at(test.column, format!("'{}' is a number: {what}", test.field))
         };
@@ -372,29 +607,15 @@ impl Filters {
             }
             (
                 FieldRef::Value {
-                    slot,
-                    shift,
-                    mask,
-                    names,
+                    slot, shift, mask, ..
                 },
                 Op::Cmp(cmp, value),
             ) => {
-                let register = kind
-                    .fields()
-                    .iter()
-                    .any(|f| f.name == test.field && f.ty == FieldType::Reg);
                 let value = match value {
                     Value::Number(n) => *n,
-                    Value::Name(name, column) => names
-                        .iter()
-                        .find(|(n, _)| n == name)
-                        .map(|(_, v)| *v)
-                        .or_else(|| register.then(|| self.registers.num_of(name)).flatten())
-                        .ok_or_else(|| {
-                            let mut known: Vec<&str> = names.iter().map(|(n, _)| *n).collect();
-                            if register {
-                                known.extend(self.registers.names());
-                            }
+                    Value::Name(name, column) => {
+                        self.value_named(value_names, name).ok_or_else(|| {
+                            let known = self.value_names(value_names);
                             FilterError::at(
                                 *column,
                                 if known.is_empty() {
@@ -410,7 +631,8 @@ impl Filters {
                                     )
                                 },
                             )
-                        })?,
+                        })?
+                    }
                 };
                 let mask = mask & test.mask.unwrap_or(u64::MAX);
                 out.push(op(FilterOp::TEST, slot, *cmp, shift, mask, value));
@@ -426,12 +648,44 @@ impl Filters {
 
     /// Whether any type is filtered or sampled.
     pub fn any(&self) -> bool {
-        self.programs.iter().any(|p| !p.keeps_all())
+        self.programs.iter().any(|p| !p.keeps_all()) || self.any_declared()
+    }
+
+    /// Whether a declared type is filtered (by the loader, in batches
+    /// split for it).
+    pub fn any_declared(&self) -> bool {
+        !self.declared_by_spec.is_empty()
+    }
+
+    /// For an event of a filtered declared type: the type's index and
+    /// whether the event passes its program (sampling aside).
+    fn declared_pass(&self, event: &Event<'_>) -> Option<(usize, bool)> {
+        let Body::Usdt { spec_id, args, .. } = &event.body else {
+            return None;
+        };
+        let &d = self.declared_by_spec.get(spec_id)?;
+        let declared = &self.declared_programs[d];
+        let fields = &self.declared[d].event.fields;
+        let mut values = [0u64; VALUE_SLOTS];
+        for (value, slot) in values.iter_mut().zip(&declared.slots) {
+            *value = match *slot {
+                Slot::Field(i) => {
+                    let raw = args.get(i).copied().unwrap_or(0);
+                    fields.get(i).map_or(raw, |f| f.value(raw))
+                }
+                Slot::Tid => event.header.tid.into(),
+                Slot::Pid => event.header.pid.into(),
+            };
+        }
+        Some((d, declared.program.keeps(&values, |_, _, _| false)))
     }
 
     /// Whether `event` matches its type's expressions (sampling aside);
     /// None when none applies to its type (`--trigger`).
     pub fn matches(&self, event: &Event<'_>) -> Option<bool> {
+        if let Some((_, pass)) = self.declared_pass(event) {
+            return Some(pass);
+        }
         let program = &self.programs[event.kind as usize];
         if program.len == 0 {
             return None;
@@ -449,26 +703,13 @@ impl Filters {
     }
 }
 
-/// The selected types that have every field `expr` uses.
-fn applies_to(expr: &Expr, selected: &[EventKind]) -> Result<Vec<EventKind>, FilterError> {
-    let mut fields = Vec::new();
-    tests(expr, &mut |t| fields.push((t.field.clone(), t.column)));
-    let mut kinds: Vec<EventKind> = selected.to_vec();
-    for (name, column) in &fields {
-        let having = types_with_field(name, *column, selected)?;
-        kinds.retain(|k| having.contains(k));
-    }
-    if kinds.is_empty() {
-        let names: Vec<&str> = fields.iter().map(|(n, _)| n.as_str()).collect();
-        return Err(FilterError::at(
-            fields[0].1,
-            format!(
-                "no selected event type has all of the fields {} (name the type: 'TYPE: …')",
-                names.join(", ")
-            ),
-        ));
-    }
-    Ok(kinds)
+/// `TYPE has no field 'NAME' (its fields: …)`.
+fn no_field(column: usize, type_name: &str, name: &str, fields: &[&str]) -> FilterError {
+    let fields = fields.join(" ");
+    FilterError::at(
+        column,
+        format!("{type_name} has no field '{name}' (its fields: {fields})"),
+    )
 }
 
 fn tests<'a>(expr: &'a Expr, f: &mut impl FnMut(&'a Test)) {
@@ -514,8 +755,9 @@ pub struct Keep {
     filters: Filters,
     /// Per kind id: the eBPF programs already applied its program.
     in_kernel: [bool; EVENT_KIND_SLOTS as usize],
-    /// Events of each (thread, kind) that passed the filters so far.
-    passed: HashMap<(u32, u8), u64>,
+    /// Events of each (thread, kind id or, past the kinds, declared
+    /// type) that passed the filters so far.
+    passed: HashMap<(u32, usize), u64>,
     /// Events left out here, per kind id.
     pub left_out: [u64; EVENT_KIND_SLOTS as usize],
 }
@@ -540,18 +782,30 @@ impl Keep {
     #[inline]
     pub fn keeps(&mut self, event: &Event<'_>) -> bool {
         let k = event.kind as usize;
-        let program = &self.filters.programs[k];
-        if self.in_kernel[k] || program.keeps_all() {
-            return true;
-        }
-        let texts = &self.filters.texts;
-        let pass = program.keeps(&values(event), |field, cmp, index| {
-            let wanted = texts.get(index as usize).map_or("", String::as_str);
-            text_test(event, field, cmp, wanted.as_bytes())
-        });
+        let (pass, sampled_as, sample_every) = match self.filters.declared_pass(event) {
+            Some((d, pass)) => {
+                let every = self.filters.declared_programs[d].program.sample_every;
+                (pass, EVENT_KIND_SLOTS as usize + d, every)
+            }
+            None => {
+                let program = &self.filters.programs[k];
+                if self.in_kernel[k] || program.keeps_all() {
+                    return true;
+                }
+                let texts = &self.filters.texts;
+                let pass = program.keeps(&values(event), |field, cmp, index| {
+                    let wanted = texts.get(index as usize).map_or("", String::as_str);
+                    text_test(event, field, cmp, wanted.as_bytes())
+                });
+                (pass, k, program.sample_every)
+            }
+        };
         let keep = pass && {
-            let n = self.passed.entry((event.header.tid, k as u8)).or_insert(0);
-            let first_of_n = program.sample_every <= 1 || n.is_multiple_of(program.sample_every);
+            let n = self
+                .passed
+                .entry((event.header.tid, sampled_as))
+                .or_insert(0);
+            let first_of_n = sample_every <= 1 || n.is_multiple_of(sample_every);
             *n += 1;
             first_of_n
         };
@@ -715,6 +969,112 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// styx-declared's `mmio_write`, its sites spec ids 3 and 5.
+    fn mmio_write() -> DeclaredSites {
+        use crate::session::declared::{DeclaredField, EnumValues, EventType};
+        let field = |name: &str, kind, bytes, values| DeclaredField {
+            name: name.to_string(),
+            kind,
+            bytes,
+            values,
+        };
+        let devices = EnumValues {
+            name: "Device".into(),
+            values: vec![(0, "Uart".into()), (1, "Timer".into()), (7, "Dma".into())],
+        };
+        DeclaredSites {
+            event: EventType {
+                provider: "emu".into(),
+                name: "mmio_write".into(),
+                fields: vec![
+                    field("pc", FieldKind::Unsigned, 4, None),
+                    field("device", FieldKind::Enum, 1, Some(devices)),
+                    field("addr", FieldKind::Address, 4, None),
+                    field("on", FieldKind::Bool, 1, None),
+                    field("delta", FieldKind::Signed, 1, None),
+                ],
+            },
+            spec_ids: vec![3, 5],
+        }
+    }
+
+    fn declared_filters(filters: &[&str]) -> Result<Filters, String> {
+        let filters: Vec<String> = filters.iter().map(|s| s.to_string()).collect();
+        let declared = [mmio_write()];
+        Filters::compile_named(&filters, 1, ALL, RegisterNames::default(), &declared)
+            .map_err(|(_, e)| e.to_string())
+    }
+
+    fn usdt(spec_id: u32, args: &[u64]) -> Event<'_> {
+        Event {
+            header: RecordHeader {
+                kind: EventKind::Usdt as u8,
+                tid: 7,
+                ..RecordHeader::default()
+            },
+            kind: EventKind::Usdt,
+            body: Body::Usdt {
+                spec_id,
+                args,
+                strings: &[],
+            },
+        }
+    }
+
+    /// A declared type's fields as their kinds read: an enum value by
+    /// name in any case, an address range, a bool, a signed value as its
+    /// two's complement; on every site of the type; other probes kept.
+    #[test]
+    fn declared_types_filter_by_their_fields() {
+        let filters = declared_filters(&["mmio_write: device == uart && addr in 0x10..0x20"]);
+        let mut k = Keep::new(filters.unwrap(), |_| false);
+        assert!(k.keeps(&usdt(3, &[1, 0, 0x10, 0, 0])));
+        assert!(k.keeps(&usdt(5, &[1, 0, 0x1f, 0, 0])));
+        assert!(!k.keeps(&usdt(3, &[1, 0, 0x20, 0, 0])));
+        assert!(!k.keeps(&usdt(3, &[1, 7, 0x10, 0, 0])));
+        assert!(k.keeps(&usdt(9, &[1, 7, 0x10, 0, 0])), "not mmio_write");
+        assert_eq!(k.left_out[EventKind::Usdt as usize], 2);
+        // No type named: every type with the fields, declared ones too.
+        let filters =
+            declared_filters(&["device == Dma || on == true", "delta == 0xffffffffffffffff"]);
+        let mut k = Keep::new(filters.unwrap(), |_| false);
+        assert!(k.keeps(&usdt(3, &[1, 7, 0, 0, 0xff])));
+        assert!(k.keeps(&usdt(3, &[1, 0, 0, 1, 0xff])));
+        assert!(!k.keeps(&usdt(3, &[1, 0, 0, 0, 0xff])));
+        assert!(!k.keeps(&usdt(3, &[1, 7, 0, 0, 0x7f])));
+        // tid, unnamed, is every type's (declared ones' too).
+        let filters = declared_filters(&["tid == 8"]);
+        let mut k = Keep::new(filters.unwrap(), |_| false);
+        assert!(!k.keeps(&usdt(3, &[1, 7, 0, 0, 0])));
+        // The trigger's question.
+        let filters = declared_filters(&["mmio_write: pc >= 2 && tid == 7"]).unwrap();
+        assert_eq!(filters.matches(&usdt(3, &[2, 0, 0, 0, 0])), Some(true));
+        assert_eq!(filters.matches(&usdt(3, &[1, 0, 0, 0, 0])), Some(false));
+        assert!(filters.any_declared());
+    }
+
+    #[test]
+    fn declared_field_errors_name_what_the_type_has() {
+        let error = |filter: &str| declared_filters(&[filter]).err().unwrap();
+        assert_eq!(
+            error("mmio_write: device == Uartt"),
+            "at column 23: 'Uartt' is not a value of 'device' (Uart Timer Dma)"
+        );
+        assert_eq!(
+            error("mmio_write: port == 1"),
+            "at column 13: mmio_write has no field 'port' (its fields: pc device addr on delta tid pid)"
+        );
+        assert_eq!(
+            error("mmio_read: pc == 1").split(" (").next().unwrap(),
+            "at column 1: no event type 'mmio_read'"
+        );
+        assert!(error("mmio_read: pc == 1").ends_with(" mmio_write)"));
+        assert_eq!(
+            error("port == 1"),
+            "at column 1: no event type has a field 'port'"
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod heatmap;
 
 use crate::questions::filter::{field_of, types_with_field, FieldRef};
 use crate::record::event::{Body, Event};
+use crate::session::declared::DeclaredSites;
 use crate::session::guest::RegisterNames;
 use crate::write::escape;
 use crate::write::human::si;
@@ -24,6 +25,7 @@ use std::io;
 use std::rc::Rc;
 use std::time::Duration;
 use styx_common::filter::{SLOT_PID, SLOT_SIZE, SLOT_TID};
+use styx_common::schema::FieldKind;
 use styx_common::{EventKind, EVENT_KIND_SLOTS};
 
 /// Where one type's key is in its value slots: `(slot >> shift) & mask`,
@@ -49,13 +51,33 @@ pub struct KeySpec {
     pub keys: [Option<KeyRef>; EVENT_KIND_SLOTS as usize],
     /// Register names for `--by reg`, where the guest gives them.
     pub registers: RegisterNames,
+    /// The session's declared types; those counted have the field.
+    declared: Vec<DeclaredSites>,
+    /// Per declared type: counted by its field of this index (`--by
+    /// event`: by none, every event key 0), or not counted.
+    declared_fields: Vec<Option<Option<usize>>>,
+    /// The declared type of each counted site, by spec id.
+    declared_by_spec: FxHashMap<u32, usize>,
 }
 
+/// Rows of a table are per (type, key): a type is a catalogue kind id, or
+/// past them a declared type ([`DECLARED_TYPES`] at most are counted).
+pub const TABLE_TYPES: usize = 256;
+/// Declared types a table counts at most.
+pub const DECLARED_TYPES: usize = TABLE_TYPES - EVENT_KIND_SLOTS as usize;
+
 impl KeySpec {
-    /// Counts the `selected` types by `by`: a numeric field (`pc`, `addr`,
-    /// `target`, `reg`, …; the types that have it), `page` (the page of
-    /// `addr`, pages of `page_size` bytes) or `event` (the type itself).
-    pub fn new(by: &str, page_size: u64, selected: &[EventKind]) -> Result<KeySpec, String> {
+    /// Counts the `selected` types, and the `declared` ones, by `by`: a
+    /// numeric field (`pc`, `addr`, `target`, `reg`, a declared type's
+    /// `device`…; the types that have it), `page` (the page of `addr`,
+    /// pages of `page_size` bytes; catalogue types) or `event` (the type
+    /// itself).
+    pub fn new(
+        by: &str,
+        page_size: u64,
+        selected: &[EventKind],
+        declared: &[DeclaredSites],
+    ) -> Result<KeySpec, String> {
         if !page_size.is_power_of_two() {
             return Err(format!("--page-size {page_size} is not a power of two"));
         }
@@ -65,7 +87,23 @@ impl KeySpec {
             page_bits: if by == "page" { page_bits } else { 0 },
             keys: [None; EVENT_KIND_SLOTS as usize],
             registers: RegisterNames::default(),
+            declared: declared.iter().take(DECLARED_TYPES).cloned().collect(),
+            declared_fields: Vec::new(),
+            declared_by_spec: FxHashMap::default(),
         };
+        spec.declared_fields = (spec.declared.iter())
+            .map(|d| match by {
+                "event" => Some(None),
+                "page" => None,
+                field => d.field(field).map(Some),
+            })
+            .collect();
+        for (d, declared) in spec.declared.iter().enumerate() {
+            if spec.declared_fields[d].is_some() {
+                spec.declared_by_spec
+                    .extend(declared.spec_ids.iter().map(|&id| (id, d)));
+            }
+        }
         let field = match by {
             "event" => {
                 for &kind in selected.iter().filter(|&&k| k != EventKind::Usdt) {
@@ -80,8 +118,11 @@ impl KeySpec {
             "page" => "addr",
             field => field,
         };
-        let kinds = types_with_field(field, 1, selected)
-            .map_err(|e| format!("--by {by}: {}", e.message))?;
+        let kinds = match types_with_field(field, 1, selected) {
+            Ok(kinds) => kinds,
+            Err(_) if !spec.declared_by_spec.is_empty() => Vec::new(),
+            Err(e) => return Err(format!("--by {by}: {}", e.message)),
+        };
         for kind in kinds {
             match field_of(kind, field) {
                 Some(FieldRef::Value {
@@ -101,6 +142,87 @@ impl KeySpec {
             }
         }
         Ok(spec)
+    }
+
+    /// Whether it counts a declared type (whose events are USDT events).
+    pub fn counts_declared(&self) -> bool {
+        !self.declared_by_spec.is_empty()
+    }
+
+    /// The table type and key `event` is counted by, if its type is
+    /// counted: a catalogue kind's id and [`KeySpec::key`], or a declared
+    /// type's (see [`TABLE_TYPES`]) and its field's value.
+    #[inline]
+    pub fn count_key(&self, event: &Event<'_>) -> Option<(u8, u64)> {
+        if let Body::Usdt { spec_id, args, .. } = &event.body {
+            let &d = self.declared_by_spec.get(spec_id)?;
+            let key = match self.declared_fields[d]? {
+                None => 0,
+                Some(i) => {
+                    let raw = args.get(i).copied().unwrap_or(0);
+                    self.declared[d].event.fields[i].value(raw)
+                }
+            };
+            return Some(((EVENT_KIND_SLOTS as usize + d) as u8, key));
+        }
+        Some((event.kind as u8, self.key(event)?))
+    }
+
+    /// The declared type of table type `table_type`, and its field
+    /// counted by (None: `--by event`).
+    fn declared_of(&self, table_type: u8) -> Option<(&DeclaredSites, Option<usize>)> {
+        let d = (table_type as usize).checked_sub(EVENT_KIND_SLOTS as usize)?;
+        Some((
+            self.declared.get(d)?,
+            self.declared_fields.get(d).copied()??,
+        ))
+    }
+
+    /// The name of a table type: its event type's.
+    pub fn type_name(&self, table_type: u8) -> &str {
+        match self.declared_of(table_type) {
+            Some((declared, _)) => &declared.event.name,
+            None => name(table_type),
+        }
+    }
+
+    /// How a key of a table type reads: for a declared type, as its field
+    /// reads (an enum value by name, an address in hex, a register by
+    /// name, a bool, a signed number); else as [`KeySpec::show`].
+    pub fn show_key(&self, table_type: u8, key: u64) -> String {
+        let Some((declared, field)) = self.declared_of(table_type) else {
+            return match EventKind::from_id(table_type) {
+                Some(kind) => self.show(kind, key),
+                None => key.to_string(),
+            };
+        };
+        let Some(field) = field.map(|i| &declared.event.fields[i]) else {
+            return declared.event.name.clone();
+        };
+        match field.kind {
+            FieldKind::Address => format!("{key:#x}"),
+            FieldKind::Signed => (key as i64).to_string(),
+            FieldKind::Bool => (key != 0).to_string(),
+            FieldKind::Unsigned => key.to_string(),
+            FieldKind::Enum | FieldKind::Register => self.key_name(table_type, key).map_or_else(
+                || key.to_string(),
+                |name| escape::controls(name).into_owned(),
+            ),
+        }
+    }
+
+    /// The name of a key: a register's, where the guest names it, or a
+    /// declared enum value's (JSON gives it as `key_name`).
+    pub fn key_name(&self, table_type: u8, key: u64) -> Option<&str> {
+        let Some((declared, field)) = self.declared_of(table_type) else {
+            return self.register(EventKind::from_id(table_type)?, key);
+        };
+        let field = &declared.event.fields[field?];
+        match field.kind {
+            FieldKind::Register => self.registers.get(key),
+            FieldKind::Enum => field.values.as_ref()?.name_of(key),
+            _ => None,
+        }
     }
 
     /// The types it counts.
@@ -169,23 +291,31 @@ impl KeySpec {
 }
 
 /// Counts per (type, key), at most `max_keys` of them; the rest per type
-/// in "other".
-#[derive(Clone, Debug, Default)]
+/// in "other". A type is a catalogue kind id or a declared type's (see
+/// [`TABLE_TYPES`]).
+#[derive(Clone, Debug)]
 pub struct Table {
     // Fx: a multiply per key, not SipHash (2x the batched rate here); keys
     // crafted to collide only slow counting down: at most `max_keys` are held.
     counts: FxHashMap<(u8, u64), u64>,
-    /// Per kind id: events whose key did not fit.
-    pub other: [u64; EVENT_KIND_SLOTS as usize],
+    /// Per type: events whose key did not fit ([`TABLE_TYPES`] of them).
+    pub other: Vec<u64>,
     max_keys: usize,
+}
+
+impl Default for Table {
+    fn default() -> Table {
+        Table::new(0)
+    }
 }
 
 impl Table {
     /// An empty table holding at most `max_keys` keys.
     pub fn new(max_keys: usize) -> Table {
         Table {
+            counts: FxHashMap::default(),
+            other: vec![0; TABLE_TYPES],
             max_keys,
-            ..Table::default()
         }
     }
 
@@ -195,7 +325,7 @@ impl Table {
         let full = self.counts.len() >= self.max_keys;
         match self.counts.get_mut(&(kind, key)) {
             Some(count) => *count += n,
-            None if full => self.other[kind as usize & (EVENT_KIND_SLOTS as usize - 1)] += n,
+            None if full => self.other[kind as usize] += n,
             None => {
                 self.counts.insert((kind, key), n);
             }
@@ -233,7 +363,7 @@ impl Table {
         for (&(kind, key), &n) in &other.counts {
             self.add(kind, key, n);
         }
-        for (mine, theirs) in self.other.iter_mut().zip(other.other) {
+        for (mine, theirs) in self.other.iter_mut().zip(&other.other) {
             *mine += theirs;
         }
     }
@@ -315,7 +445,7 @@ impl View<'_> {
         let by = &self.spec.by;
         let mut out = String::new();
         for row in rows {
-            let (event, n, share) = (name(row.kind), row.n, row.share);
+            let (event, n, share) = (self.spec.type_name(row.kind), row.n, row.share);
             let Some(key) = row.key else {
                 let _ = writeln!(
                     out,
@@ -328,10 +458,9 @@ impl View<'_> {
                 "{{\"event\":\"{event}\",\"by\":\"{by}\",\"key\":{},\"count\":{n},\"share\":{share:.6}",
                 self.spec.json_value(key),
             );
-            let reg = EventKind::from_id(row.kind).and_then(|k| self.spec.register(k, key));
-            if let Some(reg) = reg {
+            if let Some(key_name) = self.spec.key_name(row.kind, key) {
                 // As event lines give `reg_name` beside `reg`.
-                let _ = write!(out, ",\"key_name\":{}", serde_json::json!(reg));
+                let _ = write!(out, ",\"key_name\":{}", serde_json::json!(key_name));
             }
             if let Some(r) = row.rate {
                 let _ = write!(out, ",\"rate\":{r:.1}");
@@ -355,12 +484,11 @@ impl View<'_> {
             if i == keyed.len() && more > 0 {
                 let _ = writeln!(out, "… {more} more keys");
             }
-            let key = match (row.key, EventKind::from_id(row.kind)) {
-                (None, _) => "(other)".to_string(),
-                (Some(key), Some(k)) => self.spec.show(k, key),
-                (Some(key), None) => key.to_string(),
+            let key = match row.key {
+                None => "(other)".to_string(),
+                Some(key) => self.spec.show_key(row.kind, key),
             };
-            let (event, n, pct) = (name(row.kind), row.n, row.share * 100.0);
+            let (event, n, pct) = (self.spec.type_name(row.kind), row.n, row.share * 100.0);
             let _ = write!(out, "{event:<11} {key:>18} {n:>14} {pct:>6.2}%");
             if let Some(r) = row.rate {
                 let _ = write!(out, " {:>10}", si(r));
@@ -389,8 +517,8 @@ pub struct CountWriter {
 impl EventWriter for CountWriter {
     fn event(&mut self, event: &Event<'_>) -> io::Result<()> {
         for (spec, table) in &self.tables {
-            if let Some(key) = spec.key(event) {
-                table.borrow_mut().add(event.kind as u8, key, 1);
+            if let Some((table_type, key)) = spec.count_key(event) {
+                table.borrow_mut().add(table_type, key, 1);
             }
         }
         Ok(())
@@ -424,12 +552,12 @@ mod tests {
     #[test]
     fn keys_by_field_page_and_event() {
         let all = [EventKind::InsnExec, EventKind::MemRead, EventKind::Branch];
-        let by_pc = KeySpec::new("pc", 4096, &all).unwrap();
+        let by_pc = KeySpec::new("pc", 4096, &all, &[]).unwrap();
         assert_eq!(
             by_pc.key(&event(EventKind::MemRead, [0x1234, 0x5678, 0, 0], 1)),
             Some(0x1234)
         );
-        let by_page = KeySpec::new("page", 256, &all).unwrap();
+        let by_page = KeySpec::new("page", 256, &all, &[]).unwrap();
         assert_eq!(
             by_page.key(&event(EventKind::MemRead, [0x1234, 0x5678, 0, 0], 1)),
             Some(0x56)
@@ -439,19 +567,19 @@ mod tests {
             None
         );
         assert_eq!(by_page.show(EventKind::MemRead, 0x56), "0x5600");
-        let by_kind = KeySpec::new("kind", 4096, &all).unwrap();
+        let by_kind = KeySpec::new("kind", 4096, &all, &[]).unwrap();
         let call = styx_common::Branch::conditional(styx_common::BranchKind::Call).encode();
         let key = by_kind
             .key(&event(EventKind::Branch, [1, 2, call, 0], 1))
             .unwrap();
         assert_eq!(by_kind.show(EventKind::Branch, key), "call");
-        let by_event = KeySpec::new("event", 4096, &all).unwrap();
+        let by_event = KeySpec::new("event", 4096, &all, &[]).unwrap();
         assert_eq!(
             by_event.key(&event(EventKind::InsnExec, [1, 2, 0, 0], 1)),
             Some(0)
         );
         assert_eq!(
-            KeySpec::new("addr", 4096, &[EventKind::InsnExec]).unwrap_err(),
+            KeySpec::new("addr", 4096, &[EventKind::InsnExec], &[]).unwrap_err(),
             "--by addr: no selected event type has a field 'addr' (mem_read, mem_write have it)"
         );
     }
@@ -464,13 +592,79 @@ mod tests {
         e.header.tid = 77;
         e.header.pid = 66;
         for field in ["pc", "addr", "val", "size", "tid", "pid"] {
-            let spec = KeySpec::new(field, 4096, &all).unwrap();
+            let spec = KeySpec::new(field, 4096, &all, &[]).unwrap();
             let FieldRef::Value { slot, .. } = field_of(EventKind::MemWrite, field).unwrap() else {
                 panic!()
             };
             let want = crate::questions::filter::values(&e)[slot as usize];
             assert_eq!(spec.key(&e), Some(want), "{field}");
         }
+    }
+
+    /// A declared type's field is a key: each of its sites counted as the
+    /// one type, keys shown as the field reads.
+    #[test]
+    fn declared_fields_key_their_types_rows() {
+        use crate::session::declared::{DeclaredField, EnumValues, EventType};
+        let field = |name: &str, kind, values| DeclaredField {
+            name: name.to_string(),
+            kind,
+            bytes: 1,
+            values,
+        };
+        let devices = EnumValues {
+            name: "Device".into(),
+            values: vec![(7, "Dma".into())],
+        };
+        let declared = [DeclaredSites {
+            event: EventType {
+                provider: "emu".into(),
+                name: "mmio".into(),
+                fields: vec![
+                    field("device", FieldKind::Enum, Some(devices)),
+                    field("addr", FieldKind::Address, None),
+                    field("delta", FieldKind::Signed, None),
+                    field("on", FieldKind::Bool, None),
+                ],
+            },
+            spec_ids: vec![4, 6],
+        }];
+        let usdt = |spec_id, args| Event {
+            header: RecordHeader {
+                kind: EventKind::Usdt as u8,
+                ..RecordHeader::default()
+            },
+            kind: EventKind::Usdt,
+            body: Body::Usdt {
+                spec_id,
+                args,
+                strings: &[],
+            },
+        };
+        let row = EVENT_KIND_SLOTS as u8;
+        let args = [7, 0x20, 0xfe, 1];
+        for (by, shown) in [
+            ("device", "Dma"),
+            ("addr", "0x20"),
+            ("delta", "-2"),
+            ("on", "true"),
+        ] {
+            let spec = KeySpec::new(by, 4096, &[EventKind::InsnExec], &declared).unwrap();
+            let (table_type, key) = spec.count_key(&usdt(6, &args)).unwrap();
+            assert_eq!(table_type, row);
+            assert_eq!(spec.show_key(table_type, key), shown, "{by}");
+            assert_eq!(spec.type_name(table_type), "mmio");
+            assert_eq!(spec.count_key(&usdt(5, &args)), None, "not mmio's site");
+        }
+        let spec = KeySpec::new("device", 4096, &[], &declared).unwrap();
+        assert_eq!(spec.key_name(row, 7), Some("Dma"));
+        assert_eq!(spec.show_key(row, 1), "1");
+        let spec = KeySpec::new("pc", 4096, &[EventKind::InsnExec], &declared).unwrap();
+        assert_eq!(spec.count_key(&usdt(4, &args)), None, "mmio has no pc");
+        assert_eq!(
+            KeySpec::new("port", 4096, &[EventKind::InsnExec], &declared).unwrap_err(),
+            "--by port: no event type has a field 'port'"
+        );
     }
 
     #[test]
@@ -484,7 +678,7 @@ mod tests {
         assert_eq!(table.get(4, 0), 11);
         assert_eq!(table.other[4], 3 + 4 + 5);
         assert_eq!(table.total(), 1 + 2 + 3 + 4 + 5 + 10);
-        let spec = KeySpec::new("addr", 4096, &[EventKind::MemRead]).unwrap();
+        let spec = KeySpec::new("addr", 4096, &[EventKind::MemRead], &[]).unwrap();
         let text = View {
             spec: &spec,
             table: &table,

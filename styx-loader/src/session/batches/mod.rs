@@ -29,10 +29,13 @@ pub struct Batches {
 }
 
 /// Why the batches threads hold are read, which says what a failure loses.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Partial {
     /// Tracing stops: from every process traced.
     Stopping,
+    /// Tracing stops, read again for what threads appended after the
+    /// first read: what that one said is not said again.
+    StoppingAgain,
     /// The flight recorder dumps on SIGUSR1: from the process traced.
     Dumping,
 }
@@ -126,14 +129,19 @@ impl Batches {
         let pids = match (why, self.pid) {
             (_, Some(pid)) => vec![pid],
             // --binary: every process running it now.
-            (Partial::Stopping, None) => flush_block::pids_mapping(&self.sites),
+            (Partial::Stopping | Partial::StoppingAgain, None) => {
+                flush_block::pids_mapping(&self.sites)
+            }
             (Partial::Dumping, None) => Vec::new(),
         };
         for pid in pids {
-            match partial::read(pid, &self.sites, |record| sink.record(record)) {
+            let read = partial::read(pid, &self.sites, |record| sink.record(record));
+            match read {
+                // What this read could say, the first one said.
+                _ if why == Partial::StoppingAgain => {}
                 Ok(walked) => partial::report(pid, &walked),
                 Err(e) => match why {
-                    Partial::Stopping => log::warn!(
+                    Partial::Stopping | Partial::StoppingAgain => log::warn!(
                         "could not read the batches pid {pid}'s threads still hold (their \
                          events since their last flush are lost): {e:#}"
                     ),

@@ -29,10 +29,19 @@ fn known_range(binary: &Path, start: u64) -> Range<u64> {
     start..start + symbol.size()
 }
 
-/// styx-alloc traced with `--probes 'styx_alloc:*'` and `args` while it
-/// makes its known allocations: (events, known_allocations's range, the
-/// loader's stderr).
-fn traced(name: &str, args: &[&str]) -> (Vec<Value>, Range<u64>, Vec<String>) {
+/// A run of styx-alloc traced while it makes its known allocations.
+struct Traced {
+    events: Vec<Value>,
+    /// Where `known_allocations` was.
+    known: Range<u64>,
+    /// The loader's.
+    stderr: Vec<String>,
+    /// What the loader wrote (jsonl, or a raw capture).
+    output: PathBuf,
+}
+
+/// styx-alloc traced with `--probes 'styx_alloc:*'` and `args`.
+fn traced(name: &str, args: &[&str]) -> Traced {
     require_root();
     let dir = scratch(name);
     let raw = args.contains(&"raw");
@@ -63,13 +72,24 @@ fn traced(name: &str, args: &[&str]) -> (Vec<Value>, Range<u64>, Vec<String>) {
     } else {
         read_jsonl(&out)
     };
-    (events, known, stderr)
+    Traced {
+        events,
+        known,
+        stderr,
+        output: out,
+    }
 }
 
 fn number(event: &Value, field: &str) -> u64 {
     event[field]
         .as_u64()
         .unwrap_or_else(|| panic!("no {field} in {event}"))
+}
+
+fn is_zeroed(alloc: &Value) -> bool {
+    alloc["zeroed"]
+        .as_bool()
+        .unwrap_or_else(|| panic!("no zeroed in {alloc}"))
 }
 
 /// Checks `trace` is what styx-alloc's `known_allocations(BLOCKS)` makes,
@@ -88,14 +108,14 @@ fn assert_known_allocations(trace: &[Value], known: &Range<u64>) {
     let (blocks, rest) = inside.split_at(n);
     let (grown, rest) = rest.split_first().unwrap();
     let (freed, rest) = rest.split_at(n);
-    let (vecs, zeroed) = rest.split_at(2 * n);
+    let (vecs, zeroed_block) = rest.split_at(2 * n);
 
     let mut addrs = Vec::new();
     for (i, e) in blocks.iter().enumerate() {
         assert_eq!(e["probe"], "alloc", "{e}");
         assert_eq!(
-            (number(e, "size"), number(e, "align"), number(e, "zeroed")),
-            (1000 + i as u64, 64, 0),
+            (number(e, "size"), number(e, "align"), is_zeroed(e)),
+            (1000 + i as u64, 64, false),
             "{e}"
         );
         assert!(
@@ -138,22 +158,18 @@ fn assert_known_allocations(trace: &[Value], known: &Range<u64>) {
                 "{e}"
             );
         }
-        assert_eq!(number(made, "zeroed"), 0);
+        assert!(!is_zeroed(made), "{made}");
         assert_eq!(number(made, "addr"), number(dropped, "addr"));
     }
 
-    let (made, freed_zeroed) = (zeroed[0], zeroed[1]);
+    let (made, freed_zeroed) = (zeroed_block[0], zeroed_block[1]);
     assert_eq!(
         (&made["probe"], &freed_zeroed["probe"]),
         (&"alloc".into(), &"dealloc".into())
     );
     assert_eq!(
-        (
-            number(made, "size"),
-            number(made, "align"),
-            number(made, "zeroed")
-        ),
-        (6000, 64, 1),
+        (number(made, "size"), number(made, "align"), is_zeroed(made)),
+        (6000, 64, true),
         "{made}"
     );
     assert_eq!(
@@ -197,27 +213,52 @@ fn assert_known_allocations(trace: &[Value], known: &Range<u64>) {
 /// batch-enable sites.
 #[test]
 fn traced_allocator_events_are_the_known_allocations() {
-    let (trace, known, stderr) = traced("alloc-batched", &["-o", "jsonl"]);
-    assert!(stderr[0].contains("attached 4 probe sites"), "{stderr:#?}");
-    assert_known_allocations(&trace, &known);
+    let run = traced("alloc-batched", &["-o", "jsonl"]);
+    assert!(
+        run.stderr[0].contains("attached 4 probe sites"),
+        "{:#?}",
+        run.stderr
+    );
+    assert_known_allocations(&run.events, &run.known);
 }
 
 /// One hit per event gives the same events.
 #[test]
 fn traced_allocator_events_per_event() {
-    let (trace, known, stderr) = traced(
+    let run = traced(
         "alloc-per-event",
         &["-o", "jsonl", "--delivery", "per-event"],
     );
-    assert!(stderr[0].contains("attached 3 probe sites"), "{stderr:#?}");
-    assert_known_allocations(&trace, &known);
+    assert!(
+        run.stderr[0].contains("attached 3 probe sites"),
+        "{:#?}",
+        run.stderr
+    );
+    assert_known_allocations(&run.events, &run.known);
 }
 
-/// A raw capture keeps the allocator's types: `read` gives the same events.
+/// A raw capture keeps the allocator's types: `read` gives the same
+/// events, and `read --by caller` answers who allocates most: the known
+/// function's two allocating loops, `BLOCKS` each, ahead of every other
+/// call site.
 #[test]
-fn traced_allocator_capture_reads_back() {
-    let (trace, known, _) = traced("alloc-capture", &["-o", "raw"]);
-    assert_known_allocations(&trace, &known);
+fn traced_allocator_capture_reads_back_and_counts_by_caller() {
+    let run = traced("alloc-capture", &["-o", "raw"]);
+    assert_known_allocations(&run.events, &run.known);
+    let capture = run.output.to_str().unwrap();
+    let (status, stdout, stderr) = run_loader(&["read", capture, "--by", "caller", "-o", "jsonl"]);
+    assert!(status.success() && stderr.is_empty(), "{stderr}");
+    let rows: Vec<(u64, u64)> = parse_jsonl(&stdout)
+        .iter()
+        .filter(|row| row["event"] == "alloc")
+        .map(|row| (number(row, "key"), number(row, "count")))
+        .collect();
+    let (top, rest) = rows.split_at(2);
+    for &(caller, count) in top {
+        assert!(run.known.contains(&caller) && count == BLOCKS, "{rows:x?}");
+    }
+    assert_ne!(top[0].0, top[1].0);
+    assert!(rest.iter().all(|&(_, count)| count < BLOCKS), "{rows:x?}");
 }
 
 /// A thread's thread-local freeing a block as the thread exits, after

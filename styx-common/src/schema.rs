@@ -38,6 +38,11 @@ pub const MAX_FIELDS: usize = 8;
 /// The most values an enum of a declared field names.
 pub const MAX_ENUM_VALUES: usize = 1024;
 
+/// The provider of `styx_alloc::TracedAllocator`'s types (`alloc`,
+/// `dealloc`, `realloc`): the name of the crate declaring them, which
+/// checks it is this. Timeline formats draw the heap from them.
+pub const HEAP_PROVIDER: &str = "styx_alloc";
+
 /// How a declared field reads.
 #[repr(u8)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -6,6 +6,7 @@
 mod chrome;
 pub mod drcov;
 mod folded;
+mod heap;
 mod jsonl;
 mod lines;
 pub mod output;

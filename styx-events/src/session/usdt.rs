@@ -56,6 +56,11 @@ impl UsdtProbes {
     pub fn get(&self, spec_id: u32) -> Option<&UsdtProbe> {
         self.by_id.get(&spec_id)
     }
+
+    /// Every probe, with its spec id.
+    pub fn iter(&self) -> impl Iterator<Item = (&u32, &UsdtProbe)> {
+        self.by_id.iter()
+    }
 }
 
 impl UsdtProbe {

@@ -261,6 +261,61 @@ fn traced_allocator_capture_reads_back_and_counts_by_caller() {
     assert!(rest.iter().all(|&(_, count)| count < BLOCKS), "{rows:x?}");
 }
 
+/// Perfetto draws the heap: a counter track of the bytes allocated, net,
+/// since tracing began, one value per event that changed it, as the
+/// capture's events add up (an allocation its size, a free less its size,
+/// a reallocation the difference, a failed one nothing).
+#[test]
+fn perfetto_draws_the_heap_as_its_events_add_up() {
+    use protobuf::Message;
+    let run = traced("alloc-perfetto", &["-o", "raw"]);
+    let out = run.output.with_extension("pftrace");
+    let (status, _, stderr) = run_loader(&[
+        "read",
+        run.output.to_str().unwrap(),
+        "-o",
+        "perfetto",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert!(status.success(), "{stderr}");
+    let trace =
+        perfetto_protos::trace::Trace::parse_from_bytes(&std::fs::read(&out).unwrap()).unwrap();
+    let tracks: Vec<u64> = trace
+        .packet
+        .iter()
+        .filter(|p| p.has_track_descriptor())
+        .map(|p| p.track_descriptor())
+        .filter(|t| t.name() == "heap bytes allocated (net, since tracing began)")
+        .map(|t| t.uuid())
+        .collect();
+    assert_eq!(tracks.len(), 1, "one process, one heap track");
+    let drawn: Vec<i64> = trace
+        .packet
+        .iter()
+        .filter(|p| p.has_track_event() && p.track_event().track_uuid() == tracks[0])
+        .map(|p| p.track_event().counter_value())
+        .collect();
+    let mut net = 0i64;
+    let mut want = Vec::new();
+    for e in &run.events {
+        let signed = |field| number(e, field) as i64;
+        let delta = match e["probe"].as_str().unwrap() {
+            "alloc" if signed("addr") != 0 => signed("size"),
+            "dealloc" => -signed("size"),
+            "realloc" if signed("addr") != 0 => signed("size") - signed("old_size"),
+            _ => 0,
+        };
+        if delta != 0 {
+            net += delta;
+            want.push(net);
+        }
+    }
+    // The known allocations alone change it 4 × BLOCKS + 3 times.
+    assert!(want.len() as u64 > 4 * BLOCKS + 2, "{want:?}");
+    assert_eq!(drawn, want);
+}
+
 /// A thread's thread-local freeing a block as the thread exits, after
 /// the thread's batch was flushed and released (styx-alloc's
 /// `thread-start`): the block's events arrive, on the thread's id, and the

@@ -6,12 +6,15 @@
 //! [`super::spans`]); every other event is an INSTANT named after its type
 //! with its fields as debug annotations (addresses as pointers, shown in
 //! hex); each event type gets a counter track `TYPE/s` of its rate per
-//! 10 ms window. Times are kernel `CLOCK_MONOTONIC`, declared as the trace's
+//! 10 ms window; a process whose heap `styx_alloc` traces gets a counter
+//! track of the bytes it allocated, net, since tracing began
+//! ([`super::heap`]). Times are kernel `CLOCK_MONOTONIC`, declared as the trace's
 //! clock, with a clock snapshot to realtime so the UI can show wall time.
 //!
 //! The trace is a stream of `Trace.packet` fields, each encoded on its own
 //! (protobuf concatenates repeated fields), so memory stays bounded.
 
+use super::heap::HeapBytes;
 use super::rates::{Rates, Window};
 use super::spans::{span_step, SpanStep, Spans};
 use crate::record::event::{Body, Event};
@@ -40,6 +43,9 @@ fn thread_uuid(tid: u32) -> u64 {
 }
 fn counter_uuid(kind: usize) -> u64 {
     3 << 56 | kind as u64
+}
+fn heap_uuid(pid: u32) -> u64 {
+    4 << 56 | u64::from(pid)
 }
 
 /// The output, compressed or not.
@@ -74,6 +80,10 @@ pub struct PerfettoWriter {
     counters: HashSet<usize>,
     spans: Spans,
     rates: Rates,
+    /// None when no probe of the session is the heap's.
+    heap: Option<HeapBytes>,
+    /// Processes whose heap track is described.
+    heaps: HashSet<u32>,
 }
 
 impl PerfettoWriter {
@@ -93,7 +103,10 @@ impl PerfettoWriter {
             counters: HashSet::new(),
             spans: Spans::default(),
             rates: Rates::default(),
+            heap: None,
+            heaps: HashSet::new(),
         };
+        writer.heap = HeapBytes::new(&writer.names.usdt);
         writer.packet(TracePacket {
             // Starts the sequence: nothing earlier to depend on.
             sequence_flags: Some(SEQ_INCREMENTAL_STATE_CLEARED),
@@ -189,6 +202,39 @@ impl PerfettoWriter {
         }
     }
 }
+
+impl PerfettoWriter {
+    /// The heap's counter, when `event` changed it.
+    fn heap_counter(&mut self, event: &Event<'_>) {
+        let Some((pid, net)) = self.heap.as_mut().and_then(|h| h.count(event)) else {
+            return;
+        };
+        if self.heaps.insert(pid) {
+            self.packet(TracePacket {
+                track_descriptor: Some(TrackDescriptor {
+                    uuid: Some(heap_uuid(pid)),
+                    parent_uuid: Some(process_uuid(pid)),
+                    name: Some(HEAP_TRACK.into()),
+                    counter: Some(CounterDescriptor::default()),
+                    ..TrackDescriptor::default()
+                }),
+                ..TracePacket::default()
+            });
+        }
+        self.track_event(
+            event.header.ts_ns,
+            TrackEvent {
+                r#type: Some(TYPE_COUNTER),
+                track_uuid: Some(heap_uuid(pid)),
+                counter_value: Some(net),
+                ..TrackEvent::default()
+            },
+        );
+    }
+}
+
+/// The heap's counter track's name.
+const HEAP_TRACK: &str = "heap bytes allocated (net, since tracing began)";
 
 /// The event's fields as debug annotations.
 fn annotations(event: &Event<'_>, names: &Names) -> Vec<DebugAnnotation> {
@@ -319,6 +365,7 @@ impl EventWriter for PerfettoWriter {
                 }
             }
             SpanStep::Instant => {
+                self.heap_counter(event);
                 let instant = TrackEvent {
                     r#type: Some(TYPE_INSTANT),
                     track_uuid: track,

@@ -102,15 +102,12 @@ mod tests {
     use crate::session::declared::{DeclaredField, EventType};
     use crate::session::header::UsdtInfo;
     use styx_common::schema::FieldKind;
-    use styx_common::{EventKind, RecordHeader};
+    use styx_common::RecordHeader;
 
     fn declared(spec_id: u32, provider: &str, name: &str, fields: &[&str]) -> UsdtInfo {
-        let fields = fields.iter().map(|name| DeclaredField {
-            name: name.to_string(),
-            kind: FieldKind::Unsigned,
-            bytes: 8,
-            values: None,
-        });
+        let fields = fields
+            .iter()
+            .map(|name| DeclaredField::new(name, FieldKind::Unsigned, 8, None));
         let event = EventType {
             provider: provider.into(),
             name: name.into(),
@@ -120,18 +117,13 @@ mod tests {
     }
 
     fn event(pid: u32, spec_id: u32, args: &[u64]) -> Event<'_> {
+        let event = Event::usdt(spec_id, args);
         Event {
             header: RecordHeader {
                 pid,
-                kind: EventKind::Usdt as u8,
-                ..RecordHeader::default()
+                ..event.header
             },
-            kind: EventKind::Usdt,
-            body: Body::Usdt {
-                spec_id,
-                args,
-                strings: &[],
-            },
+            ..event
         }
     }
 

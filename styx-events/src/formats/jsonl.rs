@@ -192,12 +192,7 @@ mod tests {
     /// number.
     #[test]
     fn declared_registers_and_enums_read_by_name() {
-        let field = |name: &str, kind, values| DeclaredField {
-            name: name.to_string(),
-            kind,
-            bytes: 1,
-            values,
-        };
+        let field = |name, kind, values| DeclaredField::new(name, kind, 1, values);
         let modes = EnumValues {
             name: "Mode".into(),
             values: vec![(3, "Machine".into())],

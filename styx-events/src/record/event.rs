@@ -189,6 +189,26 @@ pub fn record_size(kind: EventKind) -> usize {
     }
 }
 
+impl<'a> Event<'a> {
+    /// An event of USDT probe `spec_id` with `args`, its header's other
+    /// fields 0: for tests.
+    #[cfg(test)]
+    pub(crate) fn usdt(spec_id: u32, args: &'a [u64]) -> Event<'a> {
+        Event {
+            header: RecordHeader {
+                kind: EventKind::Usdt as u8,
+                ..RecordHeader::default()
+            },
+            kind: EventKind::Usdt,
+            body: Body::Usdt {
+                spec_id,
+                args,
+                strings: &[],
+            },
+        }
+    }
+}
+
 impl Event<'_> {
     /// The event's name in every output: its kind's probe name, or for a
     /// traced function `fn_entry` / `fn_exit`.

@@ -89,6 +89,17 @@ impl DeclaredSites {
 }
 
 impl DeclaredField {
+    /// A field of this name, kind, width and enum: for tests.
+    #[cfg(test)]
+    pub(crate) fn new(name: &str, kind: FieldKind, bytes: u8, values: Option<EnumValues>) -> Self {
+        DeclaredField {
+            name: name.to_string(),
+            kind,
+            bytes,
+            values,
+        }
+    }
+
     /// A value as the record holds it, cut to the field's width (signed
     /// ones sign-extended to 64 bits), as every output reads it.
     pub fn value(&self, raw: u64) -> u64 {

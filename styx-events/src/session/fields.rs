@@ -421,12 +421,7 @@ mod tests {
         use crate::session::declared::{DeclaredField, EnumValues, EventType};
         use crate::session::guest::{Guest, Register};
         use crate::session::header::DeclaredInfo;
-        let field = |name: &str, kind, bytes, values| DeclaredField {
-            name: name.to_string(),
-            kind,
-            bytes,
-            values,
-        };
+        let field = DeclaredField::new;
         let device = EnumValues {
             name: "Device".into(),
             values: vec![(0, "Uart".into()), (7, "Dma".into())],

@@ -974,12 +974,7 @@ mod tests {
     /// styx-declared's `mmio_write`, its sites spec ids 3 and 5.
     fn mmio_write() -> DeclaredSites {
         use crate::session::declared::{DeclaredField, EnumValues, EventType};
-        let field = |name: &str, kind, bytes, values| DeclaredField {
-            name: name.to_string(),
-            kind,
-            bytes,
-            values,
-        };
+        let field = DeclaredField::new;
         let devices = EnumValues {
             name: "Device".into(),
             values: vec![(0, "Uart".into()), (1, "Timer".into()), (7, "Dma".into())],
@@ -1008,18 +1003,13 @@ mod tests {
     }
 
     fn usdt(spec_id: u32, args: &[u64]) -> Event<'_> {
+        let event = Event::usdt(spec_id, args);
         Event {
             header: RecordHeader {
-                kind: EventKind::Usdt as u8,
                 tid: 7,
-                ..RecordHeader::default()
+                ..event.header
             },
-            kind: EventKind::Usdt,
-            body: Body::Usdt {
-                spec_id,
-                args,
-                strings: &[],
-            },
+            ..event
         }
     }
 

@@ -606,12 +606,7 @@ mod tests {
     #[test]
     fn declared_fields_key_their_types_rows() {
         use crate::session::declared::{DeclaredField, EnumValues, EventType};
-        let field = |name: &str, kind, values| DeclaredField {
-            name: name.to_string(),
-            kind,
-            bytes: 1,
-            values,
-        };
+        let field = |name, kind, values| DeclaredField::new(name, kind, 1, values);
         let devices = EnumValues {
             name: "Device".into(),
             values: vec![(7, "Dma".into())],
@@ -629,18 +624,7 @@ mod tests {
             },
             spec_ids: vec![4, 6],
         }];
-        let usdt = |spec_id, args| Event {
-            header: RecordHeader {
-                kind: EventKind::Usdt as u8,
-                ..RecordHeader::default()
-            },
-            kind: EventKind::Usdt,
-            body: Body::Usdt {
-                spec_id,
-                args,
-                strings: &[],
-            },
-        };
+        let usdt = Event::usdt;
         let row = EVENT_KIND_SLOTS as u8;
         let args = [7, 0x20, 0xfe, 1];
         for (by, shown) in [

@@ -8,7 +8,7 @@ use crate::record::batch::DeclaredTypes;
 use bytemuck::pod_read_unaligned;
 use std::mem::size_of;
 use styx_common::batch::{BatchRecord, BATCH_BYTES};
-use styx_common::item::{Codec, Skimmed};
+use styx_common::item::{Codec, Skimmed, TAG_BYTES};
 use styx_common::{EventKind, EVENT_KIND_SLOTS};
 
 /// Events per kind id (slot 0, time marks, stays 0).
@@ -29,13 +29,34 @@ pub fn counts(record: &[u8], codec: Codec, declared: &DeclaredTypes) -> Option<K
     }
     let items = record.get(FIXED..FIXED + len)?;
     let mut found = [0u64; EVENT_KIND_SLOTS as usize];
+    // A run of items with one catalogue tag (a thread's stream repeats
+    // its tags): what they are, their length and how many so far. A
+    // repeat's length comes from here, not from its tag, so the walk's
+    // next offset does not wait for the tag's load and the length's
+    // (the CPU predicts the comparison), and it is counted in a register,
+    // not stored to `found` per item: perf put the loader's time in that
+    // chain of loads (one batched event in 4 ns of its CPU).
+    let mut run: Option<(u16, Skimmed, usize)> = None;
+    let mut run_items = 0u64;
     let mut at = 0;
     while at < items.len() {
+        let tag = match items.get(at..at + TAG_BYTES) {
+            Some(&[low, high]) => u16::from_le_bytes([low, high]),
+            _ => return None,
+        };
+        if let Some((run_tag, _, bytes)) = run {
+            if run_tag == tag && at + bytes <= items.len() {
+                run_items += 1;
+                at += bytes;
+                continue;
+            }
+        }
+        if let Some((_, what, _)) = run.take() {
+            count(&mut found, what, run_items);
+        }
         // The tags alone: values are not read here.
         let (item, bytes) = codec.skim(&items[at..]).ok()?;
         match item {
-            Skimmed::Event(kind) => found[kind as usize] += 1,
-            Skimmed::Mark => {}
             // A declared type's: other providers' probes' kind, as split.
             Skimmed::Declared { tag, values } => {
                 let file = batch.header.aux;
@@ -44,10 +65,28 @@ pub fn counts(record: &[u8], codec: Codec, declared: &DeclaredTypes) -> Option<K
                 }
                 found[EventKind::Usdt as usize] += 1
             }
+            // A version-1 item's first bytes are no tag.
+            _ if codec != Codec::Current => count(&mut found, item, 1),
+            _ => {
+                run = Some((tag, item, bytes));
+                run_items = 1;
+            }
         }
         at += bytes;
     }
+    if let Some((_, what, _)) = run {
+        count(&mut found, what, run_items);
+    }
     Some(found)
+}
+
+/// Adds `n` items of what `item` is to `found`.
+fn count(found: &mut KindCounts, item: Skimmed, n: u64) {
+    match item {
+        Skimmed::Event(kind) => found[kind as usize] += n,
+        Skimmed::Mark => {}
+        Skimmed::Declared { .. } => found[EventKind::Usdt as usize] += n,
+    }
 }
 
 #[cfg(test)]
@@ -91,6 +130,34 @@ mod tests {
     }
 
     /// The forged batch of issue 25: a mark and then an item no batch holds.
+    /// Runs of one tag are counted as they end, a run cut short by the
+    /// batch's end is no run.
+    #[test]
+    fn runs_of_a_tag_count_each_item() {
+        let items = [
+            mark(1000),
+            insn(0x400),
+            insn(0x404),
+            insn(0x408),
+            mem_read(1, 2, 3, 4),
+            insn(0x40c),
+            insn(0x410),
+            mark(2000),
+            insn(0x414),
+        ]
+        .concat();
+        let found = counts(&record(&items, 9), Codec::Current, &DeclaredTypes::new()).unwrap();
+        assert_eq!(found[EventKind::InsnExec as usize], 6);
+        assert_eq!(found[EventKind::MemRead as usize], 1);
+        assert_eq!(found.iter().sum::<u64>(), 7);
+        let last = insn(0x404);
+        let cut = [mark(1000), insn(0x400), last[..last.len() - 1].to_vec()].concat();
+        assert_eq!(
+            counts(&record(&cut, 2), Codec::Current, &DeclaredTypes::new()),
+            None
+        );
+    }
+
     #[test]
     fn a_batch_with_a_bad_item_is_not_whole_whatever_its_head_says() {
         let forged = [mark(1000), 0xffffu16.to_le_bytes().to_vec()].concat();

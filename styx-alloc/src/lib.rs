@@ -34,27 +34,9 @@ use styx_probe::{Addr, Declared};
 
 // The timeline formats find these types by this provider name.
 const _: () = assert!(
-    same(
-        env!("CARGO_CRATE_NAME"),
-        styx_probe::__schema::HEAP_PROVIDER
-    ),
+    styx_probe::__schema::is_heap_provider(env!("CARGO_CRATE_NAME")),
     "styx-events draws the heap from the types of provider HEAP_PROVIDER"
 );
-
-const fn same(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    if a.len() != b.len() {
-        return false;
-    }
-    let mut i = 0;
-    while i < a.len() {
-        if a[i] != b[i] {
-            return false;
-        }
-        i += 1;
-    }
-    true
-}
 
 styx_probe::event! {
     /// A block handed out (`addr` 0: the inner allocator failed).

@@ -149,7 +149,7 @@ pub const fn note<const N: usize>(
 const fn check_within(regs: &[RegisterEntry], bits: u16, parent: &str, shift: u16) {
     let mut i = 0;
     while i < regs.len() {
-        if same(regs[i].0, parent) {
+        if crate::same_str(regs[i].0, parent) {
             assert!(
                 regs[i].3.is_none(),
                 "a sub-register's parent in a guest description is itself a sub-register"
@@ -163,21 +163,6 @@ const fn check_within(regs: &[RegisterEntry], bits: u16, parent: &str, shift: u1
         i += 1;
     }
     panic!("a sub-register in a guest description names a parent it does not describe");
-}
-
-const fn same(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    if a.len() != b.len() {
-        return false;
-    }
-    let mut i = 0;
-    while i < a.len() {
-        if a[i] != b[i] {
-            return false;
-        }
-        i += 1;
-    }
-    true
 }
 
 pub(crate) const fn put<const N: usize>(out: &mut [u8; N], at: usize, bytes: &[u8]) -> usize {

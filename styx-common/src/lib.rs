@@ -51,3 +51,20 @@ pub use usdt::{
     ARG_HAS_INDEX, ARG_MEM, ARG_REG, ARG_STRING, MAX_ARG_NAME, MAX_USDT_ARGS, USDT_STRINGS_MAX,
     USDT_STR_MAX,
 };
+
+/// Whether `a` and `b` are the same string, in a constant (`==` on `str`
+/// is not `const`).
+pub const fn same_str(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}

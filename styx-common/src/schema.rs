@@ -43,6 +43,12 @@ pub const MAX_ENUM_VALUES: usize = 1024;
 /// checks it is this. Timeline formats draw the heap from them.
 pub const HEAP_PROVIDER: &str = "styx_alloc";
 
+/// Whether `provider` (a crate's name) is [`HEAP_PROVIDER`]: for the
+/// declaring crate's compile-time check.
+pub const fn is_heap_provider(provider: &str) -> bool {
+    crate::same_str(provider, HEAP_PROVIDER)
+}
+
 /// How a declared field reads.
 #[repr(u8)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

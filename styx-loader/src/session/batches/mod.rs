@@ -136,20 +136,20 @@ impl Batches {
         };
         for pid in pids {
             let read = partial::read(pid, &self.sites, |record| sink.record(record));
-            match read {
+            if why == Partial::StoppingAgain {
                 // What this read could say, the first one said.
-                _ if why == Partial::StoppingAgain => {}
+                continue;
+            }
+            match read {
                 Ok(walked) => partial::report(pid, &walked),
-                Err(e) => match why {
-                    Partial::Stopping | Partial::StoppingAgain => log::warn!(
-                        "could not read the batches pid {pid}'s threads still hold (their \
-                         events since their last flush are lost): {e:#}"
-                    ),
-                    Partial::Dumping => log::warn!(
-                        "could not read the batches pid {pid}'s threads hold (their latest \
-                         events are not in this dump): {e:#}"
-                    ),
-                },
+                Err(e) if why == Partial::Dumping => log::warn!(
+                    "could not read the batches pid {pid}'s threads hold (their latest events \
+                     are not in this dump): {e:#}"
+                ),
+                Err(e) => log::warn!(
+                    "could not read the batches pid {pid}'s threads still hold (their events \
+                     since their last flush are lost): {e:#}"
+                ),
             }
         }
     }

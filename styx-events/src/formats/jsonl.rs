@@ -181,7 +181,7 @@ mod tests {
     use super::*;
     use crate::formats::text::text;
     use crate::session::declared::{DeclaredField, EnumValues, EventType};
-    use crate::session::guest::{Guest, Register};
+    use crate::session::guest::Guest;
     use crate::session::header::{Header, UsdtInfo};
     use styx_common::schema::FieldKind;
     use styx_common::{EventKind, RecordHeader};
@@ -206,15 +206,7 @@ mod tests {
             ],
         };
         let mut header = Header::now(1, "exe", vec![UsdtInfo::declared(0, &event)]);
-        header.guest = Some(Guest {
-            registers: vec![Register {
-                num: 2,
-                name: "sp".into(),
-                bits: 32,
-                within: None,
-            }],
-            ..Guest::default()
-        });
+        header.guest = Some(Guest::naming(2, "sp"));
         let names = Names::new(&header);
         let line = |args: &[u64], as_text: bool| {
             let event = Event {

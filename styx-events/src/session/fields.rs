@@ -419,7 +419,7 @@ mod tests {
     #[test]
     fn declared_fields_read_as_their_kinds() {
         use crate::session::declared::{DeclaredField, EnumValues, EventType};
-        use crate::session::guest::{Guest, Register};
+        use crate::session::guest::Guest;
         use crate::session::header::DeclaredInfo;
         let field = DeclaredField::new;
         let device = EnumValues {
@@ -438,15 +438,7 @@ mod tests {
                 field("n", FieldKind::Unsigned, 2, None),
             ],
         };
-        let guest = Guest {
-            registers: vec![Register {
-                num: 2,
-                name: "sp".into(),
-                bits: 32,
-                within: None,
-            }],
-            ..Guest::default()
-        };
+        let guest = Guest::naming(2, "sp");
         let walk = |header: &Header, args: &[u64]| {
             let names = Names::new(header);
             let event = Event {

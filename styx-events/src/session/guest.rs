@@ -92,6 +92,21 @@ pub enum GuestError {
 }
 
 impl Guest {
+    /// A guest description naming one 32-bit register, all else default:
+    /// for tests of how register numbers show.
+    #[cfg(test)]
+    pub(crate) fn naming(num: u64, name: &str) -> Guest {
+        Guest {
+            registers: vec![Register {
+                num,
+                name: name.into(),
+                bits: 32,
+                within: None,
+            }],
+            ..Guest::default()
+        }
+    }
+
     /// Decodes a note's descriptor.
     pub fn decode(desc: &[u8]) -> Result<Guest, GuestError> {
         let mut r = Cursor(desc);

@@ -294,8 +294,7 @@ fn flight_recorder(
             Err((expr, e)) => bail!("--trigger '{expr}': {e}"),
         },
     };
-    let declared = header.declared_types();
-    let (format, header) = (args.output.format, header.clone());
+    let (format, dump_header) = (args.output.format, header.clone());
     let options = Options {
         detail: args.output.detail,
         roll_bytes: args.output.roll_size << 20,
@@ -303,7 +302,7 @@ fn flight_recorder(
     };
     let open: OpenDump = Box::new(move |n| {
         let place = output.numbered(n);
-        let writer = styx_events::open(format, &place, &header, &options)?;
+        let writer = styx_events::open(format, &place, &dump_header, &options)?;
         Ok((writer, place.to_string()))
     });
     let limits = Limits {
@@ -313,7 +312,7 @@ fn flight_recorder(
         trigger_holdoff_ns: u64::try_from(args.trigger_holdoff.as_nanos()).unwrap_or(u64::MAX),
     };
     Ok(Rc::new(RefCell::new(
-        FlightRecorder::new(limits, trigger, open).reading(declared),
+        FlightRecorder::new(limits, trigger, open).reading(header),
     )))
 }
 

@@ -695,7 +695,9 @@ fn a_flight_recorder_trigger_takes_declared_fields() {
         prog.quit();
         let (status, stderr) = loader.finish();
         assert!(status.success(), "{stderr:#?}");
-        let dumped_at_trigger = stderr.iter().any(|l| l.contains("dump 1 (trigger: mmio_write)"));
+        let dumped_at_trigger = stderr
+            .iter()
+            .any(|l| l.contains("dump 1 (trigger: mmio_write)"));
         assert!(dumped_at_trigger, "{delivery}: {stderr:#?}");
         let dumped = events(&read_jsonl(&dir.join("dump.1.jsonl")));
         let trigger_at = 17 * 4;

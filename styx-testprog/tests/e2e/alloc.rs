@@ -296,9 +296,16 @@ fn perfetto_draws_the_heap_as_its_events_add_up() {
         .filter(|p| p.has_track_event() && p.track_event().track_uuid() == tracks[0])
         .map(|p| p.track_event().counter_value())
         .collect();
+    assert_eq!(drawn, heap_after_each_change(&run.events));
+}
+
+/// The heap's net bytes after each event of `events` that changed them:
+/// an allocation its size, a free less its size, a reallocation the
+/// difference, a failed one nothing.
+fn heap_after_each_change(events: &[Value]) -> Vec<i64> {
     let mut net = 0i64;
     let mut want = Vec::new();
-    for e in &run.events {
+    for e in events {
         let signed = |field| number(e, field) as i64;
         let delta = match e["probe"].as_str().unwrap() {
             "alloc" if signed("addr") != 0 => signed("size"),
@@ -313,7 +320,32 @@ fn perfetto_draws_the_heap_as_its_events_add_up() {
     }
     // The known allocations alone change it 4 × BLOCKS + 3 times.
     assert!(want.len() as u64 > 4 * BLOCKS + 2, "{want:?}");
-    assert_eq!(drawn, want);
+    want
+}
+
+/// Chrome's JSON draws the same counter, its value in `args.bytes`.
+#[test]
+fn chrome_draws_the_heap_as_its_events_add_up() {
+    let run = traced("alloc-chrome", &["-o", "raw"]);
+    let out = run.output.with_extension("json");
+    let (status, _, stderr) = run_loader(&[
+        "read",
+        run.output.to_str().unwrap(),
+        "-o",
+        "chrome",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert!(status.success(), "{stderr}");
+    let trace: Vec<Value> = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let drawn: Vec<i64> = trace
+        .iter()
+        .filter(|e| {
+            e["ph"] == "C" && e["name"] == "heap bytes allocated (net, since tracing began)"
+        })
+        .map(|e| e["args"]["bytes"].as_i64().unwrap())
+        .collect();
+    assert_eq!(drawn, heap_after_each_change(&run.events));
 }
 
 /// A thread's thread-local freeing a block as the thread exits, after

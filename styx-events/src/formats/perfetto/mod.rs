@@ -14,7 +14,7 @@
 //! The trace is a stream of `Trace.packet` fields, each encoded on its own
 //! (protobuf concatenates repeated fields), so memory stays bounded.
 
-use super::heap::HeapBytes;
+use super::heap::{HeapBytes, HEAP_TRACK};
 use super::rates::{Rates, Window};
 use super::spans::{span_step, SpanStep, Spans};
 use crate::record::event::{Body, Event};
@@ -232,9 +232,6 @@ impl PerfettoWriter {
         );
     }
 }
-
-/// The heap's counter track's name.
-const HEAP_TRACK: &str = "heap bytes allocated (net, since tracing began)";
 
 /// The event's fields as debug annotations.
 fn annotations(event: &Event<'_>, names: &Names) -> Vec<DebugAnnotation> {

@@ -45,9 +45,10 @@ pub use questions::top::{heatmap, CountWriter, KeyRef, KeySpec, Table, TableForm
 pub use record::batch::{BatchError, Batches, Declared, DeclaredTypes, Irregular};
 pub use record::event::{decode, Body, Call, DecodeError, Event, Text};
 pub use record::{batch_items, partial};
+pub use session::code::CodeNames;
 pub use session::declared::{DeclaredField, DeclaredSites, EnumValues, EventType, SchemaError};
 pub use session::guest::{Guest, GuestError, Image, Register, RegisterNames, Within};
-pub use session::header::{clock_ns, ClockId, DeclaredInfo, Header, UsdtInfo};
+pub use session::header::{clock_ns, ClockId, DeclaredInfo, Header, MappedFile, UsdtInfo};
 pub use write::escape;
 pub use write::human::si;
 pub use write::writer::{Discard, EventWriter, Tee, Totals};

@@ -5,7 +5,7 @@ use crate::bpf::load::Counting;
 use crate::cli::{FunctionExitsArg, TopOptions, TraceArgs};
 use crate::cmd::top::{self, Counter, Screen};
 use crate::outputs::{self, Outputs};
-use crate::search::{declared_types, find_functions, guest_description, Searched};
+use crate::search::{declared_types, find_functions, guest_description, mapped_files, Searched};
 use crate::session::batches;
 use crate::session::report::Stop;
 use crate::session::spawn::{self, Held};
@@ -176,6 +176,7 @@ fn header_of(
     header.guest = guest;
     header.functions = selection.functions.clone();
     header.uretprobe_exits = args.function_exits == FunctionExitsArg::Uretprobe;
+    header.mapped = mapped_files(target, &header);
     header
 }
 

@@ -215,7 +215,9 @@ fn assert_known_allocations(trace: &[Value], known: &Range<u64>) {
 fn traced_allocator_events_are_the_known_allocations() {
     let run = traced("alloc-batched", &["-o", "jsonl"]);
     assert!(
-        run.stderr[0].contains("attached 4 probe sites"),
+        run.stderr
+            .iter()
+            .any(|l| l.contains("attached 4 probe sites")),
         "{:#?}",
         run.stderr
     );
@@ -230,7 +232,9 @@ fn traced_allocator_events_per_event() {
         &["-o", "jsonl", "--delivery", "per-event"],
     );
     assert!(
-        run.stderr[0].contains("attached 3 probe sites"),
+        run.stderr
+            .iter()
+            .any(|l| l.contains("attached 3 probe sites")),
         "{:#?}",
         run.stderr
     );
@@ -259,6 +263,29 @@ fn traced_allocator_capture_reads_back_and_counts_by_caller() {
     }
     assert_ne!(top[0].0, top[1].0);
     assert!(rest.iter().all(|&(_, count)| count < BLOCKS), "{rows:x?}");
+    // Each caller is named by its function and the offset into it, from
+    // the executable the capture's header says the process mapped.
+    let named: Vec<(u64, String)> = parse_jsonl(&stdout)
+        .iter()
+        .filter(|row| row["event"] == "alloc")
+        .take(2)
+        .map(|row| {
+            (
+                number(row, "key"),
+                row["key_name"].as_str().unwrap_or("").into(),
+            )
+        })
+        .collect();
+    for (caller, name) in &named {
+        let offset = caller - run.known.start;
+        assert_eq!(*name, format!("styx_alloc::known_allocations+{offset:#x}"));
+    }
+    let (status, text, stderr) = run_loader(&["read", capture, "--by", "caller"]);
+    assert!(status.success() && stderr.is_empty(), "{stderr}");
+    assert!(
+        text.contains(&named[0].1) && text.contains(&named[1].1),
+        "{text}"
+    );
 }
 
 /// Perfetto draws the heap: a counter track of the bytes allocated, net,

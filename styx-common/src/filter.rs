@@ -8,7 +8,7 @@
 //! truth onto a stack of bits, `AND`/`OR`/`NOT` combine the top ones, and
 //! the event is kept when the last bit is set. An event's values sit in
 //! [`VALUE_SLOTS`] numbered slots: its record's arguments in catalogue order
-//! (0..=3), the access size (`aux`), the thread and the process.
+//! (0..=3), the access size (`aux`), the thread, the process and its time.
 
 /// Operations a program holds at most (the eBPF loop's bound).
 pub const FILTER_MAX_OPS: usize = 32;
@@ -21,6 +21,9 @@ pub const SLOT_SIZE: u8 = 4;
 pub const SLOT_TID: u8 = 5;
 /// Slot of the process id.
 pub const SLOT_PID: u8 = 6;
+/// Slot of the event's time (`ts_ns`): filled by the loader only, so a
+/// program that tests it never goes to the kernel.
+pub const SLOT_TS: u8 = 7;
 
 /// One operation of a [`FilterProgram`] (24 bytes).
 #[repr(C)]

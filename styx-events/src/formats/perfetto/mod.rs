@@ -3,13 +3,36 @@
 //!
 //! One track per process and per thread (TrackDescriptor); spans are slices
 //! on their thread (SLICE_BEGIN/SLICE_END, ends paired to begins by id, see
-//! [`super::spans`]); every other event is an INSTANT named after its type
-//! with its fields as debug annotations (addresses as pointers, shown in
+//! [`super::spans`]); the rare events (interrupts, control, markers, other
+//! providers' probes, traced functions) are INSTANTs named after their type
+//! with their fields as debug annotations (addresses as pointers, shown in
 //! hex); each event type gets a counter track `TYPE/s` of its rate per
 //! 10 ms window; a process whose heap `styx_alloc` traces gets a counter
 //! track of the bytes it allocated, net, since tracing began
-//! ([`super::heap`]). Times are kernel `CLOCK_MONOTONIC`, declared as the trace's
-//! clock, with a clock snapshot to realtime so the UI can show wall time.
+//! ([`super::heap`]). Times are kernel `CLOCK_MONOTONIC`, declared as the
+//! trace's clock, with a clock snapshot to realtime so the UI can show wall
+//! time.
+//!
+//! Built for big traces (an emulator makes 100 M events a second; the UI
+//! opens ~2 GB): names are interned (`InternedData`: event names,
+//! categories, annotation names, each once per sequence) and times are
+//! deltas on an incremental clock of the sequence's own (`ClockSnapshot`
+//! with `is_incremental`, made the packets' clock by `TracePacketDefaults`;
+//! a time earlier than the sequence's last is written whole on
+//! `CLOCK_MONOTONIC`). The frequent, instruction-level types (the batched
+//! ones: instructions, blocks, memory and register accesses, branches) are
+//! written compactly, ~20 bytes each: every thread's events of one such type
+//! are a packet sequence of their own, whose defaults name the thread's
+//! track and one counter track per field (`mem_read addr`, … under the
+//! thread); an event is an INSTANT with its interned name and its fields'
+//! values as `extra_counter_values`, in the defaults' order (memory sizes
+//! last), leaving out the trailing values equal to the ones before them on
+//! their tracks (a counter holds its value until the next). Every sequence
+//! starts with `SEQ_INCREMENTAL_STATE_CLEARED`, its defaults, clock and
+//! names; packets that use interned names set `SEQ_NEEDS_INCREMENTAL_STATE`
+//! except the compact ones (two bytes of ~20; the flag only lets a reader
+//! skip packets after a loss inside a sequence, which a file written whole
+//! cannot have).
 //!
 //! The trace is a stream of `Trace.packet` fields, each encoded on its own
 //! (protobuf concatenates repeated fields), so memory stays bounded.
@@ -17,21 +40,29 @@
 use super::heap::HeapBytes;
 use super::rates::{Rates, Window};
 use super::spans::{span_step, SpanStep, Spans};
+use crate::questions::filter::{fields_of, values, FieldRef};
 use crate::record::event::{Body, Event};
 use crate::session::fields::{for_each_field, Arg, Field, Names};
 use crate::session::header::Header;
 use crate::write::writer::{Chunked, EventWriter, Totals};
 use flate2::write::GzEncoder;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
-use styx_common::EventKind;
+use styx_common::filter::{SLOT_PID, SLOT_SIZE, SLOT_TID};
+use styx_common::{Delivery, EventKind};
 
 pub mod proto;
 use proto::*;
 
-/// Every packet comes from one writer: one sequence.
-const SEQUENCE: u32 = 1;
+/// The sequence of the descriptors, the rates and the rare events.
+const MAIN_SEQUENCE: u32 = 1;
+/// Each sequence's incremental clock (sequence-scoped ids: the same id on
+/// each is its own clock).
+const INCREMENTAL_CLOCK: u32 = CLOCK_SEQUENCE_FIRST;
 const CHUNK: usize = 64 << 10;
+/// About the most the Perfetto UI opens (it runs trace_processor in the
+/// browser, in 4 GiB of WebAssembly memory).
+pub const UI_LIMIT_BYTES: u64 = 2 << 30;
 
 /// Track ids: a kind of track in the top byte, its process, thread or
 /// event kind below.
@@ -46,6 +77,10 @@ fn counter_uuid(kind: usize) -> u64 {
 }
 fn heap_uuid(pid: u32) -> u64 {
     4 << 56 | u64::from(pid)
+}
+/// Thread `tid`'s counter track of field `field` of `kind`.
+fn field_uuid(tid: u32, kind: EventKind, field: usize) -> u64 {
+    5 << 56 | u64::from(tid) << 16 | (kind as u64) << 8 | field as u64
 }
 
 /// The output, compressed or not.
@@ -69,6 +104,80 @@ impl Write for Out {
     }
 }
 
+/// A sequence's incremental clock: the last time written on it.
+struct SequenceClock {
+    last_ns: u64,
+}
+
+impl SequenceClock {
+    /// `packet`'s time: a delta from the last on the sequence's clock, or,
+    /// earlier than that, whole on CLOCK_MONOTONIC.
+    fn stamp(&mut self, packet: &mut TracePacket, ts_ns: u64) {
+        match ts_ns.checked_sub(self.last_ns) {
+            Some(delta) => {
+                packet.timestamp = Some(delta);
+                self.last_ns = ts_ns;
+            }
+            None => {
+                packet.timestamp = Some(ts_ns);
+                packet.timestamp_clock_id = Some(CLOCK_MONOTONIC);
+            }
+        }
+    }
+}
+
+/// A sequence's interned names, of one kind (event names, categories,
+/// annotation names): iids from 1.
+#[derive(Default)]
+struct Interned {
+    iids: HashMap<String, u64>,
+}
+
+impl Interned {
+    /// `name`'s iid, and its entry if it is new (to go in this packet's
+    /// `InternedData`).
+    fn iid(&mut self, name: &str, new: &mut Vec<InternedName>) -> u64 {
+        if let Some(&iid) = self.iids.get(name) {
+            return iid;
+        }
+        let iid = self.iids.len() as u64 + 1;
+        self.iids.insert(name.to_string(), iid);
+        new.push(InternedName {
+            iid: Some(iid),
+            name: Some(name.to_string()),
+        });
+        iid
+    }
+}
+
+/// A thread's events of one instruction-level type: their sequence.
+struct Compact {
+    sequence: u32,
+    clock: SequenceClock,
+    /// The type's fields, in the counters' order (sizes last).
+    fields: Vec<FieldRef>,
+    /// The value last written to each field's counter.
+    last: Vec<u64>,
+}
+
+/// The fields an instruction-level type's counters show, named, in their
+/// order: the catalogue's (a branch's kind and `conditional` apart), sizes
+/// last (they change least, and trailing values equal to the last are left
+/// out); not tid and pid (the track says them).
+fn compact_fields(kind: EventKind) -> Vec<(&'static str, FieldRef)> {
+    let mut fields: Vec<(&'static str, FieldRef)> = fields_of(kind)
+        .into_iter()
+        .filter(|(_, f)| !matches!(f, FieldRef::Value { slot, .. } if *slot == SLOT_TID || *slot == SLOT_PID))
+        .collect();
+    fields.sort_by_key(|(_, f)| matches!(f, FieldRef::Value { slot, .. } if *slot == SLOT_SIZE));
+    fields
+}
+
+/// Whether `kind`'s events are written compactly.
+fn is_compact(kind: EventKind) -> bool {
+    kind.delivery() == Delivery::Batched
+}
+
 /// Writes a Perfetto protobuf trace.
 pub struct PerfettoWriter {
     out: Chunked<Out>,
@@ -84,6 +193,18 @@ pub struct PerfettoWriter {
     heap: Option<HeapBytes>,
     /// Processes whose heap track is described.
     heaps: HashSet<u32>,
+    /// The main sequence's clock and interned names.
+    clock: SequenceClock,
+    event_names: Interned,
+    categories: Interned,
+    annotation_names: Interned,
+    /// Instruction-level events' sequences, by thread and kind.
+    compact: HashMap<(u32, EventKind), Compact>,
+    next_sequence: u32,
+    /// Bytes written (before compression), and whether the UI's limit was
+    /// passed and said.
+    written: u64,
+    warned: bool,
 }
 
 impl PerfettoWriter {
@@ -94,6 +215,7 @@ impl PerfettoWriter {
         } else {
             Out::Plain(out)
         };
+        let start = header.clock.monotonic_ns;
         let mut writer = PerfettoWriter {
             out: Chunked::new(out, CHUNK),
             packet: Vec::with_capacity(4096),
@@ -105,72 +227,140 @@ impl PerfettoWriter {
             rates: Rates::default(),
             heap: None,
             heaps: HashSet::new(),
+            clock: SequenceClock { last_ns: start },
+            event_names: Interned::default(),
+            categories: Interned::default(),
+            annotation_names: Interned::default(),
+            compact: HashMap::new(),
+            next_sequence: MAIN_SEQUENCE + 1,
+            written: 0,
+            warned: false,
         };
         writer.heap = HeapBytes::new(&writer.names.usdt);
-        writer.packet(TracePacket {
-            // Starts the sequence: nothing earlier to depend on.
-            sequence_flags: Some(SEQ_INCREMENTAL_STATE_CLEARED),
-            clock_snapshot: Some(ClockSnapshot {
-                clocks: vec![
-                    Clock {
-                        clock_id: Some(CLOCK_MONOTONIC),
-                        timestamp: Some(header.clock.monotonic_ns),
-                    },
-                    Clock {
-                        clock_id: Some(CLOCK_REALTIME),
-                        timestamp: Some(header.clock.realtime_ns),
-                    },
-                ],
-                primary_trace_clock: Some(CLOCK_MONOTONIC as i32),
-            }),
-            ..TracePacket::default()
+        let mut clocks = incremental_clocks(start);
+        clocks.push(SnapshotClock {
+            clock_id: Some(CLOCK_REALTIME),
+            timestamp: Some(header.clock.realtime_ns),
+            is_incremental: None,
         });
-        writer.packet(TracePacket {
-            track_descriptor: Some(TrackDescriptor {
-                uuid: Some(process_uuid(header.pid)),
-                process: Some(ProcessDescriptor {
-                    pid: Some(header.pid as i32),
-                    process_name: Some(header.exe.clone()),
+        writer.packet(
+            MAIN_SEQUENCE,
+            TracePacket {
+                // Starts the sequence: nothing earlier to depend on.
+                sequence_flags: Some(SEQ_INCREMENTAL_STATE_CLEARED),
+                clock_snapshot: Some(ClockSnapshot {
+                    clocks,
+                    primary_trace_clock: Some(CLOCK_MONOTONIC as i32),
                 }),
-                ..TrackDescriptor::default()
+                trace_packet_defaults: Some(TracePacketDefaults {
+                    timestamp_clock_id: Some(INCREMENTAL_CLOCK),
+                    track_event_defaults: None,
+                }),
+                ..TracePacket::default()
+            },
+        );
+        writer.describe(TrackDescriptor {
+            uuid: Some(process_uuid(header.pid)),
+            process: Some(ProcessDescriptor {
+                pid: Some(header.pid as i32),
+                process_name: Some(header.exe.clone()),
             }),
-            ..TracePacket::default()
+            ..TrackDescriptor::default()
         });
         writer
     }
 
-    fn packet(&mut self, mut packet: TracePacket) {
-        packet.trusted_packet_sequence_id = Some(SEQUENCE);
-        if packet.timestamp.is_some() {
-            packet.timestamp_clock_id = Some(CLOCK_MONOTONIC);
-        }
+    fn packet(&mut self, sequence: u32, mut packet: TracePacket) {
+        packet.trusted_packet_sequence_id = Some(sequence);
         prost::encoding::message::encode(TRACE_PACKET_FIELD, &packet, &mut self.packet);
+        self.written += self.packet.len() as u64;
         self.out.buf.extend_from_slice(&self.packet);
         self.packet.clear();
+        if self.written > UI_LIMIT_BYTES && !self.warned {
+            self.warned = true;
+            log::warn!(
+                "the Perfetto trace is past {} GiB, more than ui.perfetto.dev opens: \
+                 cut it (`styx-loader read CAPTURE --from S --to S`, `-e TYPES`, `--filter`) \
+                 or load it into trace_processor",
+                UI_LIMIT_BYTES >> 30
+            );
+        }
     }
 
-    fn track_event(&mut self, ts_ns: u64, event: TrackEvent) {
-        self.packet(TracePacket {
-            timestamp: Some(ts_ns),
+    fn describe(&mut self, track: TrackDescriptor) {
+        self.packet(
+            MAIN_SEQUENCE,
+            TracePacket {
+                track_descriptor: Some(track),
+                ..TracePacket::default()
+            },
+        );
+    }
+
+    /// A track event on the main sequence at `ts_ns`, with the names it
+    /// interned first.
+    fn track_event(&mut self, ts_ns: u64, event: TrackEvent, interned: Option<InternedData>) {
+        let mut packet = TracePacket {
             track_event: Some(event),
+            interned_data: interned,
+            sequence_flags: Some(SEQ_NEEDS_INCREMENTAL_STATE),
             ..TracePacket::default()
-        });
+        };
+        self.clock.stamp(&mut packet, ts_ns);
+        self.packet(MAIN_SEQUENCE, packet);
+    }
+
+    /// A named track event on thread `track` (interning its name, category
+    /// and annotations' names).
+    fn named_event(
+        &mut self,
+        ts_ns: u64,
+        r#type: i32,
+        track: u64,
+        name: &str,
+        category: &str,
+        annotations: Vec<(String, DebugAnnotation)>,
+    ) {
+        let mut names = Vec::new();
+        let mut categories = Vec::new();
+        let mut annotation_names = Vec::new();
+        let name_iid = self.event_names.iid(name, &mut names);
+        let category_iid = self.categories.iid(category, &mut categories);
+        let debug_annotations = annotations
+            .into_iter()
+            .map(|(name, a)| DebugAnnotation {
+                name_iid: Some(self.annotation_names.iid(&name, &mut annotation_names)),
+                ..a
+            })
+            .collect();
+        let interned = (!names.is_empty() || !categories.is_empty() || !annotation_names.is_empty())
+            .then_some(InternedData {
+                event_categories: categories,
+                event_names: names,
+                debug_annotation_names: annotation_names,
+            });
+        let event = TrackEvent {
+            r#type: Some(r#type),
+            track_uuid: Some(track),
+            name_iid: Some(name_iid),
+            category_iids: vec![category_iid],
+            debug_annotations,
+            ..TrackEvent::default()
+        };
+        self.track_event(ts_ns, event, interned);
     }
 
     fn describe_thread(&mut self, pid: u32, tid: u32) {
         if self.threads.insert(tid) {
-            self.packet(TracePacket {
-                track_descriptor: Some(TrackDescriptor {
-                    uuid: Some(thread_uuid(tid)),
-                    parent_uuid: Some(process_uuid(pid)),
-                    thread: Some(ThreadDescriptor {
-                        pid: Some(pid as i32),
-                        tid: Some(tid as i32),
-                        thread_name: None,
-                    }),
-                    ..TrackDescriptor::default()
+            self.describe(TrackDescriptor {
+                uuid: Some(thread_uuid(tid)),
+                parent_uuid: Some(process_uuid(pid)),
+                thread: Some(ThreadDescriptor {
+                    pid: Some(pid as i32),
+                    tid: Some(tid as i32),
+                    thread_name: None,
                 }),
-                ..TracePacket::default()
+                ..TrackDescriptor::default()
             });
         }
     }
@@ -179,28 +369,156 @@ impl PerfettoWriter {
         for (kind, rate) in window.per_second {
             if self.counters.insert(kind) {
                 let name = EventKind::from_id(kind as u8).map_or("?", EventKind::probe_name);
-                self.packet(TracePacket {
-                    track_descriptor: Some(TrackDescriptor {
-                        uuid: Some(counter_uuid(kind)),
-                        parent_uuid: Some(process_uuid(self.pid)),
-                        name: Some(format!("{name}/s")),
-                        counter: Some(CounterDescriptor::default()),
-                        ..TrackDescriptor::default()
-                    }),
-                    ..TracePacket::default()
+                self.describe(TrackDescriptor {
+                    uuid: Some(counter_uuid(kind)),
+                    parent_uuid: Some(process_uuid(self.pid)),
+                    name: Some(format!("{name}/s")),
+                    counter: Some(CounterDescriptor::default()),
+                    ..TrackDescriptor::default()
                 });
             }
-            self.track_event(
-                window.start_ns,
-                TrackEvent {
-                    r#type: Some(TYPE_COUNTER),
-                    track_uuid: Some(counter_uuid(kind)),
-                    counter_value: Some(rate as i64),
-                    ..TrackEvent::default()
-                },
-            );
+            let event = TrackEvent {
+                r#type: Some(TYPE_COUNTER),
+                track_uuid: Some(counter_uuid(kind)),
+                counter_value: Some(rate as i64),
+                ..TrackEvent::default()
+            };
+            let mut packet = TracePacket {
+                track_event: Some(event),
+                ..TracePacket::default()
+            };
+            self.clock.stamp(&mut packet, window.start_ns);
+            self.packet(MAIN_SEQUENCE, packet);
         }
     }
+
+    /// An instruction-level event on its thread's sequence of its type
+    /// (started, with its counter tracks, at the first).
+    fn compact_event(&mut self, event: &Event<'_>) {
+        let h = &event.header;
+        let key = (h.tid, event.kind);
+        if !self.compact.contains_key(&key) {
+            self.start_compact(event);
+        }
+        let compact = self.compact.get_mut(&key).expect("started");
+        let slots = values(event);
+        let mut extra: Vec<i64> = Vec::with_capacity(compact.fields.len());
+        // Up to the last value its counter does not hold already.
+        let mut changed = 0;
+        for (i, (field, last)) in compact.fields.iter().zip(&mut compact.last).enumerate() {
+            let value = match *field {
+                FieldRef::Value {
+                    slot, shift, mask, ..
+                } => (slots[slot as usize] >> shift) & mask,
+                FieldRef::Text(_) => 0, // none of the batched types has text
+            };
+            if value != *last {
+                changed = i + 1;
+            }
+            *last = value;
+            extra.push(value as i64);
+        }
+        extra.truncate(changed);
+        let mut packet = TracePacket {
+            track_event: Some(TrackEvent {
+                r#type: Some(TYPE_INSTANT),
+                name_iid: Some(1),
+                extra_counter_values: extra,
+                ..TrackEvent::default()
+            }),
+            ..TracePacket::default()
+        };
+        compact.clock.stamp(&mut packet, h.ts_ns);
+        let sequence = compact.sequence;
+        self.packet(sequence, packet);
+    }
+
+    /// A span's slice begin, with its id.
+    fn span_begin(&mut self, ts_ns: u64, track: u64, id: u64, category: &str, name: &str) {
+        let id = DebugAnnotation {
+            uint_value: Some(id),
+            ..DebugAnnotation::default()
+        };
+        let annotations = vec![("id".to_string(), id)];
+        self.named_event(ts_ns, TYPE_SLICE_BEGIN, track, name, category, annotations);
+    }
+
+    /// Describes thread and kind's counter tracks and starts their sequence.
+    fn start_compact(&mut self, event: &Event<'_>) {
+        let h = &event.header;
+        let kind = event.kind;
+        let fields = compact_fields(kind);
+        let mut uuids = Vec::with_capacity(fields.len());
+        for (i, (name, _)) in fields.iter().enumerate() {
+            let uuid = field_uuid(h.tid, kind, i);
+            uuids.push(uuid);
+            self.describe(TrackDescriptor {
+                uuid: Some(uuid),
+                parent_uuid: Some(thread_uuid(h.tid)),
+                name: Some(format!("{} {name}", kind.probe_name())),
+                counter: Some(CounterDescriptor::default()),
+                ..TrackDescriptor::default()
+            });
+        }
+        let sequence = self.next_sequence;
+        self.next_sequence += 1;
+        self.packet(
+            sequence,
+            TracePacket {
+                sequence_flags: Some(SEQ_INCREMENTAL_STATE_CLEARED),
+                clock_snapshot: Some(ClockSnapshot {
+                    clocks: incremental_clocks(h.ts_ns),
+                    primary_trace_clock: None,
+                }),
+                trace_packet_defaults: Some(TracePacketDefaults {
+                    timestamp_clock_id: Some(INCREMENTAL_CLOCK),
+                    track_event_defaults: Some(TrackEventDefaults {
+                        track_uuid: Some(thread_uuid(h.tid)),
+                        extra_counter_track_uuids: uuids,
+                    }),
+                }),
+                interned_data: Some(InternedData {
+                    event_names: vec![InternedName {
+                        iid: Some(1),
+                        name: Some(kind.probe_name().to_string()),
+                    }],
+                    ..InternedData::default()
+                }),
+                ..TracePacket::default()
+            },
+        );
+        // No value is held yet: u64::MAX is no field's (sizes are a byte,
+        // kinds masked), so the first event writes every value.
+        let last = vec![u64::MAX; fields.len()];
+        let fields = fields.into_iter().map(|(_, f)| f).collect();
+        let clock = SequenceClock { last_ns: h.ts_ns };
+        self.compact.insert(
+            (h.tid, kind),
+            Compact {
+                sequence,
+                clock,
+                fields,
+                last,
+            },
+        );
+    }
+}
+
+/// The clocks a sequence starts with: its incremental clock and
+/// CLOCK_MONOTONIC, both at `ts_ns`.
+fn incremental_clocks(ts_ns: u64) -> Vec<SnapshotClock> {
+    vec![
+        SnapshotClock {
+            clock_id: Some(CLOCK_MONOTONIC),
+            timestamp: Some(ts_ns),
+            is_incremental: None,
+        },
+        SnapshotClock {
+            clock_id: Some(INCREMENTAL_CLOCK),
+            timestamp: Some(ts_ns),
+            is_incremental: Some(true),
+        },
+    ]
 }
 
 impl PerfettoWriter {
@@ -210,26 +528,21 @@ impl PerfettoWriter {
             return;
         };
         if self.heaps.insert(pid) {
-            self.packet(TracePacket {
-                track_descriptor: Some(TrackDescriptor {
-                    uuid: Some(heap_uuid(pid)),
-                    parent_uuid: Some(process_uuid(pid)),
-                    name: Some(HEAP_TRACK.into()),
-                    counter: Some(CounterDescriptor::default()),
-                    ..TrackDescriptor::default()
-                }),
-                ..TracePacket::default()
+            self.describe(TrackDescriptor {
+                uuid: Some(heap_uuid(pid)),
+                parent_uuid: Some(process_uuid(pid)),
+                name: Some(HEAP_TRACK.into()),
+                counter: Some(CounterDescriptor::default()),
+                ..TrackDescriptor::default()
             });
         }
-        self.track_event(
-            event.header.ts_ns,
-            TrackEvent {
-                r#type: Some(TYPE_COUNTER),
-                track_uuid: Some(heap_uuid(pid)),
-                counter_value: Some(net),
-                ..TrackEvent::default()
-            },
-        );
+        let counter = TrackEvent {
+            r#type: Some(TYPE_COUNTER),
+            track_uuid: Some(heap_uuid(pid)),
+            counter_value: Some(net),
+            ..TrackEvent::default()
+        };
+        self.track_event(event.header.ts_ns, counter, None);
     }
 }
 
@@ -237,42 +550,39 @@ impl PerfettoWriter {
 const HEAP_TRACK: &str = "heap bytes allocated (net, since tracing began)";
 
 /// The event's fields as debug annotations.
-fn annotations(event: &Event<'_>, names: &Names) -> Vec<DebugAnnotation> {
+fn annotations(event: &Event<'_>, names: &Names) -> Vec<(String, DebugAnnotation)> {
     let mut out = Vec::new();
-    let named = |name: &str| DebugAnnotation {
-        name: Some(name.to_string()),
-        ..DebugAnnotation::default()
-    };
+    let named = |_: &str| DebugAnnotation::default();
     let _ = for_each_field(event, names, |field| {
         match field {
-            Field::Hex(name, v) => out.push(DebugAnnotation {
+            Field::Hex(name, v) => out.push((name.to_string(), DebugAnnotation {
                 pointer_value: Some(v),
                 ..named(name)
-            }),
-            Field::Dec(name, v) | Field::Reg(name, v, None) => out.push(DebugAnnotation {
+            })),
+            Field::Dec(name, v) | Field::Reg(name, v, None) => out.push((name.to_string(), DebugAnnotation {
                 uint_value: Some(v),
                 ..named(name)
-            }),
-            Field::Reg(name, _, Some(reg_name)) => out.push(DebugAnnotation {
+            })),
+            Field::Reg(name, _, Some(reg_name)) => out.push((name.to_string(), DebugAnnotation {
                 string_value: Some(reg_name.to_string()),
                 ..named(name)
-            }),
-            Field::Name(name, v) | Field::Str(name, v) => out.push(DebugAnnotation {
+            })),
+            Field::Name(name, v) | Field::Str(name, v) => out.push((name.to_string(), DebugAnnotation {
                 string_value: Some(v.to_string()),
                 ..named(name)
-            }),
-            Field::Flag(name, v) => out.push(DebugAnnotation {
+            })),
+            Field::Flag(name, v) => out.push((name.to_string(), DebugAnnotation {
                 bool_value: Some(v),
                 ..named(name)
-            }),
-            Field::Text(name, text) => out.push(DebugAnnotation {
+            })),
+            Field::Text(name, text) => out.push((name.to_string(), DebugAnnotation {
                 string_value: Some(text.lossy().into_owned()),
                 ..named(name)
-            }),
+            })),
             Field::Args(args) => {
                 let cut = args.any_string(|s| s.cut);
                 for (name, arg) in args {
-                    out.push(match arg {
+                    out.push((name.to_string(), match arg {
                         Arg::Signed(v) => DebugAnnotation {
                             int_value: Some(v),
                             ..named(name)
@@ -302,13 +612,16 @@ fn annotations(event: &Event<'_>, names: &Names) -> Vec<DebugAnnotation> {
                             }),
                             ..named(name)
                         },
-                    });
+                    }));
                 }
                 if cut {
-                    out.push(DebugAnnotation {
-                        bool_value: Some(true),
-                        ..named("truncated")
-                    });
+                    out.push((
+                        "truncated".to_string(),
+                        DebugAnnotation {
+                            bool_value: Some(true),
+                            ..DebugAnnotation::default()
+                        },
+                    ));
                 }
             }
         }
@@ -324,57 +637,44 @@ impl EventWriter for PerfettoWriter {
             self.counters(window);
         }
         self.describe_thread(h.pid, h.tid);
-        let track = Some(thread_uuid(h.tid));
+        let track = thread_uuid(h.tid);
         match span_step(&mut self.spans, event) {
             SpanStep::Begin => {
                 let Body::Span { id, category, name } = &event.body else {
                     unreachable!("span_step checked the body")
                 };
-                let begin = span_begin(track, *id, &category.lossy(), &name.lossy());
-                self.track_event(h.ts_ns, begin);
+                self.span_begin(h.ts_ns, track, *id, &category.lossy(), &name.lossy());
             }
             SpanStep::CallBegin => {
                 let Body::Call(call) = &event.body else {
                     unreachable!("span_step checked the body")
                 };
-                let begin = TrackEvent {
-                    r#type: Some(TYPE_SLICE_BEGIN),
-                    track_uuid: track,
-                    name: Some(self.names.function(call.function).to_string()),
-                    categories: vec!["function".into()],
-                    debug_annotations: vec![DebugAnnotation {
-                        name: Some("depth".into()),
-                        uint_value: Some(call.depth.into()),
-                        ..DebugAnnotation::default()
-                    }],
-                    ..TrackEvent::default()
+                let name = self.names.function(call.function).to_string();
+                let depth = DebugAnnotation {
+                    uint_value: Some(call.depth.into()),
+                    ..DebugAnnotation::default()
                 };
-                self.track_event(h.ts_ns, begin);
+                let annotations = vec![("depth".to_string(), depth)];
+                self.named_event(h.ts_ns, TYPE_SLICE_BEGIN, track, &name, "function", annotations);
             }
             SpanStep::End(n) => {
                 for _ in 0..n {
                     let end = TrackEvent {
                         r#type: Some(TYPE_SLICE_END),
-                        track_uuid: track,
+                        track_uuid: Some(track),
                         ..TrackEvent::default()
                     };
-                    self.track_event(h.ts_ns, end);
+                    self.track_event(h.ts_ns, end, None);
                 }
                 for (id, category, name) in std::mem::take(&mut self.spans.reopen) {
-                    self.track_event(h.ts_ns, span_begin(track, id, &category, &name));
+                    self.span_begin(h.ts_ns, track, id, &category, &name);
                 }
             }
+            SpanStep::Instant if is_compact(event.kind) => self.compact_event(event),
             SpanStep::Instant => {
                 self.heap_counter(event);
-                let instant = TrackEvent {
-                    r#type: Some(TYPE_INSTANT),
-                    track_uuid: track,
-                    name: Some(event.name().to_string()),
-                    categories: vec!["styx".into()],
-                    debug_annotations: annotations(event, &self.names),
-                    ..TrackEvent::default()
-                };
-                self.track_event(h.ts_ns, instant);
+                let annotations = annotations(event, &self.names);
+                self.named_event(h.ts_ns, TYPE_INSTANT, track, event.name(), "styx", annotations);
             }
         }
         self.out.event_done()
@@ -396,22 +696,6 @@ impl EventWriter for PerfettoWriter {
                 w.get_mut().flush()
             }
         }
-    }
-}
-
-/// A span's slice begin, with its id.
-fn span_begin(track: Option<u64>, id: u64, category: &str, name: &str) -> TrackEvent {
-    TrackEvent {
-        r#type: Some(TYPE_SLICE_BEGIN),
-        track_uuid: track,
-        name: Some(name.to_string()),
-        categories: vec![category.to_string()],
-        debug_annotations: vec![DebugAnnotation {
-            name: Some("id".into()),
-            uint_value: Some(id),
-            ..DebugAnnotation::default()
-        }],
-        ..TrackEvent::default()
     }
 }
 

@@ -24,7 +24,8 @@
 //! written compactly, ~20 bytes each: every thread's events of one such type
 //! are a packet sequence of their own, whose defaults name the thread's
 //! track and one counter track per field (`mem_read addr`, … under the
-//! thread); an event is an INSTANT with its interned name and its fields'
+//! thread; a register access's are its register's, `reg_write sp val`, so
+//! the UI shows each register's values by its name); an event is an INSTANT with its interned name and its fields'
 //! values as `extra_counter_values`, in the defaults' order (memory sizes
 //! last), leaving out the trailing values equal to the ones before them on
 //! their tracks (a counter holds its value until the next). Every sequence
@@ -49,7 +50,7 @@ use flate2::write::GzEncoder;
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 use styx_common::filter::{SLOT_PID, SLOT_SIZE, SLOT_TID};
-use styx_common::{Delivery, EventKind};
+use styx_common::{Delivery, EventKind, FieldType, EVENT_KIND_SLOTS};
 
 pub mod proto;
 use proto::*;
@@ -78,9 +79,9 @@ fn counter_uuid(kind: usize) -> u64 {
 fn heap_uuid(pid: u32) -> u64 {
     4 << 56 | u64::from(pid)
 }
-/// Thread `tid`'s counter track of field `field` of `kind`.
-fn field_uuid(tid: u32, kind: EventKind, field: usize) -> u64 {
-    5 << 56 | u64::from(tid) << 16 | (kind as u64) << 8 | field as u64
+/// The `n`th counter track of an instruction-level type's field.
+fn field_uuid(n: u64) -> u64 {
+    5 << 56 | n
 }
 
 /// The output, compressed or not.
@@ -150,6 +151,10 @@ impl Interned {
     }
 }
 
+/// Which events share a compact sequence: a thread's of one type (and
+/// of one register, for register accesses).
+type CompactKey = (u32, EventKind, Option<u64>);
+
 /// A thread's events of one instruction-level type: their sequence.
 struct Compact {
     sequence: u32,
@@ -163,14 +168,29 @@ struct Compact {
 /// The fields an instruction-level type's counters show, named, in their
 /// order: the catalogue's (a branch's kind and `conditional` apart), sizes
 /// last (they change least, and trailing values equal to the last are left
-/// out); not tid and pid (the track says them).
-fn compact_fields(kind: EventKind) -> Vec<(&'static str, FieldRef)> {
-    let mut fields: Vec<(&'static str, FieldRef)> = fields_of(kind)
+/// out); not tid and pid, nor a register's number (the tracks say them).
+/// Also the register field, if the type has one.
+fn compact_fields(kind: EventKind) -> (Vec<(&'static str, FieldRef)>, Option<FieldRef>) {
+    let register = |name: &str| (kind.fields().iter()).any(|f| f.name == name && f.ty == FieldType::Reg);
+    let slot_is = |f: &FieldRef, slots: &[u8]| matches!(f, FieldRef::Value { slot, .. } if slots.contains(slot));
+    let all = fields_of(kind);
+    let reg = all.iter().find(|(name, _)| register(name)).map(|(_, f)| *f);
+    let mut fields: Vec<(&'static str, FieldRef)> = all
         .into_iter()
-        .filter(|(_, f)| !matches!(f, FieldRef::Value { slot, .. } if *slot == SLOT_TID || *slot == SLOT_PID))
+        .filter(|(name, f)| !register(name) && !slot_is(f, &[SLOT_TID, SLOT_PID]))
         .collect();
-    fields.sort_by_key(|(_, f)| matches!(f, FieldRef::Value { slot, .. } if *slot == SLOT_SIZE));
-    fields
+    fields.sort_by_key(|(_, f)| slot_is(f, &[SLOT_SIZE]));
+    (fields, reg)
+}
+
+/// A field's value in an event's value slots.
+fn value_of(field: FieldRef, slots: &[u64]) -> u64 {
+    match field {
+        FieldRef::Value {
+            slot, shift, mask, ..
+        } => (slots[slot as usize] >> shift) & mask,
+        FieldRef::Text(_) => 0, // none of the batched types has text
+    }
 }
 
 /// Whether `kind`'s events are written compactly.
@@ -199,8 +219,11 @@ pub struct PerfettoWriter {
     categories: Interned,
     annotation_names: Interned,
     /// Instruction-level events' sequences, by thread and kind.
-    compact: HashMap<(u32, EventKind), Compact>,
+    compact: HashMap<CompactKey, Compact>,
     next_sequence: u32,
+    field_tracks: u64,
+    /// Per kind id, once looked up: its register field, if it has one.
+    register_fields: [Option<Option<FieldRef>>; EVENT_KIND_SLOTS as usize],
     /// Bytes written (before compression), and whether the UI's limit was
     /// passed and said.
     written: u64,
@@ -233,6 +256,8 @@ impl PerfettoWriter {
             annotation_names: Interned::default(),
             compact: HashMap::new(),
             next_sequence: MAIN_SEQUENCE + 1,
+            field_tracks: 0,
+            register_fields: [None; EVENT_KIND_SLOTS as usize],
             written: 0,
             warned: false,
         };
@@ -396,22 +421,19 @@ impl PerfettoWriter {
     /// (started, with its counter tracks, at the first).
     fn compact_event(&mut self, event: &Event<'_>) {
         let h = &event.header;
-        let key = (h.tid, event.kind);
+        let slots = values(event);
+        let register = *self.register_fields[event.kind as usize]
+            .get_or_insert_with(|| compact_fields(event.kind).1);
+        let key = (h.tid, event.kind, register.map(|r| value_of(r, &slots)));
         if !self.compact.contains_key(&key) {
-            self.start_compact(event);
+            self.start_compact(key, h.ts_ns);
         }
         let compact = self.compact.get_mut(&key).expect("started");
-        let slots = values(event);
         let mut extra: Vec<i64> = Vec::with_capacity(compact.fields.len());
         // Up to the last value its counter does not hold already.
         let mut changed = 0;
         for (i, (field, last)) in compact.fields.iter().zip(&mut compact.last).enumerate() {
-            let value = match *field {
-                FieldRef::Value {
-                    slot, shift, mask, ..
-                } => (slots[slot as usize] >> shift) & mask,
-                FieldRef::Text(_) => 0, // none of the batched types has text
-            };
+            let value = value_of(*field, &slots);
             if value != *last {
                 changed = i + 1;
             }
@@ -443,19 +465,27 @@ impl PerfettoWriter {
         self.named_event(ts_ns, TYPE_SLICE_BEGIN, track, name, category, annotations);
     }
 
-    /// Describes thread and kind's counter tracks and starts their sequence.
-    fn start_compact(&mut self, event: &Event<'_>) {
-        let h = &event.header;
-        let kind = event.kind;
-        let fields = compact_fields(kind);
+    /// Describes the counter tracks of `key`'s events and starts their
+    /// sequence, at `ts_ns`.
+    fn start_compact(&mut self, key: CompactKey, ts_ns: u64) {
+        let (tid, kind, register) = key;
+        let (fields, _) = compact_fields(kind);
         let mut uuids = Vec::with_capacity(fields.len());
-        for (i, (name, _)) in fields.iter().enumerate() {
-            let uuid = field_uuid(h.tid, kind, i);
+        let prefix = match register {
+            Some(num) => match self.names.registers.get(num) {
+                Some(name) => format!("{} {name}", kind.probe_name()),
+                None => format!("{} r{num}", kind.probe_name()),
+            },
+            None => kind.probe_name().to_string(),
+        };
+        for (name, _) in &fields {
+            self.field_tracks += 1;
+            let uuid = field_uuid(self.field_tracks);
             uuids.push(uuid);
             self.describe(TrackDescriptor {
                 uuid: Some(uuid),
-                parent_uuid: Some(thread_uuid(h.tid)),
-                name: Some(format!("{} {name}", kind.probe_name())),
+                parent_uuid: Some(thread_uuid(tid)),
+                name: Some(format!("{prefix} {name}")),
                 counter: Some(CounterDescriptor::default()),
                 ..TrackDescriptor::default()
             });
@@ -467,13 +497,13 @@ impl PerfettoWriter {
             TracePacket {
                 sequence_flags: Some(SEQ_INCREMENTAL_STATE_CLEARED),
                 clock_snapshot: Some(ClockSnapshot {
-                    clocks: incremental_clocks(h.ts_ns),
+                    clocks: incremental_clocks(ts_ns),
                     primary_trace_clock: None,
                 }),
                 trace_packet_defaults: Some(TracePacketDefaults {
                     timestamp_clock_id: Some(INCREMENTAL_CLOCK),
                     track_event_defaults: Some(TrackEventDefaults {
-                        track_uuid: Some(thread_uuid(h.tid)),
+                        track_uuid: Some(thread_uuid(tid)),
                         extra_counter_track_uuids: uuids,
                     }),
                 }),
@@ -491,9 +521,9 @@ impl PerfettoWriter {
         // kinds masked), so the first event writes every value.
         let last = vec![u64::MAX; fields.len()];
         let fields = fields.into_iter().map(|(_, f)| f).collect();
-        let clock = SequenceClock { last_ns: h.ts_ns };
+        let clock = SequenceClock { last_ns: ts_ns };
         self.compact.insert(
-            (h.tid, kind),
+            key,
             Compact {
                 sequence,
                 clock,

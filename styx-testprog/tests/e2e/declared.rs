@@ -361,12 +361,10 @@ fn parquet_has_a_typed_column_per_declared_field() {
 #[test]
 fn perfetto_annotates_declared_fields_as_their_kinds_read() {
     use perfetto_protos::debug_annotation::DebugAnnotation;
-    use protobuf::Message;
     let dir = scratch("declared-perfetto");
     let out = dir.join("run.pftrace");
     read(&["-o", "perfetto", "--output", out.to_str().unwrap()]);
-    let trace =
-        perfetto_protos::trace::Trace::parse_from_bytes(&std::fs::read(&out).unwrap()).unwrap();
+    let decoded = crate::pftrace::decode(&std::fs::read(&out).unwrap());
     let value = |a: &DebugAnnotation| -> (&'static str, Value) {
         if a.has_string_value() {
             ("string", json!(a.string_value()))
@@ -382,16 +380,15 @@ fn perfetto_annotates_declared_fields_as_their_kinds_read() {
     };
     let mut got: Vec<(String, Vec<Value>)> = Vec::new();
     let mut kinds: std::collections::BTreeMap<String, &'static str> = Default::default();
-    for e in trace.packet.iter().filter(|p| p.has_track_event()) {
-        let annotations = &e.track_event().debug_annotations;
-        let Some(probe) = annotations.iter().find(|a| a.name() == "probe") else {
+    for e in &decoded.events {
+        let Some(probe) = e.annotation("probe") else {
             continue;
         };
         let probe = probe.string_value().to_string();
         let values = fields_of(&probe)
             .iter()
             .map(|f| {
-                let a = annotations.iter().find(|a| a.name() == *f).unwrap();
+                let a = e.annotation(f).unwrap();
                 let (kind, v) = value(a);
                 kinds.insert(format!("{probe}.{f}"), kind);
                 v

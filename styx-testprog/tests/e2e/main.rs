@@ -10,6 +10,7 @@
 //! styx-demo, styx-rv, styx-usdtcrate and styx-alloc must be built first
 //! (`cargo xtask test` does it).
 
+mod pftrace;
 mod support;
 
 mod alloc;

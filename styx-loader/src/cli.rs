@@ -654,22 +654,40 @@ fn parse_probe_args(text: &str) -> Result<ProbeArgs, String> {
     Ok(declared)
 }
 
-/// `--from`/`--to`: seconds after the capture's first event, or `NNNns`,
-/// an absolute ts_ns.
+/// `--from`/`--to`: seconds after the capture's first event (read as a
+/// decimal, to the ns: no float rounding), or `NNNns`, an absolute ts_ns.
 fn parse_bound(text: &str) -> Result<Bound, String> {
     if let Some(digits) = text.strip_suffix("ns") {
         return digits.parse().map(Bound::At).map_err(|_| {
             format!("'{text}': a ts_ns is a whole number of ns before 'ns' (1640317430816ns)")
         });
     }
-    let secs: f64 = text.parse().map_err(|_| {
+    let not_seconds = || {
         format!(
-            "'{text}' is neither seconds after the first event (2.5) nor a ts_ns (1640317430816ns)"
+            "'{text}' is neither seconds after the first event (2.5, to 9 decimals) \
+             nor a ts_ns (1640317430816ns)"
         )
-    })?;
-    let after = Duration::try_from_secs_f64(secs)
-        .map_err(|_| format!("'{text}' is not a usable number of seconds"))?;
-    Ok(Bound::AfterFirst(after.as_nanos().min(u64::MAX.into()) as u64))
+    };
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if (whole.is_empty() && fraction.is_empty()) || !digits(whole) || !digits(fraction) {
+        return Err(not_seconds());
+    }
+    if fraction.len() > 9 {
+        return Err(format!("'{text}': seconds to 9 decimals at most (1 ns)"));
+    }
+    let whole: u64 = match whole {
+        "" => 0,
+        w => w.parse().map_err(|_| not_seconds())?,
+    };
+    let fraction: u64 = format!("{fraction:0<9}")
+        .parse()
+        .map_err(|_| not_seconds())?;
+    whole
+        .checked_mul(1_000_000_000)
+        .and_then(|ns| ns.checked_add(fraction))
+        .map(Bound::AfterFirst)
+        .ok_or_else(|| format!("'{text}' is too many seconds"))
 }
 
 fn parse_glob(text: &str) -> Result<glob::Pattern, String> {
@@ -754,6 +772,10 @@ mod tests {
         assert_eq!(parse_bound("2.5"), Ok(Bound::AfterFirst(2_500_000_000)));
         assert_eq!(parse_bound("0"), Ok(Bound::AfterFirst(0)));
         assert_eq!(parse_bound("123ns"), Ok(Bound::At(123)));
+        assert_eq!(parse_bound("0.000123457"), Ok(Bound::AfterFirst(123_457)));
+        assert_eq!(parse_bound(".5"), Ok(Bound::AfterFirst(500_000_000)));
+        assert!(parse_bound("0.0000000001").is_err());
+        assert!(parse_bound(".").is_err());
         assert!(parse_bound("-1").is_err());
         assert!(parse_bound("1.5ns").is_err());
         assert!(parse_bound("soon").unwrap_err().contains("1640317430816ns"));
@@ -769,7 +791,10 @@ mod tests {
                 Err(e) => Err(e.kind()),
             }
         };
-        assert_eq!(top(&["run.styx", "--by", "addr"]), Ok(Some("run.styx".into())));
+        assert_eq!(
+            top(&["run.styx", "--by", "addr"]),
+            Ok(Some("run.styx".into()))
+        );
         assert_eq!(top(&["--pid", "1"]), Ok(None));
         assert!(top(&[]).is_err());
         assert!(top(&["run.styx", "--pid", "1"]).is_err());

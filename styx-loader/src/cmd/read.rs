@@ -53,7 +53,10 @@ pub fn run(args: &ReadArgs) -> Result<()> {
     let mut keep = compile_filters(filters, args.select.sample, &kinds, &reader.header)?
         .map(|filters| Keep::new(filters, |_| false));
     let count = &args.count;
-    let styx_kinds: Vec<EventKind> = kinds.into_iter().filter(|&k| k != EventKind::Usdt).collect();
+    let styx_kinds: Vec<EventKind> = kinds
+        .into_iter()
+        .filter(|&k| k != EventKind::Usdt)
+        .collect();
     let counter = counter(args, &styx_kinds, &reader.header)?;
     if args.summary && reader.header.functions.is_empty() {
         bail!("{name} holds no traced functions (--functions): there is no table to --summary");
@@ -113,7 +116,12 @@ pub fn run(args: &ReadArgs) -> Result<()> {
     if let Some(counter) = counter {
         let tables = counter.merged(&[]);
         let table_to = count.by.is_some().then_some(args.output.path.as_deref());
-        counter.write_final(&tables, table_to, args.rows, &format!("styx-loader read {name}"))?;
+        counter.write_final(
+            &tables,
+            table_to,
+            args.rows,
+            &format!("styx-loader read {name}"),
+        )?;
     }
     Ok(())
 }
@@ -217,7 +225,10 @@ fn event_types(names: &[String], header: &Header, capture: &str) -> Result<Types
                 .map(|k| k.probe_name().to_string())
                 .collect();
             known.extend(["fn_entry".into(), "fn_exit".into()]);
-            let probes = header.usdt.iter().map(|u| format!("{}:{}", u.provider, u.probe));
+            let probes = header
+                .usdt
+                .iter()
+                .map(|u| format!("{}:{}", u.provider, u.probe));
             known.extend(probes.collect::<std::collections::BTreeSet<_>>());
             bail!(
                 "-e '{name}': no such event type in {capture} (its types: {})",

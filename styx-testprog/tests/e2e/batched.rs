@@ -305,7 +305,11 @@ fn normalized(format: &str, bytes: &[u8]) -> Vec<Vec<String>> {
         "perfetto" => {
             use perfetto_protos::track_event::track_event::Type;
             let decoded = crate::pftrace::decode(bytes);
-            for e in decoded.events.iter().filter(|e| e.kind != Type::TYPE_COUNTER) {
+            for e in decoded
+                .events
+                .iter()
+                .filter(|e| e.kind != Type::TYPE_COUNTER)
+            {
                 let annotations: Vec<String> = (e.annotations.iter())
                     .filter(|(name, _)| name != SPAN_ID)
                     .map(|(name, a)| format!("{name}: {a:?}"))

@@ -252,6 +252,32 @@ fn a_capture_of_declared_types_reads_back() {
     assert_same(&events(&parse_jsonl(&stdout)), &rounds(CAPTURED));
 }
 
+/// `read -e` takes a declared type by its name, its provider's glob, and
+/// `usdt` (every declared type's events are USDT events): exactly that
+/// type's events of what the program fired.
+#[test]
+fn read_e_keeps_a_declared_type_by_name_or_glob() {
+    let only = |probe: &str| -> Vec<(String, Vec<Value>)> {
+        let all = rounds(CAPTURED).into_iter();
+        all.filter(|(p, _)| p == probe).collect()
+    };
+    let mmio = events(&parse_jsonl(&read(&["-e", "mmio_write", "-o", "jsonl"])));
+    assert_eq!(mmio.len(), CAPTURED as usize);
+    assert_same(&mmio, &only("mmio_write"));
+    let glob = events(&parse_jsonl(&read(&[
+        "-e",
+        "styx_declared:mmio_*",
+        "-o",
+        "jsonl",
+    ])));
+    assert_same(&glob, &only("mmio_write"));
+    let usdt = events(&parse_jsonl(&read(&["-e", "usdt", "-o", "jsonl"])));
+    assert_same(&usdt, &rounds(CAPTURED));
+    // And `event ==` in a filter names it the same way.
+    let filtered = read(&["--filter", "event == mmio_write", "-o", "jsonl"]);
+    assert_same(&events(&parse_jsonl(&filtered)), &only("mmio_write"));
+}
+
 /// Text shows each field as its kind reads: an enum value by name, an
 /// address in hex, other numbers in decimal (signed ones negative), a
 /// bool as true or false.

@@ -19,6 +19,7 @@ mod binary;
 mod bpftrace;
 mod capture;
 mod compile_out;
+mod cut;
 mod declared;
 mod demo;
 mod enabled;

@@ -143,7 +143,9 @@ pub fn decode(bytes: &[u8]) -> Decoded {
 /// A packet's defaults, interned names and clocks, into its sequence.
 fn apply_state(p: &TracePacket, seq: &mut Sequence) {
     if let Some(defaults) = p.trace_packet_defaults.as_ref() {
-        seq.clock_id = defaults.has_timestamp_clock_id().then(|| defaults.timestamp_clock_id());
+        seq.clock_id = defaults
+            .has_timestamp_clock_id()
+            .then(|| defaults.timestamp_clock_id());
         if let Some(te) = defaults.track_event_defaults.as_ref() {
             seq.track = te.has_track_uuid().then(|| te.track_uuid());
             seq.extra_tracks = te.extra_counter_track_uuids.clone();
@@ -234,7 +236,10 @@ fn resolve(
     );
     let mut counters = Vec::new();
     for (i, &uuid) in uuids.iter().enumerate() {
-        assert!(tracks.get(&uuid).is_some_and(|t| t.counter), "no counter track {uuid}");
+        assert!(
+            tracks.get(&uuid).is_some_and(|t| t.counter),
+            "no counter track {uuid}"
+        );
         if let Some(&v) = e.extra_counter_values.get(i) {
             held.insert(uuid, v);
         }
@@ -246,7 +251,10 @@ fn resolve(
         true => e.track_uuid(),
         false => seq.track.expect("a track, from the event or its defaults"),
     };
-    assert!(tracks.contains_key(&track), "event on undescribed track {track}");
+    assert!(
+        tracks.contains_key(&track),
+        "event on undescribed track {track}"
+    );
     Resolved {
         sequence,
         ts,

@@ -228,7 +228,11 @@ mod perfetto {
     fn per_thread(decoded: &Decoded) -> BTreeMap<u64, Vec<&Resolved>> {
         let (thread_tracks, _) = tracks(decoded);
         let mut per_thread: BTreeMap<u64, Vec<&Resolved>> = BTreeMap::new();
-        for e in decoded.events.iter().filter(|e| e.kind != Type::TYPE_COUNTER) {
+        for e in decoded
+            .events
+            .iter()
+            .filter(|e| e.kind != Type::TYPE_COUNTER)
+        {
             let tid = thread_tracks[&e.track];
             per_thread.entry(tid).or_default().push(e);
         }
@@ -273,15 +277,30 @@ mod perfetto {
         let clock = packets[0].clock_snapshot();
         assert_eq!(clock.primary_trace_clock() as u32, CLOCK_MONOTONIC);
         let ids: Vec<u32> = clock.clocks.iter().map(|c| c.clock_id()).collect();
-        assert!(ids.contains(&CLOCK_MONOTONIC) && ids.contains(&1), "{ids:?}");
-        assert!(clock.clocks.iter().any(|c| c.is_incremental() && c.clock_id() >= 64));
-        let events: Vec<_> = packets.iter().filter(|p| p.has_track_event()).collect();
-        let deltas = events.iter().filter(|p| !p.has_timestamp_clock_id()).count();
         assert!(
-            events.iter().all(|p| !p.has_timestamp_clock_id() || p.timestamp_clock_id() == 3),
+            ids.contains(&CLOCK_MONOTONIC) && ids.contains(&1),
+            "{ids:?}"
+        );
+        assert!(clock
+            .clocks
+            .iter()
+            .any(|c| c.is_incremental() && c.clock_id() >= 64));
+        let events: Vec<_> = packets.iter().filter(|p| p.has_track_event()).collect();
+        let deltas = events
+            .iter()
+            .filter(|p| !p.has_timestamp_clock_id())
+            .count();
+        assert!(
+            events
+                .iter()
+                .all(|p| !p.has_timestamp_clock_id() || p.timestamp_clock_id() == 3),
             "whole times are on CLOCK_MONOTONIC"
         );
-        assert!(deltas * 10 > events.len() * 9, "{deltas} of {} deltas", events.len());
+        assert!(
+            deltas * 10 > events.len() * 9,
+            "{deltas} of {} deltas",
+            events.len()
+        );
         // The capture's own times, per thread: the instants' are the same.
         let jsonl = run.dir.join("times.jsonl");
         let capture = run.dir.join("run.styx");
@@ -297,7 +316,10 @@ mod perfetto {
         let per_thread = per_thread(&run.decoded);
         // With their times (read_jsonl drops them).
         let text = std::fs::read_to_string(&jsonl).unwrap();
-        let read: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let read: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
         for (tid, read) in by_tid(read) {
             let want: Vec<(&str, u64)> = others(&read)
                 .iter()
@@ -376,7 +398,12 @@ mod perfetto {
             fields.sort();
             assert_eq!(
                 fields,
-                ["mem_read addr", "mem_read pc", "mem_read size", "mem_read val"]
+                [
+                    "mem_read addr",
+                    "mem_read pc",
+                    "mem_read size",
+                    "mem_read val"
+                ]
             );
         }
     }
@@ -387,7 +414,12 @@ mod perfetto {
         let run = run();
         let (_, rate_tracks) = tracks(&run.decoded);
         let mut counted = 0;
-        for e in run.decoded.events.iter().filter(|e| e.kind == Type::TYPE_COUNTER) {
+        for e in run
+            .decoded
+            .events
+            .iter()
+            .filter(|e| e.kind == Type::TYPE_COUNTER)
+        {
             assert!(rate_tracks.contains_key(&e.track));
             counted += e.counter_value.unwrap() as u64 / 100; // per 10 ms window
         }

@@ -171,7 +171,8 @@ struct Compact {
 /// out); not tid and pid, nor a register's number (the tracks say them).
 /// Also the register field, if the type has one.
 fn compact_fields(kind: EventKind) -> (Vec<(&'static str, FieldRef)>, Option<FieldRef>) {
-    let register = |name: &str| (kind.fields().iter()).any(|f| f.name == name && f.ty == FieldType::Reg);
+    let register =
+        |name: &str| (kind.fields().iter()).any(|f| f.name == name && f.ty == FieldType::Reg);
     let slot_is = |f: &FieldRef, slots: &[u8]| matches!(f, FieldRef::Value { slot, .. } if slots.contains(slot));
     let all = fields_of(kind);
     let reg = all.iter().find(|(name, _)| register(name)).map(|(_, f)| *f);
@@ -358,12 +359,13 @@ impl PerfettoWriter {
                 ..a
             })
             .collect();
-        let interned = (!names.is_empty() || !categories.is_empty() || !annotation_names.is_empty())
-            .then_some(InternedData {
-                event_categories: categories,
-                event_names: names,
-                debug_annotation_names: annotation_names,
-            });
+        let interned =
+            (!names.is_empty() || !categories.is_empty() || !annotation_names.is_empty())
+                .then_some(InternedData {
+                    event_categories: categories,
+                    event_names: names,
+                    debug_annotation_names: annotation_names,
+                });
         let event = TrackEvent {
             r#type: Some(r#type),
             track_uuid: Some(track),
@@ -585,64 +587,88 @@ fn annotations(event: &Event<'_>, names: &Names) -> Vec<(String, DebugAnnotation
     let named = |_: &str| DebugAnnotation::default();
     let _ = for_each_field(event, names, |field| {
         match field {
-            Field::Hex(name, v) => out.push((name.to_string(), DebugAnnotation {
-                pointer_value: Some(v),
-                ..named(name)
-            })),
-            Field::Dec(name, v) | Field::Reg(name, v, None) => out.push((name.to_string(), DebugAnnotation {
-                uint_value: Some(v),
-                ..named(name)
-            })),
-            Field::Reg(name, _, Some(reg_name)) => out.push((name.to_string(), DebugAnnotation {
-                string_value: Some(reg_name.to_string()),
-                ..named(name)
-            })),
-            Field::Name(name, v) | Field::Str(name, v) => out.push((name.to_string(), DebugAnnotation {
-                string_value: Some(v.to_string()),
-                ..named(name)
-            })),
-            Field::Flag(name, v) => out.push((name.to_string(), DebugAnnotation {
-                bool_value: Some(v),
-                ..named(name)
-            })),
-            Field::Text(name, text) => out.push((name.to_string(), DebugAnnotation {
-                string_value: Some(text.lossy().into_owned()),
-                ..named(name)
-            })),
+            Field::Hex(name, v) => out.push((
+                name.to_string(),
+                DebugAnnotation {
+                    pointer_value: Some(v),
+                    ..named(name)
+                },
+            )),
+            Field::Dec(name, v) | Field::Reg(name, v, None) => out.push((
+                name.to_string(),
+                DebugAnnotation {
+                    uint_value: Some(v),
+                    ..named(name)
+                },
+            )),
+            Field::Reg(name, _, Some(reg_name)) => out.push((
+                name.to_string(),
+                DebugAnnotation {
+                    string_value: Some(reg_name.to_string()),
+                    ..named(name)
+                },
+            )),
+            Field::Name(name, v) | Field::Str(name, v) => out.push((
+                name.to_string(),
+                DebugAnnotation {
+                    string_value: Some(v.to_string()),
+                    ..named(name)
+                },
+            )),
+            Field::Flag(name, v) => out.push((
+                name.to_string(),
+                DebugAnnotation {
+                    bool_value: Some(v),
+                    ..named(name)
+                },
+            )),
+            Field::Text(name, text) => out.push((
+                name.to_string(),
+                DebugAnnotation {
+                    string_value: Some(text.lossy().into_owned()),
+                    ..named(name)
+                },
+            )),
             Field::Args(args) => {
                 let cut = args.any_string(|s| s.cut);
                 for (name, arg) in args {
-                    out.push((name.to_string(), match arg {
-                        Arg::Signed(v) => DebugAnnotation {
-                            int_value: Some(v),
-                            ..named(name)
-                        },
-                        Arg::Unsigned(v) | Arg::Dec(v) | Arg::Reg(v, None) | Arg::Enum(v, None) => {
-                            DebugAnnotation {
+                    out.push((
+                        name.to_string(),
+                        match arg {
+                            Arg::Signed(v) => DebugAnnotation {
+                                int_value: Some(v),
+                                ..named(name)
+                            },
+                            Arg::Unsigned(v)
+                            | Arg::Dec(v)
+                            | Arg::Reg(v, None)
+                            | Arg::Enum(v, None) => DebugAnnotation {
                                 uint_value: Some(v),
                                 ..named(name)
+                            },
+                            Arg::Addr(v) => DebugAnnotation {
+                                pointer_value: Some(v),
+                                ..named(name)
+                            },
+                            Arg::Reg(_, Some(value)) | Arg::Enum(_, Some(value)) => {
+                                DebugAnnotation {
+                                    string_value: Some(value.to_string()),
+                                    ..named(name)
+                                }
                             }
-                        }
-                        Arg::Addr(v) => DebugAnnotation {
-                            pointer_value: Some(v),
-                            ..named(name)
+                            Arg::Bool(v) => DebugAnnotation {
+                                bool_value: Some(v),
+                                ..named(name)
+                            },
+                            Arg::Str(s) => DebugAnnotation {
+                                string_value: Some(match s.unreadable {
+                                    Some(errno) => format!("<unreadable: errno {errno}>"),
+                                    None => s.lossy().into_owned(),
+                                }),
+                                ..named(name)
+                            },
                         },
-                        Arg::Reg(_, Some(value)) | Arg::Enum(_, Some(value)) => DebugAnnotation {
-                            string_value: Some(value.to_string()),
-                            ..named(name)
-                        },
-                        Arg::Bool(v) => DebugAnnotation {
-                            bool_value: Some(v),
-                            ..named(name)
-                        },
-                        Arg::Str(s) => DebugAnnotation {
-                            string_value: Some(match s.unreadable {
-                                Some(errno) => format!("<unreadable: errno {errno}>"),
-                                None => s.lossy().into_owned(),
-                            }),
-                            ..named(name)
-                        },
-                    }));
+                    ));
                 }
                 if cut {
                     out.push((
@@ -685,7 +711,14 @@ impl EventWriter for PerfettoWriter {
                     ..DebugAnnotation::default()
                 };
                 let annotations = vec![("depth".to_string(), depth)];
-                self.named_event(h.ts_ns, TYPE_SLICE_BEGIN, track, &name, "function", annotations);
+                self.named_event(
+                    h.ts_ns,
+                    TYPE_SLICE_BEGIN,
+                    track,
+                    &name,
+                    "function",
+                    annotations,
+                );
             }
             SpanStep::End(n) => {
                 for _ in 0..n {
@@ -704,7 +737,14 @@ impl EventWriter for PerfettoWriter {
             SpanStep::Instant => {
                 self.heap_counter(event);
                 let annotations = annotations(event, &self.names);
-                self.named_event(h.ts_ns, TYPE_INSTANT, track, event.name(), "styx", annotations);
+                self.named_event(
+                    h.ts_ns,
+                    TYPE_INSTANT,
+                    track,
+                    event.name(),
+                    "styx",
+                    annotations,
+                );
             }
         }
         self.out.event_done()

@@ -433,7 +433,9 @@ impl Filters {
         let mut targets: Vec<Target> = selected.iter().map(|&k| Target::Kind(k)).collect();
         targets.extend((0..self.declared.len()).map(Target::Declared));
         // `event` and `ts_ns` every type has.
-        let typed = fields.iter().filter(|(n, _)| n != EVENT_FIELD && n != TS_FIELD);
+        let typed = fields
+            .iter()
+            .filter(|(n, _)| n != EVENT_FIELD && n != TS_FIELD);
         for (name, column) in typed {
             let declared = declared_with(name);
             let mut having: Vec<Target> = match types_with_field(name, *column, selected) {
@@ -1019,7 +1021,10 @@ mod tests {
 
     #[test]
     fn every_type_has_its_name_and_time() {
-        let mut k = keep(&["ts_ns >= 100 && event == mem_write || event == marker"], 0);
+        let mut k = keep(
+            &["ts_ns >= 100 && event == mem_write || event == marker"],
+            0,
+        );
         let at = |kind, ts| {
             let mut e = event(kind, [1, 2, 3, 0], 1);
             e.header.ts_ns = ts;
@@ -1030,7 +1035,10 @@ mod tests {
         assert!(!k.keeps(&at(EventKind::MemRead, 100)));
         assert!(k.keeps(&at(EventKind::Marker, 5)));
         let f = Filters::compile(&["event != branch".into()], 0, ALL).unwrap();
-        assert!(f.kernel_can(EventKind::Branch), "a type's name is a constant");
+        assert!(
+            f.kernel_can(EventKind::Branch),
+            "a type's name is a constant"
+        );
         let f = Filters::compile(&["ts_ns < 5".into()], 0, ALL).unwrap();
         assert!(!f.kernel_can(EventKind::InsnExec), "time is the loader's");
         // A declared type answers to its name and to `usdt`.
@@ -1049,7 +1057,11 @@ mod tests {
             error("event == mem_wirte", ALL),
             format!(
                 "at column 10: no event type 'mem_wirte' (types: {})",
-                EventKind::ALL.iter().map(|k| k.probe_name()).collect::<Vec<_>>().join(" ")
+                EventKind::ALL
+                    .iter()
+                    .map(|k| k.probe_name())
+                    .collect::<Vec<_>>()
+                    .join(" ")
             )
         );
         assert!(error("event in 1..2", ALL).contains("compare it with == or != and a name"));

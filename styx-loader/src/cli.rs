@@ -317,10 +317,12 @@ pub struct SelectArgs {
     /// the emulator describes its guest), `text contains "reset"`, with
     /// `&&`, `||`, `!` and parentheses. `TYPE[,TYPE]: EXPR` applies it to
     /// those types only; without, to every traced type that has its
-    /// fields (`tid` and `pid` every type has). Tracing with per-event
-    /// delivery, the kernel filters (a filtered-out event writes nothing to
-    /// the ring); batched events, text tests and `read` are filtered by the
-    /// loader. The summary counts what was filtered out.
+    /// fields (`tid`, `pid`, `event` and `ts_ns` every type has: `event ==
+    /// mem_write`, `ts_ns >= 1640317430816`, the time as jsonl shows it).
+    /// Tracing with per-event delivery, the kernel filters (a filtered-out
+    /// event writes nothing to the ring; `ts_ns` tests are the loader's);
+    /// batched events, text tests and `read` are filtered by the loader.
+    /// The summary counts what was filtered out.
     #[arg(long = "filter", value_name = "EXPR")]
     pub filters: Vec<String>,
 

@@ -21,9 +21,6 @@ pub const SLOT_SIZE: u8 = 4;
 pub const SLOT_TID: u8 = 5;
 /// Slot of the process id.
 pub const SLOT_PID: u8 = 6;
-/// Slot of the event's time (`ts_ns`): filled by the loader only, so a
-/// program that tests it never goes to the kernel.
-pub const SLOT_TS: u8 = 7;
 
 /// One operation of a [`FilterProgram`] (24 bytes).
 #[repr(C)]
@@ -198,3 +195,9 @@ fn compare(x: u64, cmp: u8, value: u64) -> bool {
 
 const _: () = assert!(core::mem::size_of::<FilterOp>() == 24);
 const _: () = assert!(core::mem::size_of::<FilterProgram>() == 16 + 24 * FILTER_MAX_OPS);
+
+// Here, after everything the eBPF programs use, so that their line
+// information (and the committed object) stays as it was.
+/// Slot of the event's time (`ts_ns`): filled by the loader only, so a
+/// program that tests it never goes to the kernel.
+pub const SLOT_TS: u8 = 7;

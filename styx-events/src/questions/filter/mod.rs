@@ -536,7 +536,7 @@ impl Filters {
             None if name == TS_FIELD => (Slot::Ts, ValueNames::None),
             None => {
                 let fields = event.fields.iter().map(|f| f.name.as_str());
-                let names: Vec<&str> = fields.chain(["tid", "pid", TS_FIELD]).collect();
+                let names: Vec<&str> = fields.chain(["tid", "pid"]).collect();
                 return Err(no_field(column, &event.name, name, &names));
             }
         };
@@ -1177,7 +1177,7 @@ mod tests {
         );
         assert_eq!(
             error("mmio_write: port == 1"),
-            "at column 13: mmio_write has no field 'port' (its fields: pc device addr on delta tid pid ts_ns)"
+            "at column 13: mmio_write has no field 'port' (its fields: pc device addr on delta tid pid)"
         );
         assert_eq!(
             error("mmio_read: pc == 1").split(" (").next().unwrap(),

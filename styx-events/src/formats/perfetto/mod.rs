@@ -225,9 +225,10 @@ pub struct PerfettoWriter {
     field_tracks: u64,
     /// Per kind id, once looked up: its register field, if it has one.
     register_fields: [Option<Option<FieldRef>>; EVENT_KIND_SLOTS as usize],
-    /// Bytes written (before compression), and whether the UI's limit was
-    /// passed and said.
+    /// Bytes written (before compression), the most the UI opens (a field
+    /// for the tests), and whether it was passed and said.
     written: u64,
+    ui_limit: u64,
     warned: bool,
 }
 
@@ -260,6 +261,7 @@ impl PerfettoWriter {
             field_tracks: 0,
             register_fields: [None; EVENT_KIND_SLOTS as usize],
             written: 0,
+            ui_limit: UI_LIMIT_BYTES,
             warned: false,
         };
         writer.heap = HeapBytes::new(&writer.names.usdt);
@@ -302,13 +304,13 @@ impl PerfettoWriter {
         self.written += self.packet.len() as u64;
         self.out.buf.extend_from_slice(&self.packet);
         self.packet.clear();
-        if self.written > UI_LIMIT_BYTES && !self.warned {
+        if self.written > self.ui_limit && !self.warned {
             self.warned = true;
             log::warn!(
                 "the Perfetto trace is past {} GiB, more than ui.perfetto.dev opens: \
                  cut it (`styx-loader read CAPTURE --from S --to S`, `-e TYPES`, `--filter`) \
                  or load it into trace_processor",
-                UI_LIMIT_BYTES >> 30
+                self.ui_limit >> 30
             );
         }
     }
@@ -786,5 +788,47 @@ mod tests {
         prost::encoding::message::encode(TRACE_PACKET_FIELD, &packet, &mut buf);
         let trace = Trace::decode(&buf[..]).unwrap();
         assert_eq!(trace.packet, vec![packet.clone(), packet]);
+    }
+
+    /// Past the UI's limit the writer says so once; its bytes are the
+    /// file's (before gzip).
+    #[test]
+    fn a_trace_past_the_ui_limit_is_said_once() {
+        let header = Header::now(1, "/bin/emu", Vec::new());
+        let file = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        struct Shared(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
+        impl Write for Shared {
+            fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+                self.0.borrow_mut().write(buf)
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut writer = PerfettoWriter::new(Box::new(Shared(file.clone())), &header, false);
+        writer.ui_limit = 4096;
+        let mut event = Event {
+            header: styx_common::RecordHeader {
+                kind: EventKind::MemRead as u8,
+                tid: 1,
+                pid: 1,
+                ..Default::default()
+            },
+            kind: EventKind::MemRead,
+            body: Body::Args([0x1000, 0x2000, 7, 0]),
+        };
+        for i in 0..1000u64 {
+            event.header.ts_ns = header.clock.monotonic_ns + i * 10;
+            event.body = Body::Args([0x1000 + i, 0x2000 + i, i, 0]);
+            writer.event(&event).unwrap();
+            assert_eq!(writer.warned, writer.written > 4096, "after {i} events");
+        }
+        assert!(writer.warned);
+        let totals = Totals {
+            events: &[0; EVENT_KIND_SLOTS as usize],
+            drops: &[0; EVENT_KIND_SLOTS as usize],
+        };
+        writer.finish(&totals).unwrap();
+        assert_eq!(file.borrow().len() as u64, writer.written);
     }
 }

@@ -74,8 +74,9 @@ pub enum Command {
     #[command(after_help = LIST_EXAMPLES)]
     List(ListArgs),
     /// Convert a raw capture (`-o raw --output FILE`) to JSON lines, text,
-    /// Chrome trace JSON or Perfetto. A capture that was cut short is read
-    /// up to its last whole record, with a warning saying what was lost.
+    /// Chrome trace JSON or Perfetto, whole or a part of it (a time window,
+    /// types, filters). A capture that was cut short is read up to its
+    /// last whole record, with a warning saying what was lost.
     #[command(after_help = READ_EXAMPLES)]
     Read(ReadArgs),
     /// Count events per key while tracing, like top: which code is hot
@@ -198,7 +199,7 @@ pub struct ReadArgs {
     pub events: Vec<String>,
 
     /// Only events from this time on: seconds after the capture's first
-    /// event (fractions allowed: 2.5), or an absolute ts_ns with an `ns`
+    /// event (2.5; to 9 decimals, a ns), or an absolute ts_ns with an `ns`
     /// suffix (1640317430816ns), as jsonl's ts_ns shows it.
     #[arg(long, value_name = "T", value_parser = parse_bound)]
     pub from: Option<Bound>,

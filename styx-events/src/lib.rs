@@ -39,6 +39,7 @@ pub use formats::{
     create_file, open, open_stream, usdt_name_taken, Detail, Format, Options, Output, OutputError,
 };
 pub use questions::calls::{CallTable, CallTracker};
+pub use questions::cut::{Bound, Cut, Types};
 pub use questions::filter::{FilterError, Filters, Keep};
 pub use questions::flight::{FlightRecorder, Limits, OpenDump, Recording, EXITED_KEPT_LOOKS};
 pub use questions::top::{heatmap, CountWriter, KeyRef, KeySpec, Table, TableFormat, View};

@@ -294,7 +294,6 @@ fn traced_allocator_capture_reads_back_and_counts_by_caller() {
 /// a reallocation the difference, a failed one nothing).
 #[test]
 fn perfetto_draws_the_heap_as_its_events_add_up() {
-    use protobuf::Message;
     let run = traced("alloc-perfetto", &["-o", "raw"]);
     let out = run.output.with_extension("pftrace");
     let (status, _, stderr) = run_loader(&[
@@ -306,22 +305,15 @@ fn perfetto_draws_the_heap_as_its_events_add_up() {
         out.to_str().unwrap(),
     ]);
     assert!(status.success(), "{stderr}");
-    let trace =
-        perfetto_protos::trace::Trace::parse_from_bytes(&std::fs::read(&out).unwrap()).unwrap();
-    let tracks: Vec<u64> = trace
-        .packet
-        .iter()
-        .filter(|p| p.has_track_descriptor())
-        .map(|p| p.track_descriptor())
-        .filter(|t| t.name() == "heap bytes allocated (net, since tracing began)")
-        .map(|t| t.uuid())
+    let decoded = crate::pftrace::decode(&std::fs::read(&out).unwrap());
+    let tracks: Vec<u64> = (decoded.tracks.iter())
+        .filter(|(_, t)| t.name == "heap bytes allocated (net, since tracing began)")
+        .map(|(&uuid, _)| uuid)
         .collect();
     assert_eq!(tracks.len(), 1, "one process, one heap track");
-    let drawn: Vec<i64> = trace
-        .packet
-        .iter()
-        .filter(|p| p.has_track_event() && p.track_event().track_uuid() == tracks[0])
-        .map(|p| p.track_event().counter_value())
+    let drawn: Vec<i64> = (decoded.events.iter())
+        .filter(|e| e.track == tracks[0])
+        .map(|e| e.counter_value.expect("a counter"))
         .collect();
     assert_eq!(drawn, heap_after_each_change(&run.events));
 }

@@ -263,6 +263,32 @@ fn a_capture_of_declared_types_reads_back() {
     assert_same(&events(&parse_jsonl(&stdout)), &rounds(CAPTURED));
 }
 
+/// `read -e` takes a declared type by its name, its provider's glob, and
+/// `usdt` (every declared type's events are USDT events): exactly that
+/// type's events of what the program fired.
+#[test]
+fn read_e_keeps_a_declared_type_by_name_or_glob() {
+    let only = |probe: &str| -> Vec<(String, Vec<Value>)> {
+        let all = rounds(CAPTURED).into_iter();
+        all.filter(|(p, _)| p == probe).collect()
+    };
+    let mmio = events(&parse_jsonl(&read(&["-e", "mmio_write", "-o", "jsonl"])));
+    assert_eq!(mmio.len(), CAPTURED as usize);
+    assert_same(&mmio, &only("mmio_write"));
+    let glob = events(&parse_jsonl(&read(&[
+        "-e",
+        "styx_declared:mmio_*",
+        "-o",
+        "jsonl",
+    ])));
+    assert_same(&glob, &only("mmio_write"));
+    let usdt = events(&parse_jsonl(&read(&["-e", "usdt", "-o", "jsonl"])));
+    assert_same(&usdt, &rounds(CAPTURED));
+    // And `event ==` in a filter names it the same way.
+    let filtered = read(&["--filter", "event == mmio_write", "-o", "jsonl"]);
+    assert_same(&events(&parse_jsonl(&filtered)), &only("mmio_write"));
+}
+
 /// Text shows each field as its kind reads: an enum value by name, an
 /// address in hex, other numbers in decimal (signed ones negative), a
 /// bool as true or false.
@@ -372,12 +398,10 @@ fn parquet_has_a_typed_column_per_declared_field() {
 #[test]
 fn perfetto_annotates_declared_fields_as_their_kinds_read() {
     use perfetto_protos::debug_annotation::DebugAnnotation;
-    use protobuf::Message;
     let dir = scratch("declared-perfetto");
     let out = dir.join("run.pftrace");
     read(&["-o", "perfetto", "--output", out.to_str().unwrap()]);
-    let trace =
-        perfetto_protos::trace::Trace::parse_from_bytes(&std::fs::read(&out).unwrap()).unwrap();
+    let decoded = crate::pftrace::decode(&std::fs::read(&out).unwrap());
     let value = |a: &DebugAnnotation| -> (&'static str, Value) {
         if a.has_string_value() {
             ("string", json!(a.string_value()))
@@ -393,16 +417,15 @@ fn perfetto_annotates_declared_fields_as_their_kinds_read() {
     };
     let mut got: Vec<(String, Vec<Value>)> = Vec::new();
     let mut kinds: std::collections::BTreeMap<String, &'static str> = Default::default();
-    for e in trace.packet.iter().filter(|p| p.has_track_event()) {
-        let annotations = &e.track_event().debug_annotations;
-        let Some(probe) = annotations.iter().find(|a| a.name() == "probe") else {
+    for e in &decoded.events {
+        let Some(probe) = e.annotation("probe") else {
             continue;
         };
         let probe = probe.string_value().to_string();
         let values = fields_of(&probe)
             .iter()
             .map(|f| {
-                let a = annotations.iter().find(|a| a.name() == *f).unwrap();
+                let a = e.annotation(f).unwrap();
                 let (kind, v) = value(a);
                 kinds.insert(format!("{probe}.{f}"), kind);
                 v

@@ -8,8 +8,8 @@ use std::time::Duration;
 use styx_common::summary::JSON_SUMMARY_ENV;
 use styx_common::{Delivery, EventKind};
 use styx_events::Filters;
+use styx_events::{Compression, Detail, Format};
 use styx_events::{DeclaredSites, Header, RegisterNames};
-use styx_events::{Detail, Format};
 use styx_usdt::probe_args::{ProbeArgs, ProbeArgsError};
 
 const EXAMPLES: &str = "\
@@ -262,6 +262,14 @@ pub struct OutputArgs {
     /// holds this many MiB.
     #[arg(long, value_name = "MIB", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
     pub roll_size: u64,
+
+    /// With -o raw or --capture: how the capture's blocks are stored.
+    /// zstd compresses them on worker threads (the cores the emulator
+    /// leaves); none stores them as encoded, several times bigger, for
+    /// when no core is spare and the disk keeps up. Both read alike, in
+    /// parallel.
+    #[arg(long, value_enum, default_value_t = Compression::Zstd)]
+    pub compression: Compression,
 }
 
 /// Which events are kept: tracing's and `read`'s.

@@ -94,11 +94,6 @@ impl<W: Write> Chunked<W> {
     pub fn get_mut(&mut self) -> &mut W {
         &mut self.out
     }
-
-    /// Gives the output back (for tests and tools); call [`Chunked::flush`] first.
-    pub fn into_inner(self) -> W {
-        self.out
-    }
 }
 
 /// Several writers fed the same events (`--capture` beside `-o`).

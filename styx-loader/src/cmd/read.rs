@@ -35,6 +35,7 @@ pub fn run(args: &ReadArgs) -> Result<()> {
                 args.output.path.as_deref(),
                 args.output.detail,
                 args.output.roll_size,
+                args.output.compression,
                 &reader.header,
             )?;
             match counter {
@@ -167,11 +168,19 @@ fn check_ending(
                 );
             }
         }
-        Ending::CutShort { offset, partial } => log::warn!(
+        Ending::CutShort {
+            offset,
+            partial,
+            lost_events,
+        } => log::warn!(
             "{name} was cut short (it has no end record: the loader was killed or the disk filled): \
-             read {} events up to byte {offset}; the last {partial} bytes, part of a record, were dropped, \
+             read {} events up to byte {offset}; the last {partial} bytes, part of a {}, were dropped, \
              and anything traced after that was never written",
-            reader.events
+            reader.events,
+            match lost_events {
+                Some(n) => format!("block of {n} events"),
+                None => "record or of a block's frame".into(),
+            }
         ),
         Ending::Reading => unreachable!("the reader returned None"),
     }

@@ -55,18 +55,22 @@
 //! keeps a fixed amount of state (the previous values, one buffer, the thread
 //! table), so memory stays bounded however long it runs.
 
+mod blocks;
 mod reader;
 mod varint;
 mod writer;
 
-pub use reader::{CaptureError, Ending, Reader};
+pub use blocks::Compression;
+pub use reader::{Block, CaptureError, Ending, Reader};
 pub use writer::CaptureWriter;
 
 /// The first bytes of every capture.
 pub const MAGIC: &[u8; 8] = b"STYXCAP\0";
-/// The format version this loader writes; it reads this one and back to
-/// [`OLDEST_VERSION`].
-pub const VERSION: u32 = 2;
+/// The format version this loader writes, of blocks; it reads this one
+/// and back to [`OLDEST_VERSION`].
+pub const VERSION: u32 = 3;
+/// The last version whose records follow the header straight.
+pub const STREAM_VERSION: u32 = 2;
 /// The oldest version this loader reads: version 1's batch items carried a
 /// `u64` per value (`styx_common::item::v1`), and its USDT records no
 /// strings (no `--probe-args`).
@@ -77,6 +81,15 @@ pub const OLDEST_VERSION: u32 = 1;
 /// each), so even tens of thousands of probes stay far below; a longer one
 /// is refused rather than read into memory.
 pub const MAX_HEADER: usize = 16 << 20;
+
+/// A block is handed on once its payload holds this many bytes: big
+/// enough for zstd to find the repeats, small enough that a cut capture
+/// loses little and that parallel `read` has blocks to share out.
+pub const BLOCK_TARGET: usize = 1 << 20;
+
+/// The largest payload a reader takes: a full block plus the record
+/// that filled it and the END record, with room to spare.
+pub const MAX_BLOCK_PAYLOAD: usize = 2 * BLOCK_TARGET;
 
 /// Meta record tags (kind nibble 0).
 const TAG_THREAD: u8 = 0x00;

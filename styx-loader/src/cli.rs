@@ -180,6 +180,14 @@ pub struct ReadArgs {
     /// draws the picture beside the events.
     #[command(flatten)]
     pub count: CountArgs,
+
+    /// Threads decoding and formatting the capture (default: one per
+    /// core). A capture of blocks (written since version 3) with -o jsonl
+    /// or text and no --filter, --sample, --by or traced functions is read
+    /// in parallel, its output byte for byte the one thread's; anything
+    /// else on one thread.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub threads: Option<u64>,
 }
 
 const LIST_EXAMPLES: &str = "\

@@ -102,6 +102,17 @@ pub fn write_call_table(
     }
 }
 
+/// How outputs write, from the command line's `--detail`, `--roll-size`
+/// and `--compression`.
+pub fn options(detail: Detail, roll_mib: u64, compression: Compression) -> Options {
+    Options {
+        detail,
+        roll_bytes: roll_mib << 20,
+        compression,
+        ..Options::default()
+    }
+}
+
 /// One output, from the command line's format, `--output` (stdout if
 /// None), `--detail`, `--roll-size` and `--compression`. Everything about where it goes and
 /// how it is created is styx-events' ([`styx_events::Output`]).
@@ -113,12 +124,7 @@ pub fn open_one(
     compression: Compression,
     header: &Header,
 ) -> Result<Box<dyn EventWriter>> {
-    let options = Options {
-        detail,
-        roll_bytes: roll_mib << 20,
-        compression,
-        ..Options::default()
-    };
+    let options = options(detail, roll_mib, compression);
     Ok(styx_events::open(
         format,
         &Output::new(path, format),

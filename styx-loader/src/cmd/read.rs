@@ -6,10 +6,10 @@ use crate::cmd::top::Counter;
 use crate::outputs;
 use anyhow::{bail, Context, Result};
 use std::fs::File;
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use styx_common::{EventKind, EVENT_KIND_SLOTS};
+use styx_events::{read_blocks, Ending, Format, Header, Keep, ParallelError, Reader};
 use styx_events::{Discard, EventWriter, Tee, Totals};
-use styx_events::{Ending, Format, Header, Keep, Reader};
 
 /// Converts the capture `args` names.
 pub fn run(args: &ReadArgs) -> Result<()> {
@@ -46,7 +46,8 @@ pub fn run(args: &ReadArgs) -> Result<()> {
     };
     // Calls are paired again (as when traced), for the table.
     let (mut writer, calls) = outputs::track_calls(writer, &reader.header);
-    let counts = match copy(&mut reader, keep.as_mut(), &mut *writer, &name) {
+    let parallel = keep.is_none() && calls.is_none();
+    let counts = match convert(&mut reader, keep.as_mut(), &mut *writer, args, parallel) {
         Ok(counts) => counts,
         // A reader that has seen enough (`| head`) is not an error; a bad
         // record is, but what came before it is still written out.
@@ -107,6 +108,34 @@ fn counter(args: &ReadArgs, kinds: &[EventKind], header: &Header) -> Result<Opti
         header,
     )?;
     Ok(Some(counter))
+}
+
+/// The capture to `writer`: its blocks on several threads where the
+/// output comes out the same (`parallel`: no state across events before
+/// the writer), else one event after the other.
+fn convert(
+    reader: &mut Reader<Box<dyn Read>>,
+    keep: Option<&mut Keep>,
+    writer: &mut dyn EventWriter,
+    args: &ReadArgs,
+    parallel: bool,
+) -> Result<[u64; EVENT_KIND_SLOTS as usize]> {
+    let name = args.file.display().to_string();
+    let threads = args.threads.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |n| n.get()),
+        |n| usize::try_from(n).unwrap_or(usize::MAX),
+    );
+    if !(parallel && threads > 1 && reader.reads_blocks() && writer.formats_apart()) {
+        return copy(reader, keep, writer, &name);
+    }
+    let (format, header) = (args.output.format, reader.header.clone());
+    let out = &args.output;
+    let options = outputs::options(out.detail, out.roll_size, out.compression);
+    let make = move |out: Box<dyn Write>| styx_events::open_stream(format, out, &header, &options);
+    read_blocks(reader, threads, &make, writer).map_err(|e| match e {
+        ParallelError::Capture(e) => anyhow::Error::new(e).context(format!("reading {name}")),
+        ParallelError::Output(e) => e.into(),
+    })
 }
 
 /// Every event of the capture that `keep` keeps to `writer`; how many of

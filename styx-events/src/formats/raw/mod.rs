@@ -56,11 +56,13 @@
 //! table), so memory stays bounded however long it runs.
 
 mod blocks;
+mod parallel;
 mod reader;
 mod varint;
 mod writer;
 
 pub use blocks::Compression;
+pub use parallel::{read_blocks, MakeWriter, ParallelError};
 pub use reader::{Block, CaptureError, Ending, Reader};
 pub use writer::CaptureWriter;
 

@@ -415,6 +415,12 @@ impl<R: Read> Reader<R> {
         !matches!(self.source, Source::Stream)
     }
 
+    /// Whether the capture is of blocks (version 3), which
+    /// [`crate::read_blocks`] reads in parallel.
+    pub fn reads_blocks(&self) -> bool {
+        matches!(self.source, Source::Blocks(..))
+    }
+
     fn corrupt(&self, what: String) -> CaptureError {
         match self.in_blocks() {
             // The block's offset in the file, and where in its payload.

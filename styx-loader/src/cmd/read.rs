@@ -165,8 +165,13 @@ fn check_ending(
     name: &str,
 ) -> Result<[u64; EVENT_KIND_SLOTS as usize]> {
     if let Some((offset, first)) = &reader.first_malformed_batch {
+        // A block's payload may be compressed: its place is the block's.
+        let place = match reader.reads_blocks() {
+            true => "in the block at byte",
+            false => "at byte",
+        };
         log::warn!(
-            "{name}: {} malformed batch records were skipped (the first at byte {offset}: \
+            "{name}: {} malformed batch records were skipped (the first {place} {offset}: \
              {first}); their events from the fault on are lost, the rest of the capture was read",
             reader.malformed_batches
         );

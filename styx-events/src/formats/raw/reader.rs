@@ -695,7 +695,11 @@ impl<R: Read> Reader<R> {
                 Ok(())
             }
             TAG_BATCH => {
-                let offset = self.base + (*pos - 1) as u64;
+                // In a block, the block's: its payload may be compressed.
+                let offset = match self.in_blocks() {
+                    true => self.base,
+                    false => self.base + (*pos - 1) as u64,
+                };
                 let len = get(bytes, pos).ok_or(Stop::Short)? as usize;
                 if len > MAX_BATCH_RECORD {
                     return Err(Stop::Bad(format!("batch record of {len} bytes")));

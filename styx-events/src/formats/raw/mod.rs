@@ -1,8 +1,11 @@
 //! The raw capture format (`-o raw`): compact, streamed, versioned, and
-//! readable up to its last whole record when cut short.
+//! readable up to its last whole block (or record) when cut short.
 //!
 //! ```text
-//! file    := MAGIC version:u32le header_len:u32le header record*
+//! file    := MAGIC version:u32le header_len:u32le header body
+//! body    := block*                   version 3 (see `blocks.rs`)
+//!          | record*                  versions 1 and 2
+//! block   := frame (stored payload)   payload := record*, deltas afresh
 //! MAGIC   := "STYXCAP\0"
 //! header  := header_len bytes of JSON (see [`Header`]): host, kernel, pid,
 //!            executable, the clock mapping, the event table (names, argument
@@ -48,10 +51,14 @@
 //! `mem_read` a few µs after the last event, at a nearby pc and address,
 //! takes 1 + 2 + 1 + 1–3 + 1–2 bytes, about 8 (a ring record is 56).
 //!
-//! Every record is complete in itself once the ones before it are read, so a
-//! capture that ends in the middle of a record (loader killed, disk full) is
-//! read up to its last whole record; without an END record the reader warns
-//! that it was cut short and how many trailing bytes it dropped. The writer
+//! Every record is complete in itself once the ones before it (in its
+//! block) are read, and every block once its frame is, so a capture that
+//! ends in the middle of one (loader killed, disk full) is read up to its
+//! last whole block (version 1 and 2: record); without an END record the
+//! reader warns that it was cut short, how many trailing bytes it dropped
+//! and, from a whole frame, how many events they held. Blocks are
+//! compressed on worker threads (`blocks.rs`) and, being independent, read
+//! in parallel (`parallel.rs`). The writer
 //! keeps a fixed amount of state (the previous values, one buffer, the thread
 //! table), so memory stays bounded however long it runs.
 

@@ -29,7 +29,7 @@ const IN_FLIGHT_PER_WORKER: usize = 3;
 pub type KindCounts = [u64; EVENT_KIND_SLOTS as usize];
 
 /// Makes a worker's writer of the format on the output it is given.
-pub type MakeWriter = dyn Fn(Box<dyn Write>) -> io::Result<Box<dyn EventWriter>> + Sync;
+pub type MakeWriter<'a> = dyn Fn(Box<dyn Write>) -> io::Result<Box<dyn EventWriter>> + Sync + 'a;
 
 /// Why parallel reading stopped.
 #[derive(Debug, Error)]
@@ -77,7 +77,7 @@ impl Write for Gathered {
 pub fn read_blocks<R: Read>(
     reader: &mut Reader<R>,
     workers: usize,
-    make: &MakeWriter,
+    make: &MakeWriter<'_>,
     out: &mut dyn EventWriter,
 ) -> Result<KindCounts, ParallelError> {
     let workers = workers.max(1);
@@ -168,7 +168,7 @@ fn hand_out<R: Read>(
 /// A worker: formats each block it is given into bytes.
 fn work(
     header: crate::session::header::Header,
-    make: &MakeWriter,
+    make: &MakeWriter<'_>,
     queue: &Receiver<(u64, Block)>,
     results: &Sender<Done>,
 ) {

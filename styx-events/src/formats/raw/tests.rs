@@ -610,7 +610,9 @@ fn times_near_the_end_of_u64_go_through_every_format() {
 fn any_bytes_give_events_or_an_error() {
     let mut events = events();
     events.extend(many_events().into_iter().take(300));
-    for good in [write(&events), write_stored(&events), write_v2(&events)] {
+    // Stored blocks: flipped bytes reach the records (in a zstd block they
+    // mostly fail its checksum, which the fuzzer covers).
+    for good in [write_stored(&events), write_v2(&events)] {
         any_bytes_of(good);
     }
 }

@@ -150,6 +150,9 @@ fn hand_out<R: Read>(
                 reader.first_malformed_batch = block.first_malformed;
             }
             if let Some(error) = block.error {
+                // As a serial read stops: its end not reached, whatever
+                // was read ahead.
+                reader.ending = Ending::Reading;
                 return Err(error);
             }
             if let Some(ending) = block.complete {

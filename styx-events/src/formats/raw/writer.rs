@@ -6,7 +6,7 @@ use super::blocks::{BlockPool, Compression};
 use super::varint::{put, zigzag};
 #[cfg(test)]
 use super::STREAM_VERSION;
-use super::{aux_code, ARG_SLOTS, AUX_EXPLICIT, AUX_SHIFT, BLOCK_TARGET, MAGIC};
+use super::{aux_code, ARG_SLOTS, AUX_EXPLICIT, AUX_SHIFT, BLOCK_TARGET, MAGIC, MAX_BATCH_RECORD};
 use super::{TAG_BATCH, TAG_END, TAG_THREAD, TAG_THREAD_FOLLOWS, VERSION};
 use crate::record::event::{Body, Call, Event, Text};
 use crate::session::header::Header;
@@ -298,6 +298,10 @@ impl<W: Write> EventWriter for CaptureWriter<W> {
     }
 
     fn batch(&mut self, record: &[u8]) -> io::Result<()> {
+        // Its items end within the longest record (the caller checked
+        // them); bytes past that, which no ring record has, would make the
+        // record one no reader takes.
+        let record = &record[..record.len().min(MAX_BATCH_RECORD)];
         let buf = &mut self.buf;
         buf.push(TAG_BATCH);
         put(buf, record.len() as u64);

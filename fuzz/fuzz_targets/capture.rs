@@ -2,6 +2,8 @@
 //! - as a raw capture, through every output format, as `styx-loader read`
 //!   does (traced functions' calls paired in front, as there): any input
 //!   gives events or an error, no panic, no hang, no unbounded allocation;
+//!   a capture of blocks (version 3) also read in parallel as JSON lines
+//!   and text, which must give the serial bytes, error or not;
 //! - as ring records (a u16 length, then the record, each taken as a batch
 //!   record whatever its kind byte says), handed over as the loader's
 //!   drain does (whole when every item parses, else split) to a raw
@@ -20,7 +22,7 @@ use styx_events::Batches;
 use styx_events::CallTracker;
 use styx_events::Filters;
 use styx_events::Header;
-use styx_events::{CaptureWriter, Ending, Reader};
+use styx_events::{read_blocks, CaptureWriter, Compression, Ending, Reader};
 use styx_events::{Detail, Format, Options};
 use styx_events::{EventWriter, Totals};
 use styx_events::{FlightRecorder, Limits, OpenDump};
@@ -29,8 +31,50 @@ const SLOTS: usize = EVENT_KIND_SLOTS as usize;
 
 fuzz_target!(|data: &[u8]| {
     through_every_format(data);
+    in_parallel_as_in_a_row(data);
     batch_records_kept_whole(data);
 });
+
+/// JSON lines and text of the capture in `data` on one thread and on
+/// two: the same bytes, the same count, the same error or none.
+fn in_parallel_as_in_a_row(data: &[u8]) {
+    for format in [Format::Jsonl, Format::Text] {
+        let Ok(mut serial) = Reader::open(data) else {
+            return;
+        };
+        if !serial.reads_blocks() {
+            return;
+        }
+        let options = Options::default();
+        let header = serial.header.clone();
+        let open = |out: Shared| {
+            styx_events::open_stream(format, Box::new(out), &header, &options).unwrap()
+        };
+        let one = Shared::default();
+        let mut writer = open(one.clone());
+        let serial_error = loop {
+            match serial.next() {
+                Ok(Some(event)) => writer.event(&event).unwrap(),
+                Ok(None) => break None,
+                Err(e) => break Some(e.to_string()),
+            }
+        };
+        writer.flush().unwrap();
+        let mut parallel = Reader::open(data).unwrap();
+        let two = Shared::default();
+        let mut writer = open(two.clone());
+        let make = |out: Box<dyn Write>| styx_events::open_stream(format, out, &header, &options);
+        let parallel_error = read_blocks(&mut parallel, 2, &make, &mut *writer)
+            .err()
+            .map(|e| e.to_string());
+        writer.flush().unwrap();
+        assert_eq!(serial_error, parallel_error);
+        assert!(*one.0.borrow() == *two.0.borrow(), "parallel bytes differ");
+        assert_eq!(serial.events, parallel.events);
+        assert_eq!(serial.ending, parallel.ending);
+        assert_eq!(serial.malformed_batches, parallel.malformed_batches);
+    }
+}
 
 fn through_every_format(data: &[u8]) {
     for format in Format::ALL {
@@ -94,7 +138,7 @@ fn recorder(trigger: Option<Filters>) -> (FlightRecorder, Rc<RefCell<Vec<Shared>
     let open: OpenDump = Box::new(move |n| {
         let out = Shared::default();
         kept.borrow_mut().push(out.clone());
-        let writer = CaptureWriter::new(out, header())?;
+        let writer = CaptureWriter::new(out, header(), Compression::None)?;
         Ok((
             Box::new(writer) as Box<dyn EventWriter>,
             format!("dump {n}"),
@@ -137,7 +181,7 @@ fn batch_records_kept_whole(data: &[u8]) {
     if records.is_empty() {
         return;
     }
-    let mut capture = CaptureWriter::new(Vec::new(), header()).unwrap();
+    let mut capture = CaptureWriter::new(Vec::new(), header(), Compression::Zstd).unwrap();
     let (mut whole, whole_dumps) = recorder(None);
     let trigger = Filters::compile(&["insn_exec: pc < 0x1000".into()], 1, EventKind::ALL).unwrap();
     let (mut split, split_dumps) = recorder(Some(trigger));

@@ -13,7 +13,8 @@ use std::io;
 use std::path::Path;
 use std::time::Instant;
 use styx_common::{Branch, BranchKind, EventKind, RecordHeader};
-use styx_events::{clock_ns, Body, CaptureWriter, ClockId, Event, EventWriter, Format, Guest};
+use styx_events::{clock_ns, Body, CaptureWriter, ClockId, Compression, Event, EventWriter};
+use styx_events::{Format, Guest};
 use styx_events::{Header, Options, Reader, Register, Text, Totals};
 
 /// Events per capture unless `--events=N` says otherwise.
@@ -162,7 +163,7 @@ fn write_capture(
     n: u64,
     keep: impl Fn(&Event<'_>) -> bool,
 ) -> anyhow::Result<u64> {
-    let mut writer = CaptureWriter::new(File::create(path)?, header)?;
+    let mut writer = CaptureWriter::new(File::create(path)?, header, Compression::Zstd)?;
     let mut emu = Emulator::new(header.pid);
     let mut counts = [0u64; 16];
     let mut written = 0;

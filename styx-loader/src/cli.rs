@@ -8,8 +8,8 @@ use std::time::Duration;
 use styx_common::summary::JSON_SUMMARY_ENV;
 use styx_common::{Delivery, EventKind};
 use styx_events::{Bound, Filters};
+use styx_events::{Compression, Detail, Format};
 use styx_events::{DeclaredSites, Header, RegisterNames};
-use styx_events::{Detail, Format};
 use styx_usdt::probe_args::{ProbeArgs, ProbeArgsError};
 
 const EXAMPLES: &str = "\
@@ -224,6 +224,14 @@ pub struct ReadArgs {
     /// draws the picture beside the events.
     #[command(flatten)]
     pub count: CountArgs,
+
+    /// Threads decoding and formatting the capture (default: one per
+    /// core). A capture of blocks (written since version 3) with -o jsonl
+    /// or text and no --filter, --sample, --by or traced functions is read
+    /// in parallel, its output byte for byte the one thread's; anything
+    /// else on one thread.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub threads: Option<u64>,
 }
 
 const LIST_EXAMPLES: &str = "\
@@ -306,6 +314,14 @@ pub struct OutputArgs {
     /// holds this many MiB.
     #[arg(long, value_name = "MIB", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
     pub roll_size: u64,
+
+    /// With -o raw or --capture: how the capture's blocks are stored.
+    /// zstd compresses them on worker threads (the cores the emulator
+    /// leaves); none stores them as encoded, several times bigger, for
+    /// when no core is spare and the disk keeps up. Both read alike, in
+    /// parallel.
+    #[arg(long, value_enum, default_value_t = Compression::Zstd)]
+    pub compression: Compression,
 }
 
 /// Which events are kept: tracing's and `read`'s.

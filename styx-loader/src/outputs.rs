@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 /// Files beside the outputs (tables, the heatmap) are created as they are.
 pub use styx_events::create_file as create;
-use styx_events::{CallTable, CallTracker, Detail, Discard, EventWriter, Format, Header};
+use styx_events::Header;
+use styx_events::{CallTable, CallTracker, Compression, Detail, Discard, EventWriter, Format};
 use styx_events::{Options, Output, Tee};
 
 /// Where events go.
@@ -25,6 +26,8 @@ pub struct Outputs<'a> {
     pub detail: Detail,
     /// Parquet in a directory: MiB per file.
     pub roll_mib: u64,
+    /// A raw capture's blocks.
+    pub compression: Compression,
     /// No main output (`--summary`): only the capture, if any.
     pub discard: bool,
 }
@@ -39,6 +42,7 @@ pub fn open(outputs: &Outputs<'_>, header: &Header) -> Result<Box<dyn EventWrite
             outputs.output,
             outputs.detail,
             outputs.roll_mib,
+            outputs.compression,
             header,
         )?,
     };
@@ -53,6 +57,7 @@ pub fn open(outputs: &Outputs<'_>, header: &Header) -> Result<Box<dyn EventWrite
                 Some(path),
                 outputs.detail,
                 outputs.roll_mib,
+                outputs.compression,
                 header,
             )?,
         ])),
@@ -97,21 +102,29 @@ pub fn write_call_table(
     }
 }
 
+/// How outputs write, from the command line's `--detail`, `--roll-size`
+/// and `--compression`.
+pub fn options(detail: Detail, roll_mib: u64, compression: Compression) -> Options {
+    Options {
+        detail,
+        roll_bytes: roll_mib << 20,
+        compression,
+        ..Options::default()
+    }
+}
+
 /// One output, from the command line's format, `--output` (stdout if
-/// None), `--detail` and `--roll-size`. Everything about where it goes and
+/// None), `--detail`, `--roll-size` and `--compression`. Everything about where it goes and
 /// how it is created is styx-events' ([`styx_events::Output`]).
 pub fn open_one(
     format: Format,
     path: Option<&Path>,
     detail: Detail,
     roll_mib: u64,
+    compression: Compression,
     header: &Header,
 ) -> Result<Box<dyn EventWriter>> {
-    let options = Options {
-        detail,
-        roll_bytes: roll_mib << 20,
-        ..Options::default()
-    };
+    let options = options(detail, roll_mib, compression);
     Ok(styx_events::open(
         format,
         &Output::new(path, format),
@@ -144,9 +157,16 @@ mod tests {
         std::os::unix::fs::symlink(&target, &link).unwrap();
         // Planted by another user (nobody).
         lchown(&link, 65534);
-        let err = open_one(Format::Jsonl, Some(&link), Detail::Normal, 1, &header())
-            .err()
-            .expect("a symlink is refused");
+        let err = open_one(
+            Format::Jsonl,
+            Some(&link),
+            Detail::Normal,
+            1,
+            Compression::Zstd,
+            &header(),
+        )
+        .err()
+        .expect("a symlink is refused");
         let text = format!("{err:#}");
         assert!(
             text.contains(&format!("cannot write {}", link.display()))
@@ -158,14 +178,29 @@ mod tests {
         let (missing, dangling) = (dir.join("missing"), dir.join("dangling"));
         std::os::unix::fs::symlink(&missing, &dangling).unwrap();
         lchown(&dangling, 65534);
-        assert!(open_one(Format::Raw, Some(&dangling), Detail::Normal, 1, &header()).is_err());
+        assert!(open_one(
+            Format::Raw,
+            Some(&dangling),
+            Detail::Normal,
+            1,
+            Compression::Zstd,
+            &header()
+        )
+        .is_err());
         assert!(!missing.exists());
         // Nor is a second name of a file truncated.
         let hard = dir.join("hard");
         std::fs::hard_link(&target, &hard).unwrap();
-        let err = open_one(Format::Jsonl, Some(&hard), Detail::Normal, 1, &header())
-            .err()
-            .expect("a hard link is refused");
+        let err = open_one(
+            Format::Jsonl,
+            Some(&hard),
+            Detail::Normal,
+            1,
+            Compression::Zstd,
+            &header(),
+        )
+        .err()
+        .expect("a hard link is refused");
         assert!(format!("{err:#}").contains("hard links"), "{err:#}");
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me");
         std::fs::remove_dir_all(&dir).unwrap();
@@ -177,8 +212,15 @@ mod tests {
         let dir = scratch("own-symlink");
         let (target, link) = (dir.join("real.jsonl"), dir.join("out.jsonl"));
         std::os::unix::fs::symlink(&target, &link).unwrap();
-        let mut writer =
-            open_one(Format::Jsonl, Some(&link), Detail::Normal, 1, &header()).unwrap();
+        let mut writer = open_one(
+            Format::Jsonl,
+            Some(&link),
+            Detail::Normal,
+            1,
+            Compression::Zstd,
+            &header(),
+        )
+        .unwrap();
         writer.flush().unwrap();
         assert!(target.is_file(), "written through the link");
         std::fs::remove_dir_all(&dir).unwrap();
@@ -196,7 +238,15 @@ mod tests {
     fn new_outputs_are_private_and_old_ones_overwritten() {
         let dir = scratch("mode");
         let new = dir.join("new.styx");
-        let mut writer = open_one(Format::Raw, Some(&new), Detail::Normal, 1, &header()).unwrap();
+        let mut writer = open_one(
+            Format::Raw,
+            Some(&new),
+            Detail::Normal,
+            1,
+            Compression::Zstd,
+            &header(),
+        )
+        .unwrap();
         writer.flush().unwrap();
         let mode = std::fs::metadata(&new).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600, "{mode:o}");
@@ -204,7 +254,15 @@ mod tests {
         let old = dir.join("old.jsonl");
         std::fs::write(&old, "x".repeat(10_000)).unwrap();
         std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o640)).unwrap();
-        let mut writer = open_one(Format::Jsonl, Some(&old), Detail::Normal, 1, &header()).unwrap();
+        let mut writer = open_one(
+            Format::Jsonl,
+            Some(&old),
+            Detail::Normal,
+            1,
+            Compression::Zstd,
+            &header(),
+        )
+        .unwrap();
         writer.flush().unwrap();
         assert_eq!(std::fs::metadata(&old).unwrap().len(), 0);
         let mode = std::fs::metadata(&old).unwrap().permissions().mode();

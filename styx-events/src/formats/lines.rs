@@ -90,6 +90,15 @@ impl EventWriter for LineWriter {
     fn finish(&mut self, _: &Totals<'_>) -> io::Result<()> {
         self.flush()
     }
+
+    // A line depends on its event alone (`Repeats` only saves work).
+    fn formats_apart(&self) -> bool {
+        true
+    }
+
+    fn formatted(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.out.write_through(bytes)
+    }
 }
 
 /// What consecutive lines share, formatted once: the high digits of the

@@ -28,7 +28,7 @@ use lines::{Line, LineWriter};
 pub use output::{create_file, Output, OutputError};
 use parquet::ParquetWriter;
 use perfetto::PerfettoWriter;
-use raw::CaptureWriter;
+use raw::{CaptureWriter, Compression};
 use std::io::{self, Write};
 use tenet::TenetWriter;
 
@@ -115,6 +115,8 @@ pub struct Options {
     /// A format rolling files in a directory: bytes per file before the
     /// next begins.
     pub roll_bytes: u64,
+    /// A raw capture: how its blocks are stored.
+    pub compression: Compression,
 }
 
 /// `--roll-size`'s default: a rolled file is closed and the next begun
@@ -127,6 +129,7 @@ impl Default for Options {
             gzip: false,
             detail: Detail::default(),
             roll_bytes: ROLL_BYTES,
+            compression: Compression::default(),
         }
     }
 }
@@ -173,7 +176,7 @@ fn writer(
     Ok(match format {
         Format::Jsonl => Box::new(LineWriter::new(out, Line::Jsonl, header)),
         Format::Text => Box::new(LineWriter::new(out, Line::Text(options.detail), header)),
-        Format::Raw => Box::new(CaptureWriter::new(out, header)?),
+        Format::Raw => Box::new(CaptureWriter::new(out, header, options.compression)?),
         Format::Chrome => Box::new(ChromeWriter::new(out, header)),
         Format::Perfetto => Box::new(PerfettoWriter::new(out, header, options.gzip)),
         Format::Drcov => Box::new(DrcovWriter::new(out, header)),

@@ -30,6 +30,23 @@ pub trait EventWriter {
             "this output takes batches split into events",
         ))
     }
+    /// Whether the bytes this format writes for a run of events are those
+    /// another writer of it (for the same session) writes for them alone:
+    /// no header, trailer or state carried from event to event. Parallel
+    /// `read` then formats blocks apart and hands the bytes to
+    /// [`EventWriter::formatted`], in order.
+    fn formats_apart(&self) -> bool {
+        false
+    }
+    /// Takes bytes another writer of this format formatted (see
+    /// [`EventWriter::formats_apart`]), after what this one wrote.
+    fn formatted(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let _ = bytes;
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this output formats its events itself",
+        ))
+    }
     /// After [`EventWriter::event`] or [`EventWriter::flush`] failed:
     /// whether part of the output still works, so that it should still be
     /// [`EventWriter::finish`]ed (a [`Tee`] whose other writers do). A
@@ -90,14 +107,15 @@ impl<W: Write> Chunked<W> {
         self.out.flush()
     }
 
+    /// Writes the buffer out, then `bytes` straight (formatted elsewhere).
+    pub fn write_through(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.write_out()?;
+        self.out.write_all(bytes)
+    }
+
     /// The output, for what a format does at its end (a gzip trailer).
     pub fn get_mut(&mut self) -> &mut W {
         &mut self.out
-    }
-
-    /// Gives the output back (for tests and tools); call [`Chunked::flush`] first.
-    pub fn into_inner(self) -> W {
-        self.out
     }
 }
 

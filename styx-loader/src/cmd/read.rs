@@ -7,11 +7,11 @@ use crate::cmd::top::Counter;
 use crate::outputs;
 use anyhow::{bail, Context, Result};
 use std::fs::File;
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::path::PathBuf;
 use styx_common::{EventKind, EVENT_KIND_SLOTS};
+use styx_events::{read_blocks, Ending, Format, Header, Keep, ParallelError, Reader};
 use styx_events::{Bound, Cut, Discard, EventWriter, Tee, Totals, Types};
-use styx_events::{Ending, Format, Header, Keep, Reader};
 
 /// `top CAPTURE`: `read CAPTURE --by KEY` (pc unless --by says), the text
 /// table `--rows` long as top's.
@@ -30,6 +30,7 @@ pub fn run_top(capture: PathBuf, top: TopOptions, trace: TraceArgs) -> Result<()
         to: None,
         rows,
         summary: false,
+        threads: None,
         count,
     })
 }
@@ -71,6 +72,7 @@ pub fn run(args: &ReadArgs) -> Result<()> {
                 args.output.path.as_deref(),
                 args.output.detail,
                 args.output.roll_size,
+                args.output.compression,
                 &reader.header,
             )?;
             match counter {
@@ -81,7 +83,17 @@ pub fn run(args: &ReadArgs) -> Result<()> {
     };
     // Calls are paired again (as when traced), for the table.
     let (mut writer, calls) = outputs::track_calls(writer, &reader.header);
-    let counts = match copy(&mut reader, &mut cut, keep.as_mut(), &mut *writer, &name) {
+    // Blocks in parallel only when nothing between the reader and the
+    // writer holds state across events.
+    let parallel = keep.is_none() && calls.is_none() && cut.keeps_all();
+    let counts = match convert(
+        &mut reader,
+        &mut cut,
+        keep.as_mut(),
+        &mut *writer,
+        args,
+        parallel,
+    ) {
         Ok(counts) => counts,
         // A reader that has seen enough (`| head`) is not an error; a bad
         // record is, but what came before it is still written out.
@@ -156,6 +168,35 @@ fn counter(args: &ReadArgs, kinds: &[EventKind], header: &Header) -> Result<Opti
         header,
     )?;
     Ok(Some(counter))
+}
+
+/// The capture to `writer`: its blocks on several threads where the
+/// output comes out the same (`parallel`: no state across events before
+/// the writer), else one event after the other.
+fn convert(
+    reader: &mut Reader<Box<dyn Read>>,
+    cut: &mut Cut,
+    keep: Option<&mut Keep>,
+    writer: &mut dyn EventWriter,
+    args: &ReadArgs,
+    parallel: bool,
+) -> Result<[u64; EVENT_KIND_SLOTS as usize]> {
+    let name = args.file.display().to_string();
+    let threads = args.threads.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |n| n.get()),
+        |n| usize::try_from(n).unwrap_or(usize::MAX),
+    );
+    if !(parallel && threads > 1 && reader.reads_blocks() && writer.formats_apart()) {
+        return copy(reader, cut, keep, writer, &name);
+    }
+    let (format, header) = (args.output.format, reader.header.clone());
+    let out = &args.output;
+    let options = outputs::options(out.detail, out.roll_size, out.compression);
+    let make = move |out: Box<dyn Write>| styx_events::open_stream(format, out, &header, &options);
+    read_blocks(reader, threads, &make, writer).map_err(|e| match e {
+        ParallelError::Capture(e) => anyhow::Error::new(e).context(format!("reading {name}")),
+        ParallelError::Output(e) => e.into(),
+    })
 }
 
 /// Every event of the capture that `cut` and then `keep` keep to `writer`;
@@ -248,8 +289,13 @@ fn check_ending(
     name: &str,
 ) -> Result<[u64; EVENT_KIND_SLOTS as usize]> {
     if let Some((offset, first)) = &reader.first_malformed_batch {
+        // A block's payload may be compressed: its place is the block's.
+        let place = match reader.reads_blocks() {
+            true => "in the block at byte",
+            false => "at byte",
+        };
         log::warn!(
-            "{name}: {} malformed batch records were skipped (the first at byte {offset}: \
+            "{name}: {} malformed batch records were skipped (the first {place} {offset}: \
              {first}); their events from the fault on are lost, the rest of the capture was read",
             reader.malformed_batches
         );
@@ -280,11 +326,19 @@ fn check_ending(
                 );
             }
         }
-        Ending::CutShort { offset, partial } => log::warn!(
+        Ending::CutShort {
+            offset,
+            partial,
+            lost_events,
+        } => log::warn!(
             "{name} was cut short (it has no end record: the loader was killed or the disk filled): \
-             read {} events up to byte {offset}; the last {partial} bytes, part of a record, were dropped, \
+             read {} events up to byte {offset}; the last {partial} bytes, part of a {}, were dropped, \
              and anything traced after that was never written",
-            reader.events
+            reader.events,
+            match lost_events {
+                Some(n) => format!("block of {n} events"),
+                None => "record or of a block's frame".into(),
+            }
         ),
         Ending::Reading => unreachable!("the reader returned None"),
     }

@@ -64,6 +64,7 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
                     capture: args.capture.as_ref(),
                     detail: args.output.detail,
                     roll_mib: args.output.roll_size,
+                    compression: args.output.compression,
                     discard: args.summary,
                 },
                 &header,
@@ -249,6 +250,7 @@ fn counting_outputs(
                 Some(path),
                 args.output.detail,
                 args.output.roll_size,
+                args.output.compression,
                 header,
             )?,
         ]));
@@ -299,6 +301,7 @@ fn flight_recorder(
     let options = Options {
         detail: args.output.detail,
         roll_bytes: args.output.roll_size << 20,
+        compression: args.output.compression,
         ..Options::default()
     };
     let open: OpenDump = Box::new(move |n| {

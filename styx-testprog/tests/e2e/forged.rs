@@ -63,7 +63,15 @@ fn a_forged_batch_costs_a_capture_nothing_after_it() {
     let binary = build(&dir);
     let mut prog = TestProg::start(&binary, &[]);
     let raw = dir.join("run.styx");
-    let loader = prog.attach_loader(&["-o", "raw", "--output", raw.to_str().unwrap()]);
+    // Blocks stored as they are, so that one can be forged in place below.
+    let loader = prog.attach_loader(&[
+        "-o",
+        "raw",
+        "--compression",
+        "none",
+        "--output",
+        raw.to_str().unwrap(),
+    ]);
     for command in ["good 7 0 5", "forged 8 0", "good 7 1 5", "good 9 0 3"] {
         send(&mut prog, command);
     }
@@ -87,11 +95,13 @@ fn a_forged_batch_costs_a_capture_nothing_after_it() {
     assert_eq!(insns(&stdout), want);
 
     // The capture as a loader that trusted the head would have written it:
-    // its first batch (`good 7 0 5`, right after the header) forged in
-    // place, its second item's tag made 0xffff.
+    // its first batch (`good 7 0 5`, first in the first block, after the
+    // header) forged in place, its second item's tag made 0xffff.
     let mut bytes = std::fs::read(&raw).unwrap();
     let header_len = u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
-    let at = 16 + header_len;
+    let block = 16 + header_len;
+    assert_eq!(bytes[block], 0, "a block stored as it is");
+    let at = block + 16;
     assert_eq!(bytes[at], 0x20, "a BATCH record comes first");
     let mut record = at + 1;
     while bytes[record] & 0x80 != 0 {
@@ -111,8 +121,8 @@ fn a_forged_batch_costs_a_capture_nothing_after_it() {
     assert_eq!(lines.len(), 1, "{read_stderr}");
     assert!(
         lines[0].contains(&format!(
-            "1 malformed batch records were skipped (the first at byte {at}: batch item 10 has \
-             unknown tag 0xffff)"
+            "1 malformed batch records were skipped (the first in the block at byte {block}: \
+             batch item 10 has unknown tag 0xffff)"
         )),
         "{read_stderr}"
     );

@@ -119,7 +119,28 @@ pub struct Capture {
     pub lost: u64,
     /// The capture converted with `read -o perfetto`: the trace's size.
     pub perfetto_bytes: u64,
+    /// The demo's speed meanwhile, M instructions/s (against its speed
+    /// traced the same way to /dev/null, `rows`).
+    pub speed: f64,
+    /// `read` of the capture, per format and thread count.
+    pub reads: Vec<ReadRow>,
 }
+
+/// `styx-loader read CAPTURE -o FORMAT --threads N` to /dev/null.
+#[derive(Default)]
+pub struct ReadRow {
+    pub format: &'static str,
+    /// `--threads`; 0 for the default (every core).
+    pub threads: usize,
+    /// M events/s, wall clock.
+    pub rate: Samples,
+}
+
+/// The formats and thread counts `read` is measured with.
+pub const READ_FORMATS: [&str; 3] = ["jsonl", "text", "parquet"];
+pub const READ_THREADS: [usize; 3] = [1, 2, 0];
+/// Times each `read` runs.
+const READ_RUNS: usize = 3;
 
 impl Capture {
     pub fn bytes_per_event(&self) -> f64 {
@@ -137,12 +158,13 @@ fn capture_path() -> PathBuf {
 }
 
 /// One run of the demo traced at every type, batched, from its first
-/// instruction into a raw capture file: its size over the events written.
-/// (Not timed: the size is the run's only figure.)
+/// instruction into a raw capture file: its size over the events written,
+/// the demo's speed, then `read` of the capture in the formats people
+/// convert to, on 1, 2 and every core.
 pub fn capture(bins: &Binaries, plan: &Plan) -> Result<Capture> {
     let path = capture_path();
     let _ = std::fs::remove_file(&path);
-    let (_, events, lost) = traced(
+    let (speed, events, lost) = traced(
         &bins.loader,
         &bins.demo,
         Delivery::Batched,
@@ -154,12 +176,29 @@ pub fn capture(bins: &Binaries, plan: &Plan) -> Result<Capture> {
         .with_context(|| format!("the demo's capture {}", path.display()))?
         .len();
     let perfetto_bytes = perfetto_size(&bins.loader, &path)?;
+    let mut reads = Vec::new();
+    for format in READ_FORMATS {
+        for threads in READ_THREADS {
+            let mut row = ReadRow {
+                format,
+                threads,
+                rate: Samples::default(),
+            };
+            for _ in 0..READ_RUNS {
+                row.rate
+                    .push(events as f64 / read(&bins.loader, &path, format, threads)? / 1e6);
+            }
+            reads.push(row);
+        }
+    }
     std::fs::remove_file(&path)?;
     Ok(Capture {
         bytes,
         events,
         lost,
         perfetto_bytes,
+        speed,
+        reads,
     })
 }
 
@@ -179,6 +218,24 @@ fn perfetto_size(loader: &Path, capture: &Path) -> Result<u64> {
     let bytes = std::fs::metadata(&trace)?.len();
     std::fs::remove_file(&trace)?;
     Ok(bytes)
+}
+
+/// Seconds `styx-loader read` takes to convert `capture` to `format` on
+/// /dev/null (`threads` 0: its default).
+fn read(loader: &Path, capture: &Path, format: &str, threads: usize) -> Result<f64> {
+    let mut command = Command::new(loader);
+    command.arg("read").arg(capture).args(["-o", format]);
+    if threads > 0 {
+        command.args(["--threads", &threads.to_string()]);
+    }
+    let started = std::time::Instant::now();
+    let status = command
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .context("running styx-loader read")?;
+    anyhow::ensure!(status.success(), "styx-loader read -o {format} failed");
+    Ok(started.elapsed().as_secs_f64())
 }
 
 pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> {

@@ -123,6 +123,19 @@ pub fn results(scenario: Scenario) -> Results {
         events,
         lost,
         perfetto_bytes: events * if met { 17 } else { 25 },
+        speed: 20.0,
+        reads: crate::bench::demo::READ_FORMATS
+            .iter()
+            .flat_map(|&format| {
+                crate::bench::demo::READ_THREADS
+                    .iter()
+                    .map(move |&threads| crate::bench::demo::ReadRow {
+                        format,
+                        threads,
+                        rate: around(10.0 * threads.max(2) as f64),
+                    })
+            })
+            .collect(),
     };
 
     r.consumers.bytes_per_event = around(7.0);

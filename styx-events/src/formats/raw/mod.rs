@@ -1,8 +1,11 @@
 //! The raw capture format (`-o raw`): compact, streamed, versioned, and
-//! readable up to its last whole record when cut short.
+//! readable up to its last whole block (or record) when cut short.
 //!
 //! ```text
-//! file    := MAGIC version:u32le header_len:u32le header record*
+//! file    := MAGIC version:u32le header_len:u32le header body
+//! body    := block*                   version 3 (see `blocks.rs`)
+//!          | record*                  versions 1 and 2
+//! block   := frame (stored payload)   payload := record*, deltas afresh
 //! MAGIC   := "STYXCAP\0"
 //! header  := header_len bytes of JSON (see [`Header`]): host, kernel, pid,
 //!            executable, the clock mapping, the event table (names, argument
@@ -48,25 +51,35 @@
 //! `mem_read` a few µs after the last event, at a nearby pc and address,
 //! takes 1 + 2 + 1 + 1–3 + 1–2 bytes, about 8 (a ring record is 56).
 //!
-//! Every record is complete in itself once the ones before it are read, so a
-//! capture that ends in the middle of a record (loader killed, disk full) is
-//! read up to its last whole record; without an END record the reader warns
-//! that it was cut short and how many trailing bytes it dropped. The writer
+//! Every record is complete in itself once the ones before it (in its
+//! block) are read, and every block once its frame is, so a capture that
+//! ends in the middle of one (loader killed, disk full) is read up to its
+//! last whole block (version 1 and 2: record); without an END record the
+//! reader warns that it was cut short, how many trailing bytes it dropped
+//! and, from a whole frame, how many events they held. Blocks are
+//! compressed on worker threads (`blocks.rs`) and, being independent, read
+//! in parallel (`parallel.rs`). The writer
 //! keeps a fixed amount of state (the previous values, one buffer, the thread
 //! table), so memory stays bounded however long it runs.
 
+mod blocks;
+mod parallel;
 mod reader;
 mod varint;
 mod writer;
 
-pub use reader::{CaptureError, Ending, Reader};
+pub use blocks::Compression;
+pub use parallel::{read_blocks, MakeWriter, ParallelError};
+pub use reader::{Block, CaptureError, Ending, Reader};
 pub use writer::CaptureWriter;
 
 /// The first bytes of every capture.
 pub const MAGIC: &[u8; 8] = b"STYXCAP\0";
-/// The format version this loader writes; it reads this one and back to
-/// [`OLDEST_VERSION`].
-pub const VERSION: u32 = 2;
+/// The format version this loader writes, of blocks; it reads this one
+/// and back to [`OLDEST_VERSION`].
+pub const VERSION: u32 = 3;
+/// The last version whose records follow the header straight.
+pub const STREAM_VERSION: u32 = 2;
 /// The oldest version this loader reads: version 1's batch items carried a
 /// `u64` per value (`styx_common::item::v1`), and its USDT records no
 /// strings (no `--probe-args`).
@@ -77,6 +90,15 @@ pub const OLDEST_VERSION: u32 = 1;
 /// each), so even tens of thousands of probes stay far below; a longer one
 /// is refused rather than read into memory.
 pub const MAX_HEADER: usize = 16 << 20;
+
+/// A block is handed on once its payload holds this many bytes: big
+/// enough for zstd to find the repeats, small enough that a cut capture
+/// loses little and that parallel `read` has blocks to share out.
+pub const BLOCK_TARGET: usize = 1 << 20;
+
+/// The largest payload a reader takes: a full block plus the record
+/// that filled it and the END record, with room to spare.
+pub const MAX_BLOCK_PAYLOAD: usize = 2 * BLOCK_TARGET;
 
 /// Meta record tags (kind nibble 0).
 const TAG_THREAD: u8 = 0x00;

@@ -1,9 +1,13 @@
-//! Reads a raw capture back into events, one at a time, in bounded memory.
+//! Reads a raw capture back into events, one at a time, in bounded memory:
+//! version 3's blocks one after the other (or, for parallel `read`, each
+//! [`Block`] on its own), versions 1 and 2's records straight.
 
+use super::blocks::{Frame, Unpacker, FRAME_BYTES};
 use super::varint::{get, unzigzag};
 use super::{aux_from_code, ARG_SLOTS, AUX_EXPLICIT, AUX_SHIFT, MAGIC, MAX_RECORD};
 use super::{MAX_BATCH_ENTRY, MAX_BATCH_RECORD, TAG_BATCH};
-use super::{MAX_HEADER, OLDEST_VERSION, TAG_END, TAG_THREAD, TAG_THREAD_FOLLOWS, VERSION};
+use super::{MAX_HEADER, OLDEST_VERSION, STREAM_VERSION, TAG_END, TAG_THREAD};
+use super::{TAG_THREAD_FOLLOWS, VERSION};
 use crate::record::batch::{BatchError, Batches};
 use crate::record::event::{Body, Call, Event, Text};
 use crate::session::header::Header;
@@ -73,19 +77,49 @@ pub enum Ending {
         per_kind: Vec<(u8, u64, u64)>,
     },
     /// It stops without an END record: the loader was killed or the disk
-    /// filled. `partial` bytes of an incomplete record at `offset` were
-    /// dropped; whatever came after was never written.
+    /// filled. `partial` bytes of an incomplete record (or block) at
+    /// `offset` were dropped; whatever came after was never written.
     CutShort {
-        /// Where the last whole record ends.
+        /// Where the last whole record (or block) ends.
         offset: u64,
-        /// Bytes after it, part of a record.
+        /// Bytes after it, part of a record (or block).
         partial: usize,
+        /// The events of the block cut short, where its frame was whole.
+        lost_events: Option<u64>,
     },
+}
+
+/// Where a reader's records come from.
+enum Source {
+    /// Versions 1 and 2: the input, read in chunks into the buffer.
+    Stream,
+    /// Version 3: the input's blocks, each decompressed whole into the
+    /// buffer (and the bytes of the one being read).
+    Blocks(Unpacker, Vec<u8>),
+    /// One block at a time, handed over ([`Reader::load`]): parallel `read`.
+    Loaded(Unpacker),
+}
+
+/// A block of a version 3 capture as stored, not yet decompressed: what
+/// parallel `read` hands its workers ([`Reader::take_block`], [`Reader::load`]).
+pub struct Block {
+    /// Where it starts in the file.
+    pub offset: u64,
+    frame: Frame,
+    stored: Vec<u8>,
+}
+
+impl Block {
+    /// Its events, as its frame says.
+    pub fn events(&self) -> u64 {
+        self.frame.events
+    }
 }
 
 /// Reads a capture: the header at once, then one event per [`Reader::next`].
 pub struct Reader<R: Read> {
     input: R,
+    source: Source,
     /// The session the capture describes.
     pub header: Header,
     buf: Vec<u8>,
@@ -93,8 +127,10 @@ pub struct Reader<R: Read> {
     end: usize,
     /// The capture's format version.
     version: u32,
-    /// File offset of `buf[0]`.
+    /// File offset of `buf[0]` (of the block being read).
     base: u64,
+    /// Version 3: the file offset of the next block's frame.
+    next_block: u64,
     eof: bool,
     prev_ts: u64,
     prev: [[u64; ARG_SLOTS]; EVENT_KIND_SLOTS as usize],
@@ -171,10 +207,12 @@ impl<R: Read> Reader<R> {
             return Err(CaptureError::HeaderCut(got as u64));
         }
         let version = u32::from_le_bytes(fixed[8..12].try_into().expect("4 bytes"));
-        // Version 1 differs in its batches' items and its USDT records.
-        let codec = match version {
-            VERSION => Codec::Current,
-            OLDEST_VERSION => Codec::V1,
+        // Version 1 differs in its batches' items and its USDT records,
+        // version 3 in its blocks.
+        let (codec, source) = match version {
+            VERSION => (Codec::Current, Source::Blocks(Unpacker::new()?, Vec::new())),
+            STREAM_VERSION => (Codec::Current, Source::Stream),
+            OLDEST_VERSION => (Codec::V1, Source::Stream),
             _ => return Err(CaptureError::WrongVersion { found: version }),
         };
         let len = u32::from_le_bytes(fixed[12..16].try_into().expect("4 bytes")) as usize;
@@ -200,15 +238,23 @@ impl<R: Read> Reader<R> {
         }
         let header: Header = serde_json::from_slice(&json).map_err(CaptureError::BadHeader)?;
         let declared = header.declared_types();
+        let blocks = !matches!(source, Source::Stream);
         Ok(Reader {
             input,
+            source,
             header,
             version,
-            buf: vec![0; READ_CHUNK],
+            buf: if blocks {
+                Vec::new()
+            } else {
+                vec![0; READ_CHUNK]
+            },
             pos: 0,
             end: 0,
             base: (16 + len) as u64,
-            eof: false,
+            next_block: (16 + len) as u64,
+            // A block's bytes are all there once it is decompressed.
+            eof: blocks,
             prev_ts: 0,
             prev: [[0; ARG_SLOTS]; EVENT_KIND_SLOTS as usize],
             threads: Vec::new(),
@@ -271,11 +317,25 @@ impl<R: Read> Reader<R> {
                 continue;
             }
             if self.pos == self.end {
-                self.ending = Ending::CutShort {
-                    offset: self.offset(),
-                    partial: 0,
-                };
-                return Ok(None);
+                match self.source {
+                    Source::Stream => {
+                        self.ending = Ending::CutShort {
+                            offset: self.offset(),
+                            partial: 0,
+                            lost_events: None,
+                        };
+                        return Ok(None);
+                    }
+                    Source::Blocks(..) => match self.take_block()? {
+                        Some(block) => {
+                            self.load(block)?;
+                            continue;
+                        }
+                        None => return Ok(None),
+                    },
+                    // The block handed over is read: the caller hands on.
+                    Source::Loaded(_) => return Ok(None),
+                }
             }
             let mut pos = self.pos;
             match self.record(&mut pos) {
@@ -285,10 +345,15 @@ impl<R: Read> Reader<R> {
                     self.events += 1;
                     return Ok(Some(self.event(header, kind, parts)));
                 }
+                // A block holds whole records only.
+                Err(Stop::Short) if self.in_blocks() => {
+                    return Err(self.corrupt("a record cut at its block's end".into()))
+                }
                 Err(Stop::Short) if self.eof => {
                     self.ending = Ending::CutShort {
                         offset: self.offset(),
                         partial: self.end - self.pos,
+                        lost_events: None,
                     };
                     return Ok(None);
                 }
@@ -346,11 +411,133 @@ impl<R: Read> Reader<R> {
         self.base + self.pos as u64
     }
 
+    fn in_blocks(&self) -> bool {
+        !matches!(self.source, Source::Stream)
+    }
+
+    /// Whether the capture is of blocks (version 3), which
+    /// [`crate::read_blocks`] reads in parallel.
+    pub fn reads_blocks(&self) -> bool {
+        matches!(self.source, Source::Blocks(..))
+    }
+
     fn corrupt(&self, what: String) -> CaptureError {
-        CaptureError::Corrupt {
-            offset: self.offset(),
-            what,
+        match self.in_blocks() {
+            // The block's offset in the file, and where in its payload.
+            true => CaptureError::Corrupt {
+                offset: self.base,
+                what: format!("{what} (at byte {} of the block's {})", self.pos, self.end),
+            },
+            false => CaptureError::Corrupt {
+                offset: self.offset(),
+                what,
+            },
         }
+    }
+
+    /// A version 3 capture's next block as stored, not decompressed (for
+    /// parallel `read`, before any event was read); None at the end of the
+    /// input, then [`Reader::ending`] says how it ended (cut short, since
+    /// an END record is in a block). Memory is bounded by the frame's
+    /// checks, however long a block claims to be.
+    pub fn take_block(&mut self) -> Result<Option<Block>, CaptureError> {
+        let Source::Blocks(_, spare) = &mut self.source else {
+            return Ok(None);
+        };
+        if !matches!(self.ending, Ending::Reading) {
+            return Ok(None);
+        }
+        if self.pos != self.end {
+            return Err(self.corrupt("a block taken before the last was read".into()));
+        }
+        let offset = self.next_block;
+        let mut fixed = [0u8; FRAME_BYTES];
+        let got = read_full(&mut self.input, &mut fixed)?;
+        if got < FRAME_BYTES {
+            self.ending = Ending::CutShort {
+                offset,
+                partial: got,
+                lost_events: None,
+            };
+            return Ok(None);
+        }
+        let frame = Frame::parse(&fixed).map_err(|what| CaptureError::Corrupt { offset, what })?;
+        let mut stored = std::mem::take(spare);
+        stored.resize(frame.stored_len, 0);
+        let got = read_full(&mut self.input, &mut stored)?;
+        if got < frame.stored_len {
+            self.ending = Ending::CutShort {
+                offset,
+                partial: FRAME_BYTES + got,
+                lost_events: Some(frame.events),
+            };
+            return Ok(None);
+        }
+        self.next_block = offset + (FRAME_BYTES + frame.stored_len) as u64;
+        Ok(Some(Block {
+            offset,
+            frame,
+            stored,
+        }))
+    }
+
+    /// A reader of blocks handed over one at a time ([`Reader::load`]), for
+    /// the session `header` describes: a worker of parallel `read`.
+    pub fn for_blocks(header: Header) -> io::Result<Reader<io::Empty>> {
+        let declared = header.declared_types();
+        Ok(Reader {
+            input: io::empty(),
+            source: Source::Loaded(Unpacker::new()?),
+            header,
+            version: VERSION,
+            buf: Vec::new(),
+            pos: 0,
+            end: 0,
+            base: 0,
+            next_block: 0,
+            eof: true,
+            prev_ts: 0,
+            prev: [[0; ARG_SLOTS]; EVENT_KIND_SLOTS as usize],
+            threads: Vec::new(),
+            current: None,
+            pending: Vec::new(),
+            pending_at: 0,
+            batches: Batches::with(Codec::Current, declared),
+            events: 0,
+            malformed_batches: 0,
+            first_malformed_batch: None,
+            ending: Ending::Reading,
+        })
+    }
+
+    /// Decompresses `block` to be read next, its deltas afresh; an error
+    /// if its bytes are not the block its frame says.
+    pub fn load(&mut self, block: Block) -> Result<(), CaptureError> {
+        let unpacker = match &mut self.source {
+            Source::Stream => return Err(self.corrupt("a block in a capture of records".into())),
+            Source::Blocks(unpacker, _) | Source::Loaded(unpacker) => unpacker,
+        };
+        let unpacked = unpacker.unpack(&block.frame, &block.stored, &mut self.buf);
+        if let Source::Blocks(_, spare) = &mut self.source {
+            // Its bytes back, for the next block.
+            *spare = block.stored;
+        }
+        unpacked.map_err(|what| CaptureError::Corrupt {
+            offset: block.offset,
+            what,
+        })?;
+        self.base = block.offset;
+        self.pos = 0;
+        self.end = self.buf.len();
+        if let Source::Loaded(_) = self.source {
+            // Each block's own: whether it holds the END record.
+            self.ending = Ending::Reading;
+        }
+        self.prev_ts = 0;
+        self.prev = [[0; ARG_SLOTS]; EVENT_KIND_SLOTS as usize];
+        self.threads.clear();
+        self.current = None;
+        Ok(())
     }
 
     fn refill(&mut self) -> io::Result<()> {
@@ -508,7 +695,11 @@ impl<R: Read> Reader<R> {
                 Ok(())
             }
             TAG_BATCH => {
-                let offset = self.base + (*pos - 1) as u64;
+                // In a block, the block's: its payload may be compressed.
+                let offset = match self.in_blocks() {
+                    true => self.base,
+                    false => self.base + (*pos - 1) as u64,
+                };
                 let len = get(bytes, pos).ok_or(Stop::Short)? as usize;
                 if len > MAX_BATCH_RECORD {
                     return Err(Stop::Bad(format!("batch record of {len} bytes")));

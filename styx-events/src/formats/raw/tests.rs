@@ -198,8 +198,31 @@ fn lines(events: &[Event<'_>], usdt: &Names) -> Vec<String> {
         .collect()
 }
 
+/// A capture of `events` as this loader writes it (version 3, zstd blocks).
 fn write(events: &[Event<'_>]) -> Vec<u8> {
-    let mut writer = CaptureWriter::new(Vec::new(), &header()).unwrap();
+    finished(
+        CaptureWriter::new(Vec::new(), &header(), Compression::Zstd).unwrap(),
+        events,
+    )
+}
+
+/// … with its blocks stored as they are.
+fn write_stored(events: &[Event<'_>]) -> Vec<u8> {
+    finished(
+        CaptureWriter::new(Vec::new(), &header(), Compression::None).unwrap(),
+        events,
+    )
+}
+
+/// … as version 2 wrote it: records straight in the file.
+fn write_v2(events: &[Event<'_>]) -> Vec<u8> {
+    finished(
+        CaptureWriter::version_2(Vec::new(), &header()).unwrap(),
+        events,
+    )
+}
+
+fn finished(mut writer: CaptureWriter<Vec<u8>>, events: &[Event<'_>]) -> Vec<u8> {
     let mut counts = [0u64; 16];
     for e in events {
         writer.event(e).unwrap();
@@ -229,8 +252,13 @@ fn read(bytes: &[u8]) -> (Vec<String>, Ending) {
 
 #[test]
 fn what_goes_in_comes_out() {
+    for write in [write, write_stored, write_v2] {
+        what_goes_in_comes_out_of(write(&events()));
+    }
+}
+
+fn what_goes_in_comes_out_of(bytes: Vec<u8>) {
     let events = events();
-    let bytes = write(&events);
     let (got, ending) = read(&bytes);
     assert_eq!(got, lines(&events, &Names::new(&header())));
     assert!(
@@ -262,7 +290,7 @@ fn what_goes_in_comes_out() {
 fn a_capture_cut_anywhere_reads_to_its_last_whole_record() {
     let events = events();
     let all = lines(&events, &Names::new(&header()));
-    let bytes = write(&events);
+    let bytes = write_v2(&events);
     let body_start = 16 + u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
     let mut last = 0;
     for cut in body_start..bytes.len() {
@@ -271,7 +299,9 @@ fn a_capture_cut_anywhere_reads_to_its_last_whole_record() {
         assert!(got.len() >= last, "more bytes never give fewer events");
         last = got.len();
         match ending {
-            Ending::CutShort { offset, partial } => {
+            Ending::CutShort {
+                offset, partial, ..
+            } => {
                 assert_eq!(offset as usize + partial, cut, "cut at {cut}");
             }
             other => panic!("cut at {cut}: {other:?}"),
@@ -288,7 +318,7 @@ fn a_version_1_capture_is_read() {
         .filter(|e| e.kind != EventKind::Usdt)
         .map(clone_event)
         .collect();
-    let mut bytes = write(&events);
+    let mut bytes = write_v2(&events);
     bytes[8] = 1;
     let (got, ending) = read(&bytes);
     assert_eq!(got, lines(&events, &Names::new(&header())));
@@ -297,14 +327,14 @@ fn a_version_1_capture_is_read() {
 
 #[test]
 fn bad_input_is_named() {
-    let bytes = write(&events());
+    let bytes = write_v2(&events());
     let err = |b: &[u8]| Reader::open(b).err().expect("an error").to_string();
     assert!(err(b"{\"ts_ns\":1}\n").contains("not a styx capture"));
     assert!(err(&bytes[..10]).contains("ends inside its header"));
     assert!(err(&bytes[..40]).contains("ends inside its header"));
     let mut newer = bytes.clone();
-    newer[8] = 3;
-    assert!(err(&newer).contains("version 3; this styx-loader reads versions 1 to 2"));
+    newer[8] = 4;
+    assert!(err(&newer).contains("version 4; this styx-loader reads versions 1 to 3"));
     let mut corrupt = bytes.clone();
     let body_start = 16 + u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
     corrupt[body_start] = 0x70; // a meta tag nobody writes
@@ -330,7 +360,7 @@ fn a_typical_mem_read_takes_few_bytes() {
             )
         })
         .collect();
-    let bytes = write(&events);
+    let bytes = write_v2(&events);
     let body_start = 16 + u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
     let per_event = (bytes.len() - body_start) as f64 / 1000.0;
     assert!(per_event <= 10.0, "{per_event} bytes per mem_read");
@@ -407,14 +437,14 @@ impl std::io::Read for Trickle<'_> {
 
 #[test]
 fn long_captures_read_back_across_refills_however_the_bytes_arrive() {
+    for write in [write, write_stored, write_v2] {
+        long_capture_reads_back(write(&many_events()));
+    }
+}
+
+fn long_capture_reads_back(bytes: Vec<u8>) {
     let events = many_events();
     let want = lines(&events, &Names::new(&header()));
-    let bytes = write(&events);
-    assert!(
-        bytes.len() > 1 << 20,
-        "more than one read buffer: {}",
-        bytes.len()
-    );
     let (got, ending) = read(&bytes);
     assert!(got == want, "whole file");
     assert!(matches!(ending, Ending::Complete { .. }));
@@ -438,7 +468,10 @@ fn long_captures_read_back_across_refills_however_the_bytes_arrive() {
     let cut = bytes.len() * 3 / 4 + 3;
     let (got, ending) = read(&bytes[..cut]);
     assert_eq!(got[..], want[..got.len()]);
-    let Ending::CutShort { offset, partial } = ending else {
+    let Ending::CutShort {
+        offset, partial, ..
+    } = ending
+    else {
         panic!("{ending:?}")
     };
     assert_eq!(offset as usize + partial, cut);
@@ -519,7 +552,12 @@ fn through_every_format(bytes: &[u8]) -> Result<u64, CaptureError> {
 
 #[test]
 fn spec_ids_do_not_size_anything() {
-    let mut writer = CaptureWriter::new(Vec::new(), &header_with_spec(4_000_000_000)).unwrap();
+    let mut writer = CaptureWriter::new(
+        Vec::new(),
+        &header_with_spec(4_000_000_000),
+        Compression::Zstd,
+    )
+    .unwrap();
     let far = event(
         9,
         7,
@@ -572,7 +610,14 @@ fn times_near_the_end_of_u64_go_through_every_format() {
 fn any_bytes_give_events_or_an_error() {
     let mut events = events();
     events.extend(many_events().into_iter().take(300));
-    let good = write(&events);
+    // Stored blocks: flipped bytes reach the records (in a zstd block they
+    // mostly fail its checksum, which the fuzzer covers).
+    for good in [write_stored(&events), write_v2(&events)] {
+        any_bytes_of(good);
+    }
+}
+
+fn any_bytes_of(good: Vec<u8>) {
     let body_start = 16 + u32::from_le_bytes(good[12..16].try_into().unwrap()) as usize;
     let mut rng = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = || {
@@ -652,7 +697,7 @@ fn batch_records_read_back_as_their_events_in_place() {
         .unwrap();
     assert_eq!(split.len() as u64, n);
 
-    let mut writer = CaptureWriter::new(Vec::new(), &header()).unwrap();
+    let mut writer = CaptureWriter::version_2(Vec::new(), &header()).unwrap();
     assert!(writer.takes_batches());
     for e in &events[..5] {
         writer.event(e).unwrap();
@@ -668,7 +713,7 @@ fn batch_records_read_back_as_their_events_in_place() {
     let (got, _) = read(&bytes);
     assert_eq!(got, expected);
     // A batch costs its record and 4 bytes (tag, length) beyond it.
-    let without = write(&events).len();
+    let without = write_v2(&events).len();
     assert!(
         bytes.len() <= without + batch.len() + 4,
         "{} bytes",
@@ -715,7 +760,7 @@ fn a_malformed_batch_stored_whole_is_skipped_and_counted() {
     let first_tag = u16::from_le_bytes(forged[fixed..][..2].try_into().unwrap());
     assert_eq!(first_tag, TIME_TAG);
 
-    let mut writer = CaptureWriter::new(Vec::new(), &header()).unwrap();
+    let mut writer = CaptureWriter::version_2(Vec::new(), &header()).unwrap();
     for e in &events[..3] {
         writer.event(e).unwrap();
     }
@@ -778,7 +823,7 @@ fn version_one_captures_read_their_batches() {
     for word in words {
         record.extend_from_slice(&word.to_le_bytes());
     }
-    let mut writer = CaptureWriter::new(Vec::new(), &header()).unwrap();
+    let mut writer = CaptureWriter::version_2(Vec::new(), &header()).unwrap();
     writer.batch(&record).unwrap();
     writer.flush().unwrap();
     let mut bytes = writer.into_inner();
@@ -800,4 +845,113 @@ fn version_one_captures_read_their_batches() {
         ]
     );
     assert_eq!(reader.malformed_batches, 0);
+}
+
+/// The blocks of a version 3 capture: (offset, frame bytes + stored bytes,
+/// events), walked from its frames.
+fn blocks_of(bytes: &[u8]) -> Vec<(usize, usize, u64)> {
+    let mut at = 16 + u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
+    let mut out = Vec::new();
+    while at < bytes.len() {
+        let frame = blocks::Frame::parse(bytes[at..at + 16].try_into().unwrap()).unwrap();
+        let len = blocks::FRAME_BYTES + frame.stored_len;
+        out.push((at, len, frame.events));
+        at += len;
+    }
+    assert_eq!(at, bytes.len());
+    out
+}
+
+#[test]
+fn a_capture_cut_in_a_block_reads_its_whole_blocks_and_says_what_it_lost() {
+    let events = many_events();
+    let want = lines(&events, &Names::new(&header()));
+    for bytes in [write(&events), write_stored(&events)] {
+        let blocks = blocks_of(&bytes);
+        assert!(blocks.len() >= 3, "{} blocks", blocks.len());
+        let total: u64 = blocks.iter().map(|b| b.2).sum();
+        assert_eq!(total, events.len() as u64, "the frames count every event");
+        // Inside the last block with events (the END record's block may
+        // be its own, after it), inside the frame of one, and at its start.
+        let (at, len, lost) = blocks[blocks.len() - 2];
+        for (cut, lost_events) in [(at + len / 2, Some(lost)), (at + 7, None), (at, None)] {
+            let (got, ending) = read(&bytes[..cut]);
+            assert_eq!(got.len() as u64, total - lost - blocks.last().unwrap().2);
+            assert_eq!(got[..], want[..got.len()]);
+            assert_eq!(
+                ending,
+                Ending::CutShort {
+                    offset: at as u64,
+                    partial: cut - at,
+                    lost_events,
+                },
+                "cut at {cut}"
+            );
+        }
+    }
+}
+
+#[test]
+fn blocks_claiming_more_than_any_block_are_refused_before_allocating() {
+    let bytes = write(&many_events());
+    let (at, _, _) = blocks_of(&bytes)[1];
+    for (field, value) in [(4, u32::MAX), (8, u32::MAX), (8, 7), (0, 9)] {
+        let mut bad = bytes.clone();
+        bad[at + field..at + field + 4].copy_from_slice(&value.to_le_bytes());
+        if field == 0 {
+            bad[at] = value as u8;
+        }
+        let mut reader = Reader::open(&bad[..]).unwrap();
+        let err = loop {
+            match reader.next() {
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("field {field} = {value}: read to the end"),
+                Err(e) => break e.to_string(),
+            }
+        };
+        assert!(
+            err.starts_with(&format!("corrupt record at byte {at}: ")),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn blocks_read_apart_give_the_events_read_in_a_row() {
+    let events = many_events();
+    let want = lines(&events, &Names::new(&header()));
+    let bytes = write(&events);
+    let mut frames = Reader::open(&bytes[..]).unwrap();
+    let mut blocks = Vec::new();
+    while let Some(block) = frames.take_block().unwrap() {
+        blocks.push(block);
+    }
+    // The frames alone do not say the END record is in the last block.
+    let end = Ending::CutShort {
+        offset: bytes.len() as u64,
+        partial: 0,
+        lost_events: None,
+    };
+    assert_eq!(frames.ending, end);
+    // The last block first: each decodes on its own.
+    let mut parts = Vec::new();
+    let mut reader = Reader::<&[u8]>::for_blocks(header()).unwrap();
+    let usdt = Names::new(&header());
+    for block in blocks.into_iter().rev() {
+        reader.load(block).unwrap();
+        let mut part = Vec::new();
+        while let Some(e) = reader.next().unwrap() {
+            let mut line = ByteBuf::default();
+            jsonl(&mut line, &e, &usdt, &mut Repeats::default());
+            part.push(String::from_utf8(line.as_slice().to_vec()).unwrap());
+        }
+        parts.push(part);
+        // The END record is in the last block.
+        assert_eq!(
+            matches!(reader.ending, Ending::Complete { .. }),
+            parts.len() == 1
+        );
+    }
+    parts.reverse();
+    assert!(parts.concat() == want);
 }

@@ -1,66 +1,193 @@
-//! Writes events as a raw capture (see the module above for the layout).
+//! Writes events as a raw capture (see the module above for the layout):
+//! version 3's blocks, or version 2's plain stream of records (kept for
+//! the tests of the reader's older versions).
 
+use super::blocks::{BlockPool, Compression};
 use super::varint::{put, zigzag};
-use super::{aux_code, ARG_SLOTS, AUX_EXPLICIT, AUX_SHIFT, MAGIC, TAG_BATCH, TAG_END, TAG_THREAD};
-use super::{TAG_THREAD_FOLLOWS, VERSION};
+#[cfg(test)]
+use super::STREAM_VERSION;
+use super::{aux_code, ARG_SLOTS, AUX_EXPLICIT, AUX_SHIFT, BLOCK_TARGET, MAGIC, MAX_BATCH_RECORD};
+use super::{TAG_BATCH, TAG_END, TAG_THREAD, TAG_THREAD_FOLLOWS, VERSION};
 use crate::record::event::{Body, Call, Event, Text};
 use crate::session::header::Header;
 use crate::write::buf::ByteBuf;
-use crate::write::writer::{Chunked, EventWriter, Totals};
+use crate::write::writer::{EventWriter, Totals};
 use std::collections::HashMap;
 use std::io::{self, Write};
+use std::ops::Range;
+use std::time::{Duration, Instant};
 use styx_common::EVENT_KIND_SLOTS;
 
-/// Bytes gathered before they go to the output: big enough for few write
-/// calls, small enough to bound memory.
+/// Version 2: bytes gathered before they go to the output: big enough for
+/// few write calls, small enough to bound memory.
 const CHUNK: usize = 256 << 10;
 
-/// Writes a raw capture.
-pub struct CaptureWriter<W: Write> {
-    out: Chunked<W>,
+/// A flush cuts the block being filled once it has waited this long, so
+/// a reader of the growing file (or of one whose loader was killed) is
+/// this far behind at most; at high rates blocks fill long before.
+const FLUSH_AGE: Duration = Duration::from_millis(250);
+
+/// Worker threads compressing blocks: the cores the emulator and the
+/// loader's own thread leave, at least one (the OS shares them out).
+fn workers() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get().clamp(1, 4))
+}
+
+/// The delta coding's state: what the next record is told against. A
+/// block starts it afresh.
+struct Deltas {
     prev_ts: u64,
     prev: [[u64; ARG_SLOTS]; EVENT_KIND_SLOTS as usize],
     threads: HashMap<(u32, u32), u32>,
     current: Option<(u32, u32)>,
 }
 
-impl<W: Write> CaptureWriter<W> {
-    /// Starts a capture: writes the magic, version and header.
-    pub fn new(mut out: W, header: &Header) -> io::Result<Self> {
-        let json = serde_json::to_vec(header)?;
-        out.write_all(MAGIC)?;
-        out.write_all(&VERSION.to_le_bytes())?;
-        out.write_all(&(json.len() as u32).to_le_bytes())?;
-        out.write_all(&json)?;
-        Ok(CaptureWriter {
-            out: Chunked::new(out, CHUNK),
+impl Default for Deltas {
+    fn default() -> Deltas {
+        Deltas {
             prev_ts: 0,
             prev: [[0; ARG_SLOTS]; EVENT_KIND_SLOTS as usize],
             threads: HashMap::new(),
             current: None,
+        }
+    }
+}
+
+/// Where the records go after the buffer.
+enum Framing {
+    /// Version 2: the buffer to the output every [`CHUNK`].
+    Stream,
+    /// Version 3: the buffer is the block being filled.
+    Blocks {
+        pool: BlockPool,
+        /// Its batch records, for the workers' count of their events.
+        batches: Vec<Range<usize>>,
+        /// Its events delivered one each.
+        events: u64,
+        /// When a flush first found it not empty.
+        waiting_since: Option<Instant>,
+    },
+}
+
+/// Writes a raw capture.
+pub struct CaptureWriter<W: Write> {
+    out: W,
+    buf: ByteBuf,
+    deltas: Deltas,
+    body: Framing,
+}
+
+impl<W: Write> CaptureWriter<W> {
+    /// Starts a capture of blocks stored as `compression` says: writes the
+    /// magic, version and header.
+    pub fn new(out: W, header: &Header, compression: Compression) -> io::Result<Self> {
+        let mut pool = BlockPool::new(compression, header.declared_types(), workers())?;
+        let (buf, batches) = pool.buffer();
+        let body = Framing::Blocks {
+            pool,
+            batches,
+            events: 0,
+            waiting_since: None,
+        };
+        Self::start(out, header, VERSION, buf, body)
+    }
+
+    /// Starts a version 2 capture: records straight in the file.
+    #[cfg(test)]
+    pub(crate) fn version_2(out: W, header: &Header) -> io::Result<Self> {
+        Self::start(
+            out,
+            header,
+            STREAM_VERSION,
+            ByteBuf::with_capacity(CHUNK),
+            Framing::Stream,
+        )
+    }
+
+    fn start(
+        mut out: W,
+        header: &Header,
+        version: u32,
+        buf: ByteBuf,
+        body: Framing,
+    ) -> io::Result<Self> {
+        let json = serde_json::to_vec(header)?;
+        out.write_all(MAGIC)?;
+        out.write_all(&version.to_le_bytes())?;
+        out.write_all(&(json.len() as u32).to_le_bytes())?;
+        out.write_all(&json)?;
+        Ok(CaptureWriter {
+            out,
+            buf,
+            deltas: Deltas::default(),
+            body,
         })
     }
 
-    /// Gives the output back (for tests and tools).
-    pub fn into_inner(self) -> W {
-        self.out.into_inner()
+    /// Gives the output back (for tests and tools), after [`EventWriter::finish`].
+    pub fn into_inner(mut self) -> W {
+        // Blocks hold no reference to the output: a writer never finished
+        // just loses what it had not written.
+        let out = std::mem::replace(&mut self.body, Framing::Stream);
+        drop(out);
+        let CaptureWriter { out, .. } = self;
+        out
+    }
+
+    /// After each record: hands the buffer on once it holds a chunk or a block.
+    #[inline]
+    fn record_done(&mut self) -> io::Result<()> {
+        match &self.body {
+            Framing::Stream if self.buf.len() >= CHUNK => {
+                let written = self.out.write_all(self.buf.as_slice());
+                self.buf.clear();
+                written
+            }
+            Framing::Blocks { .. } if self.buf.len() >= BLOCK_TARGET => self.cut_block(),
+            _ => Ok(()),
+        }
+    }
+
+    /// Ends the block being filled (if it holds anything) and hands it to
+    /// the workers; the next starts its deltas afresh.
+    fn cut_block(&mut self) -> io::Result<()> {
+        let Framing::Blocks {
+            pool,
+            batches,
+            events,
+            waiting_since,
+        } = &mut self.body
+        else {
+            return Ok(());
+        };
+        if self.buf.len() == 0 {
+            return Ok(());
+        }
+        let (buf, next_batches) = pool.buffer();
+        let full = std::mem::replace(&mut self.buf, buf);
+        let full_batches = std::mem::replace(batches, next_batches);
+        let result = pool.submit(full, full_batches, std::mem::take(events), &mut self.out);
+        *waiting_since = None;
+        self.deltas = Deltas::default();
+        result
     }
 
     fn encode(&mut self, event: &Event<'_>) {
-        let buf = &mut self.out.buf;
+        let buf = &mut self.buf;
+        let deltas = &mut self.deltas;
         let h = &event.header;
         let mut tag = event.kind as u8;
         let thread = (h.pid, h.tid);
         let mut index = None;
-        if self.current != Some(thread) {
-            self.current = Some(thread);
-            match self.threads.get(&thread) {
+        if deltas.current != Some(thread) {
+            deltas.current = Some(thread);
+            match deltas.threads.get(&thread) {
                 Some(&i) => {
                     tag |= TAG_THREAD_FOLLOWS;
                     index = Some(i);
                 }
                 None => {
-                    self.threads.insert(thread, self.threads.len() as u32);
+                    deltas.threads.insert(thread, deltas.threads.len() as u32);
                     buf.push(TAG_THREAD);
                     put(buf, h.pid.into());
                     put(buf, h.tid.into());
@@ -75,9 +202,9 @@ impl<W: Write> CaptureWriter<W> {
         if code == AUX_EXPLICIT {
             put(buf, h.aux.into());
         }
-        put(buf, zigzag(h.ts_ns.wrapping_sub(self.prev_ts)));
-        self.prev_ts = h.ts_ns;
-        let prev = &mut self.prev[event.kind as usize];
+        put(buf, zigzag(h.ts_ns.wrapping_sub(deltas.prev_ts)));
+        deltas.prev_ts = h.ts_ns;
+        let prev = &mut deltas.prev[event.kind as usize];
         match &event.body {
             Body::Args(args) => {
                 let n = event.kind.shape().record_args();
@@ -134,10 +261,35 @@ fn put_text(buf: &mut ByteBuf, text: &Text<'_>) {
 impl<W: Write> EventWriter for CaptureWriter<W> {
     fn event(&mut self, event: &Event<'_>) -> io::Result<()> {
         self.encode(event);
-        self.out.event_done()
+        if let Framing::Blocks { events, .. } = &mut self.body {
+            *events += 1;
+        }
+        self.record_done()
     }
 
     fn flush(&mut self) -> io::Result<()> {
+        match &mut self.body {
+            Framing::Stream => {
+                let written = self.out.write_all(self.buf.as_slice());
+                self.buf.clear();
+                written?;
+            }
+            Framing::Blocks {
+                pool,
+                waiting_since,
+                ..
+            } => {
+                // Called per drain of the ring: a block is cut only once
+                // it has waited, or blocks would be as small as drains.
+                let waited = self.buf.len() > 0
+                    && waiting_since.get_or_insert_with(Instant::now).elapsed() >= FLUSH_AGE;
+                if waited {
+                    self.cut_block()?;
+                } else {
+                    pool.write_ready(&mut self.out)?;
+                }
+            }
+        }
         self.out.flush()
     }
 
@@ -146,15 +298,23 @@ impl<W: Write> EventWriter for CaptureWriter<W> {
     }
 
     fn batch(&mut self, record: &[u8]) -> io::Result<()> {
-        let buf = &mut self.out.buf;
+        // Its items end within the longest record (the caller checked
+        // them); bytes past that, which no ring record has, would make the
+        // record one no reader takes.
+        let record = &record[..record.len().min(MAX_BATCH_RECORD)];
+        let buf = &mut self.buf;
         buf.push(TAG_BATCH);
         put(buf, record.len() as u64);
+        let start = buf.len();
         buf.extend_from_slice(record);
-        self.out.event_done()
+        if let Framing::Blocks { batches, .. } = &mut self.body {
+            batches.push(start..start + record.len());
+        }
+        self.record_done()
     }
 
     fn finish(&mut self, totals: &Totals<'_>) -> io::Result<()> {
-        let buf = &mut self.out.buf;
+        let buf = &mut self.buf;
         buf.push(TAG_END);
         put(buf, totals.events.iter().sum());
         put(buf, totals.drops.iter().sum());
@@ -168,6 +328,12 @@ impl<W: Write> EventWriter for CaptureWriter<W> {
             }
         }
         buf.push(0);
+        if let Framing::Blocks { .. } = self.body {
+            self.cut_block()?;
+            if let Framing::Blocks { pool, .. } = &mut self.body {
+                pool.drain(&mut self.out)?;
+            }
+        }
         self.flush()
     }
 }

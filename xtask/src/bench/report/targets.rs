@@ -380,9 +380,9 @@ fn demo_capture(r: &Results) -> Measured {
             capture.bytes_per_event(),
             capture.events
         ),
-        why: "The capture stores each batch as the ring carried it: per event its item (a \
-              tag, then each value in the width the demo gives it), and a time mark every \
-              ~1 KiB of items; per-event types are delta-coded."
+        why: "The capture's blocks hold each batch as the ring carried it (per event its \
+              item: a tag, then each value in the width the demo gives it; a time mark every \
+              ~1 KiB of items), compressed with zstd's fastest level (`--compression`)."
             .into(),
     }
 }

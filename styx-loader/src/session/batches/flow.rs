@@ -40,8 +40,8 @@ impl std::fmt::Display for Taken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "pid {} is already traced --lossless by {}: two lossless loaders would undo each \
-             other's flow control",
+            "pid {} is already traced --on-full wait (--lossless) by {}: two waiting loaders \
+             would undo each other's flow control",
             self.pid, self.holder
         )
     }

@@ -1,13 +1,30 @@
-//! `cargo xtask demo`: the 6502 demo emulator, traced by styx-loader.
+//! `cargo xtask demo`: the 6502 demo emulator, traced by styx-loader. First
+//! its rare events as text; then every event of a second recorded into a
+//! raw capture with the loader's defaults (writing a file, batched events
+//! wait for room in the ring: nothing is lost), and a short summary of it;
+//! then parts of the capture converted with `styx-loader read`: a window of
+//! its first events as JSON lines, and the timer interrupt's code as a
+//! Perfetto trace. What is recorded and converted is in the consts below.
 
 use anyhow::{Context, Result};
-use std::io::{BufRead, BufReader};
+use std::ffi::OsStr;
+use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use styx_testkit::{demo_recording, Loader, Summary};
 
 /// Events shown on the terminal: the ones a person can follow.
 const SHOWN: &str = "interrupt,control,span_begin,span_end,marker";
 const SHOWN_LINES: usize = 40;
+/// How long every event is recorded (~11 bytes an event on disk).
+const RECORD_SECONDS: f64 = 1.0;
+/// The window converted to JSON lines: the capture's first events.
+const WINDOW_EVENTS: usize = 100_000;
+/// The part converted to Perfetto: the code of styx-demo's timer interrupt
+/// handler (`programs::IRQ_HANDLER`, 0x0f00) and the events that have no
+/// pc (interrupts, spans, markers, control), which every filter on pc lets
+/// through.
+const PART_FILTER: &str = "pc in 0x0f00..0x1000";
 
 pub fn run(root: &Path) -> Result<()> {
     crate::setup::require_root("demo")?;
@@ -24,12 +41,12 @@ pub fn run(root: &Path) -> Result<()> {
             .spawn()
             .context("starting styx-demo")?,
     );
-    let pid = demo.0.id().to_string();
+    let pid = demo.0.id();
     let loader = bin.join("styx-loader");
 
     println!("\n== the first {SHOWN_LINES} {SHOWN} events of styx-demo (pid {pid}), as text ==");
     let mut shown = Command::new(&loader)
-        .args(["--pid", &pid, "-e", SHOWN, "--duration", "5"])
+        .args(["--pid", &pid.to_string(), "-e", SHOWN, "--duration", "5"])
         .stdout(Stdio::piped())
         .spawn()
         .context("starting styx-loader")?;
@@ -40,27 +57,99 @@ pub fn run(root: &Path) -> Result<()> {
     // Closing the pipe ends the loader quietly, like `| head`.
     shown.wait()?;
 
-    let trace = root.join("target/demo-trace.jsonl");
+    let capture = root.join("target/demo.styx");
     println!(
-        "\n== every event for 2 s, as JSON lines, into {} ==",
-        trace.display()
+        "\n== every event for {RECORD_SECONDS} s into a raw capture, {} ==",
+        capture.display()
     );
-    crate::run_checked(Command::new(&loader).args([
-        "--pid",
-        &pid,
-        "-o",
-        "jsonl",
-        "--duration",
-        "2",
-        "--output",
-        trace.to_str().context("trace path is not UTF-8")?,
-    ]))?;
+    let summary = record(&loader, pid, &capture)?;
     demo.0.kill()?;
     demo.0.wait()?;
+    print_summary(&summary, &capture)?;
+
+    let window = root.join("target/demo-trace.jsonl");
     println!(
-        "\nTry: jq -c 'select(.event == \"interrupt\")' {} | head",
-        trace.display()
+        "\n== its first {WINDOW_EVENTS} events as JSON lines, {} ==",
+        window.display()
     );
+    convert_window(&loader, &capture, &window)?;
+    let part = root.join("target/demo-irq.pftrace");
+    println!(
+        "\n== the timer interrupt's code (--filter '{PART_FILTER}') as Perfetto, {} ==",
+        part.display()
+    );
+    crate::run_checked(Command::new(&loader).args([
+        OsStr::new("read"),
+        capture.as_os_str(),
+        OsStr::new("--filter"),
+        OsStr::new(PART_FILTER),
+        OsStr::new("-o"),
+        OsStr::new("perfetto"),
+        OsStr::new("--output"),
+        part.as_os_str(),
+    ]))?;
+    println!("{} bytes", std::fs::metadata(&part)?.len());
+    let capture = capture.display();
+    println!(
+        "\nTry: jq -c 'select(.event == \"interrupt\")' {} | head\n     \
+         open {} in https://ui.perfetto.dev\n     \
+         styx-loader read {capture} --by pc | head    (the hottest code)\n     \
+         styx-loader read {capture} -o jsonl --filter 'mem_write: addr == 0x0400' | head",
+        window.display(),
+        part.display(),
+    );
+    Ok(())
+}
+
+/// Records every event of `pid` into `capture`; the loader's summary.
+fn record(loader: &Path, pid: u32, capture: &Path) -> Result<Summary> {
+    let args = demo_recording(pid, capture, RECORD_SECONDS);
+    let recording = Loader::spawn(loader, args, Stdio::inherit())?;
+    let (status, stderr) = recording.finish();
+    anyhow::ensure!(status.success(), "recording failed: {}", stderr.join("\n"));
+    // Its warnings, if any (the summary is printed below).
+    for line in stderr.iter().filter(|l| l.contains("warning")) {
+        eprintln!("{line}");
+    }
+    Ok(Summary::find(&stderr)?)
+}
+
+/// Events per type, bytes per event, what was lost.
+fn print_summary(summary: &Summary, capture: &Path) -> Result<()> {
+    let bytes = std::fs::metadata(capture)?.len();
+    let lost: u64 = summary.types.iter().map(|t| t.lost).sum();
+    println!(
+        "{} events in {:.2} s ({:.1} M events/s), {:.1} MB: {:.1} bytes an event; {} lost",
+        summary.events,
+        summary.seconds,
+        summary.events as f64 / summary.seconds / 1e6,
+        bytes as f64 / 1e6,
+        bytes as f64 / summary.events.max(1) as f64,
+        summary.dropped + lost
+    );
+    for t in &summary.types {
+        println!("  {:<11} {:>12}", t.name, t.events);
+    }
+    Ok(())
+}
+
+/// The capture's first [`WINDOW_EVENTS`] events as JSON lines into `window`.
+fn convert_window(loader: &Path, capture: &Path, window: &Path) -> Result<()> {
+    let mut read = Command::new(loader)
+        .arg("read")
+        .arg(capture)
+        .args(["-o", "jsonl"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("starting styx-loader read")?;
+    let mut out = BufWriter::new(std::fs::File::create(window)?);
+    let lines = BufReader::new(read.stdout.take().expect("piped")).lines();
+    for line in lines.take(WINDOW_EVENTS) {
+        writeln!(out, "{}", line?)?;
+    }
+    out.flush()?;
+    // Closing the pipe ends `read` quietly, like `| head`.
+    read.wait()?;
     Ok(())
 }
 

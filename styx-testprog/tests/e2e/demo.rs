@@ -104,3 +104,49 @@ fn attaching_mid_run_switches_the_demo_to_its_probed_cpu_and_back() {
         .unwrap();
     assert!(first.starts_with("fib"), "{first}");
 }
+
+/// `cargo xtask demo`'s recording (styx-testkit's `demo_recording`: a raw
+/// capture with the loader's defaults) keeps every event: the capture holds
+/// as many of each type as the loader counted, and none was dropped.
+#[test]
+fn the_demos_recording_keeps_every_event() {
+    require_root();
+    let capture = scratch("demo-recording").join("demo.styx");
+    let mut demo = Command::new(demo_path())
+        .args(["--forever", "--quiet"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut args = styx_testkit::demo_recording(demo.id(), &capture, 0.5);
+    // A ring of a few batches, which the emulator outruns unless it waits.
+    args.extend(["--ring-size", "64K"].map(Into::into));
+    let loader = Loader::attach(&loader_path(), args, Stdio::null()).unwrap();
+    let (status, stderr) = loader.finish();
+    demo.kill().unwrap();
+    demo.wait().unwrap();
+    assert!(status.success(), "{stderr:#?}");
+    let summary = summary_of(&stderr);
+    assert_eq!(summary.dropped, 0, "{stderr:#?}");
+    assert!(summary.types.iter().all(|t| t.lost == 0), "{stderr:#?}");
+    assert!(summary.events_of("insn_exec") > 0, "{stderr:#?}");
+    assert!(summary.loss.is_none(), "{stderr:#?}");
+    // The capture holds what was counted, type by type.
+    let (status, stdout, stderr) = run_loader(&[
+        "read",
+        capture.to_str().unwrap(),
+        "--by",
+        "event",
+        "-o",
+        "jsonl",
+    ]);
+    assert!(status.success(), "{stderr}");
+    let rows = parse_jsonl(&stdout);
+    for t in &summary.types {
+        let row = rows
+            .iter()
+            .find(|r| r["event"] == t.name.as_str())
+            .unwrap_or_else(|| panic!("{} in {stdout}", t.name));
+        assert_eq!(row["count"], t.events, "{}: {stdout}", t.name);
+    }
+}

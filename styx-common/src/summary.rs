@@ -176,6 +176,15 @@ impl Summary {
             rate(loss.output_per_s),
             rate(loss.offered_per_s)
         );
+        if loss.batched > 0 && loss.ring_bytes < crate::batch::BATCH_RING_BYTES as u64 {
+            return Some(alloc::format!(
+                "{lost}: a ring of {} cannot hold one batch of events ({} bytes): every full \
+                 batch is dropped, waiting or not; give a larger --ring-size (at least {})",
+                bytes(loss.ring_bytes),
+                crate::batch::BATCH_RING_BYTES,
+                bytes((crate::batch::BATCH_RING_BYTES as u64).next_power_of_two())
+            ));
+        }
         let per_event_only = loss.batched == 0 && loss.waited;
         Some(match (loss.cause, per_event_only) {
             (cause, true) => alloc::format!(
@@ -393,6 +402,14 @@ mod tests {
         );
         assert!(!per_event.contains("--on-full wait"), "{per_event}");
         assert_eq!(summary().loss_warning(), None);
+        let mut tiny = lossy(LossCause::Burst, 5, true, "jsonl");
+        tiny.loss.as_mut().unwrap().ring_bytes = 4096;
+        let tiny = tiny.loss_warning().unwrap();
+        assert!(
+            tiny.contains("a ring of 4K cannot hold one batch")
+                && tiny.contains("larger --ring-size (at least 32K)"),
+            "{tiny}"
+        );
     }
 
     #[test]

@@ -443,11 +443,11 @@ pub struct TraceArgs {
     /// output's pace when it does not. If the loader dies, waiting threads
     /// go on at their next look. Needs one process (--pid or a command).
     /// `drop`: the emulator never waits; batches the ring has no room for
-    /// are dropped, counted and reported. Default: `wait` when events go
-    /// to a file on disk (--output FILE or DIR/, --capture) of one
-    /// process, and for `top`; `drop` to a terminal, a pipe or a device
-    /// (a reader such as `less` could hold the emulator indefinitely), for
-    /// --binary and --flight-recorder. Events of the per-event types
+    /// are dropped, counted and reported. Default: `wait` when every
+    /// output is a file on disk (--output FILE or DIR/, and --capture if
+    /// given) of one process, and for `top`; `drop` when events also go to
+    /// a terminal, a pipe or a device (a reader such as `less` could hold
+    /// the emulator indefinitely), for --binary and --flight-recorder. Events of the per-event types
     /// (interrupts, control, spans, markers) never wait: a full ring drops
     /// them, counted and reported.
     #[arg(long, value_enum, value_name = "WHAT")]

@@ -211,10 +211,12 @@ pub fn lossless_mode(args: &TraceArgs, top: bool) -> Lossless {
     }
 }
 
-/// Whether events go to a file on disk: `--capture`, or `--output` naming
-/// a regular file, a directory (rolled Parquet) or nothing yet. Not a
-/// terminal, pipe or device (`/dev/null`, `/dev/stdout` on a pipe), where
-/// the emulator keeps its own pace, nor the flight recorder's dumps.
+/// Whether every output is a file on disk: `--output` naming a regular
+/// file, a directory (rolled Parquet) or nothing yet, and `--capture`
+/// beside it; or the capture alone when `--summary` writes no events. Not
+/// when events also go to a terminal, pipe or device (`/dev/null`,
+/// `/dev/stdout` on a pipe): the emulator would wait for its reader. Nor
+/// the flight recorder's dumps.
 fn writes_to_disk(args: &TraceArgs) -> bool {
     if args.flight_recorder.is_some() {
         return false;
@@ -223,7 +225,11 @@ fn writes_to_disk(args: &TraceArgs) -> bool {
         Ok(meta) => meta.is_file() || meta.is_dir(),
         Err(_) => true,
     };
-    args.capture.is_some() || args.output.path.as_deref().is_some_and(on_disk)
+    match (args.summary, args.output.path.as_deref()) {
+        (true, _) => args.capture.is_some(),
+        (false, None) => false,
+        (false, Some(path)) => on_disk(path),
+    }
 }
 
 /// `top`'s output, what the kernel counts, and how the table is drawn.

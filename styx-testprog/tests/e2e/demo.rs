@@ -5,6 +5,7 @@ use crate::support::*;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
+use styx_common::{Delivery, EventKind};
 
 /// The instruction count of the demo's per-program line (`sieve exit 0, N instructions, …`).
 pub fn instructions_of(stdout: &str, program: &str) -> usize {
@@ -119,7 +120,9 @@ fn the_demos_recording_keeps_every_event() {
         .spawn()
         .unwrap();
     let mut args = styx_testkit::demo_recording(demo.id(), &capture, 0.5);
-    // A ring of a few batches, which the emulator outruns unless it waits.
+    // A ring of a few batches, which the emulator outruns unless it waits
+    // (the interrupts, spans and markers, which never wait, have room for
+    // ~80 ms of the debug demo's).
     args.extend(["--ring-size", "64K"].map(Into::into));
     let loader = Loader::attach(&loader_path(), args, Stdio::null()).unwrap();
     let (status, stderr) = loader.finish();
@@ -127,10 +130,22 @@ fn the_demos_recording_keeps_every_event() {
     demo.wait().unwrap();
     assert!(status.success(), "{stderr:#?}");
     let summary = summary_of(&stderr);
-    assert_eq!(summary.dropped, 0, "{stderr:#?}");
     assert!(summary.types.iter().all(|t| t.lost == 0), "{stderr:#?}");
     assert!(summary.events_of("insn_exec") > 0, "{stderr:#?}");
-    assert!(summary.loss.is_none(), "{stderr:#?}");
+    // Batched events waited: none dropped. The per-event types never wait:
+    // on a loaded machine (the suite's tests run side by side) a ring this
+    // small can drop a few of them, and then the summary says so.
+    for t in &summary.types {
+        let kind = EventKind::from_probe_name(&t.name).unwrap();
+        if kind.delivery() == Delivery::Batched {
+            assert_eq!(t.dropped, 0, "{}: {stderr:#?}", t.name);
+        }
+    }
+    if let Some(loss) = &summary.loss {
+        assert!(loss.waited && loss.batched == 0, "{stderr:#?}");
+        let warned = stderr.iter().any(|l| l.contains("all of per-event types"));
+        assert!(warned, "{stderr:#?}");
+    }
     // The capture holds what was counted, type by type.
     let (status, stdout, stderr) = run_loader(&[
         "read",

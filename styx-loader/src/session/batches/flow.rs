@@ -16,13 +16,12 @@
 use super::flush_block::{self, remote, FlushSite};
 use anyhow::{Context, Result};
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
-use std::mem::size_of;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
 use std::time::{Duration, Instant};
 use styx_common::batch::{
-    BatchRecord, BATCH_BYTES, CONTROLLED_OFFSET, CREDIT_OFFSET, CREDIT_OWNER_OFFSET,
-    FLUSHED_OFFSET, LOSSLESS_LOADER_ENV,
+    BATCH_RING_BYTES, CONTROLLED_OFFSET, CREDIT_OFFSET, CREDIT_OWNER_OFFSET, FLUSHED_OFFSET,
+    LOSSLESS_LOADER_ENV,
 };
 
 /// How often a process is looked at again for flush blocks not found yet,
@@ -83,8 +82,7 @@ impl Flow {
             }
             Err(e) => return Err(e).context("taking lossless flow control"),
         };
-        // Each record also takes the ring's 8-byte header.
-        let record = (size_of::<BatchRecord>() + BATCH_BYTES + 8) as u64;
+        let record = BATCH_RING_BYTES as u64;
         Ok(Flow {
             pid,
             own_pid: own_pid(pid),

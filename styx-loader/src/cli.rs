@@ -23,6 +23,8 @@ Examples:
   sudo styx-loader --binary ./my-emulator -e marker   every process running it, also later ones
   sudo styx-loader --pid 1234 -o raw --output run.styx   a capture: read it later with `styx-loader read`
   sudo styx-loader --pid 1234 --capture run.styx      text now, and a capture of the same events
+  sudo styx-loader --pid 1234 -o jsonl --output t.jsonl --on-full drop
+                        never slow the emulator down: drops counted, and why
   sudo styx-loader --pid 1234 -o perfetto --output run.pftrace.gz   for ui.perfetto.dev
   sudo styx-loader --pid 1234 --filter 'mem_write: addr == 0xd020'   who writes to 0xd020?
   sudo styx-loader --pid 1234 -e insn_exec --sample 1000   1 instruction in 1000

@@ -8,7 +8,7 @@
 //! truth onto a stack of bits, `AND`/`OR`/`NOT` combine the top ones, and
 //! the event is kept when the last bit is set. An event's values sit in
 //! [`VALUE_SLOTS`] numbered slots: its record's arguments in catalogue order
-//! (0..=3), the access size (`aux`), the thread and the process.
+//! (0..=3), the access size (`aux`), the thread, the process and its time.
 
 /// Operations a program holds at most (the eBPF loop's bound).
 pub const FILTER_MAX_OPS: usize = 32;
@@ -195,3 +195,9 @@ fn compare(x: u64, cmp: u8, value: u64) -> bool {
 
 const _: () = assert!(core::mem::size_of::<FilterOp>() == 24);
 const _: () = assert!(core::mem::size_of::<FilterProgram>() == 16 + 24 * FILTER_MAX_OPS);
+
+// Here, after everything the eBPF programs use, so that their line
+// information (and the committed object) stays as it was.
+/// Slot of the event's time (`ts_ns`): filled by the loader only, so a
+/// program that tests it never goes to the kernel.
+pub const SLOT_TS: u8 = 7;

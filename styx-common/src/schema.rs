@@ -43,6 +43,11 @@ pub const MAX_ENUM_VALUES: usize = 1024;
 /// checks it is this. Timeline formats draw the heap from them.
 pub const HEAP_PROVIDER: &str = "styx_alloc";
 
+/// The field of [`HEAP_PROVIDER`]'s types that holds the return address
+/// into the allocating function: a code address of the traced process,
+/// which tables name by its function.
+pub const HEAP_CALLER: &str = "caller";
+
 /// Whether `provider` (a crate's name) is [`HEAP_PROVIDER`]: for the
 /// declaring crate's compile-time check.
 pub const fn is_heap_provider(provider: &str) -> bool {

@@ -39,15 +39,17 @@ pub use formats::{
     create_file, open, open_stream, usdt_name_taken, Detail, Format, Options, Output, OutputError,
 };
 pub use questions::calls::{CallTable, CallTracker};
+pub use questions::cut::{Bound, Cut, Types};
 pub use questions::filter::{FilterError, Filters, Keep};
 pub use questions::flight::{FlightRecorder, Limits, OpenDump, Recording, EXITED_KEPT_LOOKS};
 pub use questions::top::{heatmap, CountWriter, KeyRef, KeySpec, Table, TableFormat, View};
 pub use record::batch::{BatchError, Batches, Declared, DeclaredTypes, Irregular};
 pub use record::event::{decode, Body, Call, DecodeError, Event, Text};
 pub use record::{batch_items, partial};
+pub use session::code::CodeNames;
 pub use session::declared::{DeclaredField, DeclaredSites, EnumValues, EventType, SchemaError};
 pub use session::guest::{Guest, GuestError, Image, Register, RegisterNames, Within};
-pub use session::header::{clock_ns, ClockId, DeclaredInfo, Header, UsdtInfo};
+pub use session::header::{clock_ns, ClockId, DeclaredInfo, Header, MappedFile, UsdtInfo};
 pub use write::escape;
 pub use write::human::si;
 pub use write::writer::{Discard, EventWriter, Tee, Totals};

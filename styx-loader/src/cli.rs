@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 use styx_common::summary::JSON_SUMMARY_ENV;
 use styx_common::{Delivery, EventKind};
-use styx_events::Filters;
+use styx_events::{Bound, Filters};
 use styx_events::{DeclaredSites, Header, RegisterNames};
 use styx_events::{Detail, Format};
 use styx_usdt::probe_args::{ProbeArgs, ProbeArgsError};
@@ -79,8 +79,9 @@ pub enum Command {
     #[command(after_help = LIST_EXAMPLES)]
     List(ListArgs),
     /// Convert a raw capture (`-o raw --output FILE`) to JSON lines, text,
-    /// Chrome trace JSON or Perfetto. A capture that was cut short is read
-    /// up to its last whole record, with a warning saying what was lost.
+    /// Chrome trace JSON or Perfetto, whole or a part of it (a time window,
+    /// types, filters). A capture that was cut short is read up to its
+    /// last whole record, with a warning saying what was lost.
     #[command(after_help = READ_EXAMPLES)]
     Read(ReadArgs),
     /// Count events per key while tracing, like top: which code is hot
@@ -94,7 +95,11 @@ pub enum Command {
     /// be lost, so it may run at the loader's pace while counted). On a terminal the table is redrawn every --interval; at
     /// the end (Ctrl-C, --duration, the process exits) the final table
     /// goes to stdout or --output, as text or jsonl (-o).
-    #[command(after_help = TOP_EXAMPLES)]
+    #[command(
+        after_help = TOP_EXAMPLES,
+        // A capture is a target too (top's own positional).
+        mut_arg("pid", |pid| pid.required_unless_present_any(["command", "binary", "read"]))
+    )]
     Top(Box<TopArgs>),
 }
 
@@ -104,10 +109,17 @@ Examples:
   sudo styx-loader top --pid 1234 --by addr -e mem_write     most written addresses
   sudo styx-loader top --pid 1234 --by page --page-size 256 --heatmap mem.svg
   sudo styx-loader top --by target -e branch --filter 'kind == call' -d 5 -o jsonl -- ./emu rom.bin
-  styx-loader read run.styx --by pc                          the same table from a capture";
+  styx-loader top run.styx --by addr -e mem_write --rows 10   the table from a capture
+                                            (as `read run.styx --by addr`)";
 
 #[derive(Debug, Args)]
 pub struct TopArgs {
+    /// Count a raw capture's events instead of tracing (as `read CAPTURE
+    /// --by KEY`, KEY pc unless --by says): -e, --filter, --sample,
+    /// --rows, -o, --output and --heatmap apply.
+    #[arg(value_name = "CAPTURE", conflicts_with_all = ["pid", "binary", "command"])]
+    pub read: Option<PathBuf>,
+
     #[command(flatten)]
     pub top: TopOptions,
 
@@ -162,7 +174,15 @@ Examples:
   styx-loader read run.styx -o jsonl | jq 'select(.event == \"branch\")'
   styx-loader read run.styx -o perfetto --output run.pftrace   open in ui.perfetto.dev
   styx-loader read run.styx --by addr --filter 'mem_write: addr in 0xd000..0xe000'
-  styx-loader read run.styx --by page --page-size 256 --heatmap mem.svg";
+  styx-loader read run.styx --by page --page-size 256 --heatmap mem.svg
+  styx-loader read run.styx --by pc -e insn_exec --rows 10     the 10 hottest pcs
+Cutting a big capture (for the Perfetto UI, say):
+  styx-loader read run.styx --from 2 --to 2.5 -o perfetto --output cut.pftrace
+                                        0.5 s, from 2 s after its first event
+  styx-loader read run.styx --from 1640317430816ns --to 1640327430816ns   by ts_ns
+  styx-loader read run.styx -e insn_exec,mmio_write          those types only
+  styx-loader read run.styx -e 'styx_declared:*'             a provider's probes
+  styx-loader read run.styx --filter 'ts_ns >= 1640317430816 && event == mem_write'";
 
 #[derive(Debug, Args)]
 pub struct ReadArgs {
@@ -174,6 +194,30 @@ pub struct ReadArgs {
 
     #[command(flatten)]
     pub select: SelectArgs,
+
+    /// Only the events of these types, comma-separated: styx's (as
+    /// tracing's -e), `usdt` (every other provider's probe and declared
+    /// type), a declared type or other provider's probe by name
+    /// (`mmio_write`) or PROVIDER:PROBE glob ('styx_declared:*'), and
+    /// fn_entry, fn_exit.
+    #[arg(short, long = "events", value_name = "TYPES", value_delimiter = ',')]
+    pub events: Vec<String>,
+
+    /// Only events from this time on: seconds after the capture's first
+    /// event (2.5; to 9 decimals, a ns), or an absolute ts_ns with an `ns`
+    /// suffix (1640317430816ns), as jsonl's ts_ns shows it.
+    #[arg(long, value_name = "T", value_parser = parse_bound)]
+    pub from: Option<Bound>,
+
+    /// Only events before this time (the same two ways as --from; the
+    /// --to of one window is the --from of the next, no event in both).
+    #[arg(long, value_name = "T", value_parser = parse_bound)]
+    pub to: Option<Bound>,
+
+    /// With --by: only the N largest counts (text and jsonl; the rest as a
+    /// count of keys, and each type's "other" row).
+    #[arg(long, value_name = "N", requires = "by")]
+    pub rows: Option<usize>,
 
     /// For a capture of traced functions (--functions): print only the
     /// per-function table (calls, total and self time, longest call).
@@ -279,10 +323,12 @@ pub struct SelectArgs {
     /// the emulator describes its guest), `text contains "reset"`, with
     /// `&&`, `||`, `!` and parentheses. `TYPE[,TYPE]: EXPR` applies it to
     /// those types only; without, to every traced type that has its
-    /// fields (`tid` and `pid` every type has). Tracing with per-event
-    /// delivery, the kernel filters (a filtered-out event writes nothing to
-    /// the ring); batched events, text tests and `read` are filtered by the
-    /// loader. The summary counts what was filtered out.
+    /// fields (`tid`, `pid`, `event` and `ts_ns` every type has: `event ==
+    /// mem_write`, `ts_ns >= 1640317430816`, the time as jsonl shows it).
+    /// Tracing with per-event delivery, the kernel filters (a filtered-out
+    /// event writes nothing to the ring; `ts_ns` tests are the loader's);
+    /// batched events, text tests and `read` are filtered by the loader.
+    /// The summary counts what was filtered out.
     #[arg(long = "filter", value_name = "EXPR")]
     pub filters: Vec<String>,
 
@@ -647,6 +693,42 @@ fn parse_probe_args(text: &str) -> Result<ProbeArgs, String> {
     Ok(declared)
 }
 
+/// `--from`/`--to`: seconds after the capture's first event (read as a
+/// decimal, to the ns: no float rounding), or `NNNns`, an absolute ts_ns.
+fn parse_bound(text: &str) -> Result<Bound, String> {
+    if let Some(digits) = text.strip_suffix("ns") {
+        return digits.parse().map(Bound::At).map_err(|_| {
+            format!("'{text}': a ts_ns is a whole number of ns before 'ns' (1640317430816ns)")
+        });
+    }
+    let not_seconds = || {
+        format!(
+            "'{text}' is neither seconds after the first event (2.5, to 9 decimals) \
+             nor a ts_ns (1640317430816ns)"
+        )
+    };
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if (whole.is_empty() && fraction.is_empty()) || !digits(whole) || !digits(fraction) {
+        return Err(not_seconds());
+    }
+    if fraction.len() > 9 {
+        return Err(format!("'{text}': seconds to 9 decimals at most (1 ns)"));
+    }
+    let whole: u64 = match whole {
+        "" => 0,
+        w => w.parse().map_err(|_| not_seconds())?,
+    };
+    let fraction: u64 = format!("{fraction:0<9}")
+        .parse()
+        .map_err(|_| not_seconds())?;
+    whole
+        .checked_mul(1_000_000_000)
+        .and_then(|ns| ns.checked_add(fraction))
+        .map(Bound::AfterFirst)
+        .ok_or_else(|| format!("'{text}' is too many seconds"))
+}
+
 fn parse_glob(text: &str) -> Result<glob::Pattern, String> {
     glob::Pattern::new(text).map_err(|e| format!("'{text}' is not a glob pattern: {e}"))
 }
@@ -722,6 +804,39 @@ mod tests {
         }
         assert!(list.lines().all(|l| l.len() <= 80), "{list}");
         assert!(!list.contains(" usdt"), "{list}");
+    }
+
+    #[test]
+    fn read_bounds_are_seconds_after_the_first_event_or_ts_ns() {
+        assert_eq!(parse_bound("2.5"), Ok(Bound::AfterFirst(2_500_000_000)));
+        assert_eq!(parse_bound("0"), Ok(Bound::AfterFirst(0)));
+        assert_eq!(parse_bound("123ns"), Ok(Bound::At(123)));
+        assert_eq!(parse_bound("0.000123457"), Ok(Bound::AfterFirst(123_457)));
+        assert_eq!(parse_bound(".5"), Ok(Bound::AfterFirst(500_000_000)));
+        assert!(parse_bound("0.0000000001").is_err());
+        assert!(parse_bound(".").is_err());
+        assert!(parse_bound("-1").is_err());
+        assert!(parse_bound("1.5ns").is_err());
+        assert!(parse_bound("soon").unwrap_err().contains("1640317430816ns"));
+    }
+
+    #[test]
+    fn top_takes_a_capture_or_a_target() {
+        let top = |args: &[&str]| {
+            let line = ["styx-loader", "top"].iter().chain(args).copied();
+            match Cli::try_parse_from(line).map(|cli| cli.command) {
+                Ok(Some(Command::Top(top))) => Ok(top.read),
+                Ok(_) => panic!("not top"),
+                Err(e) => Err(e.kind()),
+            }
+        };
+        assert_eq!(
+            top(&["run.styx", "--by", "addr"]),
+            Ok(Some("run.styx".into()))
+        );
+        assert_eq!(top(&["--pid", "1"]), Ok(None));
+        assert!(top(&[]).is_err());
+        assert!(top(&["run.styx", "--pid", "1"]).is_err());
     }
 
     #[test]

@@ -34,8 +34,11 @@ fn main() -> ExitCode {
         Some(Command::List(args)) => cmd::list::run(&args).map(|()| 0),
         Some(Command::Read(args)) => cmd::read::run(&args).map(|()| 0),
         Some(Command::Top(args)) => {
-            let TopArgs { top, trace } = *args;
-            run_trace(trace, Some(top))
+            let TopArgs { read, top, trace } = *args;
+            match read {
+                Some(capture) => cmd::read::run_top(capture, top, trace).map(|()| 0),
+                None => run_trace(trace, Some(top)),
+            }
         }
         None => run_trace(cli.trace, None),
     };

@@ -1,16 +1,19 @@
 //! Searching a target's files for what to trace beyond its probes: the
 //! functions `--functions` names (how many, and why none when none match)
-//! and the guest its emulator describes. Tracing and `list` both ask.
+//! and the guest its emulator describes. Tracing and `list` both ask; the
+//! tables of `top` and `read --by` ask what function a code address is in.
 
 use crate::cli::FunctionArgs;
 use anyhow::{bail, Result};
 use std::collections::BTreeMap;
+use styx_common::schema::HEAP_PROVIDER;
 use styx_events::escape;
-use styx_events::{EventType, Guest};
+use styx_events::{CodeNames, EventType, Guest, Header, MappedFile};
 use styx_usdt::functions::{read_functions, FunctionTable, FunctionsError, Matcher};
 use styx_usdt::needed::needed_libraries;
 use styx_usdt::note::ProbeTable;
-use styx_usdt::target::Target;
+use styx_usdt::symbols;
+use styx_usdt::target::{ElfFile, Target};
 
 /// More matching functions than this need `--force`: each gets probes at its
 /// entry and every return, and thousands of uprobes slow attaching and the
@@ -178,4 +181,62 @@ pub fn plural(n: usize, word: &str) -> String {
         1 => format!("1 {word}"),
         n => format!("{n} {word}s"),
     }
+}
+
+/// The files `target`'s process has mapped, and where, when the session
+/// traces the heap (`styx_alloc`'s types), whose callers are code
+/// addresses a table names by function ([`code_names`]). Only a running
+/// process's mappings are known here: a command's are made after this.
+#[cfg_attr(not(feature = "trace"), allow(dead_code))]
+pub fn mapped_files(target: &Target, header: &Header) -> Vec<MappedFile> {
+    if !header.usdt.iter().any(|u| u.provider == HEAP_PROVIDER) {
+        return Vec::new();
+    }
+    let hex = |id: Vec<u8>| id.iter().map(|b| format!("{b:02x}")).collect();
+    (target.files.iter())
+        .filter_map(|file| {
+            let (start, offset) = file.mapped_at?;
+            Some(MappedFile {
+                path: file.name.clone(),
+                start,
+                offset,
+                build_id: symbols::build_id(file).map(hex),
+            })
+        })
+        .collect()
+}
+
+/// Names for the code addresses of the process `header` traced, from the
+/// functions of the files it had mapped; a file that cannot be read, or
+/// was rebuilt since, names nothing and says so once.
+pub fn code_names(header: &Header) -> CodeNames {
+    let heap = header.usdt.iter().any(|u| u.provider == HEAP_PROVIDER);
+    if heap && header.mapped.is_empty() {
+        log::warn!(
+            "callers stay addresses: the session did not keep where the process mapped its \
+             files (tracing a running process, --pid, does)"
+        );
+    }
+    let mut functions = Vec::new();
+    for mapped in &header.mapped {
+        let file = ElfFile {
+            read_at: mapped.path.clone().into(),
+            name: mapped.path.clone(),
+            mapped_at: Some((mapped.start, mapped.offset)),
+        };
+        let build_id = mapped.build_id.as_deref().map(unhex);
+        match symbols::functions_at(&file, build_id.as_deref()) {
+            Ok(found) => functions.extend(found.into_iter().map(|f| (f.start, f.size, f.name))),
+            Err(e) => log::warn!("code addresses in it stay unnamed: {e}"),
+        }
+    }
+    CodeNames::new(functions)
+}
+
+/// Bytes from hex (a build id as the header keeps it); a malformed one
+/// matches no file.
+fn unhex(text: &str) -> Vec<u8> {
+    (0..text.len() / 2)
+        .filter_map(|i| u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok())
+        .collect()
 }

@@ -7,10 +7,11 @@
 //! The file is read as the notes are (`file.rs`): only if regular, and only
 //! the headers and symbol tables, within a bound.
 
+use crate::demangle::demangle;
 use crate::file::{parse_file, Bounded};
 use crate::target::ElfFile;
 use object::read::elf::{ElfFile64, ProgramHeader};
-use object::{Endianness, Object, ObjectKind, ObjectSymbol};
+use object::{Endianness, Object, ObjectKind, ObjectSymbol, SymbolKind};
 use std::collections::HashMap;
 
 /// The symbol addresses of one file, resolved on first use.
@@ -36,6 +37,9 @@ pub enum SymbolError {
     /// A position-independent file outside a running process.
     #[error("{0} is position-independent, so its symbols' addresses are only known in a running process (--pid)")]
     PositionIndependent(String),
+    /// The file is not the one the process mapped (its build id differs).
+    #[error("{0} changed since it was traced (its build id differs)")]
+    Changed(String),
     /// No such symbol in the file.
     #[error("no symbol {name} in {file}")]
     Missing {
@@ -92,12 +96,30 @@ fn resolve(file: &ElfFile) -> Result<Resolved, SymbolError> {
 }
 
 fn resolve_in(file: &ElfFile, data: Bounded<'_>) -> Result<Resolved, SymbolError> {
-    let unreadable = |reason: String| SymbolError::Unreadable {
+    let elf = parse(file, data)?;
+    let bias = load_bias(file, &elf)?;
+    let addresses = elf
+        .symbols()
+        .chain(elf.dynamic_symbols())
+        .filter(|s| s.is_definition())
+        .filter_map(|s| Some((s.name().ok()?.to_owned(), s.address())))
+        .collect();
+    Ok(Resolved { bias, addresses })
+}
+
+type Elf<'a> = ElfFile64<'a, Endianness, Bounded<'a>>;
+
+fn parse<'a>(file: &ElfFile, data: Bounded<'a>) -> Result<Elf<'a>, SymbolError> {
+    ElfFile64::parse(data).map_err(|e| SymbolError::Unreadable {
         file: file.name.clone(),
-        reason,
-    };
-    let elf = ElfFile64::<Endianness, _>::parse(data).map_err(|e| unreadable(e.to_string()))?;
-    let bias = match (elf.kind(), file.mapped_at) {
+        reason: e.to_string(),
+    })
+}
+
+/// Runtime address minus link-time address of `file` in the traced
+/// process, from its first mapping.
+fn load_bias(file: &ElfFile, elf: &Elf<'_>) -> Result<u64, SymbolError> {
+    Ok(match (elf.kind(), file.mapped_at) {
         // A fixed-address executable is where it was linked.
         (ObjectKind::Executable, _) => 0,
         (_, Some((start, offset))) => {
@@ -116,20 +138,86 @@ fn resolve_in(file: &ElfFile, data: Bounded<'_>) -> Result<Resolved, SymbolError
             start.wrapping_sub(link)
         }
         (_, None) => return Err(SymbolError::PositionIndependent(file.name.clone())),
+    })
+}
+
+/// A function of a file, where it is in the traced process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FunctionAt {
+    /// Its first byte's address in the process.
+    pub start: u64,
+    /// Its size in bytes.
+    pub size: u64,
+    /// Demangled, without Rust's hash suffix.
+    pub name: String,
+}
+
+/// The functions `file` defines, at their addresses in the traced process
+/// (its mapping gives the load bias): to name a code address such as an
+/// allocation's caller. Its GNU build id must be `build_id` when one is
+/// given: a file rebuilt since would name the wrong functions.
+pub fn functions_at(
+    file: &ElfFile,
+    build_id: Option<&[u8]>,
+) -> Result<Vec<FunctionAt>, SymbolError> {
+    let read = |data: Bounded<'_>| {
+        let elf = parse(file, data)?;
+        let found = elf.build_id().ok().flatten();
+        if build_id.is_some_and(|want| found != Some(want)) {
+            return Err(SymbolError::Changed(file.name.clone()));
+        }
+        let bias = load_bias(file, &elf)?;
+        let mut seen = std::collections::HashSet::new();
+        Ok((elf.symbols().chain(elf.dynamic_symbols()))
+            .filter(|s| s.kind() == SymbolKind::Text && s.is_definition() && s.size() > 0)
+            .filter(|s| seen.insert(s.address()))
+            .filter_map(|s| {
+                Some(FunctionAt {
+                    start: s.address().wrapping_add(bias),
+                    size: s.size(),
+                    name: demangle(s.name().ok()?),
+                })
+            })
+            .collect())
     };
-    let addresses = elf
-        .symbols()
-        .chain(elf.dynamic_symbols())
-        .filter(|s| s.is_definition())
-        .filter_map(|s| Some((s.name().ok()?.to_owned(), s.address())))
-        .collect();
-    Ok(Resolved { bias, addresses })
+    parse_file(&file.read_at, read).map_err(|e| SymbolError::Unreadable {
+        file: file.name.clone(),
+        reason: e.to_string(),
+    })?
+}
+
+/// The GNU build id of `file`, if it has one and can be read.
+pub fn build_id(file: &ElfFile) -> Option<Vec<u8>> {
+    let read = |data: Bounded<'_>| Some(parse(file, data).ok()?.build_id().ok()??.to_vec());
+    parse_file(&file.read_at, read).ok()?
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::path::Path;
+
+    /// This test's own function is found where it runs, by name; the
+    /// file with another build id names nothing.
+    #[test]
+    fn functions_are_where_the_process_runs_them() {
+        let target = crate::target::Target::from_pid(std::process::id()).unwrap();
+        let exe = &target.files[0];
+        let here = functions_are_where_the_process_runs_them as fn() as usize as u64;
+        let functions = functions_at(exe, build_id(exe).as_deref()).unwrap();
+        let holding: Vec<&str> = (functions.iter())
+            .filter(|f| f.start <= here && here < f.start + f.size)
+            .map(|f| f.name.as_str())
+            .collect();
+        assert_eq!(
+            holding,
+            ["styx_usdt::symbols::tests::functions_are_where_the_process_runs_them"]
+        );
+        assert_eq!(
+            functions_at(exe, Some(b"another build")),
+            Err(SymbolError::Changed(exe.name.clone()))
+        );
+    }
 
     #[test]
     fn dev_zero_is_refused_at_once() {

@@ -7,9 +7,12 @@
 //! see [`super::spans`]), and so are traced functions' calls (category
 //! `function`, nested with the spans); every other event is a thread-scoped instant
 //! (`i`) with its fields as `args` (addresses as `"0x…"` strings); a
-//! counter (`C`) named `events/s` gives each type's rate per 10 ms window.
+//! counter (`C`) named `events/s` gives each type's rate per 10 ms window,
+//! and a process whose heap `styx_alloc` traces gets a counter of its net
+//! bytes allocated ([`super::heap`]).
 //! Times are µs of kernel `CLOCK_MONOTONIC`, to the ns.
 
+use super::heap::{HeapBytes, HEAP_TRACK};
 use super::rates::{Rates, Window};
 use super::spans::{span_step, SpanStep, Spans};
 use crate::formats::jsonl::{json_string, json_usdt, JsonStyle};
@@ -30,6 +33,8 @@ pub struct ChromeWriter {
     pid: u32,
     spans: Spans,
     rates: Rates,
+    /// None when no probe of the session is the heap's.
+    heap: Option<HeapBytes>,
 }
 
 impl ChromeWriter {
@@ -55,9 +60,11 @@ impl ChromeWriter {
             .expect("a JSON value"),
         );
         buf.extend_from_slice(b"}");
+        let names = Names::new(header);
         ChromeWriter {
             out,
-            names: Names::new(header),
+            heap: HeapBytes::new(&names.usdt),
+            names,
             pid: header.pid,
             spans: Spans::default(),
             rates: Rates::default(),
@@ -110,6 +117,23 @@ impl ChromeWriter {
             b.push(b':');
             b.dec(*rate);
         }
+        b.extend_from_slice(b"}}");
+    }
+
+    /// The heap's counter, when `event` changed it.
+    fn heap_counter(&mut self, event: &Event<'_>) {
+        let Some((pid, net)) = self.heap.as_mut().and_then(|h| h.count(event)) else {
+            return;
+        };
+        let b = &mut self.out.buf;
+        b.extend_from_slice(b",\n{\"name\":");
+        json_string(b, HEAP_TRACK);
+        b.extend_from_slice(b",\"ph\":\"C\",\"ts\":");
+        micros(b, event.header.ts_ns);
+        b.extend_from_slice(b",\"pid\":");
+        b.dec(pid.into());
+        b.extend_from_slice(b",\"args\":{\"bytes\":");
+        b.extend_from_slice(itoa::Buffer::new().format(net).as_bytes());
         b.extend_from_slice(b"}}");
     }
 
@@ -211,6 +235,7 @@ impl EventWriter for ChromeWriter {
                 self.open(event.name(), "styx", "i", h.ts_ns, h.pid, h.tid);
                 self.out.buf.extend_from_slice(b",\"s\":\"t\"");
                 self.args(event);
+                self.heap_counter(event);
             }
         }
         self.out.event_done()

@@ -13,6 +13,9 @@ use crate::session::usdt::UsdtProbes;
 use std::collections::HashMap;
 pub use styx_common::schema::HEAP_PROVIDER;
 
+/// The heap's counter track's name, in every format that draws it.
+pub const HEAP_TRACK: &str = "heap bytes allocated (net, since tracing began)";
+
 /// What an event of one of the heap's types does to the count: the
 /// fields (by index) it reads.
 #[derive(Clone, Copy)]

@@ -9,7 +9,8 @@
 //! field, typed as its kind reads). One table rather than a file per type because the
 //! common questions cross types: `GROUP BY event`, `GROUP BY pc` over every
 //! type, a time range; a column of nulls costs almost nothing in Parquet.
-//! Numbers are unsigned 64-bit (DuckDB's UBIGINT), USDT arguments signed.
+//! Numbers are unsigned 64-bit (DuckDB's UBIGINT), USDT arguments signed
+//! (a column styx's events share with a signed argument is signed).
 //!
 //! Within a row group, rows are grouped by event type (in time order within
 //! each type): a type's columns then hold runs of values and the others
@@ -540,12 +541,22 @@ fn columns(header: &Header) -> Vec<ColumnInfo> {
             .map(|(n, ty)| (n.to_string(), ty, false))
             .chain(usdt_columns(header))
         {
-            if !columns.iter().any(|c| c.name == name) {
-                let column = ColumnInfo::new(&name, ty, false);
-                columns.push(ColumnInfo {
-                    dictionary: column.dictionary || dictionary,
-                    ..column
-                });
+            match columns.iter_mut().find(|c| c.name == name) {
+                // A signed argument in an unsigned column of styx's own
+                // events: the column is signed for this session (as when
+                // two probes' arguments share a name), else -1 would
+                // read as 2^64 - 1.
+                Some(known) if known.ty == ColumnType::U64 && may_be_negative(header, &name) => {
+                    known.ty = ColumnType::I64
+                }
+                Some(_) => {}
+                None => {
+                    let column = ColumnInfo::new(&name, ty, false);
+                    columns.push(ColumnInfo {
+                        dictionary: column.dictionary || dictionary,
+                        ..column
+                    });
+                }
             }
         }
     }
@@ -647,6 +658,22 @@ fn usdt_columns(header: &Header) -> Vec<(String, ColumnType, bool)> {
         }
     }
     columns
+}
+
+/// Whether some probe's argument called `name` is signed (a declared
+/// type's signed field, or a signed integer as its note says).
+fn may_be_negative(header: &Header, name: &str) -> bool {
+    let probes = UsdtProbes::from_header(header);
+    let signed = probes.iter().any(|(_, probe)| {
+        (probe.args.iter().enumerate()).any(|(i, (arg, ty))| {
+            arg == name
+                && match probe.declared_field(i) {
+                    Some(field) => field.kind == FieldKind::Signed,
+                    None => ty.is_signed(),
+                }
+        })
+    });
+    signed
 }
 
 /// The column of a declared field of `kind`: unsigned numbers (addresses
@@ -832,5 +859,28 @@ mod tests {
         ];
         let want: Vec<(String, bool)> = want.iter().map(|&(n, s)| (n.to_string(), s)).collect();
         assert_eq!(types, want);
+    }
+
+    /// A column of styx's events turns signed for a session whose probe
+    /// has a signed argument of its name, not for an unsigned one.
+    #[test]
+    fn a_signed_argument_makes_a_shared_column_signed() {
+        let usdt = vec![UsdtInfo::new(
+            0,
+            "a",
+            "x",
+            [
+                (Some("val".into()), ArgType::int(4, true)),
+                (Some("pc".into()), ArgType::int(8, false)),
+            ],
+        )];
+        let header = Header::now(1, "exe", usdt);
+        let column = |name: &str| {
+            let all = columns(&header);
+            all.into_iter().find(|c| c.name == name).unwrap().ty
+        };
+        assert!(column("val") == ColumnType::I64);
+        assert!(column("pc") == ColumnType::U64);
+        assert!(column("addr") == ColumnType::U64);
     }
 }

@@ -21,6 +21,8 @@ use crate::questions::filter::Filters;
 use crate::record::batch::{Batches, DeclaredTypes};
 use crate::record::batch_items;
 use crate::record::event::{Body, Call, Event, Text};
+use crate::session::header::Header;
+use crate::session::usdt::UsdtProbes;
 use crate::write::writer::{EventWriter, Totals};
 use bytemuck::pod_read_unaligned;
 use std::cell::RefCell;
@@ -237,13 +239,16 @@ pub struct FlightRecorder {
     pub made: Vec<Result<Dump, String>>,
     /// The declared types batches kept may hold (the session header's).
     declared: DeclaredTypes,
+    /// Other providers' probes and declared types, to name a trigger.
+    probes: UsdtProbes,
 }
 
 impl FlightRecorder {
-    /// Splits the batches it keeps knowing the session's declared types
-    /// (`Header::declared_types`).
-    pub fn reading(mut self, declared: DeclaredTypes) -> FlightRecorder {
-        self.declared = declared;
+    /// Splits the batches it keeps knowing the session's declared types,
+    /// and names a trigger of another provider's probe, as `header` says.
+    pub fn reading(mut self, header: &Header) -> FlightRecorder {
+        self.declared = header.declared_types();
+        self.probes = UsdtProbes::from_header(header);
         self
     }
 
@@ -272,6 +277,7 @@ impl FlightRecorder {
             trigger,
             open,
             declared: DeclaredTypes::default(),
+            probes: UsdtProbes::default(),
             dumps: 0,
             trigger_dumps: 0,
             last_trigger_ns: None,
@@ -476,7 +482,11 @@ impl FlightRecorder {
         self.trigger_dumps += 1;
         self.last_trigger_ns = Some(ts);
         // The trigger and what came before it, each thread.
-        let name = event.name();
+        let probe = match event.body {
+            Body::Usdt { spec_id, .. } => self.probes.get(spec_id),
+            _ => None,
+        };
+        let name = probe.map_or(event.name(), |p| p.probe.as_str());
         self.dump(&format!("trigger: {name}"), Some(ts));
     }
 

@@ -750,6 +750,62 @@ mod tests {
         assert_eq!(batches.irregular().out_of_order, 6);
     }
 
+    /// Tags are numbered per file: two files' types under one tag read
+    /// each as its own file declares it (a batch record's `aux` is its
+    /// file).
+    #[test]
+    fn equal_tags_of_two_files_are_their_own_files_types() {
+        use styx_common::item::{write_declared, MAX_DECLARED_ITEM_BYTES};
+        let tag = 0x7ffe;
+        let declared = DeclaredTypes::from([
+            (
+                (0, tag),
+                Declared {
+                    spec_id: 10,
+                    fields: vec![(2, false), (8, false)],
+                },
+            ),
+            (
+                (1, tag),
+                Declared {
+                    spec_id: 20,
+                    fields: vec![(1, true)],
+                },
+            ),
+        ]);
+        let mut batches = Batches::with(Codec::Current, declared);
+        let item = |values: &[u64], widths: &[usize]| {
+            let mut out = [0u8; MAX_DECLARED_ITEM_BYTES];
+            let len = write_declared(tag, values, widths, &mut out);
+            out[..len].to_vec()
+        };
+        let mut given = Vec::new();
+        for (file, values, widths) in [
+            (0, &[0x1234, u64::MAX][..], &[2, 8][..]),
+            (1, &[0xfe], &[1]),
+        ] {
+            let items: Vec<u8> = [&mark(10)[..], &item(values, widths)].concat();
+            let mut bytes = record(file.into(), 0, 20, &items);
+            let aux_at =
+                std::mem::offset_of!(BatchRecord, header) + std::mem::offset_of!(RecordHeader, aux);
+            bytes[aux_at] = file;
+            batches
+                .split(&bytes, |event| {
+                    let Body::Usdt { spec_id, args, .. } = event.body else {
+                        panic!("not a declared type's event")
+                    };
+                    given.push((spec_id, args.to_vec()));
+                    Ok::<(), ()>(())
+                })
+                .unwrap()
+                .unwrap();
+        }
+        assert_eq!(
+            given,
+            [(10, vec![0x1234, u64::MAX]), (20, vec![-2i64 as u64])]
+        );
+    }
+
     #[test]
     fn memory_stays_bounded_whatever_threads_the_records_name() {
         let mut batches = Batches::new();

@@ -48,6 +48,26 @@ pub struct Header {
     /// tracker pairs them so). Else `ret` probes, and jumps out.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub uretprobe_exits: bool,
+    /// The files the traced process had mapped, and where: what names a
+    /// code address of the process (an allocation's caller) when its
+    /// events are read, here or later (`session::code`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mapped: Vec<MappedFile>,
+}
+
+/// A file the traced process mapped.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct MappedFile {
+    /// Its path.
+    pub path: String,
+    /// Its first mapping's start address…
+    pub start: u64,
+    /// …and file offset: together its load bias.
+    pub offset: u64,
+    /// Its GNU build id in hex, if it has one: a file rebuilt since names
+    /// nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build_id: Option<String>,
 }
 
 /// Record times are kernel `CLOCK_MONOTONIC` ns; this pair, read one right
@@ -124,6 +144,7 @@ impl Header {
             guest: None,
             functions: Vec::new(),
             uretprobe_exits: false,
+            mapped: Vec::new(),
         }
     }
 }

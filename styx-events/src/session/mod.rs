@@ -1,8 +1,10 @@
 //! What a session is about, which every format starts from: the header
 //! (who was traced, clocks, probes; a capture stores it), the emulator's
-//! guest description, other providers' probes, and an event's fields
-//! walked from the catalogue.
+//! guest description, other providers' probes, names for the traced
+//! process's code addresses, and an event's fields walked from the
+//! catalogue.
 
+pub mod code;
 pub mod declared;
 pub mod fields;
 pub mod guest;

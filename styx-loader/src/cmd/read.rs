@@ -1,27 +1,63 @@
 //! `styx-loader read FILE`: converts a raw capture into another format, any
-//! time later, as often as wanted.
+//! time later, as often as wanted, whole or cut (a window, types, filters);
+//! `top CAPTURE` is its `--by` table.
 
-use crate::cli::{compile_filters, styx_kinds, ReadArgs};
+use crate::cli::{compile_filters, ReadArgs, TopOptions, TraceArgs};
 use crate::cmd::top::Counter;
 use crate::outputs;
 use anyhow::{bail, Context, Result};
 use std::fs::File;
 use std::io::{self, Read};
+use std::path::PathBuf;
 use styx_common::{EventKind, EVENT_KIND_SLOTS};
-use styx_events::{Discard, EventWriter, Tee, Totals};
+use styx_events::{Bound, Cut, Discard, EventWriter, Tee, Totals, Types};
 use styx_events::{Ending, Format, Header, Keep, Reader};
+
+/// `top CAPTURE`: `read CAPTURE --by KEY` (pc unless --by says), the text
+/// table `--rows` long as top's.
+pub fn run_top(capture: PathBuf, top: TopOptions, trace: TraceArgs) -> Result<()> {
+    let mut count = top.count;
+    count.by = Some(count.key().to_string());
+    let rows = (trace.output.format == Format::Text).then_some(top.rows);
+    run(&ReadArgs {
+        file: capture,
+        events: (trace.events.iter())
+            .map(|k| k.probe_name().to_string())
+            .collect(),
+        output: trace.output,
+        select: trace.select,
+        from: None,
+        to: None,
+        rows,
+        summary: false,
+        count,
+    })
+}
 
 /// Converts the capture `args` names.
 pub fn run(args: &ReadArgs) -> Result<()> {
     let name = args.file.display().to_string();
     let mut reader = open(args, &name)?;
-    // Every styx type: a capture says which it holds only as it is read.
-    let kinds: Vec<EventKind> = styx_kinds().collect();
+    let types = (!args.events.is_empty())
+        .then(|| event_types(&args.events, &reader.header, &name))
+        .transpose()?;
+    // Every type unless -e: a capture says which it holds only as it is read.
+    let kinds = types
+        .as_ref()
+        .map_or_else(|| EventKind::ALL.to_vec(), Types::kinds);
+    if let (Some(from), Some(to)) = (args.from, args.to) {
+        check_window(from, to)?;
+    }
+    let mut cut = Cut::new(args.from, args.to, types);
     let filters = &args.select.filters;
     let mut keep = compile_filters(filters, args.select.sample, &kinds, &reader.header)?
         .map(|filters| Keep::new(filters, |_| false));
     let count = &args.count;
-    let counter = counter(args, &kinds, &reader.header)?;
+    let styx_kinds: Vec<EventKind> = kinds
+        .into_iter()
+        .filter(|&k| k != EventKind::Usdt)
+        .collect();
+    let counter = counter(args, &styx_kinds, &reader.header)?;
     if args.summary && reader.header.functions.is_empty() {
         bail!("{name} holds no traced functions (--functions): there is no table to --summary");
     }
@@ -45,7 +81,7 @@ pub fn run(args: &ReadArgs) -> Result<()> {
     };
     // Calls are paired again (as when traced), for the table.
     let (mut writer, calls) = outputs::track_calls(writer, &reader.header);
-    let counts = match copy(&mut reader, keep.as_mut(), &mut *writer, &name) {
+    let counts = match copy(&mut reader, &mut cut, keep.as_mut(), &mut *writer, &name) {
         Ok(counts) => counts,
         // A reader that has seen enough (`| head`) is not an error; a bad
         // record is, but what came before it is still written out.
@@ -56,6 +92,15 @@ pub fn run(args: &ReadArgs) -> Result<()> {
         }
     };
     let drops = check_ending(&reader, &name)?;
+    if counts.iter().sum::<u64>() == 0 && !cut.keeps_all() {
+        if let Some((first, last)) = cut.span() {
+            log::warn!(
+                "no event of {name} is in the window or of the types asked for (--from, --to, -e): \
+                 its events span {:.6} s from ts_ns {first} to {last}",
+                (last - first) as f64 / 1e9
+            );
+        }
+    }
     let totals = Totals {
         events: &counts,
         drops: &drops,
@@ -71,7 +116,12 @@ pub fn run(args: &ReadArgs) -> Result<()> {
     if let Some(counter) = counter {
         let tables = counter.merged(&[]);
         let table_to = count.by.is_some().then_some(args.output.path.as_deref());
-        counter.write_final(&tables, table_to, None, &format!("styx-loader read {name}"))?;
+        counter.write_final(
+            &tables,
+            table_to,
+            args.rows,
+            &format!("styx-loader read {name}"),
+        )?;
     }
     Ok(())
 }
@@ -108,23 +158,86 @@ fn counter(args: &ReadArgs, kinds: &[EventKind], header: &Header) -> Result<Opti
     Ok(Some(counter))
 }
 
-/// Every event of the capture that `keep` keeps to `writer`; how many of
-/// each kind.
+/// Every event of the capture that `cut` and then `keep` keep to `writer`;
+/// how many of each kind.
 fn copy(
     reader: &mut Reader<Box<dyn Read>>,
+    cut: &mut Cut,
     mut keep: Option<&mut Keep>,
     writer: &mut dyn EventWriter,
     name: &str,
 ) -> Result<[u64; EVENT_KIND_SLOTS as usize]> {
     let mut counts = [0u64; EVENT_KIND_SLOTS as usize];
     while let Some(event) = reader.next().with_context(|| format!("reading {name}"))? {
-        if keep.as_mut().is_some_and(|k| !k.keeps(&event)) {
+        // The cut first: sampling counts only the events in it.
+        if !cut.keeps(&event) || keep.as_mut().is_some_and(|k| !k.keeps(&event)) {
             continue;
         }
         counts[event.kind as usize] += 1;
         writer.event(&event)?;
     }
     Ok(counts)
+}
+
+/// `--from` before `--to`, where both count the same way (else only the
+/// capture can say).
+fn check_window(from: Bound, to: Bound) -> Result<()> {
+    let empty = match (from, to) {
+        (Bound::AfterFirst(a), Bound::AfterFirst(b)) | (Bound::At(a), Bound::At(b)) => a >= b,
+        _ => false,
+    };
+    if empty {
+        bail!("--from {from} is not before --to {to}: the window holds nothing");
+    }
+    Ok(())
+}
+
+/// `-e` on `read`: each name a styx type (`usdt`: every USDT event),
+/// `fn_entry`/`fn_exit`, or the capture's USDT sites (other providers'
+/// probes, declared types) by probe name or PROVIDER:PROBE glob.
+fn event_types(names: &[String], header: &Header, capture: &str) -> Result<Types> {
+    let mut types = Types::default();
+    for name in names.iter().map(|n| n.trim()) {
+        if let Some(kind) = EventKind::from_probe_name(name) {
+            types.add_kind(kind);
+            continue;
+        }
+        if let Some(exit) = ["fn_entry", "fn_exit"].iter().position(|f| *f == name) {
+            types.add_function(exit == 1);
+            continue;
+        }
+        let sites: Vec<u32> = match name.contains(':') {
+            true => {
+                let glob = glob::Pattern::new(name)
+                    .map_err(|e| anyhow::anyhow!("-e '{name}' is not a glob pattern: {e}"))?;
+                (header.usdt.iter())
+                    .filter(|u| glob.matches(&format!("{}:{}", u.provider, u.probe)))
+                    .map(|u| u.spec_id)
+                    .collect()
+            }
+            false => (header.usdt.iter())
+                .filter(|u| u.probe == name)
+                .map(|u| u.spec_id)
+                .collect(),
+        };
+        if sites.is_empty() {
+            let mut known: Vec<String> = (EventKind::ALL.iter())
+                .map(|k| k.probe_name().to_string())
+                .collect();
+            known.extend(["fn_entry".into(), "fn_exit".into()]);
+            let probes = header
+                .usdt
+                .iter()
+                .map(|u| format!("{}:{}", u.provider, u.probe));
+            known.extend(probes.collect::<std::collections::BTreeSet<_>>());
+            bail!(
+                "-e '{name}': no such event type in {capture} (its types: {})",
+                known.join(" ")
+            );
+        }
+        sites.into_iter().for_each(|id| types.add_site(id));
+    }
+    Ok(types)
 }
 
 /// What the capture's end says: the drops per kind it recorded (a warning

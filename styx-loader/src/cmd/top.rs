@@ -7,12 +7,14 @@
 
 use crate::cli::CountArgs;
 use crate::outputs;
+use crate::search;
 use anyhow::{bail, Context, Result};
 use std::cell::RefCell;
 use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
+use styx_common::schema::HEAP_CALLER;
 use styx_common::EventKind;
 use styx_events::Format;
 use styx_events::{heatmap, CountWriter, KeySpec, Table, TableFormat, View};
@@ -53,6 +55,9 @@ impl Counter {
         let by = KeySpec::new(by, page_size, kinds, &declared).map_err(anyhow::Error::msg)?;
         let mut specs = vec![by];
         specs[0].registers = RegisterNames::new(header.guest.as_ref());
+        if specs[0].by == HEAP_CALLER {
+            specs[0].code = search::code_names(header);
+        }
         if heatmap.is_some() {
             let memory: Vec<EventKind> = kinds
                 .iter()

@@ -5,7 +5,7 @@ use crate::bpf::load::Counting;
 use crate::cli::{FunctionExitsArg, OnFull, TopOptions, TraceArgs};
 use crate::cmd::top::{self, Counter, Screen};
 use crate::outputs::{self, Outputs};
-use crate::search::{declared_types, find_functions, guest_description, Searched};
+use crate::search::{declared_types, find_functions, guest_description, mapped_files, Searched};
 use crate::session::batches;
 use crate::session::report::Stop;
 use crate::session::spawn::{self, Held};
@@ -191,6 +191,7 @@ fn header_of(
     header.guest = guest;
     header.functions = selection.functions.clone();
     header.uretprobe_exits = args.function_exits == FunctionExitsArg::Uretprobe;
+    header.mapped = mapped_files(target, &header);
     header
 }
 
@@ -332,8 +333,7 @@ fn flight_recorder(
             Err((expr, e)) => bail!("--trigger '{expr}': {e}"),
         },
     };
-    let declared = header.declared_types();
-    let (format, header) = (args.output.format, header.clone());
+    let (format, dump_header) = (args.output.format, header.clone());
     let options = Options {
         detail: args.output.detail,
         roll_bytes: args.output.roll_size << 20,
@@ -341,7 +341,7 @@ fn flight_recorder(
     };
     let open: OpenDump = Box::new(move |n| {
         let place = output.numbered(n);
-        let writer = styx_events::open(format, &place, &header, &options)?;
+        let writer = styx_events::open(format, &place, &dump_header, &options)?;
         Ok((writer, place.to_string()))
     });
     let limits = Limits {
@@ -351,7 +351,7 @@ fn flight_recorder(
         trigger_holdoff_ns: u64::try_from(args.trigger_holdoff.as_nanos()).unwrap_or(u64::MAX),
     };
     Ok(Rc::new(RefCell::new(
-        FlightRecorder::new(limits, trigger, open).reading(declared),
+        FlightRecorder::new(limits, trigger, open).reading(header),
     )))
 }
 

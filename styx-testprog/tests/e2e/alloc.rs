@@ -215,7 +215,9 @@ fn assert_known_allocations(trace: &[Value], known: &Range<u64>) {
 fn traced_allocator_events_are_the_known_allocations() {
     let run = traced("alloc-batched", &["-o", "jsonl"]);
     assert!(
-        run.stderr[0].contains("attached 4 probe sites"),
+        run.stderr
+            .iter()
+            .any(|l| l.contains("attached 4 probe sites")),
         "{:#?}",
         run.stderr
     );
@@ -230,7 +232,9 @@ fn traced_allocator_events_per_event() {
         &["-o", "jsonl", "--delivery", "per-event"],
     );
     assert!(
-        run.stderr[0].contains("attached 3 probe sites"),
+        run.stderr
+            .iter()
+            .any(|l| l.contains("attached 3 probe sites")),
         "{:#?}",
         run.stderr
     );
@@ -259,6 +263,29 @@ fn traced_allocator_capture_reads_back_and_counts_by_caller() {
     }
     assert_ne!(top[0].0, top[1].0);
     assert!(rest.iter().all(|&(_, count)| count < BLOCKS), "{rows:x?}");
+    // Each caller is named by its function and the offset into it, from
+    // the executable the capture's header says the process mapped.
+    let named: Vec<(u64, String)> = parse_jsonl(&stdout)
+        .iter()
+        .filter(|row| row["event"] == "alloc")
+        .take(2)
+        .map(|row| {
+            (
+                number(row, "key"),
+                row["key_name"].as_str().unwrap_or("").into(),
+            )
+        })
+        .collect();
+    for (caller, name) in &named {
+        let offset = caller - run.known.start;
+        assert_eq!(*name, format!("styx_alloc::known_allocations+{offset:#x}"));
+    }
+    let (status, text, stderr) = run_loader(&["read", capture, "--by", "caller"]);
+    assert!(status.success() && stderr.is_empty(), "{stderr}");
+    assert!(
+        text.contains(&named[0].1) && text.contains(&named[1].1),
+        "{text}"
+    );
 }
 
 /// Perfetto draws the heap: a counter track of the bytes allocated, net,
@@ -267,7 +294,6 @@ fn traced_allocator_capture_reads_back_and_counts_by_caller() {
 /// a reallocation the difference, a failed one nothing).
 #[test]
 fn perfetto_draws_the_heap_as_its_events_add_up() {
-    use protobuf::Message;
     let run = traced("alloc-perfetto", &["-o", "raw"]);
     let out = run.output.with_extension("pftrace");
     let (status, _, stderr) = run_loader(&[
@@ -279,26 +305,26 @@ fn perfetto_draws_the_heap_as_its_events_add_up() {
         out.to_str().unwrap(),
     ]);
     assert!(status.success(), "{stderr}");
-    let trace =
-        perfetto_protos::trace::Trace::parse_from_bytes(&std::fs::read(&out).unwrap()).unwrap();
-    let tracks: Vec<u64> = trace
-        .packet
-        .iter()
-        .filter(|p| p.has_track_descriptor())
-        .map(|p| p.track_descriptor())
-        .filter(|t| t.name() == "heap bytes allocated (net, since tracing began)")
-        .map(|t| t.uuid())
+    let decoded = crate::pftrace::decode(&std::fs::read(&out).unwrap());
+    let tracks: Vec<u64> = (decoded.tracks.iter())
+        .filter(|(_, t)| t.name == "heap bytes allocated (net, since tracing began)")
+        .map(|(&uuid, _)| uuid)
         .collect();
     assert_eq!(tracks.len(), 1, "one process, one heap track");
-    let drawn: Vec<i64> = trace
-        .packet
-        .iter()
-        .filter(|p| p.has_track_event() && p.track_event().track_uuid() == tracks[0])
-        .map(|p| p.track_event().counter_value())
+    let drawn: Vec<i64> = (decoded.events.iter())
+        .filter(|e| e.track == tracks[0])
+        .map(|e| e.counter_value.expect("a counter"))
         .collect();
+    assert_eq!(drawn, heap_after_each_change(&run.events));
+}
+
+/// The heap's net bytes after each event of `events` that changed them:
+/// an allocation its size, a free less its size, a reallocation the
+/// difference, a failed one nothing.
+fn heap_after_each_change(events: &[Value]) -> Vec<i64> {
     let mut net = 0i64;
     let mut want = Vec::new();
-    for e in &run.events {
+    for e in events {
         let signed = |field| number(e, field) as i64;
         let delta = match e["probe"].as_str().unwrap() {
             "alloc" if signed("addr") != 0 => signed("size"),
@@ -313,7 +339,32 @@ fn perfetto_draws_the_heap_as_its_events_add_up() {
     }
     // The known allocations alone change it 4 × BLOCKS + 3 times.
     assert!(want.len() as u64 > 4 * BLOCKS + 2, "{want:?}");
-    assert_eq!(drawn, want);
+    want
+}
+
+/// Chrome's JSON draws the same counter, its value in `args.bytes`.
+#[test]
+fn chrome_draws_the_heap_as_its_events_add_up() {
+    let run = traced("alloc-chrome", &["-o", "raw"]);
+    let out = run.output.with_extension("json");
+    let (status, _, stderr) = run_loader(&[
+        "read",
+        run.output.to_str().unwrap(),
+        "-o",
+        "chrome",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert!(status.success(), "{stderr}");
+    let trace: Vec<Value> = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let drawn: Vec<i64> = trace
+        .iter()
+        .filter(|e| {
+            e["ph"] == "C" && e["name"] == "heap bytes allocated (net, since tracing began)"
+        })
+        .map(|e| e["args"]["bytes"].as_i64().unwrap())
+        .collect();
+    assert_eq!(drawn, heap_after_each_change(&run.events));
 }
 
 /// A thread's thread-local freeing a block as the thread exits, after

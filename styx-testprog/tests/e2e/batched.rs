@@ -304,24 +304,31 @@ fn normalized(format: &str, bytes: &[u8]) -> Vec<Vec<String>> {
             }
         }
         "perfetto" => {
-            use perfetto_protos::trace::Trace;
             use perfetto_protos::track_event::track_event::Type;
-            use protobuf::Message;
-            let trace = Trace::parse_from_bytes(bytes).expect("a Perfetto trace");
-            for p in trace.packet.iter().filter(|p| p.has_track_event()) {
-                let e = p.track_event();
-                if e.type_() == Type::TYPE_COUNTER {
-                    continue;
-                }
-                let annotations: Vec<String> = e
-                    .debug_annotations
-                    .iter()
-                    .filter(|a| a.name() != SPAN_ID)
-                    .map(|a| format!("{a:?}"))
+            let decoded = crate::pftrace::decode(bytes);
+            for e in decoded
+                .events
+                .iter()
+                .filter(|e| e.kind != Type::TYPE_COUNTER)
+            {
+                let annotations: Vec<String> = (e.annotations.iter())
+                    .filter(|(name, _)| name != SPAN_ID)
+                    .map(|(name, a)| format!("{name}: {a:?}"))
+                    .collect();
+                // Fields as counters: by their tracks' names (the tracks
+                // themselves differ from run to run).
+                let counters: Vec<String> = (e.counters.iter())
+                    .map(|(uuid, v)| format!("{} = {v}", decoded.tracks[uuid].name))
                     .collect();
                 push(
-                    e.track_uuid(),
-                    format!("{:?} {} {}", e.type_(), e.name(), annotations.join(",")),
+                    e.track,
+                    format!(
+                        "{:?} {} {} {}",
+                        e.kind,
+                        e.name,
+                        annotations.join(","),
+                        counters.join(",")
+                    ),
                 );
             }
         }

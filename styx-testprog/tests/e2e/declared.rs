@@ -201,11 +201,22 @@ fn declared_types_arrive_whole_batched_and_per_event() {
     let (batched, stderr) = traced("declared-batched", 300, &[]);
     assert!(batched.iter().all(|e| e["provider"] == "styx_declared"));
     // One flush site and the batch-enable site of each type.
-    assert!(stderr[0].contains("attached 5 probe sites"), "{stderr:#?}");
+    assert!(
+        stderr_says(&stderr, "attached 5 probe sites"),
+        "{stderr:#?}"
+    );
     assert_same(&events(&batched), &want);
     let (per_event, stderr) = traced("declared-per-event", 300, &["--delivery", "per-event"]);
-    assert!(stderr[0].contains("attached 4 probe sites"), "{stderr:#?}");
+    assert!(
+        stderr_says(&stderr, "attached 4 probe sites"),
+        "{stderr:#?}"
+    );
     assert_same(&events(&per_event), &want);
+}
+
+/// Whether one of the loader's lines says `what`.
+fn stderr_says(stderr: &[String], what: &str) -> bool {
+    stderr.iter().any(|line| line.contains(what))
 }
 
 /// Rounds in the shared capture.
@@ -250,6 +261,32 @@ fn read(args: &[&str]) -> String {
 fn a_capture_of_declared_types_reads_back() {
     let stdout = read(&["-o", "jsonl"]);
     assert_same(&events(&parse_jsonl(&stdout)), &rounds(CAPTURED));
+}
+
+/// `read -e` takes a declared type by its name, its provider's glob, and
+/// `usdt` (every declared type's events are USDT events): exactly that
+/// type's events of what the program fired.
+#[test]
+fn read_e_keeps_a_declared_type_by_name_or_glob() {
+    let only = |probe: &str| -> Vec<(String, Vec<Value>)> {
+        let all = rounds(CAPTURED).into_iter();
+        all.filter(|(p, _)| p == probe).collect()
+    };
+    let mmio = events(&parse_jsonl(&read(&["-e", "mmio_write", "-o", "jsonl"])));
+    assert_eq!(mmio.len(), CAPTURED as usize);
+    assert_same(&mmio, &only("mmio_write"));
+    let glob = events(&parse_jsonl(&read(&[
+        "-e",
+        "styx_declared:mmio_*",
+        "-o",
+        "jsonl",
+    ])));
+    assert_same(&glob, &only("mmio_write"));
+    let usdt = events(&parse_jsonl(&read(&["-e", "usdt", "-o", "jsonl"])));
+    assert_same(&usdt, &rounds(CAPTURED));
+    // And `event ==` in a filter names it the same way.
+    let filtered = read(&["--filter", "event == mmio_write", "-o", "jsonl"]);
+    assert_same(&events(&parse_jsonl(&filtered)), &only("mmio_write"));
 }
 
 /// Text shows each field as its kind reads: an enum value by name, an
@@ -361,12 +398,10 @@ fn parquet_has_a_typed_column_per_declared_field() {
 #[test]
 fn perfetto_annotates_declared_fields_as_their_kinds_read() {
     use perfetto_protos::debug_annotation::DebugAnnotation;
-    use protobuf::Message;
     let dir = scratch("declared-perfetto");
     let out = dir.join("run.pftrace");
     read(&["-o", "perfetto", "--output", out.to_str().unwrap()]);
-    let trace =
-        perfetto_protos::trace::Trace::parse_from_bytes(&std::fs::read(&out).unwrap()).unwrap();
+    let decoded = crate::pftrace::decode(&std::fs::read(&out).unwrap());
     let value = |a: &DebugAnnotation| -> (&'static str, Value) {
         if a.has_string_value() {
             ("string", json!(a.string_value()))
@@ -382,16 +417,15 @@ fn perfetto_annotates_declared_fields_as_their_kinds_read() {
     };
     let mut got: Vec<(String, Vec<Value>)> = Vec::new();
     let mut kinds: std::collections::BTreeMap<String, &'static str> = Default::default();
-    for e in trace.packet.iter().filter(|p| p.has_track_event()) {
-        let annotations = &e.track_event().debug_annotations;
-        let Some(probe) = annotations.iter().find(|a| a.name() == "probe") else {
+    for e in &decoded.events {
+        let Some(probe) = e.annotation("probe") else {
             continue;
         };
         let probe = probe.string_value().to_string();
         let values = fields_of(&probe)
             .iter()
             .map(|f| {
-                let a = annotations.iter().find(|a| a.name() == *f).unwrap();
+                let a = e.annotation(f).unwrap();
                 let (kind, v) = value(a);
                 kinds.insert(format!("{probe}.{f}"), kind);
                 v
@@ -474,6 +508,17 @@ fn two_files_declare_their_own_types_in_one_process() {
     rounds.sort_unstable();
     let want: Vec<i64> = (0..300).flat_map(|i| [i, i]).collect();
     assert_eq!(rounds, want);
+    // The capture's header names each type by its own file's number (tags
+    // are per file: where the linker puts them, two files' may be equal;
+    // `record::batch`'s unit test splits such a pair).
+    let reader = styx_events::Reader::open(std::fs::File::open(&capture).unwrap()).unwrap();
+    let file_of = |name: &str| {
+        (reader.header.declared.iter())
+            .find(|d| d.event.name == name)
+            .unwrap_or_else(|| panic!("{name} not in the capture's header"))
+            .file
+    };
+    assert_ne!(file_of("testprog_tick"), file_of("lib_tick"));
     // `odd`, a bool no other type's field shares a name with, is a
     // boolean column.
     let parquet = dir.join("run.parquet");
@@ -673,7 +718,9 @@ fn a_flight_recorder_trigger_takes_declared_fields() {
         prog.quit();
         let (status, stderr) = loader.finish();
         assert!(status.success(), "{stderr:#?}");
-        let dumped_at_trigger = stderr.iter().any(|l| l.contains("dump 1 (trigger: usdt)"));
+        let dumped_at_trigger = stderr
+            .iter()
+            .any(|l| l.contains("dump 1 (trigger: mmio_write)"));
         assert!(dumped_at_trigger, "{delivery}: {stderr:#?}");
         let dumped = events(&read_jsonl(&dir.join("dump.1.jsonl")));
         let trigger_at = 17 * 4;

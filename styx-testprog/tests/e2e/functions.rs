@@ -315,9 +315,7 @@ fn cpp_exceptions_through_traced_frames_neither_abort_nor_skew_depths() {
 
 #[test]
 fn the_demo_in_perfetto_shows_its_step_and_bus_functions_nested_under_its_spans() {
-    use perfetto_protos::trace::Trace;
     use perfetto_protos::track_event::track_event::Type;
-    use protobuf::Message;
     require_root();
     let dir = scratch("functions-demo");
     let out = dir.join("demo.pftrace");
@@ -336,21 +334,19 @@ fn the_demo_in_perfetto_shows_its_step_and_bus_functions_nested_under_its_spans(
         "fib",
     ]);
     assert!(status.success(), "{stdout}\n{stderr}");
-    let trace = Trace::parse_from_bytes(&std::fs::read(&out).unwrap())
-        .expect("decodes with Perfetto's trace schema");
+    let decoded = crate::pftrace::decode(&std::fs::read(&out).unwrap());
     // Walk each thread's slices: ends close the innermost open slice.
     let mut open: BTreeMap<u64, Vec<(String, String)>> = BTreeMap::new(); // track -> (category, name)
     let mut nested: BTreeMap<String, usize> = BTreeMap::new(); // function under a span
-    for packet in trace.packet.iter().filter(|p| p.has_track_event()) {
-        let e = packet.track_event();
-        let stack = open.entry(e.track_uuid()).or_default();
-        match e.type_() {
+    for e in &decoded.events {
+        let stack = open.entry(e.track).or_default();
+        match e.kind {
             Type::TYPE_SLICE_BEGIN => {
-                let category = e.categories.first().cloned().unwrap_or_default();
+                let category = e.category.clone();
                 if category == "function" && stack.iter().any(|(c, _)| c == "cpu") {
-                    *nested.entry(e.name().to_string()).or_default() += 1;
+                    *nested.entry(e.name.clone()).or_default() += 1;
                 }
-                stack.push((category, e.name().to_string()));
+                stack.push((category, e.name.clone()));
             }
             Type::TYPE_SLICE_END => {
                 stack.pop().expect("an end with no slice open");

@@ -10,6 +10,7 @@
 //! styx-demo, styx-rv, styx-usdtcrate and styx-alloc must be built first
 //! (`cargo xtask test` does it).
 
+mod pftrace;
 mod support;
 
 mod alloc;
@@ -18,6 +19,7 @@ mod binary;
 mod bpftrace;
 mod capture;
 mod compile_out;
+mod cut;
 mod declared;
 mod demo;
 mod enabled;

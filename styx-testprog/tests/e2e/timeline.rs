@@ -182,17 +182,16 @@ mod chrome {
 
 mod perfetto {
     use super::*;
-    use perfetto_protos::trace::Trace;
-    use perfetto_protos::trace_packet::TracePacket;
+    use crate::pftrace::{decode, Decoded, Resolved, Track, CLOCK_MONOTONIC};
     use perfetto_protos::track_event::track_event::Type;
-    use protobuf::Message;
+    use styx_common::BranchKind;
 
     /// The run traced live as a Perfetto trace, with its capture.
     struct Run {
         dir: PathBuf,
         fired: Fired,
         bytes: Vec<u8>,
-        trace: Trace,
+        decoded: Decoded,
     }
 
     fn run() -> &'static Run {
@@ -202,43 +201,40 @@ mod perfetto {
             let live = dir.join("live.pftrace");
             let fired = trace_run(&dir, "perfetto", &live, 300);
             let bytes = std::fs::read(&live).unwrap();
-            let trace =
-                Trace::parse_from_bytes(&bytes).expect("decodes with Perfetto's trace schema");
+            let decoded = decode(&bytes);
             Run {
                 dir,
                 fired,
                 bytes,
-                trace,
+                decoded,
             }
         })
     }
 
-    /// The tracks described: thread tracks' uuid -> tid, counter tracks'
-    /// uuid -> name.
-    fn tracks(trace: &Trace) -> (BTreeMap<u64, u64>, BTreeMap<u64, String>) {
-        let mut thread_tracks: BTreeMap<u64, u64> = BTreeMap::new();
-        let mut counter_tracks: BTreeMap<u64, String> = BTreeMap::new();
-        for p in trace.packet.iter().filter(|p| p.has_track_descriptor()) {
-            let d = p.track_descriptor();
-            if d.thread.is_some() {
-                thread_tracks.insert(d.uuid(), d.thread.tid() as u64);
-            } else if d.counter.is_some() {
-                counter_tracks.insert(d.uuid(), d.name().to_string());
-            }
-        }
-        (thread_tracks, counter_tracks)
+    /// The tracks described: thread tracks' uuid -> tid, the rate counter
+    /// tracks' uuid -> name.
+    fn tracks(decoded: &Decoded) -> (BTreeMap<u64, u64>, BTreeMap<u64, String>) {
+        let threads = (decoded.tracks.iter())
+            .filter_map(|(&uuid, t)| Some((uuid, t.tid?)))
+            .collect();
+        let rates = (decoded.tracks.iter())
+            .filter(|(_, t)| t.counter && t.name.ends_with("/s"))
+            .map(|(&uuid, t)| (uuid, t.name.clone()))
+            .collect();
+        (threads, rates)
     }
 
-    /// The track events on thread tracks, by thread.
-    fn per_thread(trace: &Trace) -> BTreeMap<u64, Vec<&TracePacket>> {
-        let (thread_tracks, _) = tracks(trace);
-        let mut per_thread: BTreeMap<u64, Vec<&TracePacket>> = BTreeMap::new();
-        for p in trace.packet.iter().filter(|p| p.has_track_event()) {
-            let e = p.track_event();
-            if e.type_() != Type::TYPE_COUNTER {
-                let tid = thread_tracks[&e.track_uuid()];
-                per_thread.entry(tid).or_default().push(p);
-            }
+    /// The track events on thread tracks, by thread, in order.
+    fn per_thread(decoded: &Decoded) -> BTreeMap<u64, Vec<&Resolved>> {
+        let (thread_tracks, _) = tracks(decoded);
+        let mut per_thread: BTreeMap<u64, Vec<&Resolved>> = BTreeMap::new();
+        for e in decoded
+            .events
+            .iter()
+            .filter(|e| e.kind != Type::TYPE_COUNTER)
+        {
+            let tid = thread_tracks[&e.track];
+            per_thread.entry(tid).or_default().push(e);
         }
         per_thread
     }
@@ -270,54 +266,162 @@ mod perfetto {
         );
     }
 
+    /// Times are deltas on each sequence's incremental clock (whole on
+    /// CLOCK_MONOTONIC where one goes back), and resolve to exactly the
+    /// capture's times, event for event.
     #[test]
-    fn perfetto_times_are_clock_monotonic() {
+    fn perfetto_times_are_deltas_that_add_up_to_the_events_times() {
         require_root();
-        let packets = &run().trace.packet;
+        let run = run();
+        let packets = &run.decoded.trace.packet;
         let clock = packets[0].clock_snapshot();
-        assert_eq!(clock.primary_trace_clock() as i32, 3, "CLOCK_MONOTONIC");
-        assert_eq!(clock.clocks.len(), 2);
-        for p in packets.iter().filter(|p| p.has_track_event()) {
-            assert_eq!(p.timestamp_clock_id(), 3);
+        assert_eq!(clock.primary_trace_clock() as u32, CLOCK_MONOTONIC);
+        let ids: Vec<u32> = clock.clocks.iter().map(|c| c.clock_id()).collect();
+        assert!(
+            ids.contains(&CLOCK_MONOTONIC) && ids.contains(&1),
+            "{ids:?}"
+        );
+        assert!(clock
+            .clocks
+            .iter()
+            .any(|c| c.is_incremental() && c.clock_id() >= 64));
+        let events: Vec<_> = packets.iter().filter(|p| p.has_track_event()).collect();
+        let deltas = events
+            .iter()
+            .filter(|p| !p.has_timestamp_clock_id())
+            .count();
+        assert!(
+            events
+                .iter()
+                .all(|p| !p.has_timestamp_clock_id() || p.timestamp_clock_id() == 3),
+            "whole times are on CLOCK_MONOTONIC"
+        );
+        assert!(
+            deltas * 10 > events.len() * 9,
+            "{deltas} of {} deltas",
+            events.len()
+        );
+        // The capture's own times, per thread: the instants' are the same.
+        let jsonl = run.dir.join("times.jsonl");
+        let capture = run.dir.join("run.styx");
+        let (status, _, stderr) = run_loader(&[
+            "read",
+            capture.to_str().unwrap(),
+            "-o",
+            "jsonl",
+            "--output",
+            jsonl.to_str().unwrap(),
+        ]);
+        assert!(status.success(), "{stderr}");
+        let per_thread = per_thread(&run.decoded);
+        // With their times (read_jsonl drops them).
+        let text = std::fs::read_to_string(&jsonl).unwrap();
+        let read: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        for (tid, read) in by_tid(read) {
+            let want: Vec<(&str, u64)> = others(&read)
+                .iter()
+                .map(|e| (e["event"].as_str().unwrap(), e["ts_ns"].as_u64().unwrap()))
+                .collect();
+            let got: Vec<(&str, u64)> = per_thread[&tid]
+                .iter()
+                .filter(|e| e.kind == Type::TYPE_INSTANT)
+                .map(|e| (e.name.as_str(), e.ts))
+                .collect();
+            assert_eq!(got, want, "thread {tid}");
+        }
+    }
+
+    /// Each name is interned once on its sequence, and a thread's events
+    /// of one instruction-level type are a sequence of their own.
+    #[test]
+    fn perfetto_interns_each_name_once_per_sequence() {
+        require_root();
+        let run = run();
+        let mut interned: BTreeMap<(u32, String), usize> = BTreeMap::new();
+        for p in &run.decoded.trace.packet {
+            if let Some(data) = p.interned_data.as_ref() {
+                let names = data.event_names.iter().map(|n| n.name());
+                let categories = data.event_categories.iter().map(|n| n.name());
+                let annotations = data.debug_annotation_names.iter().map(|n| n.name());
+                for name in names.chain(categories).chain(annotations) {
+                    let seq = p.trusted_packet_sequence_id();
+                    *interned.entry((seq, name.to_string())).or_default() += 1;
+                }
+            }
+            if p.has_track_event() {
+                assert!(!p.track_event().has_name(), "names are interned");
+            }
+        }
+        assert!(interned.values().all(|&n| n == 1), "{interned:?}");
+        assert!(interned.contains_key(&(1, "marker".to_string())));
+        // mem_read and branch of each thread: one sequence each, its name
+        // interned there.
+        for kind in ["mem_read", "branch"] {
+            let sequences: Vec<u32> = (run.decoded.events.iter())
+                .filter(|e| e.name == kind)
+                .map(|e| e.sequence)
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            assert_eq!(sequences.len(), run.fired.len(), "{kind}: {sequences:?}");
+            for seq in sequences {
+                assert_eq!(interned.get(&(seq, kind.to_string())), Some(&1));
+            }
         }
     }
 
     #[test]
-    fn perfetto_tracks_are_the_process_its_threads_and_a_counter_per_type() {
+    fn perfetto_tracks_are_the_process_its_threads_and_counters() {
         require_root();
         let run = run();
-        let mut process_track = None;
-        for p in run.trace.packet.iter().filter(|p| p.has_track_descriptor()) {
-            let d = p.track_descriptor();
-            if d.process.is_some() {
-                assert_eq!(d.process.pid() as u32, trace_pid(&run.fired));
-                process_track = Some(d.uuid());
-            } else if d.thread.is_some() {
-                assert_eq!(
-                    d.parent_uuid(),
-                    process_track.expect("process described first")
-                );
-            }
+        let process = (run.decoded.tracks.iter())
+            .find(|(_, t)| t.pid.is_some())
+            .expect("a process track");
+        assert_eq!(process.1.pid, Some(trace_pid(&run.fired) as u64));
+        let (thread_tracks, rate_tracks) = tracks(&run.decoded);
+        for uuid in thread_tracks.keys() {
+            assert_eq!(run.decoded.tracks[uuid].parent, Some(*process.0));
         }
-        let (thread_tracks, counter_tracks) = tracks(&run.trace);
         let tids: Vec<u64> = thread_tracks.values().copied().collect();
         assert_eq!(tids, run.fired.keys().copied().collect::<Vec<_>>());
-        assert_eq!(counter_tracks.len(), styx_types(), "{counter_tracks:?}");
-        assert!(counter_tracks.values().any(|n| n == "mem_read/s"));
+        assert_eq!(rate_tracks.len(), styx_types(), "{rate_tracks:?}");
+        assert!(rate_tracks.values().any(|n| n == "mem_read/s"));
+        // Each thread's fields of its memory reads, under its track.
+        for uuid in thread_tracks.keys() {
+            let mut fields: Vec<&str> = (run.decoded.tracks.values())
+                .filter(|t: &&Track| t.parent == Some(*uuid) && t.name.starts_with("mem_read "))
+                .map(|t| t.name.as_str())
+                .collect();
+            fields.sort();
+            assert_eq!(
+                fields,
+                [
+                    "mem_read addr",
+                    "mem_read pc",
+                    "mem_read size",
+                    "mem_read val"
+                ]
+            );
+        }
     }
 
     #[test]
     fn perfetto_counter_windows_add_up_to_the_events() {
         require_root();
         let run = run();
-        let (_, counter_tracks) = tracks(&run.trace);
+        let (_, rate_tracks) = tracks(&run.decoded);
         let mut counted = 0;
-        for p in run.trace.packet.iter().filter(|p| p.has_track_event()) {
-            let e = p.track_event();
-            if e.type_() == Type::TYPE_COUNTER {
-                assert!(counter_tracks.contains_key(&e.track_uuid()));
-                counted += e.counter_value() as u64 / 100; // per 10 ms window
-            }
+        for e in run
+            .decoded
+            .events
+            .iter()
+            .filter(|e| e.kind == Type::TYPE_COUNTER)
+        {
+            assert!(rate_tracks.contains_key(&e.track));
+            counted += e.counter_value.unwrap() as u64 / 100; // per 10 ms window
         }
         assert_eq!(
             counted,
@@ -330,23 +434,21 @@ mod perfetto {
     fn perfetto_slices_nest_and_close_the_fired_spans() {
         require_root();
         let run = run();
-        let per_thread = per_thread(&run.trace);
+        let per_thread = per_thread(&run.decoded);
         for (tid, want) in &run.fired {
             // Every end closes the innermost open slice, later than it
             // began, and it is the span the fired span_end named.
             let mut open: Vec<(u64, u64)> = Vec::new(); // (id, ts)
             let mut closed_ids = Vec::new();
-            for p in &per_thread[tid] {
-                let e = p.track_event();
-                match e.type_() {
+            for e in &per_thread[tid] {
+                match e.kind {
                     Type::TYPE_SLICE_BEGIN => {
-                        let id = e.debug_annotations[0].uint_value();
-                        assert_eq!(e.debug_annotations[0].name(), "id");
-                        open.push((id, p.timestamp()));
+                        let id = e.annotation("id").expect("an id").uint_value();
+                        open.push((id, e.ts));
                     }
                     Type::TYPE_SLICE_END => {
                         let (id, began) = open.pop().expect("an end with no slice open");
-                        assert!(p.timestamp() >= began, "slice ends before it begins");
+                        assert!(e.ts >= began, "slice ends before it begins");
                         closed_ids.push(id);
                     }
                     Type::TYPE_INSTANT => {}
@@ -364,42 +466,52 @@ mod perfetto {
         }
     }
 
+    /// Every other event is an instant in order; the instruction-level
+    /// ones' fields are the values of their counter tracks there, the
+    /// rare ones' debug annotations.
     #[test]
-    fn perfetto_instants_are_every_other_event_in_order_with_its_arguments() {
+    fn perfetto_instants_are_every_other_event_in_order_with_its_fields() {
         require_root();
         let run = run();
-        let per_thread = per_thread(&run.trace);
+        let tracks = &run.decoded.tracks;
+        let per_thread = per_thread(&run.decoded);
+        let mut left_out = 0;
         for (tid, want) in &run.fired {
             let instants: Vec<_> = per_thread[tid]
                 .iter()
-                .map(|p| p.track_event())
-                .filter(|e| e.type_() == Type::TYPE_INSTANT)
+                .filter(|e| e.kind == Type::TYPE_INSTANT)
                 .collect();
             let others = others(want);
             assert_eq!(instants.len(), others.len(), "thread {tid}");
             for (g, w) in instants.iter().zip(&others) {
-                assert_eq!(g.name(), w["event"].as_str().unwrap());
-                let arg = |name: &str| {
-                    g.debug_annotations
-                        .iter()
-                        .find(|a| a.name() == name)
-                        .unwrap_or_else(|| panic!("no {name} on {}", g.name()))
-                };
+                assert_eq!(g.name, w["event"].as_str().unwrap());
+                let field = |name: &str| g.field(tracks, name).expect(name) as u64;
+                left_out += g.counters.len() - g.given;
                 match w["event"].as_str().unwrap() {
                     "mem_read" => {
-                        assert_eq!(arg("pc").pointer_value(), w["pc"].as_u64().unwrap());
-                        assert_eq!(arg("addr").pointer_value(), w["addr"].as_u64().unwrap());
-                        assert_eq!(arg("size").uint_value(), w["size"].as_u64().unwrap());
+                        assert_eq!(field("pc"), w["pc"].as_u64().unwrap());
+                        assert_eq!(field("addr"), w["addr"].as_u64().unwrap());
+                        assert_eq!(field("val"), w["val"].as_u64().unwrap());
+                        assert_eq!(field("size"), w["size"].as_u64().unwrap());
                     }
                     "branch" => {
-                        assert_eq!(arg("kind").string_value(), w["kind"].as_str().unwrap());
-                        assert_eq!(arg("conditional").bool_value(), w["conditional"] == true);
+                        let kind = (BranchKind::ALL.iter())
+                            .find(|k| k.name() == w["kind"].as_str().unwrap())
+                            .unwrap();
+                        assert_eq!(field("target"), w["target"].as_u64().unwrap());
+                        assert_eq!(field("kind"), *kind as u64);
+                        assert_eq!(field("conditional"), (w["conditional"] == true) as u64);
                     }
-                    "marker" => assert_eq!(arg("text").string_value(), w["text"].as_str().unwrap()),
+                    "marker" => assert_eq!(
+                        g.annotation("text").unwrap().string_value(),
+                        w["text"].as_str().unwrap()
+                    ),
                     _ => {}
                 }
             }
         }
+        // Sizes repeat: values a counter already holds were left out.
+        assert!(left_out > 0);
     }
 
     fn trace_pid(fired: &Fired) -> u32 {

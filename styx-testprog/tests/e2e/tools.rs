@@ -97,20 +97,15 @@ fn register_names_show_in_every_format_and_numbers_stay() {
 
     let pftrace = dir.join("events.pftrace");
     read_as(&capture, "perfetto", &pftrace, &[]);
-    use protobuf::Message;
-    let trace =
-        perfetto_protos::trace::Trace::parse_from_bytes(&std::fs::read(&pftrace).unwrap()).unwrap();
-    let perfetto_regs: Vec<String> = trace
-        .packet
-        .iter()
-        .filter(|p| p.has_track_event())
-        .filter_map(|p| {
-            let a = p
-                .track_event()
-                .debug_annotations
-                .iter()
-                .find(|a| a.name() == "reg")?;
-            Some(a.string_value().to_string())
+    // Register accesses are on their register's counter tracks, named
+    // `reg_read sp val`: the register is the track name's second word.
+    let decoded = crate::pftrace::decode(&std::fs::read(&pftrace).unwrap());
+    let perfetto_regs: Vec<String> = (decoded.events.iter())
+        .filter(|e| e.name == "reg_read" || e.name == "reg_write")
+        .map(|e| {
+            let (uuid, _) = e.counters.first().expect("its fields' counters");
+            let track = &decoded.tracks[uuid].name;
+            track.split(' ').nth(1).unwrap().to_string()
         })
         .collect();
     assert_eq!(perfetto_regs, want);

@@ -223,18 +223,9 @@ fn usdt_crate_arguments_show_in_perfetto_by_name() {
     prog.quit();
     let (status, stderr) = loader.finish();
     assert!(status.success(), "{}", stderr.join("\n"));
-    use protobuf::Message;
-    let trace =
-        perfetto_protos::trace::Trace::parse_from_bytes(&std::fs::read(&out).unwrap()).unwrap();
-    let paths: Vec<String> = trace
-        .packet
-        .iter()
-        .filter(|p| p.has_track_event())
-        .filter_map(|p| {
-            let annotations = &p.track_event().debug_annotations;
-            let path = annotations.iter().find(|a| a.name() == "path")?;
-            Some(path.string_value().to_string())
-        })
+    let decoded = crate::pftrace::decode(&std::fs::read(&out).unwrap());
+    let paths: Vec<String> = (decoded.events.iter())
+        .filter_map(|e| Some(e.annotation("path")?.string_value().to_string()))
         .collect();
     assert_eq!(paths, (0..3).map(path).collect::<Vec<_>>());
 }

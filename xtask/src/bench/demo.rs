@@ -2,7 +2,8 @@
 //! and traced by styx-loader (raw capture to /dev/null) from its first
 //! instruction, for one event type and for all of them, with batched and
 //! with per-event delivery; and once, all types batched into a raw capture
-//! file, for the capture's bytes per event.
+//! file, for the capture's bytes per event and those of its Perfetto
+//! conversion.
 
 use super::stats::Samples;
 use super::tracer::{copy_failures, delivery_arg};
@@ -116,11 +117,17 @@ pub struct Capture {
     pub bytes: u64,
     pub events: u64,
     pub lost: u64,
+    /// The capture converted with `read -o perfetto`: the trace's size.
+    pub perfetto_bytes: u64,
 }
 
 impl Capture {
     pub fn bytes_per_event(&self) -> f64 {
         self.bytes as f64 / self.events.max(1) as f64
+    }
+
+    pub fn perfetto_bytes_per_event(&self) -> f64 {
+        self.perfetto_bytes as f64 / self.events.max(1) as f64
     }
 }
 
@@ -146,12 +153,32 @@ pub fn capture(bins: &Binaries, plan: &Plan) -> Result<Capture> {
     let bytes = std::fs::metadata(&path)
         .with_context(|| format!("the demo's capture {}", path.display()))?
         .len();
+    let perfetto_bytes = perfetto_size(&bins.loader, &path)?;
     std::fs::remove_file(&path)?;
     Ok(Capture {
         bytes,
         events,
         lost,
+        perfetto_bytes,
     })
+}
+
+/// The size of `capture` converted to a Perfetto trace.
+fn perfetto_size(loader: &Path, capture: &Path) -> Result<u64> {
+    let trace = capture.with_extension("pftrace");
+    let status = Command::new(loader)
+        .arg("read")
+        .arg(capture)
+        .args(["-o", "perfetto", "--output"])
+        .arg(&trace)
+        .status()?;
+    anyhow::ensure!(
+        status.success(),
+        "read -o perfetto of the demo's capture failed"
+    );
+    let bytes = std::fs::metadata(&trace)?.len();
+    std::fs::remove_file(&trace)?;
+    Ok(bytes)
 }
 
 pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> {

@@ -19,6 +19,12 @@
 //! it, numbers as they are (a signed field's value as its 64-bit two's
 //! complement: `==` and `!=` for negative values, ranges for others).
 //!
+//! Every type also has `event` (its type's name: `event == mem_write`,
+//! `event != usdt`, a declared type's name; known when the program is
+//! compiled, so it compiles to a constant per type) and `ts_ns` (its time,
+//! kernel `CLOCK_MONOTONIC` ns, as the outputs show it; the loader's to
+//! test, the kernel's programs never see it).
+//!
 //! Sampling keeps the 1st, (N+1)th, … event of each type of each thread
 //! that passes the filters: a rerun of the same program gives the same
 //! events.
@@ -33,7 +39,7 @@ use std::collections::HashMap;
 use std::fmt;
 use styx_common::filter::{
     FilterOp, FilterProgram, CMP_CONTAINS, CMP_EQ, CMP_GE, CMP_LE, CMP_NE, FILTER_MAX_OPS,
-    SLOT_PID, SLOT_SIZE, SLOT_TID, VALUE_SLOTS,
+    SLOT_PID, SLOT_SIZE, SLOT_TID, SLOT_TS, VALUE_SLOTS,
 };
 use styx_common::schema::FieldKind;
 use styx_common::{BranchKind, EventKind, FieldType, InterruptKind, EVENT_KIND_SLOTS};
@@ -97,6 +103,18 @@ const INTERRUPT_KINDS: &[(&str, u64)] = &[
     (InterruptKind::Exit.name(), 1),
 ];
 const BOOLS: &[(&str, u64)] = &[("false", 0), ("true", 1)];
+
+/// The field naming an event's type, which every type has.
+const EVENT_FIELD: &str = "event";
+/// The field of an event's time, which every type has.
+const TS_FIELD: &str = "ts_ns";
+/// `ts_ns`'s place: its own slot, which only the loader fills.
+const TS_REF: FieldRef = FieldRef::Value {
+    slot: SLOT_TS,
+    shift: 0,
+    mask: u64::MAX,
+    names: &[],
+};
 
 /// The fields filters and `top --by` can use for `kind`, with where they are:
 /// the catalogue's fields (a branch's `kind` and `conditional` apart), then
@@ -224,6 +242,7 @@ enum Slot {
     Field(usize),
     Tid,
     Pid,
+    Ts,
 }
 
 /// The names a field's values go by in a comparison.
@@ -293,7 +312,12 @@ impl Filters {
             program.ops[..kind_ops.len()].copy_from_slice(kind_ops);
             program.len = kind_ops.len() as u32;
             program.sample_every = sample;
-            if !kind_ops.iter().any(|op| op.code == FilterOp::TEXT) {
+            // Text and time are the loader's to test; a USDT site's program
+            // does not filter at all.
+            let loader_only = kind_ops.iter().any(|op| {
+                op.code == FilterOp::TEXT || (op.code == FilterOp::TEST && op.slot == SLOT_TS)
+            }) || (kind == EventKind::Usdt && !kind_ops.is_empty());
+            if !loader_only {
                 program.flags |= FilterProgram::KERNEL;
             }
         }
@@ -408,7 +432,11 @@ impl Filters {
         };
         let mut targets: Vec<Target> = selected.iter().map(|&k| Target::Kind(k)).collect();
         targets.extend((0..self.declared.len()).map(Target::Declared));
-        for (name, column) in &fields {
+        // `event` and `ts_ns` every type has.
+        let typed = fields
+            .iter()
+            .filter(|(n, _)| n != EVENT_FIELD && n != TS_FIELD);
+        for (name, column) in typed {
             let declared = declared_with(name);
             let mut having: Vec<Target> = match types_with_field(name, *column, selected) {
                 Ok(kinds) => kinds.into_iter().map(Target::Kind).collect(),
@@ -467,6 +495,7 @@ impl Filters {
         column: usize,
     ) -> Result<(FieldRef, ValueNames), FilterError> {
         let kind = match target {
+            Target::Kind(_) if name == TS_FIELD => return Ok((TS_REF, ValueNames::None)),
             Target::Kind(kind) => kind,
             Target::Declared(d) => return self.resolve_declared(d, name, column),
         };
@@ -504,6 +533,7 @@ impl Filters {
             }
             None if name == "tid" => (Slot::Tid, ValueNames::None),
             None if name == "pid" => (Slot::Pid, ValueNames::None),
+            None if name == TS_FIELD => (Slot::Ts, ValueNames::None),
             None => {
                 let fields = event.fields.iter().map(|f| f.name.as_str());
                 let names: Vec<&str> = fields.chain(["tid", "pid"]).collect();
@@ -570,6 +600,9 @@ impl Filters {
         target: Target,
         out: &mut Vec<FilterOp>,
     ) -> Result<(), FilterError> {
+        if test.field == EVENT_FIELD {
+            return self.event_test(test, target, out);
+        }
         let (field, value_names) = self.resolve(target, &test.field, test.column)?;
         let number_only = |what: &str| {
             FilterError::at(test.column, format!("'{}' is a number: {what}", test.field))
@@ -641,6 +674,46 @@ impl Filters {
         Ok(())
     }
 
+    /// `event == NAME` or `event != NAME` for `target`: whether its type is
+    /// called so is known here, so the test is a constant (a masked-out
+    /// value compared with 0), which the kernel can run too.
+    fn event_test(
+        &self,
+        test: &Test,
+        target: Target,
+        out: &mut Vec<FilterOp>,
+    ) -> Result<(), FilterError> {
+        let (eq, name, column) = match &test.op {
+            Op::Cmp(cmp @ (CMP_EQ | CMP_NE), Value::Name(name, column)) if test.mask.is_none() => {
+                (*cmp == CMP_EQ, name, *column)
+            }
+            _ => {
+                return Err(FilterError::at(
+                    test.column,
+                    "'event' is a type's name: compare it with == or != and a name \
+                     (event == mem_write)",
+                ))
+            }
+        };
+        let catalogue = EventKind::ALL.iter().map(|k| k.probe_name());
+        let declared = self.declared.iter().map(|d| d.event.name.as_str());
+        let names: Vec<&str> = catalogue.chain(declared).collect();
+        if !names.contains(&name.as_str()) {
+            return Err(FilterError::at(
+                column,
+                format!("no event type '{name}' (types: {})", names.join(" ")),
+            ));
+        }
+        // A declared type's events are USDT events: `usdt` names them too.
+        let is = match target {
+            Target::Kind(kind) => kind.probe_name() == name,
+            Target::Declared(d) => name == "usdt" || self.declared[d].event.name == *name,
+        };
+        let cmp = if is == eq { CMP_EQ } else { CMP_NE };
+        out.push(op(FilterOp::TEST, 0, cmp, 0, 0, 0));
+        Ok(())
+    }
+
     fn text(&mut self, s: &str) -> u64 {
         self.texts.push(s.to_string());
         (self.texts.len() - 1) as u64
@@ -675,6 +748,7 @@ impl Filters {
                 }
                 Slot::Tid => event.header.tid.into(),
                 Slot::Pid => event.header.pid.into(),
+                Slot::Ts => event.header.ts_ns,
             };
         }
         Some((d, declared.program.keeps(&values, |_, _, _| false)))
@@ -746,6 +820,7 @@ pub fn values(event: &Event<'_>) -> [u64; VALUE_SLOTS] {
     values[SLOT_SIZE as usize] = event.header.aux.into();
     values[SLOT_TID as usize] = event.header.tid.into();
     values[SLOT_PID as usize] = event.header.pid.into();
+    values[SLOT_TS as usize] = event.header.ts_ns;
     values
 }
 
@@ -942,6 +1017,54 @@ mod tests {
         let mut other = event(EventKind::InsnExec, [0, 0, 0, 0], 0);
         other.header.tid = 8;
         assert!(k.keeps(&other), "another thread counts from its own first");
+    }
+
+    #[test]
+    fn every_type_has_its_name_and_time() {
+        let mut k = keep(
+            &["ts_ns >= 100 && event == mem_write || event == marker"],
+            0,
+        );
+        let at = |kind, ts| {
+            let mut e = event(kind, [1, 2, 3, 0], 1);
+            e.header.ts_ns = ts;
+            e
+        };
+        assert!(k.keeps(&at(EventKind::MemWrite, 100)));
+        assert!(!k.keeps(&at(EventKind::MemWrite, 99)));
+        assert!(!k.keeps(&at(EventKind::MemRead, 100)));
+        assert!(k.keeps(&at(EventKind::Marker, 5)));
+        let f = Filters::compile(&["event != branch".into()], 0, ALL).unwrap();
+        assert!(
+            f.kernel_can(EventKind::Branch),
+            "a type's name is a constant"
+        );
+        let f = Filters::compile(&["ts_ns < 5".into()], 0, ALL).unwrap();
+        assert!(!f.kernel_can(EventKind::InsnExec), "time is the loader's");
+        // A declared type answers to its name and to `usdt`.
+        let filters = declared_filters(&["event == mmio_write", "ts_ns < 50"]);
+        let mut k = Keep::new(filters.unwrap(), |_| false);
+        assert!(k.keeps(&usdt(3, &[1, 0, 0, 0, 0])));
+        assert!(!k.keeps(&event(EventKind::InsnExec, [1, 0, 0, 0], 0)));
+        let mut late = usdt(3, &[1, 0, 0, 0, 0]);
+        late.header.ts_ns = 50;
+        assert!(!k.keeps(&late));
+        let filters = declared_filters(&["event != usdt"]);
+        let mut k = Keep::new(filters.unwrap(), |_| false);
+        assert!(!k.keeps(&usdt(3, &[1, 0, 0, 0, 0])));
+        assert!(k.keeps(&event(EventKind::InsnExec, [1, 0, 0, 0], 0)));
+        assert_eq!(
+            error("event == mem_wirte", ALL),
+            format!(
+                "at column 10: no event type 'mem_wirte' (types: {})",
+                EventKind::ALL
+                    .iter()
+                    .map(|k| k.probe_name())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )
+        );
+        assert!(error("event in 1..2", ALL).contains("compare it with == or != and a name"));
     }
 
     /// Whatever is typed gives a program or an error, never a panic:

@@ -13,19 +13,21 @@ pub mod heatmap;
 
 use crate::questions::filter::{field_of, types_with_field, FieldRef};
 use crate::record::event::{Body, Event};
-use crate::session::declared::DeclaredSites;
+use crate::session::code::CodeNames;
+use crate::session::declared::{DeclaredField, DeclaredSites};
 use crate::session::guest::RegisterNames;
 use crate::write::escape;
 use crate::write::human::si;
 use crate::write::writer::{EventWriter, Totals};
 use rustc_hash::FxHashMap;
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::fmt::Write as _;
 use std::io;
 use std::rc::Rc;
 use std::time::Duration;
 use styx_common::filter::{SLOT_PID, SLOT_SIZE, SLOT_TID};
-use styx_common::schema::FieldKind;
+use styx_common::schema::{FieldKind, HEAP_CALLER, HEAP_PROVIDER};
 use styx_common::{EventKind, EVENT_KIND_SLOTS};
 
 /// Where one type's key is in its value slots: `(slot >> shift) & mask`,
@@ -51,6 +53,9 @@ pub struct KeySpec {
     pub keys: [Option<KeyRef>; EVENT_KIND_SLOTS as usize],
     /// Register names for `--by reg`, where the guest gives them.
     pub registers: RegisterNames,
+    /// Names of the traced process's functions, for `--by caller` of the
+    /// heap's types.
+    pub code: CodeNames,
     /// The session's declared types; those counted have the field.
     declared: Vec<DeclaredSites>,
     /// Per declared type: counted by its field of this index (`--by
@@ -87,6 +92,7 @@ impl KeySpec {
             page_bits: if by == "page" { page_bits } else { 0 },
             keys: [None; EVENT_KIND_SLOTS as usize],
             registers: RegisterNames::default(),
+            code: CodeNames::default(),
             declared: declared.iter().take(DECLARED_TYPES).cloned().collect(),
             declared_fields: Vec::new(),
             declared_by_spec: FxHashMap::default(),
@@ -199,28 +205,36 @@ impl KeySpec {
         let Some(field) = field.map(|i| &declared.event.fields[i]) else {
             return declared.event.name.clone();
         };
+        let named_else = |unnamed: String| {
+            self.key_name(table_type, key)
+                .map_or(unnamed, |name| escape::controls(&name).into_owned())
+        };
         match field.kind {
+            FieldKind::Address if is_code(declared, field) => named_else(format!("{key:#x}")),
             FieldKind::Address => format!("{key:#x}"),
             FieldKind::Signed => (key as i64).to_string(),
             FieldKind::Bool => (key != 0).to_string(),
             FieldKind::Unsigned => key.to_string(),
-            FieldKind::Enum | FieldKind::Register => self.key_name(table_type, key).map_or_else(
-                || key.to_string(),
-                |name| escape::controls(name).into_owned(),
-            ),
+            FieldKind::Enum | FieldKind::Register => named_else(key.to_string()),
         }
     }
 
-    /// The name of a key: a register's, where the guest names it, or a
-    /// declared enum value's (JSON gives it as `key_name`).
-    pub fn key_name(&self, table_type: u8, key: u64) -> Option<&str> {
+    /// The name of a key: a register's, where the guest names it, a
+    /// declared enum value's, or the function an allocation's caller is
+    /// in (JSON gives it as `key_name`).
+    pub fn key_name(&self, table_type: u8, key: u64) -> Option<Cow<'_, str>> {
         let Some((declared, field)) = self.declared_of(table_type) else {
-            return self.register(EventKind::from_id(table_type)?, key);
+            return self
+                .register(EventKind::from_id(table_type)?, key)
+                .map(Cow::Borrowed);
         };
         let field = &declared.event.fields[field?];
         match field.kind {
-            FieldKind::Register => self.registers.get(key),
-            FieldKind::Enum => field.values.as_ref()?.name_of(key),
+            FieldKind::Register => self.registers.get(key).map(Cow::Borrowed),
+            FieldKind::Enum => field.values.as_ref()?.name_of(key).map(Cow::Borrowed),
+            FieldKind::Address if is_code(declared, field) => {
+                self.code.name_of(key).map(Cow::Owned)
+            }
             _ => None,
         }
     }
@@ -288,6 +302,12 @@ impl KeySpec {
             key
         }
     }
+}
+
+/// Whether `field` of `declared` holds a code address of the traced
+/// process: the heap's types' caller.
+fn is_code(declared: &DeclaredSites, field: &DeclaredField) -> bool {
+    declared.event.provider == HEAP_PROVIDER && field.name == HEAP_CALLER
 }
 
 /// Counts per (type, key), at most `max_keys` of them; the rest per type
@@ -474,24 +494,43 @@ impl View<'_> {
     /// types' other rows.
     fn text(&self, keyed: &[Row], more: usize, others: &[Row]) -> String {
         let by = self.spec.by.to_uppercase();
-        let mut out = format!("{:<11} {by:>18} {:>14} {:>7}", "EVENT", "COUNT", "SHARE");
-        out.push_str(if self.previous.is_some() {
-            "     RATE/s\n"
-        } else {
-            "\n"
-        });
-        for (i, row) in keyed.iter().chain(others).enumerate() {
+        let keys: Vec<String> = (keyed.iter().chain(others))
+            .map(|row| match row.key {
+                None => "(other)".to_string(),
+                Some(key) => self.spec.show_key(row.kind, key),
+            })
+            .collect();
+        // Keys that are numbers or short names in a column of their own;
+        // longer ones (functions) last on the line, as perf report puts
+        // its symbols.
+        let last = keys.iter().any(|k| k.chars().count() > 18);
+        let mut out = format!("{:<11}", "EVENT");
+        if !last {
+            let _ = write!(out, " {by:>18}");
+        }
+        let _ = write!(out, " {:>14} {:>7}", "COUNT", "SHARE");
+        if self.previous.is_some() {
+            out.push_str("     RATE/s");
+        }
+        if last {
+            let _ = write!(out, "  {by}");
+        }
+        out.push('\n');
+        for (i, (row, key)) in keyed.iter().chain(others).zip(&keys).enumerate() {
             if i == keyed.len() && more > 0 {
                 let _ = writeln!(out, "… {more} more keys");
             }
-            let key = match row.key {
-                None => "(other)".to_string(),
-                Some(key) => self.spec.show_key(row.kind, key),
-            };
             let (event, n, pct) = (self.spec.type_name(row.kind), row.n, row.share * 100.0);
-            let _ = write!(out, "{event:<11} {key:>18} {n:>14} {pct:>6.2}%");
+            let _ = write!(out, "{event:<11}");
+            if !last {
+                let _ = write!(out, " {key:>18}");
+            }
+            let _ = write!(out, " {n:>14} {pct:>6.2}%");
             if let Some(r) = row.rate {
                 let _ = write!(out, " {:>10}", si(r));
+            }
+            if last {
+                let _ = write!(out, "  {key}");
             }
             out.push('\n');
         }
@@ -641,7 +680,7 @@ mod tests {
             assert_eq!(spec.count_key(&usdt(5, &args)), None, "not mmio's site");
         }
         let spec = KeySpec::new("device", 4096, &[], &declared).unwrap();
-        assert_eq!(spec.key_name(row, 7), Some("Dma"));
+        assert_eq!(spec.key_name(row, 7).as_deref(), Some("Dma"));
         assert_eq!(spec.show_key(row, 1), "1");
         let spec = KeySpec::new("pc", 4096, &[EventKind::InsnExec], &declared).unwrap();
         assert_eq!(spec.count_key(&usdt(4, &args)), None, "mmio has no pc");

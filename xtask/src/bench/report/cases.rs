@@ -131,11 +131,14 @@ fn demo_capture(md: &mut String, c: &Capture) {
          bytes for {} events written, {} lost). In the ring: the loader does not count its \
          bytes, but the capture keeps each batch record as the ring carried it (plus a tag \
          byte and its length), so a batched event takes there what it took in the ring; the \
-         per-event types' records are delta-coded in the capture and larger in the ring.\n",
+         per-event types' records are delta-coded in the capture and larger in the ring. \
+         Converted to Perfetto (`read -o perfetto`): {:.1} bytes per event ({} bytes).\n",
         c.bytes_per_event(),
         c.bytes,
         c.events,
         c.lost,
+        c.perfetto_bytes_per_event(),
+        c.perfetto_bytes,
     );
 }
 

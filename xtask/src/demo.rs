@@ -2,13 +2,12 @@
 //! its rare events as text; then every event of a second recorded into a
 //! raw capture with the loader's defaults (writing a file, batched events
 //! wait for room in the ring: nothing is lost), and a short summary of it;
-//! then parts of the capture converted with `styx-loader read`: a window of
-//! its first events as JSON lines, and the timer interrupt's code as a
-//! Perfetto trace. What is recorded and converted is in the consts below.
+//! then windows of the capture converted with `styx-loader read --from
+//! --to`: a millisecond as JSON lines, ten as a Perfetto trace. What is
+//! recorded and converted is in the consts below.
 
 use anyhow::{Context, Result};
-use std::ffi::OsStr;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use styx_testkit::{demo_recording, Loader, Summary};
@@ -18,13 +17,12 @@ const SHOWN: &str = "interrupt,control,span_begin,span_end,marker";
 const SHOWN_LINES: usize = 40;
 /// How long every event is recorded (~11 bytes an event on disk).
 const RECORD_SECONDS: f64 = 1.0;
-/// The window converted to JSON lines: the capture's first events.
-const WINDOW_EVENTS: usize = 100_000;
-/// The part converted to Perfetto: the code of styx-demo's timer interrupt
-/// handler (`programs::IRQ_HANDLER`, 0x0f00) and the events that have no
-/// pc (interrupts, spans, markers, control), which every filter on pc lets
-/// through.
-const PART_FILTER: &str = "pc in 0x0f00..0x1000";
+/// The windows converted (`read --from --to`, seconds after the
+/// capture's first event): to JSON lines (~150,000 events), to Perfetto
+/// (~600,000). From the start: later, while the emulator waits for the
+/// disk now and then, a millisecond of wall-clock time holds fewer events.
+const JSONL_WINDOW: (&str, &str) = ("0", "0.001");
+const PERFETTO_WINDOW: (&str, &str) = ("0", "0.01");
 
 pub fn run(root: &Path) -> Result<()> {
     crate::setup::require_root("demo")?;
@@ -67,36 +65,18 @@ pub fn run(root: &Path) -> Result<()> {
     demo.0.wait()?;
     print_summary(&summary, &capture)?;
 
-    let window = root.join("target/demo-trace.jsonl");
-    println!(
-        "\n== its first {WINDOW_EVENTS} events as JSON lines, {} ==",
-        window.display()
-    );
-    convert_window(&loader, &capture, &window)?;
-    let part = root.join("target/demo-irq.pftrace");
-    println!(
-        "\n== the timer interrupt's code (--filter '{PART_FILTER}') as Perfetto, {} ==",
-        part.display()
-    );
-    crate::run_checked(Command::new(&loader).args([
-        OsStr::new("read"),
-        capture.as_os_str(),
-        OsStr::new("--filter"),
-        OsStr::new(PART_FILTER),
-        OsStr::new("-o"),
-        OsStr::new("perfetto"),
-        OsStr::new("--output"),
-        part.as_os_str(),
-    ]))?;
-    println!("{} bytes", std::fs::metadata(&part)?.len());
+    let jsonl = root.join("target/demo-trace.jsonl");
+    convert(&loader, &capture, "jsonl", JSONL_WINDOW, &jsonl)?;
+    let perfetto = root.join("target/demo.pftrace");
+    convert(&loader, &capture, "perfetto", PERFETTO_WINDOW, &perfetto)?;
     let capture = capture.display();
     println!(
         "\nTry: jq -c 'select(.event == \"interrupt\")' {} | head\n     \
          open {} in https://ui.perfetto.dev\n     \
-         styx-loader read {capture} --by pc | head    (the hottest code)\n     \
-         styx-loader read {capture} -o jsonl --filter 'mem_write: addr == 0x0400' | head",
-        window.display(),
-        part.display(),
+         styx-loader read {capture} --by pc -e insn_exec --rows 10    (the hottest code)\n     \
+         styx-loader read {capture} -e mem_write --filter 'addr == 0x0400' | head",
+        jsonl.display(),
+        perfetto.display(),
     );
     Ok(())
 }
@@ -133,23 +113,28 @@ fn print_summary(summary: &Summary, capture: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The capture's first [`WINDOW_EVENTS`] events as JSON lines into `window`.
-fn convert_window(loader: &Path, capture: &Path, window: &Path) -> Result<()> {
-    let mut read = Command::new(loader)
-        .arg("read")
-        .arg(capture)
-        .args(["-o", "jsonl"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .context("starting styx-loader read")?;
-    let mut out = BufWriter::new(std::fs::File::create(window)?);
-    let lines = BufReader::new(read.stdout.take().expect("piped")).lines();
-    for line in lines.take(WINDOW_EVENTS) {
-        writeln!(out, "{}", line?)?;
-    }
-    out.flush()?;
-    // Closing the pipe ends `read` quietly, like `| head`.
-    read.wait()?;
+/// The events of `capture` from `window.0` to `window.1` s after its
+/// first, as `format` into `out`.
+fn convert(
+    loader: &Path,
+    capture: &Path,
+    format: &str,
+    window: (&str, &str),
+    out: &Path,
+) -> Result<()> {
+    let (from, to) = window;
+    println!(
+        "\n== from {from} s to {to} s of it as {format}, {} ==",
+        out.display()
+    );
+    crate::run_checked(
+        Command::new(loader)
+            .arg("read")
+            .arg(capture)
+            .args(["--from", from, "--to", to, "-o", format, "--output"])
+            .arg(out),
+    )?;
+    println!("{} bytes", std::fs::metadata(out)?.len());
     Ok(())
 }
 

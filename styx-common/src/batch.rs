@@ -141,6 +141,10 @@ pub struct BatchRecord {
     pub len: u32,
 }
 
+/// The most a batch takes of the ring: its record, a full batch of items
+/// and the ring's own 8-byte header. A smaller ring drops every full batch.
+pub const BATCH_RING_BYTES: usize = core::mem::size_of::<BatchRecord>() + BATCH_BYTES + 8;
+
 /// Where the emulator keeps its threads' batch buffers, for a loader that
 /// stops while they hold events: a chain of blocks, each [`REGISTRY_SLOTS`]
 /// pointers to buffers (null: free) and then a pointer to the next block

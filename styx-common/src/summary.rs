@@ -11,6 +11,13 @@
 //!   mem_read            1000
 //!   marker              1043  (12 dropped: ring buffer full)
 //! ```
+//!
+//! When events were dropped, [`Loss`] says why, from the rates the loader
+//! saw while they were: a burst the ring could not hold (the loader mostly
+//! idle meanwhile: a larger ring helps) or an output slower than the
+//! emulator (the loader busy writing: a larger ring cannot help; waiting,
+//! a raw capture or fewer events do). [`Summary::loss_warning`] is the
+//! warning that names what helps.
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -36,6 +43,61 @@ pub struct Summary {
     pub dropped: u64,
     /// The event types with anything to say, in catalogue order.
     pub types: Vec<TypeCount>,
+    /// Why events were dropped (None when none were).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss: Option<Loss>,
+}
+
+/// Why events were dropped, and the rates that say so.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Loss {
+    pub cause: LossCause,
+    /// Seconds of the run in which events were dropped (the loader looks
+    /// at its counts every ~0.1 s, or after each long write).
+    pub seconds: f64,
+    /// The share of those seconds the loader spent taking events from the
+    /// ring and writing them out (0 to 1).
+    pub busy: f64,
+    /// Events per second that came meanwhile, written and dropped.
+    pub offered_per_s: f64,
+    /// Events per second the output took while the loader was busy: its pace.
+    pub output_per_s: f64,
+    /// Of the dropped events, those of batched types (the rest are of the
+    /// per-event types, which never wait).
+    pub batched: u64,
+    /// Whether batched events waited for room in the ring (`--on-full wait`).
+    pub waited: bool,
+    pub ring_bytes: u64,
+    /// Where events went: `-o`'s format name, or `top`.
+    pub output: String,
+}
+
+/// Why the ring was full.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LossCause {
+    /// Events came faster than the ring could hold for a while, the loader
+    /// mostly idle meanwhile (or not scheduled).
+    Burst,
+    /// The output is slower than the emulator: the loader was busy writing
+    /// most of the time while events were dropped.
+    Sustained,
+}
+
+/// The loader's share of busy time, while events were dropped, from which
+/// a loss is the output's pace rather than a burst.
+pub const SUSTAINED_BUSY: f64 = 0.5;
+
+impl LossCause {
+    /// The cause, from the loader's share of busy time while events were
+    /// dropped.
+    pub fn of(busy: f64) -> LossCause {
+        if busy >= SUSTAINED_BUSY {
+            LossCause::Sustained
+        } else {
+            LossCause::Burst
+        }
+    }
 }
 
 /// One event type's line.
@@ -99,6 +161,92 @@ impl Summary {
             .map_or(0, |t| t.events)
     }
 
+    /// Why events were dropped and what helps, one line (None when none
+    /// were).
+    pub fn loss_warning(&self) -> Option<String> {
+        let loss = self.loss.as_ref().filter(|_| self.dropped > 0)?;
+        let share = self.dropped as f64 * 100.0 / (self.events + self.dropped) as f64;
+        let lost = alloc::format!("{} events ({share:.1}%) were dropped", self.dropped);
+        let ring = alloc::format!("a larger --ring-size (now {})", bytes(loss.ring_bytes));
+        let busy = loss.busy * 100.0;
+        let rates = alloc::format!(
+            "in the {:.2} s in which events were dropped the loader was busy {busy:.0}% of the \
+             time, writing {} events/s while {} events/s came",
+            loss.seconds,
+            rate(loss.output_per_s),
+            rate(loss.offered_per_s)
+        );
+        if loss.batched > 0 && loss.ring_bytes < crate::batch::BATCH_RING_BYTES as u64 {
+            return Some(alloc::format!(
+                "{lost}: a ring of {} cannot hold one batch of events ({} bytes): every full \
+                 batch is dropped, waiting or not; give a larger --ring-size (at least {})",
+                bytes(loss.ring_bytes),
+                crate::batch::BATCH_RING_BYTES,
+                bytes((crate::batch::BATCH_RING_BYTES as u64).next_power_of_two())
+            ));
+        }
+        let per_event_only = loss.batched == 0 && loss.waited;
+        Some(match (loss.cause, per_event_only) {
+            (cause, true) => alloc::format!(
+                "{lost}, all of per-event types (interrupts, control, spans, markers, other \
+                 providers' probes), which never wait for room (batched events did: none \
+                 lost); {rates}; {}",
+                match cause {
+                    LossCause::Burst => alloc::format!("{ring} holds longer bursts of them"),
+                    LossCause::Sustained =>
+                        "trace fewer of them (-e, --filter) or write a faster format (-o raw)"
+                            .into(),
+                }
+            ),
+            (LossCause::Sustained, false) => {
+                let capture = match loss.output.as_str() {
+                    "raw" => "write the capture to a faster disk",
+                    _ => {
+                        "record a capture (-o raw --output FILE) and convert it later with \
+                          `styx-loader read`"
+                    }
+                };
+                alloc::format!(
+                    "{lost} because the output is slower than the emulator: {rates}; a larger \
+                     --ring-size cannot help. To keep every event, let the emulator wait for \
+                     the output (--on-full wait), or {capture}; or trace fewer events (-e, \
+                     --filter)"
+                )
+            }
+            (LossCause::Burst, false) => {
+                let wait = match loss.batched > 0 && !loss.waited {
+                    true => "; --on-full wait keeps every batched event",
+                    false => "",
+                };
+                alloc::format!(
+                    "{lost} in bursts the ring buffer could not hold: {rates}; {ring} holds \
+                     longer bursts{wait}"
+                )
+            }
+        })
+    }
+
+    /// What a loss makes wrong in the output, for outputs whose result is
+    /// then wrong rather than just shorter (None for the others, or when
+    /// nothing was dropped).
+    pub fn spoiled(&self) -> Option<String> {
+        let loss = self.loss.as_ref().filter(|_| self.dropped > 0)?;
+        let what = match loss.output.as_str() {
+            "drcov" => "the coverage misses the blocks only the dropped events reached",
+            "tenet" => {
+                "the trace misses instructions and their register and memory changes: the \
+                 state Tenet replays after a gap is wrong"
+            }
+            "folded" => "the stacks of calls whose entries or exits were dropped are wrong",
+            "top" => "the counts miss the dropped events: the table is not exact",
+            _ => return None,
+        };
+        Some(match loss.output.as_str() {
+            "top" => alloc::format!("top: {what}"),
+            format => alloc::format!("-o {format}: {what}"),
+        })
+    }
+
     /// `styx-loader: summary: {…}`, one line.
     pub fn json_line(&self) -> String {
         let json = serde_json::to_string(self).expect("a summary always serializes");
@@ -132,6 +280,24 @@ impl fmt::Display for Summary {
     }
 }
 
+/// Events per second for people: `15.1 M`, `820 k`, `12`.
+fn rate(per_s: f64) -> String {
+    match per_s {
+        r if r >= 1e6 => alloc::format!("{:.1} M", r / 1e6),
+        r if r >= 1e3 => alloc::format!("{:.0} k", r / 1e3),
+        r => alloc::format!("{r:.0}"),
+    }
+}
+
+/// A ring's size as `--ring-size` takes it: `64M`, `4K`.
+fn bytes(n: u64) -> String {
+    match n {
+        n if n >= 1 << 20 && n % (1 << 20) == 0 => alloc::format!("{}M", n >> 20),
+        n if n % 1024 == 0 => alloc::format!("{}K", n >> 10),
+        n => alloc::format!("{n}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,7 +327,103 @@ mod tests {
                     filtered: 7,
                 },
             ],
+            loss: None,
         }
+    }
+
+    fn lossy(cause: LossCause, batched: u64, waited: bool, output: &str) -> Summary {
+        Summary {
+            events: 12_300_000,
+            dropped: 271_600_000,
+            loss: Some(Loss {
+                cause,
+                seconds: 2.0,
+                busy: if cause == LossCause::Sustained {
+                    0.98
+                } else {
+                    0.05
+                },
+                offered_per_s: 141.9e6,
+                output_per_s: 15.1e6,
+                batched,
+                waited,
+                ring_bytes: 64 << 20,
+                output: output.to_string(),
+            }),
+            ..summary()
+        }
+    }
+
+    #[test]
+    fn a_loss_warning_names_what_helps_for_its_cause() {
+        let sustained = lossy(LossCause::Sustained, 271_600_000, false, "jsonl");
+        let text = sustained.loss_warning().unwrap();
+        assert!(text.starts_with("271600000 events (95.7%) were dropped because the output is slower than the emulator: in the 2.00 s"), "{text}");
+        assert!(
+            text.contains(
+                "busy 98% of the time, writing 15.1 M events/s while 141.9 M events/s came"
+            ),
+            "{text}"
+        );
+        for helps in [
+            "cannot help",
+            "--on-full wait",
+            "-o raw --output FILE",
+            "styx-loader read",
+            "-e, --filter",
+        ] {
+            assert!(text.contains(helps), "{helps}: {text}");
+        }
+        let raw = lossy(LossCause::Sustained, 1, false, "raw")
+            .loss_warning()
+            .unwrap();
+        assert!(
+            raw.contains("faster disk") && !raw.contains("-o raw"),
+            "{raw}"
+        );
+        let burst = lossy(LossCause::Burst, 5, false, "jsonl")
+            .loss_warning()
+            .unwrap();
+        assert!(
+            burst.contains("in bursts the ring buffer could not hold"),
+            "{burst}"
+        );
+        assert!(
+            burst.contains("a larger --ring-size (now 64M) holds longer bursts; --on-full wait"),
+            "{burst}"
+        );
+        let per_event = lossy(LossCause::Burst, 0, true, "raw")
+            .loss_warning()
+            .unwrap();
+        assert!(
+            per_event.contains("all of per-event types")
+                && per_event.contains("--ring-size (now 64M)"),
+            "{per_event}"
+        );
+        assert!(!per_event.contains("--on-full wait"), "{per_event}");
+        assert_eq!(summary().loss_warning(), None);
+        let mut tiny = lossy(LossCause::Burst, 5, true, "jsonl");
+        tiny.loss.as_mut().unwrap().ring_bytes = 4096;
+        let tiny = tiny.loss_warning().unwrap();
+        assert!(
+            tiny.contains("a ring of 4K cannot hold one batch")
+                && tiny.contains("larger --ring-size (at least 32K)"),
+            "{tiny}"
+        );
+    }
+
+    #[test]
+    fn outputs_a_loss_makes_wrong_say_so() {
+        let drcov = lossy(LossCause::Burst, 5, false, "drcov")
+            .spoiled()
+            .unwrap();
+        assert!(
+            drcov.starts_with("-o drcov: the coverage misses"),
+            "{drcov}"
+        );
+        let top = lossy(LossCause::Burst, 5, false, "top").spoiled().unwrap();
+        assert!(top.starts_with("top: the counts miss"), "{top}");
+        assert_eq!(lossy(LossCause::Burst, 5, false, "jsonl").spoiled(), None);
     }
 
     #[test]

@@ -23,6 +23,8 @@ Examples:
   sudo styx-loader --binary ./my-emulator -e marker   every process running it, also later ones
   sudo styx-loader --pid 1234 -o raw --output run.styx   a capture: read it later with `styx-loader read`
   sudo styx-loader --pid 1234 --capture run.styx      text now, and a capture of the same events
+  sudo styx-loader --pid 1234 -o jsonl --output t.jsonl --on-full drop
+                        never slow the emulator down: drops counted, and why
   sudo styx-loader --pid 1234 -o perfetto --output run.pftrace.gz   for ui.perfetto.dev
   sudo styx-loader --pid 1234 --filter 'mem_write: addr == 0xd020'   who writes to 0xd020?
   sudo styx-loader --pid 1234 -e insn_exec --sample 1000   1 instruction in 1000
@@ -42,8 +44,11 @@ Unselected probes stay detached and cost the emulator nothing.
 On a terminal, a live line on stderr shows events/s, total, drops and the
 busiest types (--quiet: none). A summary (events per type, drops) goes to
 stderr at the end. Events the kernel could not queue because the ring
-buffer was full are counted as drops, never lost silently: raise
---ring-size if you see any.";
+buffer was full are counted as drops, never lost silently, and the
+summary says why they were lost and what helps: for an output slower than
+the emulator, `--on-full wait` or `-o raw --output FILE` then `read`, or
+fewer events (-e, --filter); for a burst, a larger --ring-size. Writing to
+a file, batched events wait for room by default (--on-full).";
 
 /// Trace a CPU emulator's styx USDT probes with eBPF.
 ///
@@ -85,9 +90,9 @@ pub enum Command {
     /// per-event delivery the kernel counts (no event is streamed); batched
     /// events are counted by the loader. Counts are exact (unless
     /// --sample); keys beyond --max-keys are counted in an "(other)" row
-    /// per type; batched delivery to one process is --lossless (the
-    /// emulator waits rather than a batch be lost, so it may run at the
-    /// loader's pace while counted). On a terminal the table is redrawn every --interval; at
+    /// per type; batched events of one process wait for room in the ring
+    /// by default (--on-full wait: the emulator waits rather than a batch
+    /// be lost, so it may run at the loader's pace while counted). On a terminal the table is redrawn every --interval; at
     /// the end (Ctrl-C, --duration, the process exits) the final table
     /// goes to stdout or --output, as text or jsonl (-o).
     #[command(
@@ -493,15 +498,27 @@ pub struct TraceArgs {
     #[arg(long, default_value = "batched", value_parser = parse_delivery())]
     pub delivery: Delivery,
 
-    /// Batched delivery never loses events to a full ring buffer: an
-    /// emulator thread about to hand over a batch waits (20 µs, doubling
-    /// up to 1 ms) while the loader is more than half a ring behind. Costs
-    /// nothing while the loader keeps up (a compare per batch); the
-    /// emulator runs at the output's pace when it does not. If the loader
-    /// dies, waiting threads go on at their next look (its pid is gone).
-    /// Needs one process (--pid or a command). Events of the per-event
-    /// types (interrupts, control, spans, markers) can still be dropped.
-    #[arg(long)]
+    /// What batched events do when the loader falls behind (the output
+    /// is slower than the emulator, or a burst outruns the ring buffer).
+    /// `wait`: an emulator thread about to hand over a batch waits (20 µs,
+    /// doubling up to 1 ms) while the loader is more than half a ring
+    /// behind, so no batch is lost; it costs nothing while the loader
+    /// keeps up (a compare per batch), and the emulator runs at the
+    /// output's pace when it does not. If the loader dies, waiting threads
+    /// go on at their next look. Needs one process (--pid or a command).
+    /// `drop`: the emulator never waits; batches the ring has no room for
+    /// are dropped, counted and reported. Default: `wait` when every
+    /// output is a file on disk (--output FILE or DIR/, and --capture if
+    /// given) of one process, and for `top`; `drop` when events also go to
+    /// a terminal, a pipe or a device (a reader such as `less` could hold
+    /// the emulator indefinitely), for --binary and --flight-recorder. Events of the per-event types
+    /// (interrupts, control, spans, markers) never wait: a full ring drops
+    /// them, counted and reported.
+    #[arg(long, value_enum, value_name = "WHAT")]
+    pub on_full: Option<OnFull>,
+
+    /// The same as `--on-full wait`.
+    #[arg(long, conflicts_with = "on_full")]
     pub lossless: bool,
 
     /// How to attach: `multi` links every site of a file at once and lets go
@@ -550,6 +567,15 @@ pub struct TraceArgs {
     /// the process failed), "filtered"}]}.
     #[arg(long, env = JSON_SUMMARY_ENV, value_parser = BoolishValueParser::new())]
     pub json_summary: bool,
+}
+
+/// What batched events do when the ring buffer is full (see --on-full).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnFull {
+    /// Dropped, counted and reported; the emulator never waits.
+    Drop,
+    /// The emulator thread waits for room: no batch is lost.
+    Wait,
 }
 
 /// How traced functions' returns are probed (see --function-exits).
@@ -607,6 +633,16 @@ impl CountArgs {
 }
 
 impl TraceArgs {
+    /// `--on-full` as given, `--lossless` being `--on-full wait`; None
+    /// for the default.
+    #[cfg_attr(not(feature = "trace"), allow(dead_code))]
+    pub fn on_full(&self) -> Option<OnFull> {
+        match self.lossless {
+            true => Some(OnFull::Wait),
+            false => self.on_full,
+        }
+    }
+
     /// `--filter` and `--sample` compiled for the selected types; an error
     /// names the expression and points at the offending token.
     #[cfg_attr(not(feature = "trace"), allow(dead_code))]

@@ -1,7 +1,7 @@
 //! Driving styx-loader from another program, as the end-to-end tests
 //! (styx-testprog's `e2e`) and the benchmark (`cargo xtask bench`) do: start
 //! it and wait until it says it has attached, stop it, and read its
-//! end-of-run summary.
+//! end-of-run summary; and `cargo xtask demo`'s recording.
 //!
 //! What styx-loader does (does not attach, does not exit, prints no summary)
 //! comes back as an [`Error`]; failing to wait for or signal a child of ours,
@@ -10,9 +10,11 @@
 //! Only std, libc and styx-common's summary: xtask depends on this crate
 //! and must build quickly.
 
+mod demo;
 mod loader;
 mod summary;
 
+pub use demo::demo_recording;
 pub use loader::{Error, Loader};
 pub use summary::{Stop, Summary, TypeCount, JSON_SUMMARY_ENV};
 

@@ -81,13 +81,14 @@ mod tests {
                     filtered: 7,
                 },
             ],
+            loss: None,
         };
         let mut stderr = vec![
             "styx-loader: attached 26 probe sites in pid 7 (/opt/emu in a dir) in 12 ms; Ctrl-C to stop".to_string(),
         ];
         stderr.extend(report.to_string().lines().map(str::to_string));
         stderr.push(report.json_line());
-        stderr.push("styx-loader: warning: 12 events were dropped because the ring buffer was full; try a larger --ring-size (now 4096 bytes)".into());
+        stderr.push("styx-loader: warning: 12 events (0.6%) were dropped in bursts the ring buffer could not hold: …".into());
         stderr
     }
 

@@ -2,7 +2,7 @@
 //! binary system-wide, from the command line to the exit code.
 
 use crate::bpf::load::Counting;
-use crate::cli::{FunctionExitsArg, TopOptions, TraceArgs};
+use crate::cli::{FunctionExitsArg, OnFull, TopOptions, TraceArgs};
 use crate::cmd::top::{self, Counter, Screen};
 use crate::outputs::{self, Outputs};
 use crate::search::{declared_types, find_functions, guest_description, mapped_files, Searched};
@@ -87,6 +87,10 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
         refresh,
         flight,
         declared: header.declared_types(),
+        output: match top {
+            Some(_) => "top",
+            None => args.output.format.name(),
+        },
     };
     let (out, calls) = outputs::track_calls(out, &header);
     let mut session = Session::start(&target, &selection, out, settings)?;
@@ -112,7 +116,7 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
 }
 
 /// What to trace: the command held, the binary, or the process; refused
-/// where --lossless cannot hold.
+/// where `--on-full wait` cannot hold.
 fn target_of(args: &TraceArgs, held: Option<&Held>) -> Result<(Target, Searched)> {
     let (target, searched) = match (held, &args.binary) {
         (Some(held), _) => (Target::spawned(held.pid, &held.program), Searched::Command),
@@ -122,11 +126,22 @@ fn target_of(args: &TraceArgs, held: Option<&Held>) -> Result<(Target, Searched)
             Searched::Process,
         ),
     };
-    if args.lossless && args.delivery == Delivery::PerEvent {
-        bail!("--lossless needs --delivery batched: a full ring loses per-event hits");
-    }
-    if args.lossless && target.pid.is_none() {
-        bail!("--lossless needs one process (--pid or a command after --), not --binary");
+    let waiting = "--on-full wait (--lossless)";
+    match (args.on_full(), args.delivery, target.pid) {
+        (Some(OnFull::Wait), Delivery::PerEvent, _) => bail!(
+            "{waiting} needs --delivery batched: per-event hits cannot wait, a full ring drops them"
+        ),
+        (Some(OnFull::Wait), _, None) => bail!(
+            "{waiting} needs one process (--pid or a command after --): with --binary, \
+             processes come and go and none is told when to wait; use --on-full drop \
+             (drops counted and reported)"
+        ),
+        (None, Delivery::Batched, None) if writes_to_disk(args) => log::info!(
+            "--binary: batches a full ring has no room for are dropped, counted and \
+             reported (waiting for room, the default for a file, needs one process: --pid \
+             or a command after --)"
+        ),
+        _ => {}
     }
     Ok((target, searched))
 }
@@ -181,18 +196,41 @@ fn header_of(
     header
 }
 
-/// Whether batches wait for the loader: `--lossless`, or `top` on one
-/// process, whose counts are exact (a thread waits for room in the ring
+/// Whether batches wait for the loader: `--on-full wait` (or
+/// `--lossless`); by default, when events go to a file on disk (a capture
+/// with holes is worth little for coverage, Tenet or replay) and for
+/// `top`, whose counts are exact (a thread waits for room in the ring
 /// rather than lose a batch; the loader counts ~40 M events/s), if no
-/// other loader has flow control of it.
+/// other loader has flow control of the process.
 pub fn lossless_mode(args: &TraceArgs, top: bool) -> Lossless {
     let one_process = args.pid.is_some() || !args.command.is_empty();
-    if args.lossless {
-        Lossless::Required
-    } else if top && args.delivery == Delivery::Batched && one_process {
-        Lossless::IfFree
-    } else {
-        Lossless::Off
+    match args.on_full() {
+        Some(OnFull::Wait) => Lossless::Required,
+        Some(OnFull::Drop) => Lossless::Off,
+        None if args.delivery != Delivery::Batched || !one_process => Lossless::Off,
+        None if top || writes_to_disk(args) => Lossless::IfFree,
+        None => Lossless::Off,
+    }
+}
+
+/// Whether every output is a file on disk: `--output` naming a regular
+/// file, a directory (rolled Parquet) or nothing yet, and `--capture`
+/// beside it; or the capture alone when `--summary` writes no events. Not
+/// when events also go to a terminal, pipe or device (`/dev/null`,
+/// `/dev/stdout` on a pipe): the emulator would wait for its reader. Nor
+/// the flight recorder's dumps.
+fn writes_to_disk(args: &TraceArgs) -> bool {
+    if args.flight_recorder.is_some() {
+        return false;
+    }
+    let on_disk = |path: &std::path::Path| match std::fs::metadata(path) {
+        Ok(meta) => meta.is_file() || meta.is_dir(),
+        Err(_) => true,
+    };
+    match (args.summary, args.output.path.as_deref()) {
+        (true, _) => args.capture.is_some(),
+        (false, None) => false,
+        (false, Some(path)) => on_disk(path),
     }
 }
 

@@ -2,6 +2,7 @@
 
 use aya::maps::{MapData, RingBuf};
 use std::io;
+use std::time::{Duration, Instant};
 use styx_common::batch::BATCH_RECORD_KIND;
 use styx_common::item::Codec;
 use styx_common::{FatalRecord, EVENT_KIND_SLOTS, FATAL_RECORD_KIND};
@@ -67,6 +68,9 @@ pub struct Sink {
     /// The traced process is being killed: (signal, kernel time), from a
     /// `FatalRecord` (flight recorder), until the session takes it.
     pub fatal: Option<(u32, u64)>,
+    /// Time spent in drains that took anything (writes that block
+    /// included): the loader's busy time, for why events were dropped.
+    pub busy: Duration,
 }
 
 impl Sink {
@@ -91,6 +95,7 @@ impl Sink {
             batches: Batches::with(Codec::Current, declared),
             batch_records: 0,
             finishable: false,
+            busy: Duration::ZERO,
         }
     }
 
@@ -105,6 +110,7 @@ impl Sink {
 
     /// Takes what is in the ring, up to a budget.
     pub fn drain(&mut self, ring: &mut RingBuf<MapData>) -> Drained {
+        let started = Instant::now();
         let mut taken = 0;
         while taken < BUDGET {
             let Some(item) = ring.next() else { break };
@@ -116,6 +122,9 @@ impl Sink {
             if let Err(e) = self.out.flush() {
                 self.failed(e);
             }
+        }
+        if taken > 0 {
+            self.busy += started.elapsed();
         }
         if taken == BUDGET {
             Drained::Budget

@@ -14,6 +14,7 @@ pub mod attachment;
 pub mod batches;
 pub mod drain;
 pub mod live;
+pub mod pace;
 pub mod report;
 pub mod spawn;
 pub mod stoppers;
@@ -26,6 +27,7 @@ use attachment::Logger;
 use batches::{Batches, Partial};
 use drain::{Drained, Sink};
 use live::LiveLine;
+use pace::{LossContext, Pace};
 use report::{Run, Stop};
 use std::cell::RefCell;
 use std::io::{self, IsTerminal};
@@ -68,6 +70,9 @@ pub struct Settings {
     /// The event types the emulator declared that batches may carry
     /// (`Header::declared_types`).
     pub declared: DeclaredTypes,
+    /// Where events go, as a loss warning names it: `-o`'s format name, or
+    /// `top`.
+    pub output: &'static str,
 }
 
 /// Whether batches wait for room in the ring instead of being lost (one
@@ -75,10 +80,11 @@ pub struct Settings {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lossless {
     Off,
-    /// `--lossless`: refused if another loader has flow control.
+    /// `--on-full wait` (`--lossless`): refused if another loader has
+    /// flow control.
     Required,
-    /// `top`: taken if no other loader has it; else counted without, the
-    /// drops reported.
+    /// The default for a file on disk, and `top`'s: taken if no other
+    /// loader has it; else traced without (said once), the drops reported.
     IfFree,
 }
 
@@ -112,6 +118,10 @@ pub struct Session {
     target_name: String,
     started: Instant,
     elapsed: Duration,
+    /// The rates seen, for why events were dropped.
+    pace: Pace,
+    /// The event types delivered in batches (the others never wait).
+    batched: Vec<EventKind>,
 }
 
 impl Session {
@@ -146,6 +156,16 @@ impl Session {
         let mut tick = interval(DRAIN_EVERY);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let (keep, split_batches) = keep_in_loader(settings.filters.as_ref(), selection);
+        let batched = EventKind::ALL
+            .iter()
+            .copied()
+            .filter(|&kind| {
+                selection
+                    .sites
+                    .iter()
+                    .any(|s| s.role == Role::BatchEnable(kind))
+            })
+            .collect();
         Ok(Session {
             loaded,
             links: attached.links,
@@ -160,6 +180,8 @@ impl Session {
             target_name: target.name.clone(),
             started: Instant::now(),
             elapsed: Duration::ZERO,
+            pace: Pace::new(Duration::ZERO, 0, 0),
+            batched,
         })
     }
 
@@ -168,6 +190,8 @@ impl Session {
     pub async fn stream(&mut self) -> Result<Stop> {
         let mut live = LiveLine::new(self.settings.live);
         self.started = Instant::now();
+        let dropped = load::read_lost(&self.loaded.drops)?.events.iter().sum();
+        self.pace = Pace::new(self.sink.busy, self.sink.written.total(), dropped);
         self.stoppers.stop_after(self.settings.duration);
         let mut next_refresh = Instant::now();
         let stop = loop {
@@ -199,6 +223,12 @@ impl Session {
         self.grant();
         if let Some(logger) = self.logger.as_mut() {
             logger.flush();
+        }
+        if self.pace.due() {
+            let lost = load::read_lost(&self.loaded.drops)?;
+            let written = self.sink.written.total();
+            self.pace
+                .look(self.sink.busy, written, lost.events.iter().sum());
         }
         if live.due() {
             let lost = load::read_lost(&self.loaded.drops)?;
@@ -352,6 +382,15 @@ impl Session {
             flight.borrow_mut().dump("tracing stopped", None);
         }
         self.sink.finish(&drops);
+        let written = self.sink.written.total();
+        self.pace.look(self.sink.busy, written, drops.iter().sum());
+        let context = LossContext {
+            batched: self.batched.iter().map(|&k| drops[k as usize]).sum(),
+            waited: self.batches.waited,
+            ring_bytes: self.settings.ring_bytes.into(),
+            output: self.settings.output.to_string(),
+        };
+        let pace = written as f64 / self.sink.busy.as_secs_f64().max(1e-9);
         report::print(&Run {
             target: &self.target_name,
             stop,
@@ -360,7 +399,7 @@ impl Session {
             drops: &drops,
             faults: &faults,
             filtered: &filtered,
-            ring_size: self.settings.ring_bytes,
+            loss: self.pace.loss(pace, context),
             json: self.settings.json_summary,
         });
         if let Some(flight) = &self.settings.flight {

@@ -1,11 +1,13 @@
 //! The end-of-run summary on stderr (`styx_common::summary`: events per
 //! type, drops; as text, and with `--json-summary` also as JSON), then
-//! warnings about anything that did not make it to the output.
+//! warnings about anything that did not make it to the output: why events
+//! were dropped and what helps, and what that makes wrong in an output
+//! such as coverage.
 
 use super::drain::Sink;
 use crate::bpf::load::Lost;
 use std::time::Duration;
-use styx_common::summary::{Summary, TypeCount};
+use styx_common::summary::{Loss, Summary, TypeCount};
 use styx_common::EventKind;
 use styx_events::{FlightRecorder, EXITED_KEPT_LOOKS};
 
@@ -24,7 +26,8 @@ pub struct Run<'a> {
     pub faults: &'a Lost,
     /// Events `--filter`/`--sample` left out, per kind id.
     pub filtered: &'a [u64],
-    pub ring_size: u32,
+    /// Why events were dropped, if any were.
+    pub loss: Option<Loss>,
     pub json: bool,
 }
 
@@ -34,6 +37,12 @@ pub fn print(run: &Run<'_>) {
     eprintln!("{summary}");
     if run.json {
         eprintln!("{}", summary.json_line());
+    }
+    if let Some(warning) = summary.loss_warning() {
+        log::warn!("{warning}");
+    }
+    if let Some(spoiled) = summary.spoiled() {
+        log::warn!("{spoiled}");
     }
     warn_lost(run);
 }
@@ -62,6 +71,7 @@ fn summary(run: &Run<'_>) -> Summary {
         stop: run.stop,
         dropped: run.drops.iter().sum(),
         types,
+        loss: run.loss.clone(),
     }
 }
 
@@ -102,13 +112,6 @@ fn warn_lost(run: &Run<'_>) {
         log::warn!(
             "{} batch records were malformed (first: {first})",
             written.bad_batches
-        );
-    }
-    let dropped: u64 = run.drops.iter().sum();
-    if dropped > 0 {
-        log::warn!(
-            "{dropped} events were dropped because the ring buffer was full; try a larger --ring-size (now {} bytes)",
-            run.ring_size
         );
     }
     let unwritten = sink.unwritten.total();

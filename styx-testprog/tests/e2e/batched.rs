@@ -1,7 +1,8 @@
 //! Batched delivery (the default): every event arrives, exactly and in
 //! order, however its batch is handed over (full, `flush()`, thread exit,
 //! process exit, the loader stopping); both delivery modes give the same
-//! events; a full ring counts lost events per type; `--lossless` loses
+//! events; a full ring counts lost events per type (`--on-full drop`);
+//! waiting for room (the default writing a file, `--lossless`) loses
 //! none and cannot hold the emulator once the loader is killed.
 
 use crate::support::*;
@@ -401,13 +402,17 @@ fn batched_times_never_step_back_and_interleave_with_per_event_ones() {
 #[test]
 fn a_full_ring_counts_the_lost_events_per_type() {
     // A 4 KiB ring cannot hold a full batch (16.5 KiB): every full batch is
-    // lost, counted as its events; the small last ones fit.
+    // lost, counted as its events; the small last ones fit. `--on-full
+    // drop`: writing a file, batches would wait for room by default.
     let Traced {
         mut prog,
         loader,
         expect,
         out,
-    } = traced("batched-full-ring", &["-e", BATCHED, "--ring-size", "4K"]);
+    } = traced(
+        "batched-full-ring",
+        &["-e", BATCHED, "--ring-size", "4K", "--on-full", "drop"],
+    );
     prog.fire(400, 2);
     prog.quit();
     let (status, stderr) = loader.finish();
@@ -429,6 +434,8 @@ fn a_full_ring_counts_the_lost_events_per_type() {
         lost_total += lost;
     }
     assert_eq!(traced + lost_total, fired.values().sum::<u64>());
+    let loss = summary.loss.as_ref().expect("a loss says why");
+    assert!(!loss.waited && loss.batched == lost_total, "{loss:?}");
 }
 
 /// The "(N dropped: ring buffer full)" of a type's summary line.
@@ -464,6 +471,35 @@ fn lossless_loses_nothing_through_a_small_ring() {
         summary_of(&stderr).line.contains("; 0 dropped"),
         "{stderr:?}"
     );
+}
+
+/// Writing a file, batches wait for room by default (as with `--on-full
+/// wait`): an emulator faster than the output (no expect file to write, two
+/// threads) through a ring of a few batches loses nothing.
+#[test]
+fn writing_a_file_loses_nothing_by_default() {
+    require_root();
+    let out = scratch("batched-default-wait").join("traced.jsonl");
+    let mut prog = TestProg::spawn(None);
+    let loader = prog.attach_loader(&[
+        "-e",
+        BATCHED,
+        "--ring-size",
+        "64K",
+        "-o",
+        "jsonl",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    let fired = prog.fire(20_000, 2);
+    prog.quit();
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{stderr:?}");
+    let summary = summary_of(&stderr);
+    assert_eq!(summary.dropped, 0, "{stderr:?}");
+    assert!(summary.loss.is_none(), "{stderr:?}");
+    assert_eq!(summary.events, fired.evaluated, "{stderr:?}");
+    assert_eq!(lines_in(&out) as u64, fired.evaluated);
 }
 
 #[test]

@@ -5,6 +5,7 @@ use crate::support::*;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
+use styx_common::{Delivery, EventKind};
 
 /// The instruction count of the demo's per-program line (`sieve exit 0, N instructions, …`).
 pub fn instructions_of(stdout: &str, program: &str) -> usize {
@@ -103,4 +104,64 @@ fn attaching_mid_run_switches_the_demo_to_its_probed_cpu_and_back() {
         .read_line(&mut first)
         .unwrap();
     assert!(first.starts_with("fib"), "{first}");
+}
+
+/// `cargo xtask demo`'s recording (styx-testkit's `demo_recording`: a raw
+/// capture with the loader's defaults) keeps every event: the capture holds
+/// as many of each type as the loader counted, and none was dropped.
+#[test]
+fn the_demos_recording_keeps_every_event() {
+    require_root();
+    let capture = scratch("demo-recording").join("demo.styx");
+    let mut demo = Command::new(demo_path())
+        .args(["--forever", "--quiet"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut args = styx_testkit::demo_recording(demo.id(), &capture, 0.5);
+    // A ring of a few batches, which the emulator outruns unless it waits
+    // (the interrupts, spans and markers, which never wait, have room for
+    // ~80 ms of the debug demo's).
+    args.extend(["--ring-size", "64K"].map(Into::into));
+    let loader = Loader::attach(&loader_path(), args, Stdio::null()).unwrap();
+    let (status, stderr) = loader.finish();
+    demo.kill().unwrap();
+    demo.wait().unwrap();
+    assert!(status.success(), "{stderr:#?}");
+    let summary = summary_of(&stderr);
+    assert!(summary.types.iter().all(|t| t.lost == 0), "{stderr:#?}");
+    assert!(summary.events_of("insn_exec") > 0, "{stderr:#?}");
+    // Batched events waited: none dropped. The per-event types never wait:
+    // on a loaded machine (the suite's tests run side by side) a ring this
+    // small can drop a few of them, and then the summary says so.
+    for t in &summary.types {
+        let kind = EventKind::from_probe_name(&t.name).unwrap();
+        if kind.delivery() == Delivery::Batched {
+            assert_eq!(t.dropped, 0, "{}: {stderr:#?}", t.name);
+        }
+    }
+    if let Some(loss) = &summary.loss {
+        assert!(loss.waited && loss.batched == 0, "{stderr:#?}");
+        let warned = stderr.iter().any(|l| l.contains("all of per-event types"));
+        assert!(warned, "{stderr:#?}");
+    }
+    // The capture holds what was counted, type by type.
+    let (status, stdout, stderr) = run_loader(&[
+        "read",
+        capture.to_str().unwrap(),
+        "--by",
+        "event",
+        "-o",
+        "jsonl",
+    ]);
+    assert!(status.success(), "{stderr}");
+    let rows = parse_jsonl(&stdout);
+    for t in &summary.types {
+        let row = rows
+            .iter()
+            .find(|r| r["event"] == t.name.as_str())
+            .unwrap_or_else(|| panic!("{} in {stdout}", t.name));
+        assert_eq!(row["count"], t.events, "{}: {stdout}", t.name);
+    }
 }

@@ -220,7 +220,7 @@ fn a_second_lossless_loader_on_a_process_is_refused() {
     let errors: Vec<&str> = stderr.lines().filter(|l| l.contains("error")).collect();
     assert_eq!(errors.len(), 1, "{stderr}");
     assert!(
-        errors[0].contains(&format!("pid {pid} is already traced --lossless")),
+        errors[0].contains(&format!("pid {pid} is already traced --on-full wait")),
         "{stderr}"
     );
     // The first one still holds the emulator to its pace: nothing lost.
@@ -254,7 +254,7 @@ fn top_beside_a_lossless_loader_runs_without_flow_control() {
     assert!(status.success(), "{stderr}");
     let warned: Vec<&str> = stderr
         .lines()
-        .filter(|l| l.contains("already traced --lossless"))
+        .filter(|l| l.contains("already traced --on-full wait"))
         .collect();
     assert_eq!(warned.len(), 1, "{stderr}");
     prog.quit();

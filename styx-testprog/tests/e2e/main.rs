@@ -33,6 +33,7 @@ mod functions;
 mod libraries;
 mod list;
 mod live;
+mod losses;
 mod lossless;
 mod many_sites;
 mod misaligned_sites;

@@ -26,7 +26,8 @@ pub enum Way {
     Batched,
     /// … JSON lines to /dev/null, `--lossless`.
     BatchedJsonl,
-    /// … raw capture to a file.
+    /// … raw capture to a file, `--on-full drop` (waiting is the default
+    /// for a file).
     BatchedFile,
     /// … raw capture to a file, `--lossless`.
     BatchedFileLossless,
@@ -80,7 +81,7 @@ impl Way {
                 "`--probe-baseline`'s styx-loader batched, raw capture to /dev/null"
             }
             Way::BatchedJsonl => "styx-loader batched, JSON lines to /dev/null, `--lossless`",
-            Way::BatchedFile => "styx-loader batched, raw capture to a file",
+            Way::BatchedFile => "styx-loader batched, raw capture to a file, `--on-full drop`",
             Way::BatchedFileLossless => "styx-loader batched, raw capture to a file, `--lossless`",
             Way::PerEvent => "styx-loader per-event, raw capture to /dev/null",
             Way::PerEventJsonl => "styx-loader per-event, JSON lines to /dev/null",

@@ -182,6 +182,9 @@ impl Styx {
         args.extend(after.iter().map(Into::into));
         if self.lossless {
             args.push("--lossless".into());
+        } else if self.to_file && self.question == Question::None {
+            // Waiting is the default for a file: this way measures dropping.
+            args.extend(["--on-full".into(), "drop".into()]);
         }
         args
     }

@@ -16,13 +16,12 @@
 use super::flush_block::{self, remote, FlushSite};
 use anyhow::{Context, Result};
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
-use std::mem::size_of;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
 use std::time::{Duration, Instant};
 use styx_common::batch::{
-    BatchRecord, BATCH_BYTES, CONTROLLED_OFFSET, CREDIT_OFFSET, CREDIT_OWNER_OFFSET,
-    FLUSHED_OFFSET, LOSSLESS_LOADER_ENV,
+    BATCH_RING_BYTES, CONTROLLED_OFFSET, CREDIT_OFFSET, CREDIT_OWNER_OFFSET, FLUSHED_OFFSET,
+    LOSSLESS_LOADER_ENV,
 };
 
 /// How often a process is looked at again for flush blocks not found yet,
@@ -40,8 +39,8 @@ impl std::fmt::Display for Taken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "pid {} is already traced --lossless by {}: two lossless loaders would undo each \
-             other's flow control",
+            "pid {} is already traced --on-full wait (--lossless) by {}: two waiting loaders \
+             would undo each other's flow control",
             self.pid, self.holder
         )
     }
@@ -83,8 +82,7 @@ impl Flow {
             }
             Err(e) => return Err(e).context("taking lossless flow control"),
         };
-        // Each record also takes the ring's 8-byte header.
-        let record = (size_of::<BatchRecord>() + BATCH_BYTES + 8) as u64;
+        let record = BATCH_RING_BYTES as u64;
         Ok(Flow {
             pid,
             own_pid: own_pid(pid),

@@ -24,6 +24,8 @@ pub struct Batches {
     /// The flush sites attached (none without batched delivery).
     sites: Vec<FlushSite>,
     flow: Option<Flow>,
+    /// Whether batches waited for room (flow control was claimed).
+    pub waited: bool,
     /// Flight recorder: whether `styx_fatal` knows the batch registry.
     registry_known: bool,
 }
@@ -69,8 +71,8 @@ impl Batches {
                 Ok(flow) => Some(flow),
                 Err(e) if mode == Lossless::IfFree && e.is::<flow::Taken>() => {
                     log::warn!(
-                        "{e}: counting without it (batches a full ring has no room for are \
-                         dropped, and reported)"
+                        "{e}: tracing without waiting (batches a full ring has no room for \
+                         are dropped, counted and reported)"
                     );
                     None
                 }
@@ -80,6 +82,7 @@ impl Batches {
         Ok(Batches {
             pid: target.pid,
             sites,
+            waited: flow.is_some(),
             flow,
             registry_known: false,
         })

@@ -1,0 +1,115 @@
+//! Losses that say why: a burst the ring could not hold is named a burst
+//! (a larger --ring-size helps), an output slower than the emulator is
+//! named so (waiting, a raw capture or fewer events help; a larger ring
+//! cannot), and an output whose result a loss makes wrong says so.
+
+use crate::support::*;
+use std::io::Read;
+use std::process::Stdio;
+use styx_common::summary::LossCause;
+
+/// The event types styx-probe batches.
+const BATCHED: &str = "insn_fetch,insn_exec,block,mem_read,mem_write,reg_read,reg_write,branch";
+
+/// The loader's warning lines containing `what`.
+fn warnings<'a>(stderr: &'a [String], what: &str) -> Vec<&'a String> {
+    stderr
+        .iter()
+        .filter(|l| l.starts_with("styx-loader: warning:") && l.contains(what))
+        .collect()
+}
+
+#[test]
+fn a_burst_through_a_small_ring_is_named_a_burst() {
+    require_root();
+    let out = scratch("losses-burst").join("traced.drcov");
+    let mut prog = TestProg::spawn(None);
+    // Markers, one kernel trap each, in a burst of a few ms into a ring of
+    // a few records; the loader is idle before and after.
+    let loader = prog.attach_loader(&[
+        "-e",
+        "marker,insn_exec",
+        "--delivery",
+        "per-event",
+        "--ring-size",
+        "4K",
+        "-o",
+        "drcov",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    prog.fire(2000, 1);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    prog.quit();
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{stderr:#?}");
+    let summary = summary_of(&stderr);
+    assert!(summary.dropped > 0, "{stderr:#?}");
+    let loss = summary.loss.as_ref().expect("a loss says why");
+    assert_eq!(loss.cause, LossCause::Burst, "{stderr:#?}");
+    assert_eq!(loss.batched, 0, "per-event delivery: {loss:?}");
+    let said = warnings(&stderr, "in bursts the ring buffer could not hold");
+    assert_eq!(said.len(), 1, "{stderr:#?}");
+    assert!(
+        said[0].contains("a larger --ring-size (now 4K) holds longer bursts"),
+        "{said:?}"
+    );
+    assert!(!said[0].contains("cannot help"), "{said:?}");
+    // Coverage with holes says so.
+    assert_eq!(
+        warnings(&stderr, "-o drcov: the coverage misses").len(),
+        1,
+        "{stderr:#?}"
+    );
+}
+
+#[test]
+fn an_output_slower_than_the_emulator_is_named_so() {
+    require_root();
+    let mut prog = TestProg::spawn(None);
+    let pid = prog.pid().to_string();
+    // JSON lines to a pipe nobody reads while the emulator fires: the
+    // loader blocks writing (busy), the ring fills, batches are dropped (a
+    // pipe: the emulator does not wait by default).
+    let mut loader = spawn_loader(
+        &[
+            "--pid",
+            &pid,
+            "-e",
+            BATCHED,
+            "--ring-size",
+            "64K",
+            "-o",
+            "jsonl",
+        ],
+        Stdio::piped(),
+    );
+    loader.wait_for_line("attached").unwrap();
+    let mut stdout = loader.child.stdout.take().unwrap();
+    prog.fire(20_000, 1);
+    prog.quit();
+    let reader = std::thread::spawn(move || {
+        let mut sink = Vec::new();
+        stdout.read_to_end(&mut sink).unwrap();
+    });
+    let (status, stderr) = loader.finish();
+    reader.join().unwrap();
+    assert!(status.success(), "{stderr:#?}");
+    let summary = summary_of(&stderr);
+    assert!(summary.dropped > 0, "{stderr:#?}");
+    let loss = summary.loss.as_ref().expect("a loss says why");
+    assert_eq!(loss.cause, LossCause::Sustained, "{stderr:#?}");
+    assert!(!loss.waited && loss.batched > 0, "{loss:?}");
+    let said = warnings(&stderr, "because the output is slower than the emulator");
+    assert_eq!(said.len(), 1, "{stderr:#?}");
+    for helps in [
+        "a larger --ring-size cannot help",
+        "--on-full wait",
+        "-o raw --output FILE",
+        "-e, --filter",
+    ] {
+        assert!(said[0].contains(helps), "{helps}: {said:?}");
+    }
+    // JSON lines are not an output a loss makes wrong, only shorter.
+    assert!(warnings(&stderr, "-o jsonl:").is_empty(), "{stderr:#?}");
+}

@@ -237,9 +237,21 @@ impl<R: Read> Reader<R> {
             return Err(CaptureError::HeaderCut((16 + got) as u64));
         }
         let header: Header = serde_json::from_slice(&json).map_err(CaptureError::BadHeader)?;
+        Ok(Reader::start(input, source, header, version, codec, (16 + len) as u64))
+    }
+
+    /// A reader at `base`, the first record or block, before it.
+    fn start(
+        input: R,
+        source: Source,
+        header: Header,
+        version: u32,
+        codec: Codec,
+        base: u64,
+    ) -> Reader<R> {
         let declared = header.declared_types();
         let blocks = !matches!(source, Source::Stream);
-        Ok(Reader {
+        Reader {
             input,
             source,
             header,
@@ -251,8 +263,8 @@ impl<R: Read> Reader<R> {
             },
             pos: 0,
             end: 0,
-            base: (16 + len) as u64,
-            next_block: (16 + len) as u64,
+            base,
+            next_block: base,
             // A block's bytes are all there once it is decompressed.
             eof: blocks,
             prev_ts: 0,
@@ -266,7 +278,7 @@ impl<R: Read> Reader<R> {
             malformed_batches: 0,
             first_malformed_batch: None,
             ending: Ending::Reading,
-        })
+        }
     }
 
     /// The next event, or None at the end (then see [`Reader::ending`]).
@@ -484,30 +496,8 @@ impl<R: Read> Reader<R> {
     /// A reader of blocks handed over one at a time ([`Reader::load`]), for
     /// the session `header` describes: a worker of parallel `read`.
     pub fn for_blocks(header: Header) -> io::Result<Reader<io::Empty>> {
-        let declared = header.declared_types();
-        Ok(Reader {
-            input: io::empty(),
-            source: Source::Loaded(Unpacker::new()?),
-            header,
-            version: VERSION,
-            buf: Vec::new(),
-            pos: 0,
-            end: 0,
-            base: 0,
-            next_block: 0,
-            eof: true,
-            prev_ts: 0,
-            prev: [[0; ARG_SLOTS]; EVENT_KIND_SLOTS as usize],
-            threads: Vec::new(),
-            current: None,
-            pending: Vec::new(),
-            pending_at: 0,
-            batches: Batches::with(Codec::Current, declared),
-            events: 0,
-            malformed_batches: 0,
-            first_malformed_batch: None,
-            ending: Ending::Reading,
-        })
+        let source = Source::Loaded(Unpacker::new()?);
+        Ok(Reader::start(io::empty(), source, header, VERSION, Codec::Current, 0))
     }
 
     /// Decompresses `block` to be read next, its deltas afresh; an error

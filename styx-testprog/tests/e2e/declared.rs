@@ -219,6 +219,19 @@ fn stderr_says(stderr: &[String], what: &str) -> bool {
     stderr.iter().any(|line| line.contains(what))
 }
 
+/// `--sample N` keeps one in N of the declared types' events, taken in
+/// batches (the loader samples) or one hit each (the eBPF site programs
+/// do not: the loader samples those too): the same events either way.
+#[test]
+fn sampling_keeps_one_in_n_declared_events_batched_and_per_event() {
+    let every_fifth: Vec<(String, Vec<Value>)> = rounds(100).into_iter().step_by(5).collect();
+    let (batched, _) = traced("declared-sample-batched", 100, &["--sample", "5"]);
+    assert_same(&events(&batched), &every_fifth);
+    let per_event = ["--sample", "5", "--delivery", "per-event"];
+    let (per_event, _) = traced("declared-sample-per-event", 100, &per_event);
+    assert_same(&events(&per_event), &every_fifth);
+}
+
 /// Rounds in the shared capture.
 const CAPTURED: i64 = 30;
 

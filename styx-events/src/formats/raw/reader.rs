@@ -237,7 +237,14 @@ impl<R: Read> Reader<R> {
             return Err(CaptureError::HeaderCut((16 + got) as u64));
         }
         let header: Header = serde_json::from_slice(&json).map_err(CaptureError::BadHeader)?;
-        Ok(Reader::start(input, source, header, version, codec, (16 + len) as u64))
+        Ok(Reader::start(
+            input,
+            source,
+            header,
+            version,
+            codec,
+            (16 + len) as u64,
+        ))
     }
 
     /// A reader at `base`, the first record or block, before it.
@@ -497,7 +504,14 @@ impl<R: Read> Reader<R> {
     /// the session `header` describes: a worker of parallel `read`.
     pub fn for_blocks(header: Header) -> io::Result<Reader<io::Empty>> {
         let source = Source::Loaded(Unpacker::new()?);
-        Ok(Reader::start(io::empty(), source, header, VERSION, Codec::Current, 0))
+        Ok(Reader::start(
+            io::empty(),
+            source,
+            header,
+            VERSION,
+            Codec::Current,
+            0,
+        ))
     }
 
     /// Decompresses `block` to be read next, its deltas afresh; an error

@@ -313,10 +313,10 @@ impl Filters {
             program.len = kind_ops.len() as u32;
             program.sample_every = sample;
             // Text and time are the loader's to test; a USDT site's program
-            // does not filter at all.
+            // neither filters nor samples.
             let loader_only = kind_ops.iter().any(|op| {
                 op.code == FilterOp::TEXT || (op.code == FilterOp::TEST && op.slot == SLOT_TS)
-            }) || (kind == EventKind::Usdt && !kind_ops.is_empty());
+            }) || kind == EventKind::Usdt;
             if !loader_only {
                 program.flags |= FilterProgram::KERNEL;
             }

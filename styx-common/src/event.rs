@@ -78,6 +78,21 @@ pub enum FieldType {
 }
 
 impl FieldType {
+    /// How its value reads, as a declared field of that kind would (the
+    /// one table of readings, `styx_events`' `fields::read_as`): hex
+    /// numbers as addresses, counts and sizes as unsigned, registers by
+    /// name. None for the catalogue's decoded fields (a branch's kind and
+    /// condition, an interrupt's direction) and strings.
+    pub const fn kind(self) -> Option<crate::schema::FieldKind> {
+        use crate::schema::FieldKind;
+        match self {
+            FieldType::Hex => Some(FieldKind::Address),
+            FieldType::Dec | FieldType::Size => Some(FieldKind::Unsigned),
+            FieldType::Reg => Some(FieldKind::Register),
+            FieldType::Branch | FieldType::Interrupt | FieldType::Text => None,
+        }
+    }
+
     /// The type a capture header gives the field.
     pub const fn capture_type(self) -> &'static str {
         match self {

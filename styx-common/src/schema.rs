@@ -54,7 +54,8 @@ pub const fn is_heap_provider(provider: &str) -> bool {
     crate::same_str(provider, HEAP_PROVIDER)
 }
 
-/// How a declared field reads.
+/// How a field reads: a declared field's kind, and the reading of the
+/// catalogue's numeric fields (`FieldType::kind`).
 #[repr(u8)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FieldKind {
@@ -64,7 +65,8 @@ pub enum FieldKind {
     Signed = 2,
     /// `true` or `false`.
     Bool = 3,
-    /// An address: hex for people.
+    /// An address (or another number people read in hex, as the
+    /// catalogue's instruction words and values): hex for people.
     Address = 4,
     /// A register number: its name where the guest is described.
     Register = 5,

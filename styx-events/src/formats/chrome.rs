@@ -15,7 +15,7 @@
 use super::heap::{HeapBytes, HEAP_TRACK};
 use super::rates::{Rates, Window};
 use super::spans::{span_step, SpanStep, Spans};
-use crate::formats::jsonl::{json_string, json_usdt, JsonStyle};
+use crate::formats::jsonl::{json_arg, json_string, json_usdt, JsonStyle};
 use crate::record::event::{Body, Event};
 use crate::session::fields::{for_each_field, Field, Names};
 use crate::session::header::Header;
@@ -148,21 +148,10 @@ impl ChromeWriter {
             }
             first = false;
             match field {
-                Field::Hex(name, v) => {
-                    json_string(b, name);
-                    b.extend_from_slice(b":\"");
-                    b.hex(v);
-                    b.push(b'"');
-                }
-                Field::Dec(name, v) | Field::Reg(name, v, None) => {
+                Field::Value(name, arg) => {
                     json_string(b, name);
                     b.push(b':');
-                    b.dec(v);
-                }
-                Field::Reg(name, _, Some(reg_name)) => {
-                    json_string(b, name);
-                    b.push(b':');
-                    json_string(b, reg_name);
+                    json_arg(b, &arg, JsonStyle::Chrome);
                 }
                 Field::Name(name, v) | Field::Str(name, v) => {
                     json_string(b, name);

@@ -27,20 +27,7 @@ pub fn jsonl(out: &mut ByteBuf, event: &Event<'_>, names: &Names, repeats: &mut 
     let _ = for_each_field(event, names, |field| {
         out.extend_from_slice(b",\"");
         match field {
-            Field::Hex(name, v) | Field::Dec(name, v) => {
-                key(out, name);
-                out.dec(v);
-            }
-            Field::Reg(name, v, reg_name) => {
-                key(out, name);
-                out.dec(v);
-                if let Some(reg_name) = reg_name {
-                    out.extend_from_slice(b",\"");
-                    out.extend_from_slice(name.as_bytes());
-                    out.extend_from_slice(b"_name\":");
-                    json_string(out, reg_name);
-                }
-            }
+            Field::Value(name, arg) => json_field(out, name, &arg, JsonStyle::Lines),
             Field::Str(name, v) => {
                 key(out, name);
                 json_string(out, v);
@@ -98,13 +85,7 @@ pub fn json_usdt(out: &mut ByteBuf, args: UsdtArgs<'_>, style: JsonStyle) {
             if i > 0 {
                 out.extend_from_slice(b",\"");
             }
-            key(out, name);
-            json_arg(out, &arg, style);
-            if let (Arg::Reg(_, Some(reg_name)), JsonStyle::Lines) = (&arg, style) {
-                out.extend_from_slice(b",\"");
-                key(out, &format!("{name}_name"));
-                json_string(out, reg_name);
-            }
+            json_field(out, name, &arg, style);
         }
     } else {
         key(out, "args");
@@ -125,10 +106,23 @@ pub fn json_usdt(out: &mut ByteBuf, args: UsdtArgs<'_>, style: JsonStyle) {
     }
 }
 
+/// `name":VALUE` (the opening quote is already out), and in JSON lines a
+/// named register's name beside it as `NAME_name`.
+pub fn json_field(out: &mut ByteBuf, name: &str, arg: &Arg<'_>, style: JsonStyle) {
+    key(out, name);
+    json_arg(out, arg, style);
+    if let (Arg::Reg(_, Some(reg_name)), JsonStyle::Lines) = (arg, style) {
+        out.extend_from_slice(b",\"");
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b"_name\":");
+        json_string(out, reg_name);
+    }
+}
+
 /// One argument: a number (signed ones negative), an enum value's name,
 /// true or false, a string, JSON as the value it holds when it parses,
 /// null for a string that could not be read.
-fn json_arg(out: &mut ByteBuf, arg: &Arg<'_>, style: JsonStyle) {
+pub fn json_arg(out: &mut ByteBuf, arg: &Arg<'_>, style: JsonStyle) {
     match (arg, style) {
         (Arg::Signed(v), _) => out.extend_from_slice(itoa::Buffer::new().format(*v).as_bytes()),
         (Arg::Addr(v), JsonStyle::Chrome) => {

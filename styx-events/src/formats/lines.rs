@@ -14,7 +14,8 @@ use crate::write::buf::ByteBuf;
 use crate::write::writer::{Chunked, EventWriter, Totals};
 use std::io::{self, Write};
 use std::time::{Duration, UNIX_EPOCH};
-use styx_common::{EventKind, FieldType, EVENT_KIND_SLOTS};
+use styx_common::schema::FieldKind;
+use styx_common::{EventKind, EVENT_KIND_SLOTS};
 
 /// How much a text line says.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -125,7 +126,10 @@ impl Repeats {
         let json_keys = (0..EVENT_KIND_SLOTS as u8)
             .map(|id| {
                 let kind = EventKind::from_id(id).filter(|&k| is_plain(k))?;
-                let named_reg = kind.fields().iter().any(|f| f.ty == FieldType::Reg);
+                let named_reg = kind
+                    .fields()
+                    .iter()
+                    .any(|f| f.ty.kind() == Some(FieldKind::Register));
                 if named_reg && !names.registers.is_empty() {
                     return None;
                 }

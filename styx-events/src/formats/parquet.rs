@@ -441,21 +441,22 @@ impl EventWriter for ParquetWriter {
                 let by_name = &self.by_name;
                 let infos = &self.columns;
                 let col = |name: &str| by_name.get(name).copied();
+                // A number into its column, and a named register's name
+                // into `NAME_name`: the catalogue's and other probes' alike.
+                let value =
+                    |columns: &mut [Values], text_bytes: &mut usize, name: &str, arg: &Arg<'_>| {
+                        if let Some(c) = col(name) {
+                            set_arg(columns, row, c, infos[c].ty, arg, text_bytes);
+                        }
+                        if let Arg::Reg(_, Some(reg_name)) = arg {
+                            if let Some(c) = col(&format!("{name}_name")) {
+                                set_str(columns, row, c, reg_name.as_bytes(), text_bytes);
+                            }
+                        }
+                    };
                 let _ = for_each_field(event, &self.names, |field| {
                     match field {
-                        Field::Hex(n, v) | Field::Dec(n, v) => {
-                            if let Some(c) = col(n) {
-                                set_int(columns, row, c, v as i64)
-                            }
-                        }
-                        Field::Reg(n, v, reg_name) => {
-                            if let Some(c) = col(n) {
-                                set_int(columns, row, c, v as i64)
-                            }
-                            if let (Some(name), Some(c)) = (reg_name, col(&format!("{n}_name"))) {
-                                set_str(columns, row, c, name.as_bytes(), text_bytes);
-                            }
-                        }
+                        Field::Value(n, arg) => value(columns, text_bytes, n, &arg),
                         Field::Name(n, v) | Field::Str(n, v) => {
                             if let Some(c) = col(n) {
                                 set_str(columns, row, c, v.as_bytes(), text_bytes)
@@ -476,16 +477,7 @@ impl EventWriter for ParquetWriter {
                         Field::Args(args) => {
                             let cut = args.any_string(|s| s.cut);
                             for (name, arg) in args {
-                                if let Some(c) = col(name) {
-                                    let ty = infos[c].ty;
-                                    set_arg(columns, row, c, ty, &arg, text_bytes);
-                                }
-                                // A declared register's name, as `reg_name`.
-                                if let Arg::Reg(_, Some(reg_name)) = arg {
-                                    if let Some(c) = col(&format!("{name}_name")) {
-                                        set_str(columns, row, c, reg_name.as_bytes(), text_bytes);
-                                    }
-                                }
+                                value(columns, text_bytes, name, &arg);
                             }
                             if let (true, Some(c)) = (cut, col("truncated")) {
                                 if columns[c].at(row) {
@@ -596,19 +588,19 @@ fn styx_columns() -> Vec<ColumnInfo> {
     };
     for kind in EventKind::ALL.iter().filter(|k| k.shape() != Shape::Usdt) {
         for field in kind.fields() {
-            match field.ty {
-                FieldType::Hex | FieldType::Dec | FieldType::Size => {
-                    add(field.name, ColumnType::U64)
+            match (field.ty, field.ty.kind()) {
+                (_, Some(kind)) => {
+                    add(field.name, kind_column(kind));
+                    if kind == FieldKind::Register {
+                        add(&format!("{}_name", field.name), ColumnType::Str);
+                    }
                 }
-                FieldType::Reg => {
-                    add(field.name, ColumnType::U64);
-                    add(&format!("{}_name", field.name), ColumnType::Str);
-                }
-                FieldType::Branch => {
+                (FieldType::Branch, None) => {
                     add(field.name, ColumnType::Str);
                     add("conditional", ColumnType::Bool);
                 }
-                FieldType::Interrupt | FieldType::Text => add(field.name, ColumnType::Str),
+                (FieldType::Interrupt | FieldType::Text, None) => add(field.name, ColumnType::Str),
+                (_, None) => unreachable!("every other field type reads as a kind"),
             }
         }
     }
@@ -620,7 +612,7 @@ fn styx_columns() -> Vec<ColumnInfo> {
 /// Other providers' arguments' columns, by name in the order first met:
 /// int64, or a string if the name is a string argument of some probe
 /// (integers are then written in decimal); a declared type's fields as
-/// their kinds read (see [`declared_column`]). Each with whether it is
+/// their kinds read (see [`kind_column`]). Each with whether it is
 /// dictionary-coded (an enum's names).
 fn usdt_columns(header: &Header) -> Vec<(String, ColumnType, bool)> {
     let probes = UsdtProbes::from_header(header);
@@ -647,7 +639,7 @@ fn usdt_columns(header: &Header) -> Vec<(String, ColumnType, bool)> {
         for (i, (name, ty)) in probe.args.iter().enumerate() {
             match probe.declared_field(i).map(|f| f.kind) {
                 Some(kind) => {
-                    add(name, declared_column(kind), kind == FieldKind::Enum);
+                    add(name, kind_column(kind), kind == FieldKind::Enum);
                     if kind == FieldKind::Register && registers_named {
                         add(&format!("{name}_name"), ColumnType::Str, true);
                     }
@@ -676,11 +668,11 @@ fn may_be_negative(header: &Header, name: &str) -> bool {
     signed
 }
 
-/// The column of a declared field of `kind`: unsigned numbers (addresses
-/// and registers too) as the catalogue's, signed ones signed, a bool
-/// boolean, an enum its values' names (a value it does not name in
-/// decimal).
-fn declared_column(kind: FieldKind) -> ColumnType {
+/// The column of a field of `kind` (a declared field's, or a catalogue
+/// number's: `FieldType::kind`): unsigned numbers (addresses and
+/// registers too) unsigned, signed ones signed, a bool boolean, an enum
+/// its values' names (a value it does not name in decimal).
+fn kind_column(kind: FieldKind) -> ColumnType {
     match kind {
         FieldKind::Unsigned | FieldKind::Address | FieldKind::Register => ColumnType::U64,
         FieldKind::Signed => ColumnType::I64,
@@ -732,7 +724,7 @@ fn plain_columns(by_name: &FxHashMap<String, usize>) -> Vec<Option<PlainColumns>
                 kind.fields()
                     .iter()
                     .map(|f| {
-                        let reg_name = (f.ty == FieldType::Reg)
+                        let reg_name = (f.ty.kind() == Some(FieldKind::Register))
                             .then(|| by_name.get(format!("{}_name", f.name).as_str()).copied())
                             .flatten();
                         (by_name[f.name], reg_name)

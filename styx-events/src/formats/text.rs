@@ -18,32 +18,37 @@ fn usdt_args(out: &mut ByteBuf, args: UsdtArgs<'_>) {
     let cut = args.any_string(|s| s.cut);
     for (name, arg) in args {
         name_eq(out, name);
-        match arg {
-            Arg::Signed(v) => out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes()),
-            Arg::Unsigned(v) | Arg::Addr(v) => out.hex(v),
-            Arg::Dec(v) | Arg::Reg(v, None) | Arg::Enum(v, None) => out.dec(v),
-            Arg::Reg(_, Some(name)) | Arg::Enum(_, Some(name)) => {
-                // Names from a note or a capture: no raw control characters.
-                out.extend_from_slice(escape::controls(name).as_bytes())
-            }
-            Arg::Bool(v) => out.extend_from_slice(if v { b"true" } else { b"false" }),
-            Arg::Str(s) => match s.unreadable {
-                Some(errno) => {
-                    let _ = write!(out, "<unreadable: errno {errno}>");
-                }
-                None => match s.json_value() {
-                    Some(json) => out.extend_from_slice(
-                        escape::controls(&String::from_utf8_lossy(json)).as_bytes(),
-                    ),
-                    None => {
-                        let _ = write!(out, "{:?}", s.lossy());
-                    }
-                },
-            },
-        }
+        text_arg(out, arg);
     }
     if cut {
         out.extend_from_slice(b" (truncated)");
+    }
+}
+
+/// One value as [`usdt_args`] says (the catalogue's numbers too: an
+/// address or value in hex, a count in decimal, a register by name).
+fn text_arg(out: &mut ByteBuf, arg: Arg<'_>) {
+    match arg {
+        Arg::Signed(v) => out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes()),
+        Arg::Unsigned(v) | Arg::Addr(v) => out.hex(v),
+        Arg::Dec(v) | Arg::Reg(v, None) | Arg::Enum(v, None) => out.dec(v),
+        Arg::Reg(_, Some(name)) | Arg::Enum(_, Some(name)) => {
+            // Names from a note or a capture: no raw control characters.
+            out.extend_from_slice(escape::controls(name).as_bytes())
+        }
+        Arg::Bool(v) => out.extend_from_slice(if v { b"true" } else { b"false" }),
+        Arg::Str(s) => match s.unreadable {
+            Some(errno) => {
+                let _ = write!(out, "<unreadable: errno {errno}>");
+            }
+            None => match s.json_value() {
+                Some(json) => out
+                    .extend_from_slice(escape::controls(&String::from_utf8_lossy(json)).as_bytes()),
+                None => {
+                    let _ = write!(out, "{:?}", s.lossy());
+                }
+            },
+        },
     }
 }
 
@@ -67,9 +72,9 @@ pub fn text(out: &mut ByteBuf, event: &Event<'_>, names: &Names, threads: bool) 
     }
     let _ = for_each_field(event, names, |field| {
         match field {
-            Field::Hex(name, v) => {
+            Field::Value(name, arg) => {
                 name_eq(out, name);
-                out.hex(v);
+                text_arg(out, arg);
             }
             Field::Str(_, v) => {
                 // Names from a note or a capture: no raw control characters.
@@ -77,14 +82,6 @@ pub fn text(out: &mut ByteBuf, event: &Event<'_>, names: &Names, threads: bool) 
                 out.extend_from_slice(escape::controls(v).as_bytes());
             }
             Field::Args(args) => usdt_args(out, args),
-            Field::Dec(name, v) | Field::Reg(name, v, None) => {
-                name_eq(out, name);
-                out.dec(v);
-            }
-            Field::Reg(name, _, Some(reg_name)) => {
-                name_eq(out, name);
-                out.extend_from_slice(escape::controls(reg_name).as_bytes());
-            }
             Field::Name(_, v) => {
                 out.push(b' ');
                 out.extend_from_slice(v.as_bytes());

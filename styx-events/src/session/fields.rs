@@ -3,7 +3,7 @@
 //! `event_catalogue!`), so a new event type needs no change here.
 
 use crate::record::event::{Body, Event, Text};
-use crate::session::declared::DeclaredField;
+use crate::session::declared::{DeclaredField, EnumValues};
 use crate::session::guest::RegisterNames;
 use crate::session::header::{Header, DEFAULT_ARG_NAMES};
 use crate::session::usdt::UsdtProbes;
@@ -16,16 +16,15 @@ use styx_common::{
 /// One field of an event, with how people like to read it.
 #[allow(missing_docs)] // each variant is (name, value)
 pub enum Field<'a> {
-    /// An address or value: hex for people.
-    Hex(&'static str, u64),
-    /// A count, size, number or id: decimal for people.
-    Dec(&'static str, u64),
-    /// A register: its number, and its name where the guest description
-    /// gives one.
-    Reg(&'static str, u64, Option<&'a str>),
-    /// A decoded kind (`call`, `entry`, …).
+    /// A number of the catalogue's, as its kind reads ([`read_as`]: an
+    /// address or value in hex, a count or size in decimal, a register by
+    /// its name where the guest description gives one): what a declared
+    /// field of that kind shows, in every format.
+    Value(&'static str, Arg<'a>),
+    /// A decoded kind (`call`, `entry`, …): text shows it bare, as the
+    /// event's verb.
     Name(&'static str, &'static str),
-    /// A flag such as `conditional`.
+    /// A flag such as `conditional`: text shows only a set one.
     Flag(&'static str, bool),
     /// A string the probe passed (span category and name, marker text).
     Text(&'static str, &'a Text<'a>),
@@ -59,22 +58,33 @@ pub enum Arg<'a> {
     Str(UsdtStr<'a>),
 }
 
-/// How a declared field of each kind reads: the one table every format
-/// (and `--filter`, `--by`) follows. `value` is as the record holds it,
-/// signed ones sign-extended.
-pub fn declared_arg<'a>(
-    field: &'a DeclaredField,
+/// How a value of each field kind reads: the one table every format (and
+/// `--filter`, `--by`) follows, for declared fields ([`declared_arg`]) and
+/// the catalogue's numbers (`FieldType::kind`). `value` is as the record
+/// holds it, signed ones sign-extended; `values` an enum's names.
+pub fn read_as<'a>(
+    kind: FieldKind,
     value: u64,
+    values: Option<&'a EnumValues>,
     registers: &'a RegisterNames,
 ) -> Arg<'a> {
-    match field.kind {
+    match kind {
         FieldKind::Unsigned => Arg::Dec(value),
         FieldKind::Signed => Arg::Signed(value as i64),
         FieldKind::Bool => Arg::Bool(value != 0),
         FieldKind::Address => Arg::Addr(value),
         FieldKind::Register => Arg::Reg(value, registers.get(value)),
-        FieldKind::Enum => Arg::Enum(value, field.values.as_ref().and_then(|e| e.name_of(value))),
+        FieldKind::Enum => Arg::Enum(value, values.and_then(|e| e.name_of(value))),
     }
+}
+
+/// How a declared field reads ([`read_as`] by its kind).
+pub fn declared_arg<'a>(
+    field: &'a DeclaredField,
+    value: u64,
+    registers: &'a RegisterNames,
+) -> Arg<'a> {
+    read_as(field.kind, value, field.values.as_ref(), registers)
 }
 
 /// A string argument as the record keeps it.
@@ -213,15 +223,14 @@ pub fn for_each_field<'a, E>(
             let mut next = || args.next().unwrap_or(0);
             for field in event.kind.fields() {
                 let name = field.name;
-                match field.ty {
-                    FieldType::Hex => each(Field::Hex(name, next()))?,
-                    FieldType::Dec => each(Field::Dec(name, next()))?,
-                    FieldType::Reg => {
-                        let num = next();
-                        each(Field::Reg(name, num, names.registers.get(num)))?
+                let read = |kind, value| read_as(kind, value, None, &names.registers);
+                match (field.ty, field.ty.kind()) {
+                    // The size is in the header's aux byte, not an argument.
+                    (FieldType::Size, Some(kind)) => {
+                        each(Field::Value(name, read(kind, event.header.aux.into())))?
                     }
-                    FieldType::Size => each(Field::Dec(name, event.header.aux.into()))?,
-                    FieldType::Branch => {
+                    (_, Some(kind)) => each(Field::Value(name, read(kind, next())))?,
+                    (FieldType::Branch, None) => {
                         let raw = next();
                         match Branch::decode(raw) {
                             Some(b) => {
@@ -231,7 +240,7 @@ pub fn for_each_field<'a, E>(
                             None => unknown_kind(&mut each, raw)?,
                         }
                     }
-                    FieldType::Interrupt => {
+                    (FieldType::Interrupt, None) => {
                         let raw = next();
                         match InterruptKind::from_id(raw) {
                             Some(kind) => each(Field::Name(name, kind.name()))?,
@@ -239,7 +248,7 @@ pub fn for_each_field<'a, E>(
                         }
                     }
                     // Strings never come in an argument record.
-                    FieldType::Text => {}
+                    _ => {}
                 }
             }
             Ok(())
@@ -247,7 +256,7 @@ pub fn for_each_field<'a, E>(
         Body::Span { id, category, name } => {
             each(Field::Text("category", category))?;
             each(Field::Text("name", name))?;
-            each(Field::Dec("id", *id))?;
+            each(Field::Value("id", Arg::Dec(*id)))?;
             truncated(&mut each, category.truncated || name.truncated)
         }
         Body::Marker(text) => {
@@ -278,9 +287,9 @@ pub fn for_each_field<'a, E>(
         }
         Body::Call(call) => {
             each(Field::Str("function", names.function(call.function)))?;
-            each(Field::Dec("depth", call.depth.into()))?;
+            each(Field::Value("depth", Arg::Dec(call.depth.into())))?;
             if let Some(ns) = call.duration_ns {
-                each(Field::Dec("duration_ns", ns))?;
+                each(Field::Value("duration_ns", Arg::Dec(ns)))?;
             }
             if call.unwound {
                 each(Field::Flag("unwound", true))?;
@@ -305,13 +314,7 @@ impl Names {
 /// `aux`): formats may then write them without the walk. Not for kinds with
 /// decoded fields (branch, interrupt), strings, or USDT.
 pub fn is_plain(kind: EventKind) -> bool {
-    !kind.fields().is_empty()
-        && kind.fields().iter().all(|f| {
-            matches!(
-                f.ty,
-                FieldType::Hex | FieldType::Dec | FieldType::Reg | FieldType::Size
-            )
-        })
+    !kind.fields().is_empty() && kind.fields().iter().all(|f| f.ty.kind().is_some())
 }
 
 /// A plain event's values, in field order (see [`is_plain`]).
@@ -331,7 +334,7 @@ fn unknown_kind<'a, E>(
     raw: u64,
 ) -> Result<(), E> {
     each(Field::Name("kind", "unknown"))?;
-    each(Field::Dec("kind_raw", raw))
+    each(Field::Value("kind_raw", Arg::Dec(raw)))
 }
 
 /// `truncated: true` only when a string was cut, so the usual line stays short.
@@ -518,7 +521,7 @@ mod tests {
             let mut walked = Vec::new();
             let _ = for_each_field(&event, &Names::default(), |field| {
                 match field {
-                    Field::Hex(name, v) | Field::Dec(name, v) | Field::Reg(name, v, _) => {
+                    Field::Value(name, Arg::Addr(v) | Arg::Dec(v) | Arg::Reg(v, _)) => {
                         walked.push((name, v))
                     }
                     _ => panic!("{kind:?} has a field that is not a plain number"),

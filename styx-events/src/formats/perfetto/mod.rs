@@ -50,7 +50,8 @@ use flate2::write::GzEncoder;
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 use styx_common::filter::{SLOT_PID, SLOT_SIZE, SLOT_TID};
-use styx_common::{Delivery, EventKind, FieldType, EVENT_KIND_SLOTS};
+use styx_common::schema::FieldKind;
+use styx_common::{Delivery, EventKind, EVENT_KIND_SLOTS};
 
 pub mod proto;
 use proto::*;
@@ -171,8 +172,9 @@ struct Compact {
 /// out); not tid and pid, nor a register's number (the tracks say them).
 /// Also the register field, if the type has one.
 fn compact_fields(kind: EventKind) -> (Vec<(&'static str, FieldRef)>, Option<FieldRef>) {
-    let register =
-        |name: &str| (kind.fields().iter()).any(|f| f.name == name && f.ty == FieldType::Reg);
+    let register = |name: &str| {
+        (kind.fields().iter()).any(|f| f.name == name && f.ty.kind() == Some(FieldKind::Register))
+    };
     let slot_is = |f: &FieldRef, slots: &[u8]| matches!(f, FieldRef::Value { slot, .. } if slots.contains(slot));
     let all = fields_of(kind);
     let reg = all.iter().find(|(name, _)| register(name)).map(|(_, f)| *f);
@@ -583,106 +585,57 @@ impl PerfettoWriter {
 /// The event's fields as debug annotations.
 fn annotations(event: &Event<'_>, names: &Names) -> Vec<(String, DebugAnnotation)> {
     let mut out = Vec::new();
-    let named = |_: &str| DebugAnnotation::default();
+    let string = |value: String| DebugAnnotation {
+        string_value: Some(value),
+        ..DebugAnnotation::default()
+    };
     let _ = for_each_field(event, names, |field| {
         match field {
-            Field::Hex(name, v) => out.push((
-                name.to_string(),
-                DebugAnnotation {
-                    pointer_value: Some(v),
-                    ..named(name)
-                },
-            )),
-            Field::Dec(name, v) | Field::Reg(name, v, None) => out.push((
-                name.to_string(),
-                DebugAnnotation {
-                    uint_value: Some(v),
-                    ..named(name)
-                },
-            )),
-            Field::Reg(name, _, Some(reg_name)) => out.push((
-                name.to_string(),
-                DebugAnnotation {
-                    string_value: Some(reg_name.to_string()),
-                    ..named(name)
-                },
-            )),
-            Field::Name(name, v) | Field::Str(name, v) => out.push((
-                name.to_string(),
-                DebugAnnotation {
-                    string_value: Some(v.to_string()),
-                    ..named(name)
-                },
-            )),
-            Field::Flag(name, v) => out.push((
-                name.to_string(),
-                DebugAnnotation {
-                    bool_value: Some(v),
-                    ..named(name)
-                },
-            )),
-            Field::Text(name, text) => out.push((
-                name.to_string(),
-                DebugAnnotation {
-                    string_value: Some(text.lossy().into_owned()),
-                    ..named(name)
-                },
-            )),
+            Field::Value(name, arg) => out.push((name.to_string(), annotation(arg))),
+            Field::Name(name, v) | Field::Str(name, v) => {
+                out.push((name.to_string(), string(v.to_string())))
+            }
+            Field::Flag(name, v) => out.push((name.to_string(), annotation(Arg::Bool(v)))),
+            Field::Text(name, text) => {
+                out.push((name.to_string(), string(text.lossy().into_owned())))
+            }
             Field::Args(args) => {
                 let cut = args.any_string(|s| s.cut);
                 for (name, arg) in args {
-                    out.push((
-                        name.to_string(),
-                        match arg {
-                            Arg::Signed(v) => DebugAnnotation {
-                                int_value: Some(v),
-                                ..named(name)
-                            },
-                            Arg::Unsigned(v)
-                            | Arg::Dec(v)
-                            | Arg::Reg(v, None)
-                            | Arg::Enum(v, None) => DebugAnnotation {
-                                uint_value: Some(v),
-                                ..named(name)
-                            },
-                            Arg::Addr(v) => DebugAnnotation {
-                                pointer_value: Some(v),
-                                ..named(name)
-                            },
-                            Arg::Reg(_, Some(value)) | Arg::Enum(_, Some(value)) => {
-                                DebugAnnotation {
-                                    string_value: Some(value.to_string()),
-                                    ..named(name)
-                                }
-                            }
-                            Arg::Bool(v) => DebugAnnotation {
-                                bool_value: Some(v),
-                                ..named(name)
-                            },
-                            Arg::Str(s) => DebugAnnotation {
-                                string_value: Some(match s.unreadable {
-                                    Some(errno) => format!("<unreadable: errno {errno}>"),
-                                    None => s.lossy().into_owned(),
-                                }),
-                                ..named(name)
-                            },
-                        },
-                    ));
+                    out.push((name.to_string(), annotation(arg)));
                 }
                 if cut {
-                    out.push((
-                        "truncated".to_string(),
-                        DebugAnnotation {
-                            bool_value: Some(true),
-                            ..DebugAnnotation::default()
-                        },
-                    ));
+                    out.push(("truncated".to_string(), annotation(Arg::Bool(true))));
                 }
             }
         }
         Ok::<(), ()>(())
     });
     out
+}
+
+/// A value as a debug annotation: numbers as unsigned or signed, addresses
+/// and hex values as pointers (hex in the UI), names and strings as text.
+fn annotation(arg: Arg<'_>) -> DebugAnnotation {
+    let mut annotation = DebugAnnotation::default();
+    match arg {
+        Arg::Signed(v) => annotation.int_value = Some(v),
+        Arg::Unsigned(v) | Arg::Dec(v) | Arg::Reg(v, None) | Arg::Enum(v, None) => {
+            annotation.uint_value = Some(v)
+        }
+        Arg::Addr(v) => annotation.pointer_value = Some(v),
+        Arg::Reg(_, Some(value)) | Arg::Enum(_, Some(value)) => {
+            annotation.string_value = Some(value.to_string())
+        }
+        Arg::Bool(v) => annotation.bool_value = Some(v),
+        Arg::Str(s) => {
+            annotation.string_value = Some(match s.unreadable {
+                Some(errno) => format!("<unreadable: errno {errno}>"),
+                None => s.lossy().into_owned(),
+            })
+        }
+    }
+    annotation
 }
 
 impl EventWriter for PerfettoWriter {

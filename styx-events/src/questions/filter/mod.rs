@@ -116,6 +116,18 @@ const TS_REF: FieldRef = FieldRef::Value {
     names: &[],
 };
 
+/// The names a field of `kind` compares by (the catalogue's numbers by
+/// their kind too, `FieldType::kind`): an enum's values' (`enum_names`),
+/// `true` and `false`, the guest's registers; numbers by none.
+fn names_of_kind(kind: FieldKind, enum_names: ValueNames) -> ValueNames {
+    match kind {
+        FieldKind::Enum => enum_names,
+        FieldKind::Bool => ValueNames::Fixed(BOOLS),
+        FieldKind::Register => ValueNames::Register,
+        FieldKind::Unsigned | FieldKind::Signed | FieldKind::Address => ValueNames::None,
+    }
+}
+
 /// The fields filters and `top --by` can use for `kind`, with where they are:
 /// the catalogue's fields (a branch's `kind` and `conditional` apart), then
 /// `tid` and `pid`.
@@ -133,22 +145,23 @@ pub fn fields_of(kind: EventKind) -> Vec<(&'static str, FieldRef)> {
         names,
     };
     for field in kind.fields() {
-        match field.ty {
-            FieldType::Hex | FieldType::Dec | FieldType::Reg => {
+        match (field.ty, field.ty.kind()) {
+            // The size is in the header's aux byte, not an argument.
+            (FieldType::Size, _) => out.push((field.name, value(SLOT_SIZE, 0, 0xff, &[][..]))),
+            (_, Some(_)) => {
                 out.push((field.name, value(arg, 0, u64::MAX, &[][..])));
                 arg += 1;
             }
-            FieldType::Size => out.push((field.name, value(SLOT_SIZE, 0, 0xff, &[][..]))),
-            FieldType::Branch => {
+            (FieldType::Branch, None) => {
                 out.push((field.name, value(arg, 0, 0xff, BRANCH_KINDS)));
                 out.push(("conditional", value(arg, 8, 1, BOOLS)));
                 arg += 1;
             }
-            FieldType::Interrupt => {
+            (FieldType::Interrupt, None) => {
                 out.push((field.name, value(arg, 0, u64::MAX, INTERRUPT_KINDS)));
                 arg += 1;
             }
-            FieldType::Text => {
+            (_, None) => {
                 out.push((field.name, FieldRef::Text(text)));
                 text += 1;
             }
@@ -503,10 +516,12 @@ impl Filters {
             let names: Vec<&str> = fields_of(kind).iter().map(|(n, _)| *n).collect();
             return Err(no_field(column, kind.probe_name(), name, &names));
         };
-        let register = (kind.fields().iter()).any(|f| f.name == name && f.ty == FieldType::Reg);
-        let names = match field {
-            _ if register => ValueNames::Register,
-            FieldRef::Value { names, .. } if !names.is_empty() => ValueNames::Fixed(names),
+        let reading = (kind.fields().iter())
+            .find(|f| f.name == name)
+            .and_then(|f| f.ty.kind());
+        let names = match (reading, field) {
+            (Some(reading), _) => names_of_kind(reading, ValueNames::None),
+            (None, FieldRef::Value { names, .. }) if !names.is_empty() => ValueNames::Fixed(names),
             _ => ValueNames::None,
         };
         Ok((field, names))
@@ -523,12 +538,7 @@ impl Filters {
         let event = &self.declared[d].event;
         let (slot, names) = match self.declared[d].field(name) {
             Some(i) => {
-                let names = match event.fields[i].kind {
-                    FieldKind::Enum => ValueNames::Enum(d, i),
-                    FieldKind::Bool => ValueNames::Fixed(BOOLS),
-                    FieldKind::Register => ValueNames::Register,
-                    _ => ValueNames::None,
-                };
+                let names = names_of_kind(event.fields[i].kind, ValueNames::Enum(d, i));
                 (Slot::Field(i), names)
             }
             None if name == "tid" => (Slot::Tid, ValueNames::None),

@@ -15,6 +15,7 @@ use crate::questions::filter::{field_of, types_with_field, FieldRef};
 use crate::record::event::{Body, Event};
 use crate::session::code::CodeNames;
 use crate::session::declared::{DeclaredField, DeclaredSites};
+use crate::session::fields::{declared_arg, read_as, Arg};
 use crate::session::guest::RegisterNames;
 use crate::write::escape;
 use crate::write::human::si;
@@ -205,18 +206,11 @@ impl KeySpec {
         let Some(field) = field.map(|i| &declared.event.fields[i]) else {
             return declared.event.name.clone();
         };
-        let named_else = |unnamed: String| {
-            self.key_name(table_type, key)
-                .map_or(unnamed, |name| escape::controls(&name).into_owned())
-        };
-        match field.kind {
-            FieldKind::Address if is_code(declared, field) => named_else(format!("{key:#x}")),
-            FieldKind::Address => format!("{key:#x}"),
-            FieldKind::Signed => (key as i64).to_string(),
-            FieldKind::Bool => (key != 0).to_string(),
-            FieldKind::Unsigned => key.to_string(),
-            FieldKind::Enum | FieldKind::Register => named_else(key.to_string()),
-        }
+        let arg = declared_arg(field, key, &self.registers);
+        let code = is_code(declared, field)
+            .then(|| self.code.name_of(key))
+            .flatten();
+        key_text(arg, code)
     }
 
     /// The name of a key: a register's, where the guest names it, a
@@ -269,12 +263,13 @@ impl KeySpec {
         match self.by.as_str() {
             "event" => kind.probe_name().to_string(),
             "page" => format!("{:#x}", key << self.page_bits),
-            field => match kind.fields().iter().find(|f| f.name == field).map(|f| f.ty) {
-                Some(styx_common::FieldType::Hex) => format!("{key:#x}"),
-                Some(styx_common::FieldType::Reg) => self.registers.get(key).map_or_else(
-                    || key.to_string(),
-                    |name| escape::controls(name).into_owned(),
-                ),
+            field => match kind
+                .fields()
+                .iter()
+                .find(|f| f.name == field)
+                .map(|f| f.ty.kind())
+            {
+                Some(Some(reading)) => key_text(read_as(reading, key, None, &self.registers), None),
                 _ => match field_of(kind, field) {
                     Some(FieldRef::Value { names, .. }) if !names.is_empty() => names
                         .iter()
@@ -289,7 +284,7 @@ impl KeySpec {
     /// The register name of `key` when counting a type's register field.
     pub fn register(&self, kind: EventKind, key: u64) -> Option<&str> {
         let field = kind.fields().iter().find(|f| f.name == self.by)?;
-        (field.ty == styx_common::FieldType::Reg)
+        (field.ty.kind() == Some(FieldKind::Register))
             .then(|| self.registers.get(key))
             .flatten()
     }
@@ -301,6 +296,24 @@ impl KeySpec {
         } else {
             key
         }
+    }
+}
+
+/// How a key reads in a table, as its field's kind reads (`read_as`): an
+/// address in hex (a code address by its function, `code`), a number in
+/// decimal, a register or enum value by name.
+fn key_text(arg: Arg<'_>, code: Option<String>) -> String {
+    match arg {
+        Arg::Addr(v) => code.map_or_else(
+            || format!("{v:#x}"),
+            |name| escape::controls(&name).into_owned(),
+        ),
+        Arg::Signed(v) => v.to_string(),
+        Arg::Bool(v) => v.to_string(),
+        Arg::Dec(v) | Arg::Unsigned(v) | Arg::Reg(v, None) | Arg::Enum(v, None) => v.to_string(),
+        Arg::Reg(_, Some(name)) | Arg::Enum(_, Some(name)) => escape::controls(name).into_owned(),
+        // Keys are numbers.
+        Arg::Str(_) => String::new(),
     }
 }
 

@@ -61,15 +61,23 @@ const _: () = assert!(core::mem::offset_of!(Buffer, items) == core::mem::size_of
 /// length counted.
 const SLACK: usize = 72;
 
+/// How far before the next time mark's offset (or the capacity) appends
+/// stop ([`Buffer::room`]): the largest item's bytes, so that the check
+/// before an append need not know its item's length (one instruction
+/// fewer on the fast path, `fire.rs`). Batches end up to this much short
+/// of the capacity.
+const ROOM_MARGIN: u32 = MAX_DECLARED_ITEM_BYTES as u32;
+const _: () = assert!(styx_common::item::MAX_ITEM_BYTES <= MAX_DECLARED_ITEM_BYTES);
+
 /// A thread's buffer: the head, the items right after it (where the flush
 /// probe's readers expect them), then the owner's private state.
 #[repr(C, align(8))]
 struct Buffer {
     head: Head,
     items: UnsafeCell<[u8; BATCH_BYTES + SLACK]>,
-    /// The fast path appends while `len + item <= limit`: the next time
-    /// mark's offset, or the capacity.
-    limit: Cell<u32>,
+    /// Appends go on while `len < room`: the next time mark's offset, or
+    /// the capacity, less [`ROOM_MARGIN`]; 0 while a time mark is due.
+    room: Cell<u32>,
     /// Whether a thread owns the buffer (0: free for the next thread).
     owned: AtomicU32,
 }
@@ -268,7 +276,7 @@ pub(crate) mod fast {
     use core::mem::offset_of;
 
     pub(crate) const LEN: usize = offset_of!(Buffer, head) + offset_of!(Head, len);
-    pub(crate) const LIMIT: usize = offset_of!(Buffer, limit);
+    pub(crate) const ROOM: usize = offset_of!(Buffer, room);
     pub(crate) const ITEMS: usize = offset_of!(Buffer, items);
     pub(crate) const COUNTS: usize = offset_of!(Buffer, head) + offset_of!(Head, counts);
 }
@@ -305,7 +313,7 @@ pub(crate) fn push<const W: usize>(kind: u8, bytes: u32, words: [u64; W]) {
         unsafe {
             let buffer = &*buffer;
             let len = buffer.head.len.load(Ordering::Relaxed);
-            if len + bytes <= buffer.limit.get() {
+            if len < buffer.room.get() {
                 append(buffer, len, kind, bytes, &words);
                 return;
             }
@@ -355,7 +363,7 @@ fn mark_words() -> [u64; 2] {
     ]
 }
 
-/// The next item does not fit before `limit`: a time mark is due, the
+/// The buffer has no room (`len >= room`): a time mark is due, the
 /// buffer is full, or this thread has none yet.
 #[cold]
 #[inline(never)]
@@ -366,22 +374,25 @@ fn push_slow<const W: usize>(kind: u8, bytes: u32, words: [u64; W]) {
     let mark = MARK_BYTES as u32;
     let head = &buffer.head;
     // A loader that stopped took part of this batch: hand over the rest and
-    // start afresh, rather than append after what it took.
+    // start afresh, rather than append after what it took. Full: no room
+    // for a time mark and the largest item after it.
+    debug_assert!(bytes <= ROOM_MARGIN);
     if head.taken_seq.load(Ordering::Acquire) == head.seq.load(Ordering::Relaxed)
-        || head.len.load(Ordering::Relaxed) + mark + bytes > head.cap
+        || head.len.load(Ordering::Relaxed) + mark + ROOM_MARGIN > head.cap
     {
         flush_owned(buffer);
     }
     let len = head.len.load(Ordering::Relaxed);
     // SAFETY: room for the mark and the item was made above.
     unsafe {
-        if len + bytes > buffer.limit.get() {
+        if len >= buffer.room.get() {
             // A time mark: the thread's clock now, before the event.
             append(buffer, len, 0, mark, &mark_words());
             let after_mark = len + mark;
+            // At least `after_mark`: the check above left room.
             buffer
-                .limit
-                .set((after_mark + MARK_EVERY_BYTES).min(head.cap));
+                .room
+                .set((after_mark + MARK_EVERY_BYTES).min(head.cap) - ROOM_MARGIN);
             append(buffer, after_mark, kind, bytes, &words);
         } else {
             append(buffer, len, kind, bytes, &words);
@@ -425,7 +436,7 @@ fn flush_owned(buffer: &Buffer) {
     // SAFETY: the owner's counts.
     unsafe { *head.counts.get() = [0; EVENT_KIND_SLOTS as usize] };
     // The next event writes a time mark first.
-    buffer.limit.set(0);
+    buffer.room.set(0);
 }
 
 /// Fires the flush probe for items `start..len` of batch `seq` of the
@@ -612,7 +623,7 @@ fn acquire() -> &'static Buffer {
             counts: UnsafeCell::new([0; EVENT_KIND_SLOTS as usize]),
         },
         items: UnsafeCell::new([0; BATCH_BYTES + SLACK]),
-        limit: Cell::new(0),
+        room: Cell::new(0),
         owned: AtomicU32::new(1),
     }));
     RegistryBlock::register(buffer);
@@ -753,7 +764,7 @@ extern "C" fn forget_in_child() {
         buffer.head.buffer.store(number, Ordering::Relaxed);
         // SAFETY: the child has one thread, this one.
         unsafe { *buffer.head.counts.get() = [0; EVENT_KIND_SLOTS as usize] };
-        buffer.limit.set(0);
+        buffer.room.set(0);
         buffer.owned.store(0, Ordering::Release);
     }
     FLUSH.credit_owner.store(0, Ordering::Release);

@@ -419,7 +419,7 @@ pub fn call_site<F: Fields>(
     let tag = styx_common::schema::declared_tag(semaphore as *const _ as u64, flush);
     let head = tag as u64 | (F::VALUE_BYTES as u64) << (8 * TAG_BYTES);
     let words = crate::fire::pack(head, TAG_BYTES + 1, &values.bits(), F::WIDTHS);
-    crate::fire::call_declared(word, packed, bytes as u32, words);
+    crate::fire::call_declared::<F>(word, packed, words);
 }
 
 /// What the append routine hands on (a per-event tracer, no buffer yet, a

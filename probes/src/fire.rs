@@ -34,13 +34,18 @@
 //!   routine (`fast_append!`, assembly), not `site`: while only batch
 //!   tracers hold the type it appends the item to the thread's batch
 //!   itself, in the registers the call site gave up, and otherwise calls
-//!   `site`, saving what compiled code may change. The cold block only
-//!   moves the values and one immediate (the item's tag, length and
-//!   offsets: `layout_word`) into registers; the routine puts each value
-//!   in its width. Packing the item in the cold block instead (shifts and
-//!   ors, ~10 instructions a site) made styx-rv's `Bus::read_mem` too big
-//!   to inline: 147.8 instructions a guest instruction detached, against
-//!   129.3 (callgrind). Compiled code cannot
+//!   `site`, saving what compiled code may change. The routine is generic
+//!   over the call site's argument types (`append::<T>`): the item's tag,
+//!   length and where each value goes are constants in its code, one
+//!   instance per combination of widths, so the cold block only moves the
+//!   values into registers and nothing is worked out per event. Packing
+//!   the item in the cold block instead (shifts and ors, ~10 instructions
+//!   a site) made styx-rv's `Bus::read_mem` too big to inline: 147.8
+//!   instructions a guest instruction detached, against 129.3
+//!   (callgrind); one routine per type reading a layout word the cold
+//!   block passed (shifts, byte moves and `rbx` saved) cost 57.7
+//!   instructions a tight-loop event, the routine per argument types 41.0.
+//!   Compiled code cannot
 //!   be told which registers to leave alone, so reaching the append
 //!   through `site` cost a save of every scratch register and `site`'s own
 //!   saves (the thread-local lookup is a call until the linker relaxes
@@ -62,6 +67,8 @@ use styx_common::{Branch, EventKind, InterruptKind};
 #[cfg(not(feature = "disabled"))]
 use styx_common::{MARKER_TEXT_MAX, SPAN_CATEGORY_MAX, SPAN_NAME_MAX};
 
+#[cfg(not(feature = "disabled"))]
+use crate::declared::Fields;
 #[cfg(not(feature = "disabled"))]
 use crate::enabled::{load_word, semaphores, PER_EVENT};
 #[cfg(not(feature = "disabled"))]
@@ -103,22 +110,28 @@ macro_rules! batched_probe {
             /// Words of the type's widest item (the Rust path packs it).
             pub const WORDS: usize = $words;
 
-            /// Calls the type's [`append`] from the call site's cold block
-            /// with the call site's function `site`, the values as they
-            /// are (zero-extended) and where each goes in the item
-            /// ([`layout_word`]): all the cold block holds is moves.
+            /// Calls the append routine of the call site's argument types
+            /// ([`append`]) from the call site's cold block with the call
+            /// site's function `site` and the values as they are: all the
+            /// cold block holds is moves.
             #[inline(always)]
             pub fn call_site<T: Args>(site: SiteFn, values: T) {
                 let values = values.values();
-                let v = |i: usize| if i < $site { values[i] } else { 0 };
                 #[cfg(not(feature = "disabled"))]
-                call_append!(append, site, T::LAYOUT, [v(0), v(1), v(2), v(3)]);
+                call_append!($site; append::<T>, site, values);
                 #[cfg(feature = "disabled")]
-                let _ = (site, v);
+                let _ = (site, values);
             }
 
+            /// The append routine of the argument types `T`
+            /// ([`fast_append!`]): their item's tag, length and value
+            /// offsets are in its code.
             #[cfg(not(feature = "disabled"))]
-            fast_append!(append, $name, $kind, $site);
+            #[doc(hidden)]
+            #[unsafe(naked)]
+            pub unsafe extern "C" fn append<T: Args>() {
+                fast_append!($site; $name, $kind, T)
+            }
 
             /// The argument tuples the probe accepts.
             pub trait Args: Sized {
@@ -128,8 +141,9 @@ macro_rules! batched_probe {
                 const TAG: u16 = styx_common::item::event_tag(EventKind::$kind, Self::WIDTHS);
                 /// Bytes of the item.
                 const BYTES: u32 = item_bytes(Self::WIDTHS);
-                /// The tag and where each value goes, for the routine.
-                const LAYOUT: u64 = layout_word(Self::TAG, Self::WIDTHS);
+                /// Where each value starts in the item: value `i` at
+                /// `AT[i]` (past the last value, the item's end).
+                const AT: [usize; 4] = value_offsets(Self::WIDTHS);
                 /// The values, as the per-event site passes them.
                 fn values(self) -> [u64; $site];
             }
@@ -178,22 +192,20 @@ pub type SiteFn = extern "C" fn(u64, u64, u64, u64);
 /// A declared type's site function: the packed item (five registers).
 pub type PackedSiteFn = extern "C" fn(u64, u64, u64, u64, u64);
 
-/// What a catalogue type's append routine needs besides the values: the
-/// item's tag (bits 0–15), its bytes (16–23), and the offset in it of
-/// values 1, 2 and 3 (24–31, 32–39, 40–47; value 0 is at 2): one
-/// immediate the call site moves into `r10`.
-pub const fn layout_word(tag: u16, widths: &[usize]) -> u64 {
-    let mut word = tag as u64;
-    let mut at = styx_common::item::TAG_BYTES;
+/// Where each of an item's values starts (value 0 after the tag), for
+/// values `widths` bytes wide; past the last, the item's end.
+pub const fn value_offsets(widths: &[usize]) -> [usize; 4] {
+    let mut at = [0; 4];
+    let mut next = styx_common::item::TAG_BYTES;
     let mut i = 0;
-    while i < widths.len() {
-        if i > 0 {
-            word |= (at as u64) << (16 + 8 * i);
+    while i < at.len() {
+        at[i] = next;
+        if i < widths.len() {
+            next += widths[i];
         }
-        at += widths[i];
         i += 1;
     }
-    word | (at as u64) << 16
+    at
 }
 
 /// Bytes of an item whose values are `widths` bytes wide.
@@ -371,20 +383,46 @@ fn resident(text: &str, kept: usize) -> &str {
     text
 }
 
-/// Calls `$append` (see [`fast_append!`]) from the call site's cold block
-/// with the packed item's `$words` words in `rdi`, `rsi`, `rdx`, `rcx`
-/// (and `r8`), its length in `r10` and `site` in `rax`: those registers
-/// are declared clobbered (they carry what the cold block made for this
-/// call; a value still needed after it is copied there, in the cold
-/// block), and so are `r11` and the vector registers (they have no
-/// callee-saved ones); every other register keeps its value, so the
-/// compiler keeps the host function's values where it would without
-/// probes rather than in callee-saved registers that every run of the
-/// host function would save and restore. Not `nostack`: the compiler
-/// keeps the red zone free and the stack aligned around it, as for a call.
+/// Calls `$append` (a type's routine for the call site's argument types,
+/// see [`fast_append!`]) from the call site's cold block with the call
+/// site's function `site` in `rax` and its `$n` values in `rdi`, `rsi`,
+/// `rdx` (and `rcx`): those registers are declared clobbered (they carry
+/// what the cold block made for this call; a value still needed after it
+/// is copied there, in the cold block), and so are `r10`, `r11`, the
+/// value registers a type with fewer values leaves out, and the vector
+/// registers (they have no callee-saved ones); every other register keeps
+/// its value, so the compiler keeps the host function's values where it
+/// would without probes rather than in callee-saved registers that every
+/// run of the host function would save and restore. Not `nostack`: the
+/// compiler keeps the red zone free and the stack aligned around it, as
+/// for a call.
 #[cfg(not(feature = "disabled"))]
 macro_rules! call_append {
-    ($append:ident, $site:expr, $layout:expr, $values:expr) => {
+    (2; $append:path, $site:expr, $values:expr) => {
+        call_append!(@ $append, $site, [
+            inout("rdi") $values[0] => _,
+            inout("rsi") $values[1] => _,
+            out("rdx") _,
+            out("rcx") _,
+        ])
+    };
+    (3; $append:path, $site:expr, $values:expr) => {
+        call_append!(@ $append, $site, [
+            inout("rdi") $values[0] => _,
+            inout("rsi") $values[1] => _,
+            inout("rdx") $values[2] => _,
+            out("rcx") _,
+        ])
+    };
+    (4; $append:path, $site:expr, $values:expr) => {
+        call_append!(@ $append, $site, [
+            inout("rdi") $values[0] => _,
+            inout("rsi") $values[1] => _,
+            inout("rdx") $values[2] => _,
+            inout("rcx") $values[3] => _,
+        ])
+    };
+    (@ $append:path, $site:expr, [$($values:tt)*]) => {
         // SAFETY: `$append` returns with every register but these and the
         // flags as it found them, and the stack pointer restored.
         unsafe {
@@ -392,11 +430,8 @@ macro_rules! call_append {
                 "call {append}",
                 append = sym $append,
                 inout("rax") $site => _,
-                inout("r10") $layout => _,
-                inout("rdi") $values[0] => _,
-                inout("rsi") $values[1] => _,
-                inout("rdx") $values[2] => _,
-                inout("rcx") $values[3] => _,
+                $($values)*
+                out("r10") _,
                 out("r11") _,
                 out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
                 out("xmm4") _, out("xmm5") _, out("xmm6") _, out("xmm7") _,
@@ -410,25 +445,24 @@ macro_rules! call_append {
 use call_append;
 
 /// Calls [`declared_append`] from a declared type's cold block with its
-/// packed item: as [`call_append!`], the
-/// semaphore word it read in `r11`.
+/// packed item: as [`call_append!`], the semaphore word it read in `r11`.
 #[cfg(not(feature = "disabled"))]
 #[inline(always)]
-pub(crate) fn call_declared(word: u32, site: PackedSiteFn, bytes: u32, words: [u64; 5]) {
+pub(crate) fn call_declared<F: Fields>(word: u32, site: PackedSiteFn, words: [u64; 5]) {
     // SAFETY: `declared_append` returns with every register but these and
     // the flags as it found them, and the stack pointer restored.
     unsafe {
         core::arch::asm!(
             "call {append}",
-            append = sym declared_append,
+            append = sym declared_append::<F>,
             inout("rax") site => _,
-            inout("r10") bytes => _,
             inout("r11") word => _,
             inout("rdi") words[0] => _,
             inout("rsi") words[1] => _,
             inout("rdx") words[2] => _,
             inout("rcx") words[3] => _,
             inout("r8") words[4] => _,
+            out("r10") _,
             out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
             out("xmm4") _, out("xmm5") _, out("xmm6") _, out("xmm7") _,
             out("xmm8") _, out("xmm9") _, out("xmm10") _, out("xmm11") _,
@@ -437,112 +471,125 @@ pub(crate) fn call_declared(word: u32, site: PackedSiteFn, bytes: u32, words: [u
     }
 }
 
-/// The append routine of every declared type: as a catalogue type's
-/// ([`fast_append!`]), the semaphore word given (in `r11`: the call site
-/// read it, and each type has its own), five words stored, counted as
-/// other providers' probes' events (`EventKind::Usdt`).
+/// The append routine of a declared type whose values are `F`: as a
+/// catalogue type's ([`fast_append!`]), the semaphore word given (in
+/// `r11`: the call site read it, not zero, and each type has its own),
+/// five words stored, counted as other providers' probes' events
+/// (`EventKind::Usdt`).
 #[cfg(not(feature = "disabled"))]
 #[unsafe(naked)]
-unsafe extern "C" fn declared_append() {
+unsafe extern "C" fn declared_append<F: Fields>() {
     core::arch::naked_asm!(
-        buffer_of_batch_only!(),
-        "add r10d, dword ptr [r11 + {len}]",
-        "cmp r10d, dword ptr [r11 + {limit}]",
-        "ja 2f",
-        "mov eax, dword ptr [r11 + {len}]",
-        "mov qword ptr [r11 + rax + {item}], rdi",
-        "mov qword ptr [r11 + rax + {item} + 8], rsi",
-        "mov qword ptr [r11 + rax + {item} + 16], rdx",
-        "mov qword ptr [r11 + rax + {item} + 24], rcx",
-        "mov qword ptr [r11 + rax + {item} + 32], r8",
+        "test r11d, {per_event}",
+        "jnz 2f",
+        thread_buffer!(),
+        "mov r10d, dword ptr [r11 + {len}]",
+        "cmp r10d, dword ptr [r11 + {room}]",
+        "jae 2f",
+        "mov qword ptr [r11 + r10 + {item}], rdi",
+        "mov qword ptr [r11 + r10 + {item} + 8], rsi",
+        "mov qword ptr [r11 + r10 + {item} + 16], rdx",
+        "mov qword ptr [r11 + r10 + {item} + 24], rcx",
+        "mov qword ptr [r11 + r10 + {item} + 32], r8",
         "inc dword ptr [r11 + {count}]",
         // The new length last (x86 stores are release stores): a thread
         // flushing at exit sees the item.
-        "mov dword ptr [r11 + {len}], r10d",
+        "add dword ptr [r11 + {len}], {bytes}",
         "ret",
         "2:",
         call_site_function!(),
         per_event = const PER_EVENT,
         len = const crate::batch::fast::LEN,
-        limit = const crate::batch::fast::LIMIT,
+        room = const crate::batch::fast::ROOM,
         item = const crate::batch::fast::ITEMS,
+        bytes = const TAG_BYTES + 1 + F::VALUE_BYTES,
         count = const crate::batch::fast::COUNTS + 4 * EventKind::Usdt as usize,
     );
 }
 
-/// Defines `$append`, what a batched type's call sites call (see
-/// [`call_append!`]) with its `$values` values. While only batch tracers
-/// hold the type and the thread's buffer has room before its next time
-/// mark, it appends the item itself: the semaphore word, the thread's
-/// buffer (an initial-exec thread-local), the bounds check and the
-/// stores, in `rax`, `r10` and `r11` (the call site declares them
-/// clobbered), `rbx` (saved) and the value registers once stored — what
-/// `batch::push` does, without a call into compiled code, which may
-/// clobber every scratch register and would need them all saved. Each
-/// value is stored whole (8 bytes) at its offset, in order, so the next
-/// one overwrites the zeros past its width, and the buffer has room past
-/// its end for the last: the call site only moves its values and the
-/// layout word into registers (its cold block stays small enough for the
-/// host function to be inlined as without probes). Anything else (a
-/// per-event tracer, no buffer yet, a time mark due, a word gone to zero)
-/// calls the call site's function with the values, saving `r8` and `r9`,
-/// which the call site keeps.
+/// The body of a batched type's append routine for the argument types
+/// `$T` (`append::<T>`), what its call sites call (see [`call_append!`])
+/// with their `$n` values. While only batch tracers hold the type and the
+/// thread's buffer has room before its next time mark, it appends the
+/// item itself: the semaphore word's halves, the thread's buffer (an
+/// initial-exec thread-local), the bounds check and the stores, in `r10`
+/// and `r11` (the call site declares them clobbered) — what `batch::push`
+/// does, without a call into compiled code, which may clobber every
+/// scratch register and would need them all saved. The item's tag, length
+/// and where each value goes are constants of `$T` (the routine is
+/// generic, one instance per combination of widths a program uses), so no
+/// layout is worked out per event. Each value is stored whole (8 bytes)
+/// at its offset, in order, so the next one overwrites what is past its
+/// width (the values need not even be zero-extended), and the buffer has
+/// room past its end for the last: the call site only moves its values
+/// into registers (its cold block stays small enough for the host function
+/// to be inlined as without probes). Anything else (a per-event tracer, no
+/// buffer yet, a time mark due, a word gone to zero) calls the call site's
+/// function with the values, saving `r8` and `r9`, which the call site
+/// keeps.
 #[cfg(not(feature = "disabled"))]
 macro_rules! fast_append {
-    ($append:ident, $name:ident, $kind:ident, $values:tt) => {
-        #[doc(hidden)]
-        #[unsafe(naked)]
-        pub unsafe extern "C" fn $append() {
-            core::arch::naked_asm!(
-                "mov r11d, dword ptr [rip + {sema}]",
-                buffer_of_batch_only!(),
-                "push rbx",
-                // rbx: the length after this item (r10 bits 16-23 its bytes).
-                "mov ebx, r10d",
-                "shr ebx, 16",
-                "movzx ebx, bl",
-                "add ebx, dword ptr [r11 + {len}]",
-                "cmp ebx, dword ptr [r11 + {limit}]",
-                "ja 3f",
-                "mov eax, dword ptr [r11 + {len}]",
-                "lea rax, [r11 + rax + {item}]",
-                "mov word ptr [rax], r10w",
-                "mov qword ptr [rax + 2], rdi",
-                store_at_offsets!($values),
-                "inc dword ptr [r11 + {count}]",
-                // The new length last (x86 stores are release stores): a
-                // thread flushing at exit sees the item.
-                "mov dword ptr [r11 + {len}], ebx",
-                "pop rbx",
-                "ret",
-                "3:",
-                "pop rbx",
-                "2:",
-                call_site_function!(),
-                sema = sym semaphores::$name,
-                per_event = const PER_EVENT,
-                len = const crate::batch::fast::LEN,
-                limit = const crate::batch::fast::LIMIT,
-                item = const crate::batch::fast::ITEMS,
-                count = const crate::batch::fast::COUNTS + 4 * EventKind::$kind as usize,
-            );
-        }
+    (2; $name:ident, $kind:ident, $T:ident) => {
+        fast_append!(@ $name, $kind, $T, "", [])
+    };
+    (3; $name:ident, $kind:ident, $T:ident) => {
+        fast_append!(@ $name, $kind, $T,
+            "mov qword ptr [r11 + r10 + {item} + {at2}], rdx",
+            [at2 = const <$T as Args>::AT[2],])
+    };
+    (4; $name:ident, $kind:ident, $T:ident) => {
+        fast_append!(@ $name, $kind, $T,
+            "mov qword ptr [r11 + r10 + {item} + {at2}], rdx\nmov qword ptr [r11 + r10 + {item} + {at3}], rcx",
+            [at2 = const <$T as Args>::AT[2], at3 = const <$T as Args>::AT[3],])
+    };
+    (@ $name:ident, $kind:ident, $T:ident, $more:literal, [$($at:tt)*]) => {
+        core::arch::naked_asm!(
+            // The low half: per-event tracers, whose site takes the event.
+            // The word was not zero at the call site's check, so the high
+            // half, batch tracers, is up (or went down since, as it may
+            // while the item is being stored).
+            "cmp word ptr [rip + {sema}], 0",
+            "jne 2f",
+            thread_buffer!(),
+            // r10: the length, below the room left (which leaves room for
+            // the largest item).
+            "mov r10d, dword ptr [r11 + {len}]",
+            "cmp r10d, dword ptr [r11 + {room}]",
+            "jae 2f",
+            // The tag (a 4-byte store: no length-changing prefix), then
+            // the values.
+            "mov dword ptr [r11 + r10 + {item}], {tag}",
+            "mov qword ptr [r11 + r10 + {item} + {at0}], rdi",
+            "mov qword ptr [r11 + r10 + {item} + {at1}], rsi",
+            $more,
+            "inc dword ptr [r11 + {count}]",
+            // The new length last (x86 stores are release stores): a
+            // thread flushing at exit sees the item.
+            "add dword ptr [r11 + {len}], {bytes}",
+            "ret",
+            "2:",
+            call_site_function!(),
+            sema = sym semaphores::$name,
+            len = const crate::batch::fast::LEN,
+            room = const crate::batch::fast::ROOM,
+            bytes = const <$T as Args>::BYTES,
+            item = const crate::batch::fast::ITEMS,
+            tag = const <$T as Args>::TAG,
+            at0 = const <$T as Args>::AT[0],
+            at1 = const <$T as Args>::AT[1],
+            $($at)*
+            count = const crate::batch::fast::COUNTS + 4 * EventKind::$kind as usize,
+        )
     };
 }
 #[cfg(not(feature = "disabled"))]
 use fast_append;
 
-/// An append routine's first steps once the semaphore word is in `r11d`:
-/// on to `2:` unless only batch tracers hold the type (the high half up,
-/// the low half zero) and the thread has a buffer, which is then in `r11`.
+/// The thread's buffer into `r11`, or on to `2:` if it has none yet.
 #[cfg(not(feature = "disabled"))]
-macro_rules! buffer_of_batch_only {
+macro_rules! thread_buffer {
     () => {
         concat!(
-            "cmp r11d, {per_event}\n",
-            "jbe 2f\n",
-            "test r11d, {per_event}\n",
-            "jnz 2f\n",
             "mov r11, qword ptr [rip + ",
             crate::batch::current_slot!(),
             "@GOTTPOFF]\n",
@@ -553,7 +600,7 @@ macro_rules! buffer_of_batch_only {
     };
 }
 #[cfg(not(feature = "disabled"))]
-use buffer_of_batch_only;
+use thread_buffer;
 
 /// An append routine's slow path: the call site's function (in `rax`),
 /// with the stack as the call site's (8 past a 16-byte boundary) and the
@@ -566,29 +613,6 @@ macro_rules! call_site_function {
 }
 #[cfg(not(feature = "disabled"))]
 use call_site_function;
-
-/// Values 1 to 3 at the offsets the layout word (`r10`) gives, each offset
-/// read into the register of a value already stored.
-#[cfg(not(feature = "disabled"))]
-macro_rules! store_at_offsets {
-    (2) => {
-        "shr r10, 24\nmovzx edi, r10b\nmov qword ptr [rax + rdi], rsi"
-    };
-    (3) => {
-        concat!(
-            store_at_offsets!(2),
-            "\nshr r10, 8\nmovzx edi, r10b\nmov qword ptr [rax + rdi], rdx"
-        )
-    };
-    (4) => {
-        concat!(
-            store_at_offsets!(3),
-            "\nshr r10, 8\nmovzx edi, r10b\nmov qword ptr [rax + rdi], rcx"
-        )
-    };
-}
-#[cfg(not(feature = "disabled"))]
-use store_at_offsets;
 
 /// A marker takes one value, not a tuple: its `Args` are for the text itself.
 #[doc(hidden)]

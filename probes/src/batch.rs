@@ -226,22 +226,48 @@ macro_rules! current_slot {
 }
 pub(crate) use current_slot;
 
+// The slot starts as `NO_BUFFER`'s address (a relocation in the TLS
+// image, which the dynamic linker applies before any thread's copy is
+// made, `dlopen` included).
 core::arch::global_asm!(
-    ".pushsection .tbss, \"awT\", @nobits",
+    ".pushsection .tdata, \"awT\", @progbits",
     ".balign 8",
     concat!(".globl ", current_slot!()),
     concat!(".hidden ", current_slot!()),
     concat!(".type ", current_slot!(), ", @object"),
     concat!(".size ", current_slot!(), ", 8"),
     concat!(current_slot!(), ":"),
-    ".zero 8",
+    ".quad {none}",
     ".popsection",
+    none = sym NO_BUFFER,
 );
 
-/// This thread's buffer, or null.
+/// What a thread's slot points at while it has no buffer: a buffer with
+/// no room (`room` 0), never written, so that the append routines' one
+/// check of the room also sends a thread without a buffer to the slow path
+/// (no null test on the fast path). Zeros: in `.bss`, its pages untouched
+/// but the two the routines read.
+static NO_BUFFER: Buffer = Buffer {
+    head: Head {
+        magic: 0,
+        tid: AtomicU32::new(0),
+        seq: AtomicU64::new(0),
+        len: AtomicU32::new(0),
+        cap: 0,
+        taken_seq: AtomicU64::new(0),
+        taken_len: AtomicU32::new(0),
+        buffer: AtomicU32::new(0),
+        counts: UnsafeCell::new([0; EVENT_KIND_SLOTS as usize]),
+    },
+    items: UnsafeCell::new([0; BATCH_BYTES + SLACK]),
+    room: Cell::new(0),
+    owned: AtomicU32::new(0),
+};
+
+/// This thread's buffer, if it has one.
 #[inline(always)]
-fn current() -> *mut Buffer {
-    let buffer: *mut Buffer;
+fn current() -> Option<&'static Buffer> {
+    let buffer: *const Buffer;
     // SAFETY: reads this thread's slot (8 bytes of its static TLS).
     unsafe {
         core::arch::asm!(
@@ -251,12 +277,15 @@ fn current() -> *mut Buffer {
             options(nostack, preserves_flags, readonly),
         );
     }
-    buffer
+    // SAFETY: the slot holds `NO_BUFFER` or this thread's buffer, which
+    // lives until the thread exits.
+    (!core::ptr::eq(buffer, &NO_BUFFER)).then(|| unsafe { &*buffer })
 }
 
-/// Makes `buffer` (or null) this thread's.
+/// Makes `buffer` (or none) this thread's.
 #[inline(always)]
-fn set_current(buffer: *mut Buffer) {
+fn set_current(buffer: Option<&'static Buffer>) {
+    let buffer: *const Buffer = buffer.unwrap_or(&NO_BUFFER);
     // SAFETY: writes this thread's slot, nothing else.
     unsafe {
         core::arch::asm!(
@@ -291,13 +320,10 @@ struct Owner;
 impl Drop for Owner {
     fn drop(&mut self) {
         let buffer = current();
-        set_current(null_mut());
-        if !buffer.is_null() {
-            // SAFETY: this thread's buffer, valid until released here.
-            unsafe {
-                flush_owned(&*buffer);
-                release(buffer);
-            }
+        set_current(None);
+        if let Some(buffer) = buffer {
+            flush_owned(buffer);
+            release(buffer);
         }
     }
 }
@@ -307,16 +333,13 @@ impl Drop for Owner {
 #[inline(always)]
 pub(crate) fn push<const W: usize>(kind: u8, bytes: u32, words: [u64; W]) {
     const { assert!(W <= SLACK / 8) };
-    let buffer = current();
-    if !buffer.is_null() {
-        // SAFETY: this thread's own buffer, which only it appends to.
-        unsafe {
-            let buffer = &*buffer;
-            let len = buffer.head.len.load(Ordering::Relaxed);
-            if len < buffer.room.get() {
-                append(buffer, len, kind, bytes, &words);
-                return;
-            }
+    if let Some(buffer) = current() {
+        let len = buffer.head.len.load(Ordering::Relaxed);
+        if len < buffer.room.get() {
+            // SAFETY: this thread's own buffer, which only it appends to,
+            // with room for the largest item.
+            unsafe { append(buffer, len, kind, bytes, &words) };
+            return;
         }
     }
     push_slow(kind, bytes, words);
@@ -405,10 +428,7 @@ fn push_slow<const W: usize>(kind: u8, bytes: u32, words: [u64; W]) {
 /// [`crate::flush`].
 #[inline(always)]
 pub(crate) fn flush_pending() {
-    let buffer = current();
-    if !buffer.is_null() {
-        // SAFETY: this thread's own buffer.
-        let buffer = unsafe { &*buffer };
+    if let Some(buffer) = current() {
         if buffer.head.len.load(Ordering::Relaxed) != 0 {
             flush_owned(buffer);
         }
@@ -571,15 +591,13 @@ use batch_enable_site;
 /// This thread's buffer, taken or allocated on its first event; None while
 /// the thread is being torn down (its thread-locals destroyed).
 fn current_or_new() -> Option<&'static Buffer> {
-    let buffer = current();
-    if !buffer.is_null() {
-        // SAFETY: this thread's buffer lives until the thread exits.
-        return Some(unsafe { &*buffer });
+    if let Some(buffer) = current() {
+        return Some(buffer);
     }
     // Registers the destructor that flushes and releases it.
     OWNER.try_with(|_| ()).ok()?;
     let buffer = acquire();
-    set_current(buffer as *const Buffer as *mut Buffer);
+    set_current(Some(buffer));
     Some(buffer)
 }
 
@@ -631,8 +649,8 @@ fn acquire() -> &'static Buffer {
 }
 
 /// Gives a thread's buffer back, to the next thread that needs one.
-unsafe fn release(buffer: *mut Buffer) {
-    (*buffer).owned.store(0, Ordering::Release);
+fn release(buffer: &Buffer) {
+    buffer.owned.store(0, Ordering::Release);
 }
 
 /// A lossless loader that started this process (`-- CMD`) asks for flow
@@ -768,7 +786,7 @@ extern "C" fn forget_in_child() {
         buffer.owned.store(0, Ordering::Release);
     }
     FLUSH.credit_owner.store(0, Ordering::Release);
-    set_current(null_mut());
+    set_current(None);
 }
 
 /// `CLOCK_MONOTONIC` now, in ns (the vDSO: no system call).

@@ -585,7 +585,8 @@ macro_rules! fast_append {
 #[cfg(not(feature = "disabled"))]
 use fast_append;
 
-/// The thread's buffer into `r11`, or on to `2:` if it has none yet.
+/// The thread's buffer into `r11`: one with no room if it has none yet
+/// (`batch::NO_BUFFER`), which the room check sends on to `2:`.
 #[cfg(not(feature = "disabled"))]
 macro_rules! thread_buffer {
     () => {
@@ -593,9 +594,7 @@ macro_rules! thread_buffer {
             "mov r11, qword ptr [rip + ",
             crate::batch::current_slot!(),
             "@GOTTPOFF]\n",
-            "mov r11, qword ptr fs:[r11]\n",
-            "test r11, r11\n",
-            "jz 2f",
+            "mov r11, qword ptr fs:[r11]",
         )
     };
 }

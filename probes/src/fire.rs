@@ -42,15 +42,18 @@
 //!   the item in the cold block instead (shifts and ors, ~10 instructions
 //!   a site) made styx-rv's `Bus::read_mem` too big to inline: 147.8
 //!   instructions a guest instruction detached, against 129.3
-//!   (callgrind); one routine per type reading a layout word the cold
-//!   block passed (shifts, byte moves and `rbx` saved) cost 57.7
-//!   instructions a tight-loop event, the routine per argument types 41.0.
-//!   Compiled code cannot
-//!   be told which registers to leave alone, so reaching the append
-//!   through `site` cost a save of every scratch register and `site`'s own
-//!   saves (the thread-local lookup is a call until the linker relaxes
-//!   it): a traced `mem_read` in a tight loop took 48 instructions, the
-//!   old all-inline probes 28, the routine 33 (callgrind).
+//!   (callgrind). Compiled code cannot be told which registers to leave
+//!   alone, so reaching the append through `site` cost a save of every
+//!   scratch register and `site`'s own saves (the thread-local lookup is a
+//!   call until the linker relaxes it): a traced `mem_read` in a tight
+//!   loop took 48 instructions, the old all-inline probes 28, a routine 33
+//!   (callgrind). Once items carried their values' widths, one routine per
+//!   type placing each value at the offset a layout word from the cold
+//!   block gave (a shift, a byte move and a store a value, `rbx` saved)
+//!   took 57.7 instructions a traced tight-loop event, the loop included;
+//!   the routine per argument types, whose room check needs neither the
+//!   item's length nor a null test (`batch::NO_BUFFER`) and which stores a
+//!   fixed last byte itself (`Args::FIXED`), takes 38.0.
 //!
 //! In the cold function the word is loaded again: zero (a tracer detached
 //! since the check, or a `jmp` left by anything patching the check) does
@@ -59,6 +62,10 @@
 //! thread's batch (`crate::batch`) for the high half. Events of the rare
 //! types are never batched; they flush the thread's pending batch before
 //! firing, so a thread's events reach the reader in the order they happened.
+//! The append routine itself reads only the word's low half: the call
+//! site saw the word non-zero, so with the low half zero the high half was
+//! up (a tracer detaching since may still get that one item in its
+//! thread's batch, as it may between any check and the store after it).
 
 use crate::{MemValue, Value};
 #[cfg(not(feature = "disabled"))]
@@ -88,6 +95,20 @@ macro_rules! armed {
     };
 }
 
+/// `Args::FIXED` of an argument tuple with a fixed last value, or
+/// without (`None`); `@width`, that value's width: a byte.
+macro_rules! fixed {
+    (@width $fixed:expr) => {
+        1
+    };
+    () => {
+        None
+    };
+    ($fixed:expr) => {
+        Some($fixed)
+    };
+}
+
 /// Defines `pub mod $name` of a batched type: `armed()`, the call site's
 /// check; `Args`, the argument tuples the probe takes, each with the
 /// widths of its values (the item's tag, length and layout follow from
@@ -97,8 +118,9 @@ macro_rules! armed {
 /// `fire`, what the call site's function runs with the values (the Rust
 /// path packs the item into `$words` words).
 macro_rules! batched_probe {
-    ($name:ident / $kind:ident, words $words:tt, site $site:tt; $(
-        <$($g:ident: $bound:path),*> ($($var:ident),*) => [$($value:expr; $bytes:expr),*];
+    ($name:ident / $kind:ident, words $words:tt, site $site:tt / $fewer:tt; $(
+        <$($g:ident: $bound:path),*> ($($var:ident),*)
+            => [$($value:expr; $bytes:expr),*] $(fixed $fixed:expr)?;
     )+) => {
         #[doc(hidden)]
         pub mod $name {
@@ -112,13 +134,18 @@ macro_rules! batched_probe {
 
             /// Calls the append routine of the call site's argument types
             /// ([`append`]) from the call site's cold block with the call
-            /// site's function `site` and the values as they are: all the
-            /// cold block holds is moves.
+            /// site's function `site` and the values as they are, but a
+            /// fixed last one (`Args::FIXED`, in the routine's code): all
+            /// the cold block holds is moves.
             #[inline(always)]
             pub fn call_site<T: Args>(site: SiteFn, values: T) {
                 let values = values.values();
                 #[cfg(not(feature = "disabled"))]
-                call_append!($site; append::<T>, site, values);
+                if T::FIXED.is_some() {
+                    call_append!($fewer; append::<T>, site, values);
+                } else {
+                    call_append!($site; append::<T>, site, values);
+                }
                 #[cfg(feature = "disabled")]
                 let _ = (site, values);
             }
@@ -144,17 +171,23 @@ macro_rules! batched_probe {
                 /// Where each value starts in the item: value `i` at
                 /// `AT[i]` (past the last value, the item's end).
                 const AT: [usize; 4] = value_offsets(Self::WIDTHS);
+                /// The last value, a byte, when the argument types fix it
+                /// (a memory access's size, an instruction's unknown
+                /// length): the routine stores it, the call site passes
+                /// one register fewer.
+                const FIXED: Option<u8> = None;
                 /// The values, as the per-event site passes them.
                 fn values(self) -> [u64; $site];
             }
 
             $(
                 impl<$($g: $bound),*> Args for ($($g,)*) {
-                    const WIDTHS: &'static [usize] = &[$($bytes),*];
+                    const WIDTHS: &'static [usize] = &[$($bytes,)* $(fixed!(@width $fixed))?];
+                    const FIXED: Option<u8> = fixed!($($fixed)?);
                     #[inline(always)]
                     fn values(self) -> [u64; $site] {
                         let ($($var,)*) = self;
-                        [$($value),*]
+                        [$($value,)* $($fixed as u64)?]
                     }
                 }
             )+
@@ -171,7 +204,11 @@ macro_rules! batched_probe {
                     if state == 0 {
                         return;
                     }
-                    let site: [u64; $site] = core::array::from_fn(|i| values[i]);
+                    let mut site: [u64; $site] = core::array::from_fn(|i| values[i]);
+                    // Not in its register: the routine has it.
+                    if let Some(fixed) = T::FIXED {
+                        site[$site - 1] = fixed as u64;
+                    }
                     if state & PER_EVENT != 0 {
                         event_site!($name, semaphores::$name, SITE, site, $site);
                     }
@@ -306,39 +343,39 @@ macro_rules! per_event_probe {
 // Each value travels in its type's width (`Value`). An instruction's
 // length is the item's last byte and the per-event site's third value; 0
 // where the emulator gives none.
-batched_probe!(insn_fetch / InsnFetch, words 3, site 3;
-    <P: Value, I: Value>(pc, insn) => [pc.bits(); P::BYTES, insn.bits(); I::BYTES, 0; 1];
+batched_probe!(insn_fetch / InsnFetch, words 3, site 3 / 2;
+    <P: Value, I: Value>(pc, insn) => [pc.bits(); P::BYTES, insn.bits(); I::BYTES] fixed 0;
     <P: Value, I: Value, L: InsnLen>(pc, insn, len)
         => [pc.bits(); P::BYTES, insn.bits(); I::BYTES, len.insn_len() as u64; 1];
 );
-batched_probe!(insn_exec / InsnExec, words 3, site 3;
-    <P: Value, I: Value>(pc, insn) => [pc.bits(); P::BYTES, insn.bits(); I::BYTES, 0; 1];
+batched_probe!(insn_exec / InsnExec, words 3, site 3 / 2;
+    <P: Value, I: Value>(pc, insn) => [pc.bits(); P::BYTES, insn.bits(); I::BYTES] fixed 0;
     <P: Value, I: Value, L: InsnLen>(pc, insn, len)
         => [pc.bits(); P::BYTES, insn.bits(); I::BYTES, len.insn_len() as u64; 1];
 );
-batched_probe!(block / Block, words 3, site 2;
+batched_probe!(block / Block, words 3, site 2 / 1;
     <P: Value, S: Value>(pc, size) => [pc.bits(); P::BYTES, size.bits(); S::BYTES];
 );
 // A memory access's size is the width of its value's type: the item's
 // last byte, the per-event site's fourth value.
-batched_probe!(mem_read / MemRead, words 4, site 4;
+batched_probe!(mem_read / MemRead, words 4, site 4 / 3;
     <P: Value, A: Value, V: MemValue>(pc, addr, val)
-        => [pc.bits(); P::BYTES, addr.bits(); A::BYTES, val.bits(); V::BYTES, V::BYTES as u64; 1];
+        => [pc.bits(); P::BYTES, addr.bits(); A::BYTES, val.bits(); V::BYTES] fixed V::BYTES as u8;
 );
-batched_probe!(mem_write / MemWrite, words 4, site 4;
+batched_probe!(mem_write / MemWrite, words 4, site 4 / 3;
     <P: Value, A: Value, V: MemValue>(pc, addr, val)
-        => [pc.bits(); P::BYTES, addr.bits(); A::BYTES, val.bits(); V::BYTES, V::BYTES as u64; 1];
+        => [pc.bits(); P::BYTES, addr.bits(); A::BYTES, val.bits(); V::BYTES] fixed V::BYTES as u8;
 );
-batched_probe!(reg_read / RegRead, words 4, site 3;
+batched_probe!(reg_read / RegRead, words 4, site 3 / 2;
     <P: Value, R: Value, V: Value>(pc, reg, val)
         => [pc.bits(); P::BYTES, reg.bits(); R::BYTES, val.bits(); V::BYTES];
 );
-batched_probe!(reg_write / RegWrite, words 5, site 4;
+batched_probe!(reg_write / RegWrite, words 5, site 4 / 3;
     <P: Value, R: Value, V: Value, O: Value>(pc, reg, val, old)
         => [pc.bits(); P::BYTES, reg.bits(); R::BYTES, val.bits(); V::BYTES, old.bits(); O::BYTES];
 );
 // An encoded branch (`Branch::encode`) takes 9 bits.
-batched_probe!(branch / Branch, words 3, site 3;
+batched_probe!(branch / Branch, words 3, site 3 / 2;
     <P: Value, T: Value, K: Into<Branch>>(pc, target, kind)
         => [pc.bits(); P::BYTES, target.bits(); T::BYTES, kind.into().encode(); 2];
 );
@@ -398,6 +435,14 @@ fn resident(text: &str, kept: usize) -> &str {
 /// for a call.
 #[cfg(not(feature = "disabled"))]
 macro_rules! call_append {
+    (1; $append:path, $site:expr, $values:expr) => {
+        call_append!(@ $append, $site, [
+            inout("rdi") $values[0] => _,
+            out("rsi") _,
+            out("rdx") _,
+            out("rcx") _,
+        ])
+    };
     (2; $append:path, $site:expr, $values:expr) => {
         call_append!(@ $append, $site, [
             inout("rdi") $values[0] => _,
@@ -534,15 +579,34 @@ macro_rules! fast_append {
     };
     (3; $name:ident, $kind:ident, $T:ident) => {
         fast_append!(@ $name, $kind, $T,
-            "mov qword ptr [r11 + r10 + {item} + {at2}], rdx",
-            [at2 = const <$T as Args>::AT[2],])
+            concat!(
+                ".if {fixed}\n",
+                "mov byte ptr [r11 + r10 + {item} + {at2}], {last}\n",
+                ".else\n",
+                "mov qword ptr [r11 + r10 + {item} + {at2}], rdx\n",
+                ".endif",
+            ),
+            [at2 = const <$T as Args>::AT[2],
+             fixed = const <$T as Args>::FIXED.is_some() as u8,
+             last = const match <$T as Args>::FIXED { Some(fixed) => fixed, None => 0 },
+            ])
     };
     (4; $name:ident, $kind:ident, $T:ident) => {
         fast_append!(@ $name, $kind, $T,
-            "mov qword ptr [r11 + r10 + {item} + {at2}], rdx\nmov qword ptr [r11 + r10 + {item} + {at3}], rcx",
-            [at2 = const <$T as Args>::AT[2], at3 = const <$T as Args>::AT[3],])
+            concat!(
+                "mov qword ptr [r11 + r10 + {item} + {at2}], rdx\n",
+                ".if {fixed}\n",
+                "mov byte ptr [r11 + r10 + {item} + {at3}], {last}\n",
+                ".else\n",
+                "mov qword ptr [r11 + r10 + {item} + {at3}], rcx\n",
+                ".endif",
+            ),
+            [at2 = const <$T as Args>::AT[2], at3 = const <$T as Args>::AT[3],
+             fixed = const <$T as Args>::FIXED.is_some() as u8,
+             last = const match <$T as Args>::FIXED { Some(fixed) => fixed, None => 0 },
+            ])
     };
-    (@ $name:ident, $kind:ident, $T:ident, $more:literal, [$($at:tt)*]) => {
+    (@ $name:ident, $kind:ident, $T:ident, $more:expr, [$($at:tt)*]) => {
         core::arch::naked_asm!(
             // The low half: per-event tracers, whose site takes the event.
             // The word was not zero at the call site's check, so the high

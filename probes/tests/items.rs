@@ -99,7 +99,8 @@ fn packed_items_unpack_to_the_per_event_values() {
 
 /// What a type's append routine (`append::<T>`) stores: the tag, then
 /// each value whole (8 bytes, whatever is above its width) at its offset
-/// (`T::AT`), in order, the item `T::BYTES` long. The bytes it leaves are
+/// (`T::AT`), in order, a fixed last byte (`T::FIXED`) as the per-event
+/// site passes it, the item `T::BYTES` long. The bytes it leaves are
 /// the codec's item.
 #[test]
 fn the_routines_stores_make_the_codecs_item() {
@@ -108,6 +109,11 @@ fn the_routines_stores_make_the_codecs_item() {
             use fire::$name::Args;
             fn stored<T: Args>(values: T) -> (Vec<u8>, Vec<u8>) {
                 let site = values.values();
+                // A fixed last value is the routine's, not a register's.
+                if let Some(fixed) = T::FIXED {
+                    assert_eq!(site[site.len() - 1], u64::from(fixed));
+                    assert_eq!(T::WIDTHS[site.len() - 1], 1);
+                }
                 let mut buffer = [0xeeu8; 64];
                 buffer[..4].copy_from_slice(&u32::from(T::TAG).to_le_bytes());
                 for (i, (&value, &bytes)) in site.iter().zip(T::WIDTHS).enumerate() {

@@ -191,7 +191,18 @@ macro_rules! __declared_type {
             $crate::__probe_site!(@skipped "styx_batch", stringify!($name), SEMAPHORE, 2);
         }
 
-        /// What the append routine calls when it does not append itself.
+        /// What the append routine calls when it does not append itself:
+        /// the values as they are.
+        extern "C" fn unpacked(a: u64, b: u64, c: u64, d: u64, e: u64) {
+            $crate::__declared::unpacked::<<$name as $crate::Declared>::Values>(
+                $crate::__load_word!(SEMAPHORE),
+                &SEMAPHORE,
+                site,
+                [a, b, c, d, e],
+            )
+        }
+
+        /// The same for the packed append routine (more fields).
         extern "C" fn packed(a: u64, b: u64, c: u64, d: u64, e: u64) {
             $crate::__declared::packed::<<$name as $crate::Declared>::Values>(
                 $crate::__load_word!(SEMAPHORE),
@@ -223,7 +234,12 @@ macro_rules! __declared_type {
 
             #[inline(always)]
             fn call_site(word: u32, values: Self::Values) {
-                $crate::__declared::call_site(word, values, &SEMAPHORE, packed, wide)
+                $crate::__declared::call_site(
+                    word,
+                    values,
+                    &SEMAPHORE,
+                    $crate::__declared::SiteFns { unpacked, packed, wide },
+                )
             }
         }
     };
@@ -392,15 +408,18 @@ fields_of_tuples! {
     (A a, B b, C c, D d, E e, F f, G g, H h)
 }
 
-/// Bytes of a declared type's item the append routine takes in its
-/// registers: five words.
+/// Bytes of a declared type's item the packed append routine takes in
+/// its registers: five words.
 #[cfg(not(feature = "disabled"))]
 const PACKED_BYTES: usize = 40;
 
-/// A declared type's cold block: the item packed into registers for the
-/// append routine ([`declared_append`], as the catalogue's types'), its
-/// tag the semaphore's distance from the flush site's; an item wider than
-/// the routine's registers goes to `wide`, in Rust.
+/// A declared type's cold block: the values as they are, up to
+/// [`UNPACKED_FIELDS`](crate::fire::UNPACKED_FIELDS) of them, and the
+/// item's head (its tag, the semaphore's distance from the flush site's,
+/// and its length) in registers for the append routine
+/// (`fire::declared_append`, as the catalogue's types'); more values
+/// packed into registers (`fire::declared_packed_append`); an item wider
+/// than those goes to `wide`, in Rust.
 #[doc(hidden)]
 #[cfg(not(feature = "disabled"))]
 #[inline(always)]
@@ -408,23 +427,56 @@ pub fn call_site<F: Fields>(
     word: u32,
     values: F,
     semaphore: &'static SemaphoreWord,
-    packed: crate::fire::PackedSiteFn,
-    wide: fn([u64; MAX_FIELDS]),
+    sites: SiteFns,
 ) {
-    let bytes = TAG_BYTES + 1 + F::VALUE_BYTES;
-    if bytes > PACKED_BYTES {
-        return wide(values.bits());
-    }
     let flush = &raw const crate::batch::FLUSH as u64;
     let tag = styx_common::schema::declared_tag(semaphore as *const _ as u64, flush);
     let head = tag as u64 | (F::VALUE_BYTES as u64) << (8 * TAG_BYTES);
-    let words = crate::fire::pack(head, TAG_BYTES + 1, &values.bits(), F::WIDTHS);
-    crate::fire::call_declared::<F>(word, packed, words);
+    let bits = values.bits();
+    if F::WIDTHS.len() <= crate::fire::UNPACKED_FIELDS {
+        let values = [bits[0], bits[1], bits[2], bits[3], bits[4]];
+        return crate::fire::call_declared::<F>(word, sites.unpacked, head as u32, values);
+    }
+    if TAG_BYTES + 1 + F::VALUE_BYTES > PACKED_BYTES {
+        return (sites.wide)(bits);
+    }
+    let words = crate::fire::pack(head, TAG_BYTES + 1, &bits, F::WIDTHS);
+    crate::fire::call_declared_packed::<F>(word, sites.packed, words);
 }
 
-/// What the append routine hands on (a per-event tracer, no buffer yet, a
-/// time mark due): the per-event site takes the values unpacked, the
-/// thread's batch the packed item.
+/// A declared type's functions its append routines call when they do not
+/// append themselves (a per-event tracer, no buffer yet, a time mark due):
+/// with the values as they are (`unpacked`) or packed, and for an item
+/// too wide for either routine (`wide`).
+#[doc(hidden)]
+#[cfg(not(feature = "disabled"))]
+#[derive(Clone, Copy)]
+pub struct SiteFns {
+    pub unpacked: crate::fire::PackedSiteFn,
+    pub packed: crate::fire::PackedSiteFn,
+    pub wide: fn([u64; MAX_FIELDS]),
+}
+
+/// What the unpacked append routine hands on: the per-event site takes the
+/// values, the thread's batch the item.
+#[doc(hidden)]
+#[cfg(not(feature = "disabled"))]
+pub fn unpacked<F: Fields>(
+    word: u32,
+    semaphore: &'static SemaphoreWord,
+    site: fn([u64; MAX_FIELDS]),
+    values: [u64; 5],
+) {
+    let mut fields = [0u64; MAX_FIELDS];
+    let n = F::WIDTHS.len();
+    // As the fields' `bits()` gave them (signed ones sign-extended).
+    fields[..n].copy_from_slice(&values[..n]);
+    wide(word, semaphore, site, fields, F::WIDTHS);
+}
+
+/// What the packed append routine hands on (a per-event tracer, no buffer
+/// yet, a time mark due): the per-event site takes the values unpacked,
+/// the thread's batch the packed item.
 #[doc(hidden)]
 #[cfg(not(feature = "disabled"))]
 pub fn packed<F: Fields>(word: u32, site: fn([u64; MAX_FIELDS]), words: [u64; 5]) {

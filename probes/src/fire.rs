@@ -75,8 +75,6 @@ use styx_common::{Branch, EventKind, InterruptKind};
 use styx_common::{MARKER_TEXT_MAX, SPAN_CATEGORY_MAX, SPAN_NAME_MAX};
 
 #[cfg(not(feature = "disabled"))]
-use crate::declared::Fields;
-#[cfg(not(feature = "disabled"))]
 use crate::enabled::{load_word, semaphores, PER_EVENT};
 #[cfg(not(feature = "disabled"))]
 use crate::site::event_site;
@@ -226,7 +224,8 @@ macro_rules! batched_probe {
 /// calls with the values (four registers, the routine's).
 pub type SiteFn = extern "C" fn(u64, u64, u64, u64);
 
-/// A declared type's site function: the packed item (five registers).
+/// A declared type's site function: five registers, its values as they
+/// are or its packed item.
 pub type PackedSiteFn = extern "C" fn(u64, u64, u64, u64, u64);
 
 /// Where each of an item's values starts (value 0 after the tag), for
@@ -489,198 +488,6 @@ macro_rules! call_append {
 #[cfg(not(feature = "disabled"))]
 use call_append;
 
-/// The most fields a declared type's values may have to be passed to its
-/// append routine as they are (`rdi`, `rsi`, `rdx`, `rcx`, `r8`), each
-/// stored at its offset by the routine ([`declared_append`]); more go
-/// packed ([`declared_packed_append`]).
-#[cfg(not(feature = "disabled"))]
-pub(crate) const UNPACKED_FIELDS: usize = 5;
-
-/// Calls [`declared_append`] from a declared type's cold block with its
-/// values as they are (the first `F::WIDTHS.len()` of them) and the
-/// item's head (tag and length byte) in `r10d`: as [`call_append!`], the
-/// semaphore word it read in `r11`, `r9` clobbered too.
-#[cfg(not(feature = "disabled"))]
-#[inline(always)]
-pub(crate) fn call_declared<F: Fields>(word: u32, site: PackedSiteFn, head: u32, values: [u64; 5]) {
-    match F::WIDTHS.len() {
-        0 => declared_call!(F, word, site, head, [out("rdi") _, out("rsi") _, out("rdx") _,
-            out("rcx") _, out("r8") _,]),
-        1 => declared_call!(F, word, site, head, [inout("rdi") values[0] => _, out("rsi") _,
-            out("rdx") _, out("rcx") _, out("r8") _,]),
-        2 => declared_call!(F, word, site, head, [inout("rdi") values[0] => _,
-            inout("rsi") values[1] => _, out("rdx") _, out("rcx") _, out("r8") _,]),
-        3 => declared_call!(F, word, site, head, [inout("rdi") values[0] => _,
-            inout("rsi") values[1] => _, inout("rdx") values[2] => _, out("rcx") _, out("r8") _,]),
-        4 => declared_call!(F, word, site, head, [inout("rdi") values[0] => _,
-            inout("rsi") values[1] => _, inout("rdx") values[2] => _,
-            inout("rcx") values[3] => _, out("r8") _,]),
-        _ => declared_call!(F, word, site, head, [inout("rdi") values[0] => _,
-            inout("rsi") values[1] => _, inout("rdx") values[2] => _,
-            inout("rcx") values[3] => _, inout("r8") values[4] => _,]),
-    }
-}
-
-/// One arm of [`call_declared`]: the call with these value registers.
-#[cfg(not(feature = "disabled"))]
-macro_rules! declared_call {
-    ($F:ident, $word:expr, $site:expr, $head:expr, [$($values:tt)*]) => {
-        // SAFETY: `declared_append` returns with every register but these
-        // and the flags as it found them, and the stack pointer restored.
-        unsafe {
-            core::arch::asm!(
-                "call {append}",
-                append = sym declared_append::<$F>,
-                inout("rax") $site => _,
-                inout("r11") $word => _,
-                inout("r10") $head => _,
-                $($values)*
-                out("r9") _,
-                out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
-                out("xmm4") _, out("xmm5") _, out("xmm6") _, out("xmm7") _,
-                out("xmm8") _, out("xmm9") _, out("xmm10") _, out("xmm11") _,
-                out("xmm12") _, out("xmm13") _, out("xmm14") _, out("xmm15") _,
-            )
-        }
-    };
-}
-#[cfg(not(feature = "disabled"))]
-use declared_call;
-
-/// The append routine of a declared type whose values are `F`, at most
-/// [`UNPACKED_FIELDS`] of them: as a catalogue type's ([`fast_append!`]),
-/// the semaphore word given (in `r11`: the call site read it, not zero,
-/// and each type has its own), and the item's head (its tag, which is the
-/// type's, and its length byte) in `r10d`, stored as 4 bytes, the first
-/// value's store overwriting the last; each value whole at its offset, in
-/// order; counted as other providers' probes' events (`EventKind::Usdt`).
-#[cfg(not(feature = "disabled"))]
-#[unsafe(naked)]
-unsafe extern "C" fn declared_append<F: Fields>() {
-    core::arch::naked_asm!(
-        "test r11d, {per_event}",
-        "jnz 2f",
-        thread_buffer!(),
-        "mov r9d, dword ptr [r11 + {len}]",
-        "cmp r9d, dword ptr [r11 + {room}]",
-        "jae 2f",
-        "mov dword ptr [r11 + r9 + {item}], r10d",
-        ".if {n} > 0",
-        "mov qword ptr [r11 + r9 + {item} + {at0}], rdi",
-        ".endif",
-        ".if {n} > 1",
-        "mov qword ptr [r11 + r9 + {item} + {at1}], rsi",
-        ".endif",
-        ".if {n} > 2",
-        "mov qword ptr [r11 + r9 + {item} + {at2}], rdx",
-        ".endif",
-        ".if {n} > 3",
-        "mov qword ptr [r11 + r9 + {item} + {at3}], rcx",
-        ".endif",
-        ".if {n} > 4",
-        "mov qword ptr [r11 + r9 + {item} + {at4}], r8",
-        ".endif",
-        "inc dword ptr [r11 + {count}]",
-        // The new length last (x86 stores are release stores): a thread
-        // flushing at exit sees the item.
-        "add dword ptr [r11 + {len}], {bytes}",
-        "ret",
-        "2:",
-        call_site_function!(),
-        per_event = const PER_EVENT,
-        len = const crate::batch::fast::LEN,
-        room = const crate::batch::fast::ROOM,
-        item = const crate::batch::fast::ITEMS,
-        n = const F::WIDTHS.len(),
-        at0 = const declared_offsets(F::WIDTHS)[0],
-        at1 = const declared_offsets(F::WIDTHS)[1],
-        at2 = const declared_offsets(F::WIDTHS)[2],
-        at3 = const declared_offsets(F::WIDTHS)[3],
-        at4 = const declared_offsets(F::WIDTHS)[4],
-        bytes = const TAG_BYTES + 1 + F::VALUE_BYTES,
-        count = const crate::batch::fast::COUNTS + 4 * EventKind::Usdt as usize,
-    );
-}
-
-/// Where each of a declared item's first [`UNPACKED_FIELDS`] values
-/// starts: after the tag and the length byte, each after the one before.
-#[cfg(not(feature = "disabled"))]
-const fn declared_offsets(widths: &[usize]) -> [usize; UNPACKED_FIELDS] {
-    let mut at = [0; UNPACKED_FIELDS];
-    let mut next = TAG_BYTES + 1;
-    let mut i = 0;
-    while i < at.len() {
-        at[i] = next;
-        if i < widths.len() {
-            next += widths[i];
-        }
-        i += 1;
-    }
-    at
-}
-
-/// Calls [`declared_packed_append`] from a declared type's cold block with
-/// its packed item: as [`call_append!`], the semaphore word it read in
-/// `r11`.
-#[cfg(not(feature = "disabled"))]
-#[inline(always)]
-pub(crate) fn call_declared_packed<F: Fields>(word: u32, site: PackedSiteFn, words: [u64; 5]) {
-    // SAFETY: `declared_packed_append` returns with every register but
-    // these and the flags as it found them, and the stack pointer restored.
-    unsafe {
-        core::arch::asm!(
-            "call {append}",
-            append = sym declared_packed_append::<F>,
-            inout("rax") site => _,
-            inout("r11") word => _,
-            inout("rdi") words[0] => _,
-            inout("rsi") words[1] => _,
-            inout("rdx") words[2] => _,
-            inout("rcx") words[3] => _,
-            inout("r8") words[4] => _,
-            out("r10") _,
-            out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
-            out("xmm4") _, out("xmm5") _, out("xmm6") _, out("xmm7") _,
-            out("xmm8") _, out("xmm9") _, out("xmm10") _, out("xmm11") _,
-            out("xmm12") _, out("xmm13") _, out("xmm14") _, out("xmm15") _,
-        );
-    }
-}
-
-/// The append routine of a declared type with more than
-/// [`UNPACKED_FIELDS`] values, packed by the call site into at most five
-/// words: as [`declared_append`], the five words stored.
-#[cfg(not(feature = "disabled"))]
-#[unsafe(naked)]
-unsafe extern "C" fn declared_packed_append<F: Fields>() {
-    core::arch::naked_asm!(
-        "test r11d, {per_event}",
-        "jnz 2f",
-        thread_buffer!(),
-        "mov r10d, dword ptr [r11 + {len}]",
-        "cmp r10d, dword ptr [r11 + {room}]",
-        "jae 2f",
-        "mov qword ptr [r11 + r10 + {item}], rdi",
-        "mov qword ptr [r11 + r10 + {item} + 8], rsi",
-        "mov qword ptr [r11 + r10 + {item} + 16], rdx",
-        "mov qword ptr [r11 + r10 + {item} + 24], rcx",
-        "mov qword ptr [r11 + r10 + {item} + 32], r8",
-        "inc dword ptr [r11 + {count}]",
-        // The new length last (x86 stores are release stores): a thread
-        // flushing at exit sees the item.
-        "add dword ptr [r11 + {len}], {bytes}",
-        "ret",
-        "2:",
-        call_site_function!(),
-        per_event = const PER_EVENT,
-        len = const crate::batch::fast::LEN,
-        room = const crate::batch::fast::ROOM,
-        item = const crate::batch::fast::ITEMS,
-        bytes = const TAG_BYTES + 1 + F::VALUE_BYTES,
-        count = const crate::batch::fast::COUNTS + 4 * EventKind::Usdt as usize,
-    );
-}
-
 /// The body of a batched type's append routine for the argument types
 /// `$T` (`append::<T>`), what its call sites call (see [`call_append!`])
 /// with their `$n` values. While only batch tracers hold the type and the
@@ -792,7 +599,7 @@ macro_rules! thread_buffer {
     };
 }
 #[cfg(not(feature = "disabled"))]
-use thread_buffer;
+pub(crate) use thread_buffer;
 
 /// An append routine's slow path: the call site's function (in `rax`),
 /// with the stack as the call site's (8 past a 16-byte boundary) and the
@@ -804,7 +611,7 @@ macro_rules! call_site_function {
     };
 }
 #[cfg(not(feature = "disabled"))]
-use call_site_function;
+pub(crate) use call_site_function;
 
 /// A marker takes one value, not a tuple: its `Args` are for the text itself.
 #[doc(hidden)]

@@ -53,7 +53,8 @@
 //!   took 57.7 instructions a traced tight-loop event, the loop included;
 //!   the routine per argument types, whose room check needs neither the
 //!   item's length nor a null test (`batch::NO_BUFFER`) and which stores a
-//!   fixed last byte itself (`Args::FIXED`), takes 38.0.
+//!   fixed last byte itself (`Args::FIXED`), takes 38.0
+//!   (`styx-bench/examples/append_count.rs` counts them).
 //!
 //! In the cold function the word is loaded again: zero (a tracer detached
 //! since the check, or a `jmp` left by anything patching the check) does

@@ -61,15 +61,23 @@ const _: () = assert!(core::mem::offset_of!(Buffer, items) == core::mem::size_of
 /// length counted.
 const SLACK: usize = 72;
 
+/// How far before the next time mark's offset (or the capacity) appends
+/// stop ([`Buffer::room`]): the largest item's bytes, so that the check
+/// before an append need not know its item's length (one instruction
+/// fewer on the fast path, `fire.rs`). Batches end up to this much short
+/// of the capacity.
+const ROOM_MARGIN: u32 = MAX_DECLARED_ITEM_BYTES as u32;
+const _: () = assert!(styx_common::item::MAX_ITEM_BYTES <= MAX_DECLARED_ITEM_BYTES);
+
 /// A thread's buffer: the head, the items right after it (where the flush
 /// probe's readers expect them), then the owner's private state.
 #[repr(C, align(8))]
 struct Buffer {
     head: Head,
     items: UnsafeCell<[u8; BATCH_BYTES + SLACK]>,
-    /// The fast path appends while `len + item <= limit`: the next time
-    /// mark's offset, or the capacity.
-    limit: Cell<u32>,
+    /// Appends go on while `len < room`: the next time mark's offset, or
+    /// the capacity, less [`ROOM_MARGIN`]; 0 while a time mark is due.
+    room: Cell<u32>,
     /// Whether a thread owns the buffer (0: free for the next thread).
     owned: AtomicU32,
 }
@@ -218,22 +226,48 @@ macro_rules! current_slot {
 }
 pub(crate) use current_slot;
 
+// The slot starts as `NO_BUFFER`'s address (a relocation in the TLS
+// image, which the dynamic linker applies before any thread's copy is
+// made, `dlopen` included).
 core::arch::global_asm!(
-    ".pushsection .tbss, \"awT\", @nobits",
+    ".pushsection .tdata, \"awT\", @progbits",
     ".balign 8",
     concat!(".globl ", current_slot!()),
     concat!(".hidden ", current_slot!()),
     concat!(".type ", current_slot!(), ", @object"),
     concat!(".size ", current_slot!(), ", 8"),
     concat!(current_slot!(), ":"),
-    ".zero 8",
+    ".quad {none}",
     ".popsection",
+    none = sym NO_BUFFER,
 );
 
-/// This thread's buffer, or null.
+/// What a thread's slot points at while it has no buffer: a buffer with
+/// no room (`room` 0), never written, so that the append routines' one
+/// check of the room also sends a thread without a buffer to the slow path
+/// (no null test on the fast path). Zeros: in `.bss`, its pages untouched
+/// but the two the routines read.
+static NO_BUFFER: Buffer = Buffer {
+    head: Head {
+        magic: 0,
+        tid: AtomicU32::new(0),
+        seq: AtomicU64::new(0),
+        len: AtomicU32::new(0),
+        cap: 0,
+        taken_seq: AtomicU64::new(0),
+        taken_len: AtomicU32::new(0),
+        buffer: AtomicU32::new(0),
+        counts: UnsafeCell::new([0; EVENT_KIND_SLOTS as usize]),
+    },
+    items: UnsafeCell::new([0; BATCH_BYTES + SLACK]),
+    room: Cell::new(0),
+    owned: AtomicU32::new(0),
+};
+
+/// This thread's buffer, if it has one.
 #[inline(always)]
-fn current() -> *mut Buffer {
-    let buffer: *mut Buffer;
+fn current() -> Option<&'static Buffer> {
+    let buffer: *const Buffer;
     // SAFETY: reads this thread's slot (8 bytes of its static TLS).
     unsafe {
         core::arch::asm!(
@@ -243,12 +277,15 @@ fn current() -> *mut Buffer {
             options(nostack, preserves_flags, readonly),
         );
     }
-    buffer
+    // SAFETY: the slot holds `NO_BUFFER` or this thread's buffer, which
+    // lives until the thread exits.
+    (!core::ptr::eq(buffer, &NO_BUFFER)).then(|| unsafe { &*buffer })
 }
 
-/// Makes `buffer` (or null) this thread's.
+/// Makes `buffer` (or none) this thread's.
 #[inline(always)]
-fn set_current(buffer: *mut Buffer) {
+fn set_current(buffer: Option<&'static Buffer>) {
+    let buffer: *const Buffer = buffer.unwrap_or(&NO_BUFFER);
     // SAFETY: writes this thread's slot, nothing else.
     unsafe {
         core::arch::asm!(
@@ -268,7 +305,7 @@ pub(crate) mod fast {
     use core::mem::offset_of;
 
     pub(crate) const LEN: usize = offset_of!(Buffer, head) + offset_of!(Head, len);
-    pub(crate) const LIMIT: usize = offset_of!(Buffer, limit);
+    pub(crate) const ROOM: usize = offset_of!(Buffer, room);
     pub(crate) const ITEMS: usize = offset_of!(Buffer, items);
     pub(crate) const COUNTS: usize = offset_of!(Buffer, head) + offset_of!(Head, counts);
 }
@@ -283,13 +320,10 @@ struct Owner;
 impl Drop for Owner {
     fn drop(&mut self) {
         let buffer = current();
-        set_current(null_mut());
-        if !buffer.is_null() {
-            // SAFETY: this thread's buffer, valid until released here.
-            unsafe {
-                flush_owned(&*buffer);
-                release(buffer);
-            }
+        set_current(None);
+        if let Some(buffer) = buffer {
+            flush_owned(buffer);
+            release(buffer);
         }
     }
 }
@@ -299,16 +333,13 @@ impl Drop for Owner {
 #[inline(always)]
 pub(crate) fn push<const W: usize>(kind: u8, bytes: u32, words: [u64; W]) {
     const { assert!(W <= SLACK / 8) };
-    let buffer = current();
-    if !buffer.is_null() {
-        // SAFETY: this thread's own buffer, which only it appends to.
-        unsafe {
-            let buffer = &*buffer;
-            let len = buffer.head.len.load(Ordering::Relaxed);
-            if len + bytes <= buffer.limit.get() {
-                append(buffer, len, kind, bytes, &words);
-                return;
-            }
+    if let Some(buffer) = current() {
+        let len = buffer.head.len.load(Ordering::Relaxed);
+        if len < buffer.room.get() {
+            // SAFETY: this thread's own buffer, which only it appends to,
+            // with room for the largest item.
+            unsafe { append(buffer, len, kind, bytes, &words) };
+            return;
         }
     }
     push_slow(kind, bytes, words);
@@ -355,7 +386,7 @@ fn mark_words() -> [u64; 2] {
     ]
 }
 
-/// The next item does not fit before `limit`: a time mark is due, the
+/// The buffer has no room (`len >= room`): a time mark is due, the
 /// buffer is full, or this thread has none yet.
 #[cold]
 #[inline(never)]
@@ -366,22 +397,25 @@ fn push_slow<const W: usize>(kind: u8, bytes: u32, words: [u64; W]) {
     let mark = MARK_BYTES as u32;
     let head = &buffer.head;
     // A loader that stopped took part of this batch: hand over the rest and
-    // start afresh, rather than append after what it took.
+    // start afresh, rather than append after what it took. Full: no room
+    // for a time mark and the largest item after it.
+    debug_assert!(bytes <= ROOM_MARGIN);
     if head.taken_seq.load(Ordering::Acquire) == head.seq.load(Ordering::Relaxed)
-        || head.len.load(Ordering::Relaxed) + mark + bytes > head.cap
+        || head.len.load(Ordering::Relaxed) + mark + ROOM_MARGIN > head.cap
     {
         flush_owned(buffer);
     }
     let len = head.len.load(Ordering::Relaxed);
     // SAFETY: room for the mark and the item was made above.
     unsafe {
-        if len + bytes > buffer.limit.get() {
+        if len >= buffer.room.get() {
             // A time mark: the thread's clock now, before the event.
             append(buffer, len, 0, mark, &mark_words());
             let after_mark = len + mark;
+            // At least `after_mark`: the check above left room.
             buffer
-                .limit
-                .set((after_mark + MARK_EVERY_BYTES).min(head.cap));
+                .room
+                .set((after_mark + MARK_EVERY_BYTES).min(head.cap) - ROOM_MARGIN);
             append(buffer, after_mark, kind, bytes, &words);
         } else {
             append(buffer, len, kind, bytes, &words);
@@ -394,10 +428,7 @@ fn push_slow<const W: usize>(kind: u8, bytes: u32, words: [u64; W]) {
 /// [`crate::flush`].
 #[inline(always)]
 pub(crate) fn flush_pending() {
-    let buffer = current();
-    if !buffer.is_null() {
-        // SAFETY: this thread's own buffer.
-        let buffer = unsafe { &*buffer };
+    if let Some(buffer) = current() {
         if buffer.head.len.load(Ordering::Relaxed) != 0 {
             flush_owned(buffer);
         }
@@ -425,7 +456,7 @@ fn flush_owned(buffer: &Buffer) {
     // SAFETY: the owner's counts.
     unsafe { *head.counts.get() = [0; EVENT_KIND_SLOTS as usize] };
     // The next event writes a time mark first.
-    buffer.limit.set(0);
+    buffer.room.set(0);
 }
 
 /// Fires the flush probe for items `start..len` of batch `seq` of the
@@ -560,15 +591,13 @@ use batch_enable_site;
 /// This thread's buffer, taken or allocated on its first event; None while
 /// the thread is being torn down (its thread-locals destroyed).
 fn current_or_new() -> Option<&'static Buffer> {
-    let buffer = current();
-    if !buffer.is_null() {
-        // SAFETY: this thread's buffer lives until the thread exits.
-        return Some(unsafe { &*buffer });
+    if let Some(buffer) = current() {
+        return Some(buffer);
     }
     // Registers the destructor that flushes and releases it.
     OWNER.try_with(|_| ()).ok()?;
     let buffer = acquire();
-    set_current(buffer as *const Buffer as *mut Buffer);
+    set_current(Some(buffer));
     Some(buffer)
 }
 
@@ -612,7 +641,7 @@ fn acquire() -> &'static Buffer {
             counts: UnsafeCell::new([0; EVENT_KIND_SLOTS as usize]),
         },
         items: UnsafeCell::new([0; BATCH_BYTES + SLACK]),
-        limit: Cell::new(0),
+        room: Cell::new(0),
         owned: AtomicU32::new(1),
     }));
     RegistryBlock::register(buffer);
@@ -620,8 +649,8 @@ fn acquire() -> &'static Buffer {
 }
 
 /// Gives a thread's buffer back, to the next thread that needs one.
-unsafe fn release(buffer: *mut Buffer) {
-    (*buffer).owned.store(0, Ordering::Release);
+fn release(buffer: &Buffer) {
+    buffer.owned.store(0, Ordering::Release);
 }
 
 /// A lossless loader that started this process (`-- CMD`) asks for flow
@@ -753,11 +782,11 @@ extern "C" fn forget_in_child() {
         buffer.head.buffer.store(number, Ordering::Relaxed);
         // SAFETY: the child has one thread, this one.
         unsafe { *buffer.head.counts.get() = [0; EVENT_KIND_SLOTS as usize] };
-        buffer.limit.set(0);
+        buffer.room.set(0);
         buffer.owned.store(0, Ordering::Release);
     }
     FLUSH.credit_owner.store(0, Ordering::Release);
-    set_current(null_mut());
+    set_current(None);
 }
 
 /// `CLOCK_MONOTONIC` now, in ns (the vDSO: no system call).

@@ -41,6 +41,10 @@
 #[cfg(not(feature = "disabled"))]
 use crate::enabled::SemaphoreWord;
 #[cfg(not(feature = "disabled"))]
+use crate::enabled::PER_EVENT;
+#[cfg(not(feature = "disabled"))]
+use crate::fire::{call_site_function, thread_buffer, PackedSiteFn};
+#[cfg(not(feature = "disabled"))]
 use styx_common::item::TAG_BYTES;
 use styx_common::schema::{EnumValue, FieldKind, MAX_FIELDS};
 #[cfg(not(feature = "disabled"))]
@@ -191,7 +195,18 @@ macro_rules! __declared_type {
             $crate::__probe_site!(@skipped "styx_batch", stringify!($name), SEMAPHORE, 2);
         }
 
-        /// What the append routine calls when it does not append itself.
+        /// What the append routine calls when it does not append itself:
+        /// the values as they are.
+        extern "C" fn unpacked(a: u64, b: u64, c: u64, d: u64, e: u64) {
+            $crate::__declared::unpacked::<<$name as $crate::Declared>::Values>(
+                $crate::__load_word!(SEMAPHORE),
+                &SEMAPHORE,
+                site,
+                [a, b, c, d, e],
+            )
+        }
+
+        /// The same for the packed append routine (more fields).
         extern "C" fn packed(a: u64, b: u64, c: u64, d: u64, e: u64) {
             $crate::__declared::packed::<<$name as $crate::Declared>::Values>(
                 $crate::__load_word!(SEMAPHORE),
@@ -223,7 +238,12 @@ macro_rules! __declared_type {
 
             #[inline(always)]
             fn call_site(word: u32, values: Self::Values) {
-                $crate::__declared::call_site(word, values, &SEMAPHORE, packed, wide)
+                $crate::__declared::call_site(
+                    word,
+                    values,
+                    &SEMAPHORE,
+                    $crate::__declared::SiteFns { unpacked, packed, wide },
+                )
             }
         }
     };
@@ -392,15 +412,18 @@ fields_of_tuples! {
     (A a, B b, C c, D d, E e, F f, G g, H h)
 }
 
-/// Bytes of a declared type's item the append routine takes in its
-/// registers: five words.
+/// Bytes of a declared type's item the packed append routine takes in
+/// its registers: five words.
 #[cfg(not(feature = "disabled"))]
 const PACKED_BYTES: usize = 40;
 
-/// A declared type's cold block: the item packed into registers for the
-/// append routine ([`declared_append`], as the catalogue's types'), its
-/// tag the semaphore's distance from the flush site's; an item wider than
-/// the routine's registers goes to `wide`, in Rust.
+/// A declared type's cold block: the values as they are, up to
+/// [`UNPACKED_FIELDS`] of them, and the
+/// item's head (its tag, the semaphore's distance from the flush site's,
+/// and its length) in registers for the append routine
+/// ([`declared_append`], as the catalogue's types'); more values
+/// packed into registers ([`declared_packed_append`]); an item wider
+/// than those goes to `wide`, in Rust.
 #[doc(hidden)]
 #[cfg(not(feature = "disabled"))]
 #[inline(always)]
@@ -408,27 +431,59 @@ pub fn call_site<F: Fields>(
     word: u32,
     values: F,
     semaphore: &'static SemaphoreWord,
-    packed: crate::fire::PackedSiteFn,
-    wide: fn([u64; MAX_FIELDS]),
+    sites: SiteFns,
 ) {
-    let bytes = TAG_BYTES + 1 + F::VALUE_BYTES;
-    if bytes > PACKED_BYTES {
-        return wide(values.bits());
-    }
     let flush = &raw const crate::batch::FLUSH as u64;
     let tag = styx_common::schema::declared_tag(semaphore as *const _ as u64, flush);
     let head = tag as u64 | (F::VALUE_BYTES as u64) << (8 * TAG_BYTES);
-    let words = crate::fire::pack(head, TAG_BYTES + 1, &values.bits(), F::WIDTHS);
-    crate::fire::call_declared(word, packed, bytes as u32, words);
+    let bits = values.bits();
+    if F::WIDTHS.len() <= UNPACKED_FIELDS {
+        let values = [bits[0], bits[1], bits[2], bits[3], bits[4]];
+        return call_declared::<F>(word, sites.unpacked, head as u32, values);
+    }
+    if TAG_BYTES + 1 + F::VALUE_BYTES > PACKED_BYTES {
+        return (sites.wide)(bits);
+    }
+    let words = crate::fire::pack(head, TAG_BYTES + 1, &bits, F::WIDTHS);
+    call_declared_packed::<F>(word, sites.packed, words);
 }
 
-/// What the append routine hands on (a per-event tracer, no buffer yet, a
-/// time mark due): the per-event site takes the values unpacked, the
-/// thread's batch the packed item.
+/// A declared type's functions its append routines call when they do not
+/// append themselves (a per-event tracer, no buffer yet, a time mark due):
+/// with the values as they are (`unpacked`) or packed, and for an item
+/// too wide for either routine (`wide`).
+#[doc(hidden)]
+#[cfg(not(feature = "disabled"))]
+#[derive(Clone, Copy)]
+pub struct SiteFns {
+    pub unpacked: PackedSiteFn,
+    pub packed: PackedSiteFn,
+    pub wide: fn([u64; MAX_FIELDS]),
+}
+
+/// What the unpacked append routine hands on: the per-event site takes the
+/// values, the thread's batch the item.
+#[doc(hidden)]
+#[cfg(not(feature = "disabled"))]
+pub fn unpacked<F: Fields>(
+    word: u32,
+    semaphore: &'static SemaphoreWord,
+    site: fn([u64; MAX_FIELDS]),
+    values: [u64; 5],
+) {
+    let mut fields = [0u64; MAX_FIELDS];
+    let n = F::WIDTHS.len();
+    // As the fields' `bits()` gave them (signed ones sign-extended).
+    fields[..n].copy_from_slice(&values[..n]);
+    wide(word, semaphore, site, fields, F::WIDTHS);
+}
+
+/// What the packed append routine hands on (a per-event tracer, no buffer
+/// yet, a time mark due): the per-event site takes the values unpacked,
+/// the thread's batch the packed item.
 #[doc(hidden)]
 #[cfg(not(feature = "disabled"))]
 pub fn packed<F: Fields>(word: u32, site: fn([u64; MAX_FIELDS]), words: [u64; 5]) {
-    use crate::enabled::PER_EVENT;
     if word & PER_EVENT != 0 {
         let mut fields: [u64; MAX_FIELDS] = crate::fire::unpack(&words, TAG_BYTES + 1, F::WIDTHS);
         for ((field, &bytes), &signed) in fields.iter_mut().zip(F::WIDTHS).zip(F::SIGNED) {
@@ -456,7 +511,6 @@ pub fn wide(
     values: [u64; MAX_FIELDS],
     widths: &[usize],
 ) {
-    use crate::enabled::PER_EVENT;
     if word & PER_EVENT != 0 {
         site(values);
     }
@@ -465,4 +519,196 @@ pub fn wide(
         let tag = styx_common::schema::declared_tag(semaphore as *const _ as u64, flush);
         crate::batch::push_declared(tag, &values[..widths.len()], widths);
     }
+}
+
+/// The most fields a declared type's values may have to be passed to its
+/// append routine as they are (`rdi`, `rsi`, `rdx`, `rcx`, `r8`), each
+/// stored at its offset by the routine ([`declared_append`]); more go
+/// packed ([`declared_packed_append`]).
+#[cfg(not(feature = "disabled"))]
+pub(crate) const UNPACKED_FIELDS: usize = 5;
+
+/// Calls [`declared_append`] from a declared type's cold block with its
+/// values as they are (the first `F::WIDTHS.len()` of them) and the
+/// item's head (tag and length byte) in `r10d`: as [`call_append!`](crate::fire), the
+/// semaphore word it read in `r11`, `r9` clobbered too.
+#[cfg(not(feature = "disabled"))]
+#[inline(always)]
+pub(crate) fn call_declared<F: Fields>(word: u32, site: PackedSiteFn, head: u32, values: [u64; 5]) {
+    match F::WIDTHS.len() {
+        0 => declared_call!(F, word, site, head, [out("rdi") _, out("rsi") _, out("rdx") _,
+            out("rcx") _, out("r8") _,]),
+        1 => declared_call!(F, word, site, head, [inout("rdi") values[0] => _, out("rsi") _,
+            out("rdx") _, out("rcx") _, out("r8") _,]),
+        2 => declared_call!(F, word, site, head, [inout("rdi") values[0] => _,
+            inout("rsi") values[1] => _, out("rdx") _, out("rcx") _, out("r8") _,]),
+        3 => declared_call!(F, word, site, head, [inout("rdi") values[0] => _,
+            inout("rsi") values[1] => _, inout("rdx") values[2] => _, out("rcx") _, out("r8") _,]),
+        4 => declared_call!(F, word, site, head, [inout("rdi") values[0] => _,
+            inout("rsi") values[1] => _, inout("rdx") values[2] => _,
+            inout("rcx") values[3] => _, out("r8") _,]),
+        _ => declared_call!(F, word, site, head, [inout("rdi") values[0] => _,
+            inout("rsi") values[1] => _, inout("rdx") values[2] => _,
+            inout("rcx") values[3] => _, inout("r8") values[4] => _,]),
+    }
+}
+
+/// One arm of [`call_declared`]: the call with these value registers.
+#[cfg(not(feature = "disabled"))]
+macro_rules! declared_call {
+    ($F:ident, $word:expr, $site:expr, $head:expr, [$($values:tt)*]) => {
+        // SAFETY: `declared_append` returns with every register but these
+        // and the flags as it found them, and the stack pointer restored.
+        unsafe {
+            core::arch::asm!(
+                "call {append}",
+                append = sym declared_append::<$F>,
+                inout("rax") $site => _,
+                inout("r11") $word => _,
+                inout("r10") $head => _,
+                $($values)*
+                out("r9") _,
+                out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
+                out("xmm4") _, out("xmm5") _, out("xmm6") _, out("xmm7") _,
+                out("xmm8") _, out("xmm9") _, out("xmm10") _, out("xmm11") _,
+                out("xmm12") _, out("xmm13") _, out("xmm14") _, out("xmm15") _,
+            )
+        }
+    };
+}
+#[cfg(not(feature = "disabled"))]
+use declared_call;
+
+/// The append routine of a declared type whose values are `F`, at most
+/// [`UNPACKED_FIELDS`] of them: as a catalogue type's (`fire::fast_append!`),
+/// the semaphore word given (in `r11`: the call site read it, not zero,
+/// and each type has its own), and the item's head (its tag, which is the
+/// type's, and its length byte) in `r10d`, stored as 4 bytes, the first
+/// value's store overwriting the last; each value whole at its offset, in
+/// order; counted as other providers' probes' events (`EventKind::Usdt`).
+#[cfg(not(feature = "disabled"))]
+#[unsafe(naked)]
+unsafe extern "C" fn declared_append<F: Fields>() {
+    core::arch::naked_asm!(
+        "test r11d, {per_event}",
+        "jnz 2f",
+        thread_buffer!(),
+        "mov r9d, dword ptr [r11 + {len}]",
+        "cmp r9d, dword ptr [r11 + {room}]",
+        "jae 2f",
+        "mov dword ptr [r11 + r9 + {item}], r10d",
+        ".if {n} > 0",
+        "mov qword ptr [r11 + r9 + {item} + {at0}], rdi",
+        ".endif",
+        ".if {n} > 1",
+        "mov qword ptr [r11 + r9 + {item} + {at1}], rsi",
+        ".endif",
+        ".if {n} > 2",
+        "mov qword ptr [r11 + r9 + {item} + {at2}], rdx",
+        ".endif",
+        ".if {n} > 3",
+        "mov qword ptr [r11 + r9 + {item} + {at3}], rcx",
+        ".endif",
+        ".if {n} > 4",
+        "mov qword ptr [r11 + r9 + {item} + {at4}], r8",
+        ".endif",
+        "inc dword ptr [r11 + {count}]",
+        // The new length last (x86 stores are release stores): a thread
+        // flushing at exit sees the item.
+        "add dword ptr [r11 + {len}], {bytes}",
+        "ret",
+        "2:",
+        call_site_function!(),
+        per_event = const PER_EVENT,
+        len = const crate::batch::fast::LEN,
+        room = const crate::batch::fast::ROOM,
+        item = const crate::batch::fast::ITEMS,
+        n = const F::WIDTHS.len(),
+        at0 = const declared_offsets(F::WIDTHS)[0],
+        at1 = const declared_offsets(F::WIDTHS)[1],
+        at2 = const declared_offsets(F::WIDTHS)[2],
+        at3 = const declared_offsets(F::WIDTHS)[3],
+        at4 = const declared_offsets(F::WIDTHS)[4],
+        bytes = const TAG_BYTES + 1 + F::VALUE_BYTES,
+        count = const crate::batch::fast::COUNTS + 4 * EventKind::Usdt as usize,
+    );
+}
+
+/// Where each of a declared item's first [`UNPACKED_FIELDS`] values
+/// starts: after the tag and the length byte, each after the one before.
+#[cfg(not(feature = "disabled"))]
+const fn declared_offsets(widths: &[usize]) -> [usize; UNPACKED_FIELDS] {
+    let mut at = [0; UNPACKED_FIELDS];
+    let mut next = TAG_BYTES + 1;
+    let mut i = 0;
+    while i < at.len() {
+        at[i] = next;
+        if i < widths.len() {
+            next += widths[i];
+        }
+        i += 1;
+    }
+    at
+}
+
+/// Calls [`declared_packed_append`] from a declared type's cold block with
+/// its packed item: as [`call_append!`](crate::fire), the semaphore word it read in
+/// `r11`.
+#[cfg(not(feature = "disabled"))]
+#[inline(always)]
+pub(crate) fn call_declared_packed<F: Fields>(word: u32, site: PackedSiteFn, words: [u64; 5]) {
+    // SAFETY: `declared_packed_append` returns with every register but
+    // these and the flags as it found them, and the stack pointer restored.
+    unsafe {
+        core::arch::asm!(
+            "call {append}",
+            append = sym declared_packed_append::<F>,
+            inout("rax") site => _,
+            inout("r11") word => _,
+            inout("rdi") words[0] => _,
+            inout("rsi") words[1] => _,
+            inout("rdx") words[2] => _,
+            inout("rcx") words[3] => _,
+            inout("r8") words[4] => _,
+            out("r10") _,
+            out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
+            out("xmm4") _, out("xmm5") _, out("xmm6") _, out("xmm7") _,
+            out("xmm8") _, out("xmm9") _, out("xmm10") _, out("xmm11") _,
+            out("xmm12") _, out("xmm13") _, out("xmm14") _, out("xmm15") _,
+        );
+    }
+}
+
+/// The append routine of a declared type with more than
+/// [`UNPACKED_FIELDS`] values, packed by the call site into at most five
+/// words: as [`declared_append`], the five words stored.
+#[cfg(not(feature = "disabled"))]
+#[unsafe(naked)]
+unsafe extern "C" fn declared_packed_append<F: Fields>() {
+    core::arch::naked_asm!(
+        "test r11d, {per_event}",
+        "jnz 2f",
+        thread_buffer!(),
+        "mov r10d, dword ptr [r11 + {len}]",
+        "cmp r10d, dword ptr [r11 + {room}]",
+        "jae 2f",
+        "mov qword ptr [r11 + r10 + {item}], rdi",
+        "mov qword ptr [r11 + r10 + {item} + 8], rsi",
+        "mov qword ptr [r11 + r10 + {item} + 16], rdx",
+        "mov qword ptr [r11 + r10 + {item} + 24], rcx",
+        "mov qword ptr [r11 + r10 + {item} + 32], r8",
+        "inc dword ptr [r11 + {count}]",
+        // The new length last (x86 stores are release stores): a thread
+        // flushing at exit sees the item.
+        "add dword ptr [r11 + {len}], {bytes}",
+        "ret",
+        "2:",
+        call_site_function!(),
+        per_event = const PER_EVENT,
+        len = const crate::batch::fast::LEN,
+        room = const crate::batch::fast::ROOM,
+        item = const crate::batch::fast::ITEMS,
+        bytes = const TAG_BYTES + 1 + F::VALUE_BYTES,
+        count = const crate::batch::fast::COUNTS + 4 * EventKind::Usdt as usize,
+    );
 }

@@ -34,18 +34,27 @@
 //!   routine (`fast_append!`, assembly), not `site`: while only batch
 //!   tracers hold the type it appends the item to the thread's batch
 //!   itself, in the registers the call site gave up, and otherwise calls
-//!   `site`, saving what compiled code may change. The cold block only
-//!   moves the values and one immediate (the item's tag, length and
-//!   offsets: `layout_word`) into registers; the routine puts each value
-//!   in its width. Packing the item in the cold block instead (shifts and
-//!   ors, ~10 instructions a site) made styx-rv's `Bus::read_mem` too big
-//!   to inline: 147.8 instructions a guest instruction detached, against
-//!   129.3 (callgrind). Compiled code cannot
-//!   be told which registers to leave alone, so reaching the append
-//!   through `site` cost a save of every scratch register and `site`'s own
-//!   saves (the thread-local lookup is a call until the linker relaxes
-//!   it): a traced `mem_read` in a tight loop took 48 instructions, the
-//!   old all-inline probes 28, the routine 33 (callgrind).
+//!   `site`, saving what compiled code may change. The routine is generic
+//!   over the call site's argument types (`append::<T>`): the item's tag,
+//!   length and where each value goes are constants in its code, one
+//!   instance per combination of widths, so the cold block only moves the
+//!   values into registers and nothing is worked out per event. Packing
+//!   the item in the cold block instead (shifts and ors, ~10 instructions
+//!   a site) made styx-rv's `Bus::read_mem` too big to inline: 147.8
+//!   instructions a guest instruction detached, against 129.3
+//!   (callgrind). Compiled code cannot be told which registers to leave
+//!   alone, so reaching the append through `site` cost a save of every
+//!   scratch register and `site`'s own saves (the thread-local lookup is a
+//!   call until the linker relaxes it): a traced `mem_read` in a tight
+//!   loop took 48 instructions, the old all-inline probes 28, a routine 33
+//!   (callgrind). Once items carried their values' widths, one routine per
+//!   type placing each value at the offset a layout word from the cold
+//!   block gave (a shift, a byte move and a store a value, `rbx` saved)
+//!   took 57.7 instructions a traced tight-loop event, the loop included;
+//!   the routine per argument types, whose room check needs neither the
+//!   item's length nor a null test (`batch::NO_BUFFER`) and which stores a
+//!   fixed last byte itself (`Args::FIXED`), takes 38.0
+//!   (`styx-bench/examples/append_count.rs` counts them).
 //!
 //! In the cold function the word is loaded again: zero (a tracer detached
 //! since the check, or a `jmp` left by anything patching the check) does
@@ -54,6 +63,10 @@
 //! thread's batch (`crate::batch`) for the high half. Events of the rare
 //! types are never batched; they flush the thread's pending batch before
 //! firing, so a thread's events reach the reader in the order they happened.
+//! The append routine itself reads only the word's low half: the call
+//! site saw the word non-zero, so with the low half zero the high half was
+//! up (a tracer detaching since may still get that one item in its
+//! thread's batch, as it may between any check and the store after it).
 
 use crate::{MemValue, Value};
 #[cfg(not(feature = "disabled"))]
@@ -81,6 +94,20 @@ macro_rules! armed {
     };
 }
 
+/// `Args::FIXED` of an argument tuple with a fixed last value, or
+/// without (`None`); `@width`, that value's width: a byte.
+macro_rules! fixed {
+    (@width $fixed:expr) => {
+        1
+    };
+    () => {
+        None
+    };
+    ($fixed:expr) => {
+        Some($fixed)
+    };
+}
+
 /// Defines `pub mod $name` of a batched type: `armed()`, the call site's
 /// check; `Args`, the argument tuples the probe takes, each with the
 /// widths of its values (the item's tag, length and layout follow from
@@ -90,8 +117,9 @@ macro_rules! armed {
 /// `fire`, what the call site's function runs with the values (the Rust
 /// path packs the item into `$words` words).
 macro_rules! batched_probe {
-    ($name:ident / $kind:ident, words $words:tt, site $site:tt; $(
-        <$($g:ident: $bound:path),*> ($($var:ident),*) => [$($value:expr; $bytes:expr),*];
+    ($name:ident / $kind:ident, words $words:tt, site $site:tt / $fewer:tt; $(
+        <$($g:ident: $bound:path),*> ($($var:ident),*)
+            => [$($value:expr; $bytes:expr),*] $(fixed $fixed:expr)?;
     )+) => {
         #[doc(hidden)]
         pub mod $name {
@@ -103,22 +131,33 @@ macro_rules! batched_probe {
             /// Words of the type's widest item (the Rust path packs it).
             pub const WORDS: usize = $words;
 
-            /// Calls the type's [`append`] from the call site's cold block
-            /// with the call site's function `site`, the values as they
-            /// are (zero-extended) and where each goes in the item
-            /// ([`layout_word`]): all the cold block holds is moves.
+            /// Calls the append routine of the call site's argument types
+            /// ([`append`]) from the call site's cold block with the call
+            /// site's function `site` and the values as they are, but a
+            /// fixed last one (`Args::FIXED`, in the routine's code): all
+            /// the cold block holds is moves.
             #[inline(always)]
             pub fn call_site<T: Args>(site: SiteFn, values: T) {
                 let values = values.values();
-                let v = |i: usize| if i < $site { values[i] } else { 0 };
                 #[cfg(not(feature = "disabled"))]
-                call_append!(append, site, T::LAYOUT, [v(0), v(1), v(2), v(3)]);
+                if T::FIXED.is_some() {
+                    call_append!($fewer; append::<T>, site, values);
+                } else {
+                    call_append!($site; append::<T>, site, values);
+                }
                 #[cfg(feature = "disabled")]
-                let _ = (site, v);
+                let _ = (site, values);
             }
 
+            /// The append routine of the argument types `T`
+            /// ([`fast_append!`]): their item's tag, length and value
+            /// offsets are in its code.
             #[cfg(not(feature = "disabled"))]
-            fast_append!(append, $name, $kind, $site);
+            #[doc(hidden)]
+            #[unsafe(naked)]
+            pub unsafe extern "C" fn append<T: Args>() {
+                fast_append!($site; $name, $kind, T)
+            }
 
             /// The argument tuples the probe accepts.
             pub trait Args: Sized {
@@ -128,19 +167,26 @@ macro_rules! batched_probe {
                 const TAG: u16 = styx_common::item::event_tag(EventKind::$kind, Self::WIDTHS);
                 /// Bytes of the item.
                 const BYTES: u32 = item_bytes(Self::WIDTHS);
-                /// The tag and where each value goes, for the routine.
-                const LAYOUT: u64 = layout_word(Self::TAG, Self::WIDTHS);
+                /// Where each value starts in the item: value `i` at
+                /// `AT[i]` (past the last value, the item's end).
+                const AT: [usize; 4] = value_offsets(Self::WIDTHS);
+                /// The last value, a byte, when the argument types fix it
+                /// (a memory access's size, an instruction's unknown
+                /// length): the routine stores it, the call site passes
+                /// one register fewer.
+                const FIXED: Option<u8> = None;
                 /// The values, as the per-event site passes them.
                 fn values(self) -> [u64; $site];
             }
 
             $(
                 impl<$($g: $bound),*> Args for ($($g,)*) {
-                    const WIDTHS: &'static [usize] = &[$($bytes),*];
+                    const WIDTHS: &'static [usize] = &[$($bytes,)* $(fixed!(@width $fixed))?];
+                    const FIXED: Option<u8> = fixed!($($fixed)?);
                     #[inline(always)]
                     fn values(self) -> [u64; $site] {
                         let ($($var,)*) = self;
-                        [$($value),*]
+                        [$($value,)* $($fixed as u64)?]
                     }
                 }
             )+
@@ -157,7 +203,11 @@ macro_rules! batched_probe {
                     if state == 0 {
                         return;
                     }
-                    let site: [u64; $site] = core::array::from_fn(|i| values[i]);
+                    let mut site: [u64; $site] = core::array::from_fn(|i| values[i]);
+                    // Not in its register: the routine has it.
+                    if let Some(fixed) = T::FIXED {
+                        site[$site - 1] = fixed as u64;
+                    }
                     if state & PER_EVENT != 0 {
                         event_site!($name, semaphores::$name, SITE, site, $site);
                     }
@@ -175,25 +225,24 @@ macro_rules! batched_probe {
 /// calls with the values (four registers, the routine's).
 pub type SiteFn = extern "C" fn(u64, u64, u64, u64);
 
-/// A declared type's site function: the packed item (five registers).
+/// A declared type's site function: five registers, its values as they
+/// are or its packed item.
 pub type PackedSiteFn = extern "C" fn(u64, u64, u64, u64, u64);
 
-/// What a catalogue type's append routine needs besides the values: the
-/// item's tag (bits 0–15), its bytes (16–23), and the offset in it of
-/// values 1, 2 and 3 (24–31, 32–39, 40–47; value 0 is at 2): one
-/// immediate the call site moves into `r10`.
-pub const fn layout_word(tag: u16, widths: &[usize]) -> u64 {
-    let mut word = tag as u64;
-    let mut at = styx_common::item::TAG_BYTES;
+/// Where each of an item's values starts (value 0 after the tag), for
+/// values `widths` bytes wide; past the last, the item's end.
+pub const fn value_offsets(widths: &[usize]) -> [usize; 4] {
+    let mut at = [0; 4];
+    let mut next = styx_common::item::TAG_BYTES;
     let mut i = 0;
-    while i < widths.len() {
-        if i > 0 {
-            word |= (at as u64) << (16 + 8 * i);
+    while i < at.len() {
+        at[i] = next;
+        if i < widths.len() {
+            next += widths[i];
         }
-        at += widths[i];
         i += 1;
     }
-    word | (at as u64) << 16
+    at
 }
 
 /// Bytes of an item whose values are `widths` bytes wide.
@@ -294,39 +343,39 @@ macro_rules! per_event_probe {
 // Each value travels in its type's width (`Value`). An instruction's
 // length is the item's last byte and the per-event site's third value; 0
 // where the emulator gives none.
-batched_probe!(insn_fetch / InsnFetch, words 3, site 3;
-    <P: Value, I: Value>(pc, insn) => [pc.bits(); P::BYTES, insn.bits(); I::BYTES, 0; 1];
+batched_probe!(insn_fetch / InsnFetch, words 3, site 3 / 2;
+    <P: Value, I: Value>(pc, insn) => [pc.bits(); P::BYTES, insn.bits(); I::BYTES] fixed 0;
     <P: Value, I: Value, L: InsnLen>(pc, insn, len)
         => [pc.bits(); P::BYTES, insn.bits(); I::BYTES, len.insn_len() as u64; 1];
 );
-batched_probe!(insn_exec / InsnExec, words 3, site 3;
-    <P: Value, I: Value>(pc, insn) => [pc.bits(); P::BYTES, insn.bits(); I::BYTES, 0; 1];
+batched_probe!(insn_exec / InsnExec, words 3, site 3 / 2;
+    <P: Value, I: Value>(pc, insn) => [pc.bits(); P::BYTES, insn.bits(); I::BYTES] fixed 0;
     <P: Value, I: Value, L: InsnLen>(pc, insn, len)
         => [pc.bits(); P::BYTES, insn.bits(); I::BYTES, len.insn_len() as u64; 1];
 );
-batched_probe!(block / Block, words 3, site 2;
+batched_probe!(block / Block, words 3, site 2 / 1;
     <P: Value, S: Value>(pc, size) => [pc.bits(); P::BYTES, size.bits(); S::BYTES];
 );
 // A memory access's size is the width of its value's type: the item's
 // last byte, the per-event site's fourth value.
-batched_probe!(mem_read / MemRead, words 4, site 4;
+batched_probe!(mem_read / MemRead, words 4, site 4 / 3;
     <P: Value, A: Value, V: MemValue>(pc, addr, val)
-        => [pc.bits(); P::BYTES, addr.bits(); A::BYTES, val.bits(); V::BYTES, V::BYTES as u64; 1];
+        => [pc.bits(); P::BYTES, addr.bits(); A::BYTES, val.bits(); V::BYTES] fixed V::BYTES as u8;
 );
-batched_probe!(mem_write / MemWrite, words 4, site 4;
+batched_probe!(mem_write / MemWrite, words 4, site 4 / 3;
     <P: Value, A: Value, V: MemValue>(pc, addr, val)
-        => [pc.bits(); P::BYTES, addr.bits(); A::BYTES, val.bits(); V::BYTES, V::BYTES as u64; 1];
+        => [pc.bits(); P::BYTES, addr.bits(); A::BYTES, val.bits(); V::BYTES] fixed V::BYTES as u8;
 );
-batched_probe!(reg_read / RegRead, words 4, site 3;
+batched_probe!(reg_read / RegRead, words 4, site 3 / 2;
     <P: Value, R: Value, V: Value>(pc, reg, val)
         => [pc.bits(); P::BYTES, reg.bits(); R::BYTES, val.bits(); V::BYTES];
 );
-batched_probe!(reg_write / RegWrite, words 5, site 4;
+batched_probe!(reg_write / RegWrite, words 5, site 4 / 3;
     <P: Value, R: Value, V: Value, O: Value>(pc, reg, val, old)
         => [pc.bits(); P::BYTES, reg.bits(); R::BYTES, val.bits(); V::BYTES, old.bits(); O::BYTES];
 );
 // An encoded branch (`Branch::encode`) takes 9 bits.
-batched_probe!(branch / Branch, words 3, site 3;
+batched_probe!(branch / Branch, words 3, site 3 / 2;
     <P: Value, T: Value, K: Into<Branch>>(pc, target, kind)
         => [pc.bits(); P::BYTES, target.bits(); T::BYTES, kind.into().encode(); 2];
 );
@@ -371,20 +420,54 @@ fn resident(text: &str, kept: usize) -> &str {
     text
 }
 
-/// Calls `$append` (see [`fast_append!`]) from the call site's cold block
-/// with the packed item's `$words` words in `rdi`, `rsi`, `rdx`, `rcx`
-/// (and `r8`), its length in `r10` and `site` in `rax`: those registers
-/// are declared clobbered (they carry what the cold block made for this
-/// call; a value still needed after it is copied there, in the cold
-/// block), and so are `r11` and the vector registers (they have no
-/// callee-saved ones); every other register keeps its value, so the
-/// compiler keeps the host function's values where it would without
-/// probes rather than in callee-saved registers that every run of the
-/// host function would save and restore. Not `nostack`: the compiler
-/// keeps the red zone free and the stack aligned around it, as for a call.
+/// Calls `$append` (a type's routine for the call site's argument types,
+/// see [`fast_append!`]) from the call site's cold block with the call
+/// site's function `site` in `rax` and its `$n` values in `rdi`, `rsi`,
+/// `rdx` (and `rcx`): those registers are declared clobbered (they carry
+/// what the cold block made for this call; a value still needed after it
+/// is copied there, in the cold block), and so are `r10`, `r11`, the
+/// value registers a type with fewer values leaves out, and the vector
+/// registers (they have no callee-saved ones); every other register keeps
+/// its value, so the compiler keeps the host function's values where it
+/// would without probes rather than in callee-saved registers that every
+/// run of the host function would save and restore. Not `nostack`: the
+/// compiler keeps the red zone free and the stack aligned around it, as
+/// for a call.
 #[cfg(not(feature = "disabled"))]
 macro_rules! call_append {
-    ($append:ident, $site:expr, $layout:expr, $values:expr) => {
+    (1; $append:path, $site:expr, $values:expr) => {
+        call_append!(@ $append, $site, [
+            inout("rdi") $values[0] => _,
+            out("rsi") _,
+            out("rdx") _,
+            out("rcx") _,
+        ])
+    };
+    (2; $append:path, $site:expr, $values:expr) => {
+        call_append!(@ $append, $site, [
+            inout("rdi") $values[0] => _,
+            inout("rsi") $values[1] => _,
+            out("rdx") _,
+            out("rcx") _,
+        ])
+    };
+    (3; $append:path, $site:expr, $values:expr) => {
+        call_append!(@ $append, $site, [
+            inout("rdi") $values[0] => _,
+            inout("rsi") $values[1] => _,
+            inout("rdx") $values[2] => _,
+            out("rcx") _,
+        ])
+    };
+    (4; $append:path, $site:expr, $values:expr) => {
+        call_append!(@ $append, $site, [
+            inout("rdi") $values[0] => _,
+            inout("rsi") $values[1] => _,
+            inout("rdx") $values[2] => _,
+            inout("rcx") $values[3] => _,
+        ])
+    };
+    (@ $append:path, $site:expr, [$($values:tt)*]) => {
         // SAFETY: `$append` returns with every register but these and the
         // flags as it found them, and the stack pointer restored.
         unsafe {
@@ -392,11 +475,8 @@ macro_rules! call_append {
                 "call {append}",
                 append = sym $append,
                 inout("rax") $site => _,
-                inout("r10") $layout => _,
-                inout("rdi") $values[0] => _,
-                inout("rsi") $values[1] => _,
-                inout("rdx") $values[2] => _,
-                inout("rcx") $values[3] => _,
+                $($values)*
+                out("r10") _,
                 out("r11") _,
                 out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
                 out("xmm4") _, out("xmm5") _, out("xmm6") _, out("xmm7") _,
@@ -409,151 +489,118 @@ macro_rules! call_append {
 #[cfg(not(feature = "disabled"))]
 use call_append;
 
-/// Calls [`declared_append`] from a declared type's cold block with its
-/// packed item: as [`call_append!`], the
-/// semaphore word it read in `r11`.
-#[cfg(not(feature = "disabled"))]
-#[inline(always)]
-pub(crate) fn call_declared(word: u32, site: PackedSiteFn, bytes: u32, words: [u64; 5]) {
-    // SAFETY: `declared_append` returns with every register but these and
-    // the flags as it found them, and the stack pointer restored.
-    unsafe {
-        core::arch::asm!(
-            "call {append}",
-            append = sym declared_append,
-            inout("rax") site => _,
-            inout("r10") bytes => _,
-            inout("r11") word => _,
-            inout("rdi") words[0] => _,
-            inout("rsi") words[1] => _,
-            inout("rdx") words[2] => _,
-            inout("rcx") words[3] => _,
-            inout("r8") words[4] => _,
-            out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
-            out("xmm4") _, out("xmm5") _, out("xmm6") _, out("xmm7") _,
-            out("xmm8") _, out("xmm9") _, out("xmm10") _, out("xmm11") _,
-            out("xmm12") _, out("xmm13") _, out("xmm14") _, out("xmm15") _,
-        );
-    }
-}
-
-/// The append routine of every declared type: as a catalogue type's
-/// ([`fast_append!`]), the semaphore word given (in `r11`: the call site
-/// read it, and each type has its own), five words stored, counted as
-/// other providers' probes' events (`EventKind::Usdt`).
-#[cfg(not(feature = "disabled"))]
-#[unsafe(naked)]
-unsafe extern "C" fn declared_append() {
-    core::arch::naked_asm!(
-        buffer_of_batch_only!(),
-        "add r10d, dword ptr [r11 + {len}]",
-        "cmp r10d, dword ptr [r11 + {limit}]",
-        "ja 2f",
-        "mov eax, dword ptr [r11 + {len}]",
-        "mov qword ptr [r11 + rax + {item}], rdi",
-        "mov qword ptr [r11 + rax + {item} + 8], rsi",
-        "mov qword ptr [r11 + rax + {item} + 16], rdx",
-        "mov qword ptr [r11 + rax + {item} + 24], rcx",
-        "mov qword ptr [r11 + rax + {item} + 32], r8",
-        "inc dword ptr [r11 + {count}]",
-        // The new length last (x86 stores are release stores): a thread
-        // flushing at exit sees the item.
-        "mov dword ptr [r11 + {len}], r10d",
-        "ret",
-        "2:",
-        call_site_function!(),
-        per_event = const PER_EVENT,
-        len = const crate::batch::fast::LEN,
-        limit = const crate::batch::fast::LIMIT,
-        item = const crate::batch::fast::ITEMS,
-        count = const crate::batch::fast::COUNTS + 4 * EventKind::Usdt as usize,
-    );
-}
-
-/// Defines `$append`, what a batched type's call sites call (see
-/// [`call_append!`]) with its `$values` values. While only batch tracers
-/// hold the type and the thread's buffer has room before its next time
-/// mark, it appends the item itself: the semaphore word, the thread's
-/// buffer (an initial-exec thread-local), the bounds check and the
-/// stores, in `rax`, `r10` and `r11` (the call site declares them
-/// clobbered), `rbx` (saved) and the value registers once stored — what
-/// `batch::push` does, without a call into compiled code, which may
-/// clobber every scratch register and would need them all saved. Each
-/// value is stored whole (8 bytes) at its offset, in order, so the next
-/// one overwrites the zeros past its width, and the buffer has room past
-/// its end for the last: the call site only moves its values and the
-/// layout word into registers (its cold block stays small enough for the
-/// host function to be inlined as without probes). Anything else (a
-/// per-event tracer, no buffer yet, a time mark due, a word gone to zero)
-/// calls the call site's function with the values, saving `r8` and `r9`,
-/// which the call site keeps.
+/// The body of a batched type's append routine for the argument types
+/// `$T` (`append::<T>`), what its call sites call (see [`call_append!`])
+/// with their `$n` values. While only batch tracers hold the type and the
+/// thread's buffer has room before its next time mark, it appends the
+/// item itself: the semaphore word's halves, the thread's buffer (an
+/// initial-exec thread-local), the bounds check and the stores, in `r10`
+/// and `r11` (the call site declares them clobbered) — what `batch::push`
+/// does, without a call into compiled code, which may clobber every
+/// scratch register and would need them all saved. The item's tag, length
+/// and where each value goes are constants of `$T` (the routine is
+/// generic, one instance per combination of widths a program uses), so no
+/// layout is worked out per event. Each value is stored whole (8 bytes)
+/// at its offset, in order, so the next one overwrites what is past its
+/// width (the values need not even be zero-extended), and the buffer has
+/// room past its end for the last: the call site only moves its values
+/// into registers (its cold block stays small enough for the host function
+/// to be inlined as without probes). Anything else (a per-event tracer, no
+/// buffer yet, a time mark due, a word gone to zero) calls the call site's
+/// function with the values, saving `r8` and `r9`, which the call site
+/// keeps.
 #[cfg(not(feature = "disabled"))]
 macro_rules! fast_append {
-    ($append:ident, $name:ident, $kind:ident, $values:tt) => {
-        #[doc(hidden)]
-        #[unsafe(naked)]
-        pub unsafe extern "C" fn $append() {
-            core::arch::naked_asm!(
-                "mov r11d, dword ptr [rip + {sema}]",
-                buffer_of_batch_only!(),
-                "push rbx",
-                // rbx: the length after this item (r10 bits 16-23 its bytes).
-                "mov ebx, r10d",
-                "shr ebx, 16",
-                "movzx ebx, bl",
-                "add ebx, dword ptr [r11 + {len}]",
-                "cmp ebx, dword ptr [r11 + {limit}]",
-                "ja 3f",
-                "mov eax, dword ptr [r11 + {len}]",
-                "lea rax, [r11 + rax + {item}]",
-                "mov word ptr [rax], r10w",
-                "mov qword ptr [rax + 2], rdi",
-                store_at_offsets!($values),
-                "inc dword ptr [r11 + {count}]",
-                // The new length last (x86 stores are release stores): a
-                // thread flushing at exit sees the item.
-                "mov dword ptr [r11 + {len}], ebx",
-                "pop rbx",
-                "ret",
-                "3:",
-                "pop rbx",
-                "2:",
-                call_site_function!(),
-                sema = sym semaphores::$name,
-                per_event = const PER_EVENT,
-                len = const crate::batch::fast::LEN,
-                limit = const crate::batch::fast::LIMIT,
-                item = const crate::batch::fast::ITEMS,
-                count = const crate::batch::fast::COUNTS + 4 * EventKind::$kind as usize,
-            );
-        }
+    (2; $name:ident, $kind:ident, $T:ident) => {
+        fast_append!(@ $name, $kind, $T, "", [])
+    };
+    (3; $name:ident, $kind:ident, $T:ident) => {
+        fast_append!(@ $name, $kind, $T,
+            concat!(
+                ".if {fixed}\n",
+                "mov byte ptr [r11 + r10 + {item} + {at2}], {last}\n",
+                ".else\n",
+                "mov qword ptr [r11 + r10 + {item} + {at2}], rdx\n",
+                ".endif",
+            ),
+            [at2 = const <$T as Args>::AT[2],
+             fixed = const <$T as Args>::FIXED.is_some() as u8,
+             last = const match <$T as Args>::FIXED { Some(fixed) => fixed, None => 0 },
+            ])
+    };
+    (4; $name:ident, $kind:ident, $T:ident) => {
+        fast_append!(@ $name, $kind, $T,
+            concat!(
+                "mov qword ptr [r11 + r10 + {item} + {at2}], rdx\n",
+                ".if {fixed}\n",
+                "mov byte ptr [r11 + r10 + {item} + {at3}], {last}\n",
+                ".else\n",
+                "mov qword ptr [r11 + r10 + {item} + {at3}], rcx\n",
+                ".endif",
+            ),
+            [at2 = const <$T as Args>::AT[2], at3 = const <$T as Args>::AT[3],
+             fixed = const <$T as Args>::FIXED.is_some() as u8,
+             last = const match <$T as Args>::FIXED { Some(fixed) => fixed, None => 0 },
+            ])
+    };
+    (@ $name:ident, $kind:ident, $T:ident, $more:expr, [$($at:tt)*]) => {
+        core::arch::naked_asm!(
+            // The low half: per-event tracers, whose site takes the event.
+            // The word was not zero at the call site's check, so the high
+            // half, batch tracers, is up (or went down since, as it may
+            // while the item is being stored).
+            "cmp word ptr [rip + {sema}], 0",
+            "jne 2f",
+            thread_buffer!(),
+            // r10: the length, below the room left (which leaves room for
+            // the largest item).
+            "mov r10d, dword ptr [r11 + {len}]",
+            "cmp r10d, dword ptr [r11 + {room}]",
+            "jae 2f",
+            // The tag (a 4-byte store: no length-changing prefix), then
+            // the values.
+            "mov dword ptr [r11 + r10 + {item}], {tag}",
+            "mov qword ptr [r11 + r10 + {item} + {at0}], rdi",
+            "mov qword ptr [r11 + r10 + {item} + {at1}], rsi",
+            $more,
+            "inc dword ptr [r11 + {count}]",
+            // The new length last (x86 stores are release stores): a
+            // thread flushing at exit sees the item.
+            "add dword ptr [r11 + {len}], {bytes}",
+            "ret",
+            "2:",
+            call_site_function!(),
+            sema = sym semaphores::$name,
+            len = const crate::batch::fast::LEN,
+            room = const crate::batch::fast::ROOM,
+            bytes = const <$T as Args>::BYTES,
+            item = const crate::batch::fast::ITEMS,
+            tag = const <$T as Args>::TAG,
+            at0 = const <$T as Args>::AT[0],
+            at1 = const <$T as Args>::AT[1],
+            $($at)*
+            count = const crate::batch::fast::COUNTS + 4 * EventKind::$kind as usize,
+        )
     };
 }
 #[cfg(not(feature = "disabled"))]
 use fast_append;
 
-/// An append routine's first steps once the semaphore word is in `r11d`:
-/// on to `2:` unless only batch tracers hold the type (the high half up,
-/// the low half zero) and the thread has a buffer, which is then in `r11`.
+/// The thread's buffer into `r11`: one with no room if it has none yet
+/// (`batch::NO_BUFFER`), which the room check sends on to `2:`.
 #[cfg(not(feature = "disabled"))]
-macro_rules! buffer_of_batch_only {
+macro_rules! thread_buffer {
     () => {
         concat!(
-            "cmp r11d, {per_event}\n",
-            "jbe 2f\n",
-            "test r11d, {per_event}\n",
-            "jnz 2f\n",
             "mov r11, qword ptr [rip + ",
             crate::batch::current_slot!(),
             "@GOTTPOFF]\n",
-            "mov r11, qword ptr fs:[r11]\n",
-            "test r11, r11\n",
-            "jz 2f",
+            "mov r11, qword ptr fs:[r11]",
         )
     };
 }
 #[cfg(not(feature = "disabled"))]
-use buffer_of_batch_only;
+pub(crate) use thread_buffer;
 
 /// An append routine's slow path: the call site's function (in `rax`),
 /// with the stack as the call site's (8 past a 16-byte boundary) and the
@@ -565,30 +612,7 @@ macro_rules! call_site_function {
     };
 }
 #[cfg(not(feature = "disabled"))]
-use call_site_function;
-
-/// Values 1 to 3 at the offsets the layout word (`r10`) gives, each offset
-/// read into the register of a value already stored.
-#[cfg(not(feature = "disabled"))]
-macro_rules! store_at_offsets {
-    (2) => {
-        "shr r10, 24\nmovzx edi, r10b\nmov qword ptr [rax + rdi], rsi"
-    };
-    (3) => {
-        concat!(
-            store_at_offsets!(2),
-            "\nshr r10, 8\nmovzx edi, r10b\nmov qword ptr [rax + rdi], rdx"
-        )
-    };
-    (4) => {
-        concat!(
-            store_at_offsets!(3),
-            "\nshr r10, 8\nmovzx edi, r10b\nmov qword ptr [rax + rdi], rcx"
-        )
-    };
-}
-#[cfg(not(feature = "disabled"))]
-use store_at_offsets;
+pub(crate) use call_site_function;
 
 /// A marker takes one value, not a tuple: its `Args` are for the text itself.
 #[doc(hidden)]

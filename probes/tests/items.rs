@@ -97,38 +97,57 @@ fn packed_items_unpack_to_the_per_event_values() {
     assert_eq!(back, site);
 }
 
-/// What the append routine does with a call site's layout word (tag,
-/// bytes, offsets of values 1 to 3): each value stored whole at its
-/// offset, in order. The bytes it leaves are the codec's item.
+/// What a type's append routine (`append::<T>`) stores: the tag, then
+/// each value whole (8 bytes, whatever is above its width) at its offset
+/// (`T::AT`), in order, a fixed last byte (`T::FIXED`) as the per-event
+/// site passes it, the item `T::BYTES` long. The bytes it leaves are
+/// the codec's item.
 #[test]
 fn the_routines_stores_make_the_codecs_item() {
-    use fire::mem_read::Args;
-    fn stored<T: Args>(values: T) -> (Vec<u8>, Vec<u8>) {
-        let site = values.values();
-        let layout = T::LAYOUT;
-        let mut buffer = [0xeeu8; 64];
-        buffer[..2].copy_from_slice(&(layout as u16).to_le_bytes());
-        let mut at = 2;
-        for (i, value) in site.iter().enumerate() {
-            if i > 0 {
-                at = (layout >> (16 + 8 * i)) as u8 as usize;
+    macro_rules! stored {
+        ($name:ident, $kind:ident, $values:expr) => {{
+            use fire::$name::Args;
+            fn stored<T: Args>(values: T) -> (Vec<u8>, Vec<u8>) {
+                let site = values.values();
+                // A fixed last value is the routine's, not a register's.
+                if let Some(fixed) = T::FIXED {
+                    assert_eq!(site[site.len() - 1], u64::from(fixed));
+                    assert_eq!(T::WIDTHS[site.len() - 1], 1);
+                }
+                let mut buffer = [0xeeu8; 64];
+                buffer[..4].copy_from_slice(&u32::from(T::TAG).to_le_bytes());
+                for (i, (&value, &bytes)) in site.iter().zip(T::WIDTHS).enumerate() {
+                    // The register's bits above the value's width.
+                    let dirty = match bytes {
+                        8 => value,
+                        _ => value | 0xa5a5_a5a5_a5a5_a5a5 << (8 * bytes),
+                    };
+                    buffer[T::AT[i]..T::AT[i] + 8].copy_from_slice(&dirty.to_le_bytes());
+                }
+                let expected: Vec<(u64, usize)> = site
+                    .iter()
+                    .copied()
+                    .zip(T::WIDTHS.iter().copied())
+                    .collect();
+                let mut out = [0u8; MAX_ITEM_BYTES];
+                let len = write_event(EventKind::$kind, &expected, &mut out);
+                assert_eq!(T::AT[site.len() - 1] + T::WIDTHS[site.len() - 1], len);
+                (buffer[..T::BYTES as usize].to_vec(), out[..len].to_vec())
             }
-            buffer[at..at + 8].copy_from_slice(&value.to_le_bytes());
-        }
-        let bytes = (layout >> 16) as u8 as usize;
-        let expected: Vec<(u64, usize)> = site
-            .iter()
-            .copied()
-            .zip(T::WIDTHS.iter().copied())
-            .collect();
-        let mut out = [0u8; MAX_ITEM_BYTES];
-        let len = write_event(EventKind::MemRead, &expected, &mut out);
-        (buffer[..bytes].to_vec(), out[..len].to_vec())
+            stored($values)
+        }};
     }
     for (got, want) in [
-        stored((0x600u16, 0x10u16, 0x2au8)),
-        stored((u64::MAX, 1u64 << 63, 0xdead_beef_0bad_f00du64)),
-        stored((7u32, 0x8000u64, 0xbeefu16)),
+        stored!(mem_read, MemRead, (0x600u16, 0x10u16, 0x2au8)),
+        stored!(
+            mem_read,
+            MemRead,
+            (u64::MAX, 1u64 << 63, 0xdead_beef_0bad_f00du64)
+        ),
+        stored!(mem_write, MemWrite, (7u32, 0x8000u64, 0xbeefu16)),
+        stored!(reg_write, RegWrite, (0x1234u16, 5u8, 0xffu8, u32::MAX)),
+        stored!(block, Block, (0x400usize, 12u8)),
+        stored!(insn_exec, InsnExec, (0xc000u16, 0xa9u8)),
     ] {
         assert_eq!(got, want);
     }

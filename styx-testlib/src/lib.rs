@@ -12,23 +12,30 @@ styx_probe::event! {
 
 /// Fires `n` `insn_exec` events (pc `i`, instruction `i * 3`, length 4),
 /// `n` `mem_read`s (pc `i`, address `i * 8`, a 4-byte value `i`) and `n`
-/// of its own `lib_tick(i, i odd)` on each of `threads` new threads;
-/// returns the catalogue's events fired.
+/// of its own `lib_tick(i, i odd)` on each of `threads` new threads, or,
+/// with `threads` 0, on the calling thread (one that existed before the
+/// library was loaded: its batch slot is the one the dynamic linker set
+/// up at `dlopen`); returns the catalogue's events fired.
 #[no_mangle]
 pub extern "C" fn styx_testlib_fire(n: u64, threads: u64) -> u64 {
+    if threads == 0 {
+        fire_rounds(n);
+        return 2 * n;
+    }
     let workers: Vec<_> = (0..threads)
-        .map(|_| {
-            std::thread::spawn(move || {
-                for i in 0..n {
-                    styx_probe::insn_exec!(|| (i, i * 3, 4u8));
-                    styx_probe::mem_read!(|| (i, i * 8, i as u32));
-                    styx_probe::fire!(lib_tick, || (i as u32, i % 2 == 1));
-                }
-            })
-        })
+        .map(|_| std::thread::spawn(move || fire_rounds(n)))
         .collect();
     for worker in workers {
         worker.join().expect("a firing thread");
     }
     2 * n * threads
+}
+
+/// Rounds `0..n` of [`styx_testlib_fire`] on this thread.
+fn fire_rounds(n: u64) {
+    for i in 0..n {
+        styx_probe::insn_exec!(|| (i, i * 3, 4u8));
+        styx_probe::mem_read!(|| (i, i * 8, i as u32));
+        styx_probe::fire!(lib_tick, || (i as u32, i % 2 == 1));
+    }
 }

@@ -36,7 +36,8 @@
 //! - `dlopen PATH`: loads the shared library PATH (styx-testlib) at run
 //!   time; answers `loaded`.
 //! - `lib-fire N THREADS`: calls the loaded library's `styx_testlib_fire`
-//!   (N `insn_exec` and N `mem_read` on each of THREADS threads); answers
+//!   (N `insn_exec` and N `mem_read` on each of THREADS threads, or on
+//!   this thread with THREADS 0); answers
 //!   `lib-fired E`, E the events it fired.
 //! - `declared N`: fires its own declared event type `testprog_tick(i,
 //!   -i)` N times; answers `declared N`.

@@ -148,9 +148,11 @@ fn library_probes_are_traced_and_a_dlclosed_library_loses_nothing_else() {
 
 /// A Rust library with styx probes that the program loads at run time
 /// (`dlopen`), traced by pid: the probes' per-thread batch slot (an
-/// initial-exec thread-local, from the C library's spare static TLS) works
-/// there too, and every event of every thread arrives with its values,
-/// in order.
+/// initial-exec thread-local, from the C library's spare static TLS,
+/// starting as the address of a buffer with no room) works there too, on
+/// threads started after the library was loaded and on the one that
+/// loaded it, and every event of every thread arrives with its values, in
+/// order.
 #[test]
 fn a_rust_library_loaded_at_run_time_delivers_every_batched_event() {
     require_root();
@@ -168,11 +170,16 @@ fn a_rust_library_loaded_at_run_time_delivers_every_batched_event() {
         prog.ask(&format!("lib-fire {N} 2")).trim(),
         format!("lib-fired {}", 4 * N)
     );
+    // On testprog's own thread, which was there before the library.
+    assert_eq!(
+        prog.ask(&format!("lib-fire {N} 0")).trim(),
+        format!("lib-fired {}", 2 * N)
+    );
     prog.quit();
     let (status, stderr) = loader.finish();
     assert!(status.success(), "{stderr:?}");
     let threads = by_tid(read_jsonl(&out));
-    assert_eq!(threads.len(), 2, "{stderr:?}");
+    assert_eq!(threads.len(), 3, "{stderr:?}");
     for events in threads.values() {
         assert_eq!(events.len() as u64, 2 * N, "{stderr:?}");
         for (i, pair) in events.chunks(2).enumerate() {

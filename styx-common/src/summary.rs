@@ -112,6 +112,17 @@ pub struct TypeCount {
     pub lost: u64,
     /// Left out by `--filter`/`--sample`.
     pub filtered: u64,
+    /// `usdt`'s events by probe (`provider:probe`: an emulator's declared
+    /// types, other providers' probes), most first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<ProbeCount>,
+}
+
+/// One probe's events among `usdt`'s.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeCount {
+    pub name: String,
+    pub events: u64,
 }
 
 /// Why tracing ended.
@@ -275,6 +286,10 @@ impl fmt::Display for Summary {
             if t.lost > 0 {
                 write!(f, "  ({} lost: copy from the process failed)", t.lost)?;
             }
+            // Under its type, its numbers in the same column.
+            for p in &t.probes {
+                write!(f, "\n  {:<11} {:>12}  {}", "", p.events, p.name)?;
+            }
         }
         Ok(())
     }
@@ -306,7 +321,7 @@ mod tests {
 
     fn summary() -> Summary {
         Summary {
-            events: 2043,
+            events: 2073,
             target: "pid 7 (/opt/emu in a dir)".to_string(),
             seconds: 1.5234,
             stop: Stop::TargetExited,
@@ -318,6 +333,7 @@ mod tests {
                     dropped: 0,
                     lost: 0,
                     filtered: 0,
+                    probes: vec![],
                 },
                 TypeCount {
                     name: "marker".to_string(),
@@ -325,6 +341,24 @@ mod tests {
                     dropped: 12,
                     lost: 3,
                     filtered: 7,
+                    probes: vec![],
+                },
+                TypeCount {
+                    name: "usdt".to_string(),
+                    events: 30,
+                    dropped: 0,
+                    lost: 0,
+                    filtered: 0,
+                    probes: vec![
+                        ProbeCount {
+                            name: "emu:mmio_write".to_string(),
+                            events: 20,
+                        },
+                        ProbeCount {
+                            name: "python:function__entry".to_string(),
+                            events: 10,
+                        },
+                    ],
                 },
             ],
             loss: None,
@@ -430,9 +464,12 @@ mod tests {
     fn the_text_reads_as_it_always_has() {
         assert_eq!(
             summary().to_string(),
-            "styx-loader: 2043 events from pid 7 (/opt/emu in a dir) in 1.52 s (process exited); 12 dropped\n  \
+            "styx-loader: 2073 events from pid 7 (/opt/emu in a dir) in 1.52 s (process exited); 12 dropped\n  \
              mem_read            1000\n  \
-             marker              1043  (7 filtered out)  (12 dropped: ring buffer full)  (3 lost: copy from the process failed)"
+             marker              1043  (7 filtered out)  (12 dropped: ring buffer full)  (3 lost: copy from the process failed)\n  \
+             usdt                  30\n                        \
+             20  emu:mmio_write\n                        \
+             10  python:function__entry"
         );
     }
 

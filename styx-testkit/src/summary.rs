@@ -72,6 +72,7 @@ mod tests {
                     dropped: 0,
                     lost: 0,
                     filtered: 0,
+                    probes: vec![],
                 },
                 TypeCount {
                     name: "marker".into(),
@@ -79,6 +80,7 @@ mod tests {
                     dropped: 12,
                     lost: 0,
                     filtered: 7,
+                    probes: vec![],
                 },
             ],
             loss: None,

@@ -21,6 +21,17 @@ pub type KindCounts = [u64; EVENT_KIND_SLOTS as usize];
 /// of a declared type `declared` does not have, or of another length), or
 /// one cut off.
 pub fn counts(record: &[u8], codec: Codec, declared: &DeclaredTypes) -> Option<KindCounts> {
+    counts_by_type(record, codec, declared, &mut Vec::new())
+}
+
+/// [`counts`], and the events of each declared type among them added to
+/// `by_spec` as (its spec id, events), when the record is whole.
+pub fn counts_by_type(
+    record: &[u8],
+    codec: Codec,
+    declared: &DeclaredTypes,
+    by_spec: &mut Vec<(u32, u64)>,
+) -> Option<KindCounts> {
     const FIXED: usize = size_of::<BatchRecord>();
     let batch: BatchRecord = pod_read_unaligned(record.get(..FIXED)?);
     let len = batch.len as usize;
@@ -38,6 +49,8 @@ pub fn counts(record: &[u8], codec: Codec, declared: &DeclaredTypes) -> Option<K
     // chain of loads (one batched event in 4 ns of its CPU).
     let mut run: Option<(u16, Skimmed, usize)> = None;
     let mut run_items = 0u64;
+    // Declared types' events, kept apart until the record proves whole.
+    let mut types: Vec<(u32, u64)> = Vec::new();
     let mut at = 0;
     while at < items.len() {
         let tag = match items.get(at..at + TAG_BYTES) {
@@ -60,10 +73,12 @@ pub fn counts(record: &[u8], codec: Codec, declared: &DeclaredTypes) -> Option<K
             // A declared type's: other providers' probes' kind, as split.
             Skimmed::Declared { tag, values } => {
                 let file = batch.header.aux;
-                if declared.get(&(file, tag))?.value_bytes() != values {
+                let of = declared.get(&(file, tag))?;
+                if of.value_bytes() != values {
                     return None;
                 }
-                found[EventKind::Usdt as usize] += 1
+                found[EventKind::Usdt as usize] += 1;
+                add(&mut types, of.spec_id, 1);
             }
             // A version-1 item's first bytes are no tag.
             _ if codec != Codec::Current => count(&mut found, item, 1),
@@ -77,7 +92,19 @@ pub fn counts(record: &[u8], codec: Codec, declared: &DeclaredTypes) -> Option<K
     if let Some((_, what, _)) = run {
         count(&mut found, what, run_items);
     }
+    for (spec_id, n) in types {
+        add(by_spec, spec_id, n);
+    }
     Some(found)
+}
+
+/// Adds `n` events of spec id `spec_id` to `by_spec` (a batch holds few
+/// declared types: a look along the list).
+pub(crate) fn add(by_spec: &mut Vec<(u32, u64)>, spec_id: u32, n: u64) {
+    match by_spec.iter_mut().find(|(id, _)| *id == spec_id) {
+        Some((_, count)) => *count += n,
+        None => by_spec.push((spec_id, n)),
+    }
 }
 
 /// Adds `n` items of what `item` is to `found`.
@@ -211,5 +238,18 @@ mod tests {
             counts(&batch, Codec::Current, &known(vec![(4, false)])),
             None
         );
+        // Per type: its spec id's events, added to what was there; nothing
+        // for a batch that is not whole.
+        let twice = record(&[item[..len].to_vec(), item[..len].to_vec()].concat(), 0);
+        let mut by_spec = vec![(9, 5), (3, 1)];
+        let types = known(vec![(2, false), (1, true)]);
+        counts_by_type(&twice, Codec::Current, &types, &mut by_spec).unwrap();
+        assert_eq!(by_spec, [(9, 5), (3, 3)]);
+        let unknown = DeclaredTypes::new();
+        assert_eq!(
+            counts_by_type(&twice, Codec::Current, &unknown, &mut by_spec),
+            None
+        );
+        assert_eq!(by_spec, [(9, 5), (3, 3)]);
     }
 }

@@ -7,7 +7,7 @@ use styx_common::batch::BATCH_RECORD_KIND;
 use styx_common::item::Codec;
 use styx_common::{FatalRecord, EVENT_KIND_SLOTS, FATAL_RECORD_KIND};
 use styx_events::Keep;
-use styx_events::{decode, DecodeError, Event};
+use styx_events::{decode, Body, DecodeError, Event};
 use styx_events::{BatchError, Batches, DeclaredTypes, Irregular};
 use styx_events::{Discard, EventWriter, Totals};
 
@@ -27,11 +27,31 @@ pub struct Counts {
     pub first_bad_batch: Option<BatchError>,
     /// Batched events that arrived twice and were given once.
     pub duplicates: u64,
+    /// Of the `usdt` events, how many each probe gave: (spec id, events),
+    /// in the order first seen (the summary names each).
+    pub by_probe: Vec<(u32, u64)>,
 }
 
 impl Counts {
     pub fn total(&self) -> u64 {
         self.events.iter().sum()
+    }
+
+    /// Counts `event`.
+    fn event(&mut self, event: &Event<'_>) {
+        self.events[event.kind as usize] += 1;
+        if let Body::Usdt { spec_id, .. } = event.body {
+            self.probe(spec_id, 1);
+        }
+    }
+
+    /// Counts `n` events of the probe with spec id `spec_id` (few probes:
+    /// a look along the list).
+    fn probe(&mut self, spec_id: u32, n: u64) {
+        match self.by_probe.iter_mut().find(|(id, _)| *id == spec_id) {
+            Some((_, count)) => *count += n,
+            None => self.by_probe.push((spec_id, n)),
+        }
     }
 }
 
@@ -155,8 +175,10 @@ impl Sink {
         // a batch with a bad item stored whole would stop a reader there.
         let whole = match bytes.get(16) {
             Some(&BATCH_RECORD_KIND) if out.takes_batches() && !self.split_batches => {
-                let mut found = [0; EVENT_KIND_SLOTS as usize];
-                self.batches.take_whole(bytes, &mut found).then_some(found)
+                let (mut found, mut types) = ([0; EVENT_KIND_SLOTS as usize], Vec::new());
+                (self.batches)
+                    .take_whole(bytes, &mut found, &mut types)
+                    .then_some((found, types))
             }
             _ => None,
         };
@@ -164,9 +186,12 @@ impl Sink {
         let mut keeps = |event: &Event<'_>| keep.as_mut().is_none_or(|k| k.keeps(event));
         let written = match bytes.get(16) {
             Some(&BATCH_RECORD_KIND) if whole.is_some() => {
-                let found = whole.expect("just checked");
+                let (found, types) = whole.expect("just checked");
                 for (count, n) in counts.events.iter_mut().zip(found) {
                     *count += n;
+                }
+                for (spec_id, n) in types {
+                    counts.probe(spec_id, n);
                 }
                 out.batch(bytes)
             }
@@ -175,7 +200,7 @@ impl Sink {
                     if !keeps(event) {
                         return Ok(());
                     }
-                    counts.events[event.kind as usize] += 1;
+                    counts.event(event);
                     out.event(event)
                 });
                 match split {
@@ -194,7 +219,7 @@ impl Sink {
             _ => match decode(bytes) {
                 Ok(event) if !keeps(&event) => Ok(()),
                 Ok(event) => {
-                    counts.events[event.kind as usize] += 1;
+                    counts.event(&event);
                     out.event(&event)
                 }
                 Err(error) => {

@@ -116,6 +116,8 @@ pub struct Session {
     tick: Interval,
     settings: Settings,
     target_name: String,
+    /// The USDT sites' `provider:probe`, by spec id, for the summary.
+    probe_names: Vec<String>,
     started: Instant,
     elapsed: Duration,
     /// The rates seen, for why events were dropped.
@@ -178,6 +180,9 @@ impl Session {
             tick,
             settings,
             target_name: target.name.clone(),
+            probe_names: (selection.usdt.iter())
+                .map(|site| format!("{}:{}", site.provider, site.probe))
+                .collect(),
             started: Instant::now(),
             elapsed: Duration::ZERO,
             pace: Pace::new(Duration::ZERO, 0, 0),
@@ -400,6 +405,7 @@ impl Session {
             faults: &faults,
             filtered: &filtered,
             loss: self.pace.loss(pace, context),
+            probe_names: &self.probe_names,
             json: self.settings.json_summary,
         });
         if let Some(flight) = &self.settings.flight {

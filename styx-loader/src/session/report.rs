@@ -7,7 +7,7 @@
 use super::drain::Sink;
 use crate::bpf::load::Lost;
 use std::time::Duration;
-use styx_common::summary::{Loss, Summary, TypeCount};
+use styx_common::summary::{Loss, ProbeCount, Summary, TypeCount};
 use styx_common::EventKind;
 use styx_events::{FlightRecorder, EXITED_KEPT_LOOKS};
 
@@ -28,6 +28,9 @@ pub struct Run<'a> {
     pub filtered: &'a [u64],
     /// Why events were dropped, if any were.
     pub loss: Option<Loss>,
+    /// Other providers' probes (and declared types) as `provider:probe`,
+    /// by spec id.
+    pub probe_names: &'a [String],
     pub json: bool,
 }
 
@@ -60,6 +63,10 @@ fn summary(run: &Run<'_>) -> Summary {
                 dropped: run.drops[i],
                 lost: run.faults.events[i],
                 filtered: run.filtered[i],
+                probes: match kind {
+                    EventKind::Usdt => by_probe(&written.by_probe, run.probe_names),
+                    _ => Vec::new(),
+                },
             }
         })
         .filter(|t| t.events > 0 || t.dropped > 0 || t.lost > 0 || t.filtered > 0)
@@ -73,6 +80,22 @@ fn summary(run: &Run<'_>) -> Summary {
         types,
         loss: run.loss.clone(),
     }
+}
+
+/// `usdt`'s events per probe, named `provider:probe` by spec id, most
+/// first.
+fn by_probe(counts: &[(u32, u64)], names: &[String]) -> Vec<ProbeCount> {
+    let mut probes: Vec<ProbeCount> = (counts.iter())
+        .map(|&(spec_id, events)| ProbeCount {
+            name: names
+                .get(spec_id as usize)
+                .cloned()
+                .unwrap_or_else(|| "?".into()),
+            events,
+        })
+        .collect();
+    probes.sort_by(|a, b| b.events.cmp(&a.events).then_with(|| a.name.cmp(&b.name)));
+    probes
 }
 
 /// Warnings (and notes) about events lost, twice or malformed.

@@ -206,12 +206,30 @@ fn declared_types_arrive_whole_batched_and_per_event() {
         "{stderr:#?}"
     );
     assert_same(&events(&batched), &want);
+    assert_counted_per_type(&stderr, &want);
     let (per_event, stderr) = traced("declared-per-event", 300, &["--delivery", "per-event"]);
     assert!(
         stderr_says(&stderr, "attached 4 probe sites"),
         "{stderr:#?}"
     );
     assert_same(&events(&per_event), &want);
+    assert_counted_per_type(&stderr, &want);
+}
+
+/// The summary counts each declared type's events on a line of its own
+/// under `usdt` (`  N  styx_declared:TYPE`), as many as `fired` holds.
+fn assert_counted_per_type(stderr: &[String], fired: &[(String, Vec<Value>)]) {
+    let mut per_type: std::collections::BTreeMap<&str, usize> = Default::default();
+    for (probe, _) in fired {
+        *per_type.entry(probe).or_default() += 1;
+    }
+    for (probe, n) in per_type {
+        let line = format!("{n}  styx_declared:{probe}");
+        assert!(
+            stderr.iter().any(|l| l.trim() == line),
+            "{line}: {stderr:#?}"
+        );
+    }
 }
 
 /// Whether one of the loader's lines says `what`.
@@ -256,6 +274,8 @@ fn capture() -> &'static Path {
         prog.quit();
         let (status, stderr) = loader.finish();
         assert!(status.success(), "{stderr:#?}");
+        // Batches stored whole are counted per type too.
+        assert_counted_per_type(&stderr, &rounds(CAPTURED));
         raw
     })
 }

@@ -112,7 +112,7 @@ fuzz_target!(|data: &[u8]| {
             rest = after;
             let _ = batch_items::counts(record, codec, &declared());
             let mut counts = [0u64; 16];
-            if !batches.take_whole(record, &mut counts) {
+            if !batches.take_whole(record, &mut counts, &mut Vec::new()) {
                 let _ = batches.split(record, |_| Ok::<(), ()>(()));
             }
         }

@@ -191,7 +191,7 @@ fn batch_records_kept_whole(data: &[u8]) {
     for record in &records {
         // As the loader's drain: whole only when every item parses.
         let mut found = [0u64; SLOTS];
-        let found = batches.take_whole(record, &mut found).then_some(found);
+        let found = (batches.take_whole(record, &mut found, &mut Vec::new())).then_some(found);
         if let Some(found) = found {
             for (count, n) in counts.iter_mut().zip(found) {
                 *count += n;

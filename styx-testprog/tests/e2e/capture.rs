@@ -357,7 +357,10 @@ fn a_compressed_capture_holds_every_event_and_reads_alike_on_any_number_of_threa
             }
             outputs.push(files);
         }
-        assert!(outputs[0] == outputs[1], "{name}: threads changed the output");
+        assert!(
+            outputs[0] == outputs[1],
+            "{name}: threads changed the output"
+        );
     }
 }
 

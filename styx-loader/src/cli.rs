@@ -233,8 +233,9 @@ pub struct ReadArgs {
     /// Threads decoding and formatting the capture (default: one per
     /// core). A capture of blocks (written since version 3) with -o jsonl
     /// or text and no --filter, --sample, --by or traced functions is read
-    /// in parallel, its output byte for byte the one thread's; anything
-    /// else on one thread.
+    /// in parallel, its output byte for byte the one thread's; -o parquet
+    /// encodes row groups on a second thread (same bytes); anything else
+    /// on one thread.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub threads: Option<u64>,
 }

@@ -35,7 +35,9 @@ mod write;
 
 pub use formats::drcov::MAX_INSN_GAP as DRCOV_MAX_INSN_GAP;
 pub use formats::raw::{read_blocks, MakeWriter, ParallelError};
-pub use formats::raw::{Block, CaptureError, CaptureWriter, Compression, Ending, Reader};
+pub use formats::raw::{
+    Block, CaptureError, CaptureWriter, Compression, Ending, Reader, FLUSH_AGE,
+};
 pub use formats::{
     create_file, open, open_stream, usdt_name_taken, Detail, Format, Options, Output, OutputError,
 };

@@ -234,7 +234,8 @@ pub struct ReadArgs {
     /// core). A capture of blocks (written since version 3) with -o jsonl
     /// or text and no cut (--from, --to, -e), --filter, --sample, --by or
     /// traced functions is read in parallel, its output byte for byte the
-    /// one thread's; anything else on one thread.
+    /// one thread's; -o parquet encodes row groups on a second thread (same
+    /// bytes); anything else on one thread.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub threads: Option<u64>,
 }

@@ -124,12 +124,26 @@ pub fn open_one(
     compression: Compression,
     header: &Header,
 ) -> Result<Box<dyn EventWriter>> {
-    let options = options(detail, roll_mib, compression);
+    open_with(
+        format,
+        path,
+        &options(detail, roll_mib, compression),
+        header,
+    )
+}
+
+/// [`open_one`] with all of a format's options.
+pub fn open_with(
+    format: Format,
+    path: Option<&Path>,
+    options: &Options,
+    header: &Header,
+) -> Result<Box<dyn EventWriter>> {
     Ok(styx_events::open(
         format,
         &Output::new(path, format),
         header,
-        &options,
+        options,
     )?)
 }
 

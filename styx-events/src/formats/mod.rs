@@ -117,6 +117,9 @@ pub struct Options {
     pub roll_bytes: u64,
     /// A raw capture: how its blocks are stored.
     pub compression: Compression,
+    /// Threads the writer may use besides the caller's: Parquet encodes
+    /// row groups on a second thread when more than 1 (same bytes).
+    pub threads: usize,
 }
 
 /// `--roll-size`'s default: a rolled file is closed and the next begun
@@ -130,6 +133,7 @@ impl Default for Options {
             detail: Detail::default(),
             roll_bytes: ROLL_BYTES,
             compression: Compression::default(),
+            threads: 1,
         }
     }
 }
@@ -181,7 +185,13 @@ fn writer(
         Format::Perfetto => Box::new(PerfettoWriter::new(out, header, options.gzip)),
         Format::Drcov => Box::new(DrcovWriter::new(out, header)),
         Format::Tenet => Box::new(TenetWriter::new(out, header, output)?),
-        Format::Parquet => Box::new(ParquetWriter::new(out, header, output, options.roll_bytes)?),
+        Format::Parquet => Box::new(ParquetWriter::new(
+            out,
+            header,
+            output,
+            options.roll_bytes,
+            options.threads,
+        )?),
         Format::Folded => Box::new(FoldedWriter::new(out, header)),
     })
 }

@@ -32,6 +32,7 @@ use crate::session::fields::{for_each_field, is_plain, plain_values, Arg, Field,
 use crate::session::header::Header;
 use crate::session::usdt::UsdtProbes;
 use crate::write::writer::{EventWriter, Totals};
+use crossbeam_channel::{bounded, Receiver, Sender};
 use parquet::basic::{Compression, Encoding};
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, Int64Type};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
@@ -183,28 +184,20 @@ struct Part {
     columns: Vec<Values>,
 }
 
-/// Events as Parquet rows.
+/// Events as Parquet rows: gathered here, encoded by an [`EncodeOn`].
 pub struct ParquetWriter {
     names: Names,
-    columns: Vec<ColumnInfo>,
-    /// Per kind id.
+    /// Per schema column, its type.
+    types: Vec<ColumnType>,
+    /// Per kind id: the row group being gathered.
     parts: Vec<Part>,
-    /// Definition levels of a column a type does not have: all null.
-    nulls: Vec<i16>,
-    /// … and of one it has in every row.
-    ones: Vec<i16>,
     by_name: FxHashMap<String, usize>,
     /// Per kind id with plain fields: each field's column (and `reg_name`'s).
     plain: Vec<Option<PlainColumns>>,
-    event_names: Vec<ByteArray>,
-    /// Per kind: its name repeated, the `event` column of its rows.
-    event_column: Vec<Vec<ByteArray>>,
-    schema: Arc<Type>,
-    properties: Arc<WriterProperties>,
-    writer: Option<SerializedFileWriter<Vec<u8>>>,
+    /// The guest's register names met so far, by register number.
+    register_names: FxHashMap<u64, ByteArray>,
+    encoding: EncodeOn,
     sink: Sink,
-    /// Bytes per file in a directory before the next begins.
-    roll_bytes: u64,
     rows: usize,
     /// Rows per group: [`ROW_GROUP_ROWS`], fewer when rolling small files
     /// (a file ends only after a row group).
@@ -218,14 +211,73 @@ const PID: usize = 1;
 const TID: usize = 2;
 const EVENT: usize = 3;
 
+/// A row group's (or the footer's) bytes from the encoder, in file order.
+struct Encoded {
+    bytes: Vec<u8>,
+    /// The file ends with them (its footer is in them).
+    ended: bool,
+}
+
+/// Turns gathered row groups into the file's bytes: the column writers,
+/// encoding and compression (about half of the work).
+struct Encoder {
+    columns: Vec<ColumnInfo>,
+    /// Definition levels of a column a type does not have: all null.
+    nulls: Vec<i16>,
+    /// … and of one it has in every row.
+    ones: Vec<i16>,
+    event_names: Vec<ByteArray>,
+    /// Per kind: its name repeated, the `event` column of its rows.
+    event_column: Vec<Vec<ByteArray>>,
+    schema: Arc<Type>,
+    properties: Arc<WriterProperties>,
+    writer: Option<SerializedFileWriter<Vec<u8>>>,
+    /// Files end once this big (`--output DIR/`), else only at the end.
+    roll_bytes: Option<u64>,
+}
+
+/// What the encoder thread is asked.
+enum Job {
+    /// Encode these parts as a row group (handed back full); the buffer
+    /// of the bytes handed back last, to fill again.
+    Group(Vec<Part>, Vec<u8>),
+    /// End the file (`empty_file`: also when it has no row group).
+    Close { empty_file: bool },
+}
+
+/// The thread's answer to a job: the parts, the bytes.
+type Answer = (Vec<Part>, io::Result<Option<Encoded>>);
+
+/// Where row groups are encoded.
+///
+/// A second thread, when allowed, encodes each full row group while the
+/// writer gathers the next (double buffering, one group in flight): the
+/// encoder sees the same row groups in the same order as when it runs on
+/// the caller's thread, so the bytes are the same.
+enum EncodeOn {
+    Here(Box<Encoder>),
+    Thread {
+        jobs: Sender<Job>,
+        answers: Receiver<Answer>,
+        /// Emptied parts to gather the next group into, when no group is
+        /// in flight.
+        spare: Option<Vec<Part>>,
+        in_flight: bool,
+        /// The last bytes written, for the encoder to reuse.
+        buffer: Vec<u8>,
+    },
+}
+
 impl ParquetWriter {
     /// Parquet on `out`, or files of about `roll_bytes` rolled in `output`
-    /// when it is a directory (`--output DIR/`).
+    /// when it is a directory (`--output DIR/`); row groups encoded on a
+    /// second thread when `threads` > 1.
     pub fn new(
         out: Box<dyn Write>,
         header: &Header,
         output: &Output,
         roll_bytes: u64,
+        threads: usize,
     ) -> io::Result<ParquetWriter> {
         let columns = columns(header);
         let by_name: FxHashMap<String, usize> = columns
@@ -250,21 +302,12 @@ impl ParquetWriter {
             Output::Stdout | Output::File(_) => Sink::One(out),
         };
         let sink_is_dir = matches!(sink, Sink::Dir { .. });
-        let parts = (0..EVENT_KIND_SLOTS)
-            .map(|_| Part {
-                rows: 0,
-                columns: columns.iter().map(|_| Values::default()).collect(),
-            })
-            .collect();
-        Ok(ParquetWriter {
-            names: Names::new(header),
-            parts,
+        let types: Vec<ColumnType> = columns.iter().map(|c| c.ty).collect();
+        let encoder = Box::new(Encoder {
             nulls: Vec::new(),
             ones: Vec::new(),
             event_column: vec![Vec::new(); EVENT_KIND_SLOTS as usize],
             columns,
-            by_name,
-            plain,
             event_names: (0..EVENT_KIND_SLOTS as u8)
                 .map(|id| {
                     let name = EventKind::from_id(id).map_or("?", EventKind::probe_name);
@@ -275,8 +318,21 @@ impl ParquetWriter {
             schema,
             properties,
             writer: None,
+            roll_bytes: sink_is_dir.then_some(roll_bytes),
+        });
+        let encoding = match threads > 1 {
+            true => EncodeOn::thread(encoder)?,
+            false => EncodeOn::Here(encoder),
+        };
+        Ok(ParquetWriter {
+            names: Names::new(header),
+            parts: new_parts(types.len()),
+            types,
+            by_name,
+            plain,
+            register_names: FxHashMap::default(),
+            encoding,
             sink,
-            roll_bytes,
             rows: 0,
             // Parquet of styx events is ~10 bytes a row.
             group_rows: match sink_is_dir {
@@ -290,17 +346,188 @@ impl ParquetWriter {
         })
     }
 
-    /// Writes the gathered rows as a row group, and hands its bytes on.
+    /// Hands the gathered rows on as a row group, and what the encoder
+    /// made of them (of the group before, when it runs on a thread) to
+    /// the sink.
     fn write_group(&mut self) -> io::Result<()> {
         if self.rows == 0 {
             return Ok(());
         }
+        self.rows = 0;
+        self.text_bytes = 0;
+        let encoded = match &mut self.encoding {
+            EncodeOn::Here(encoder) => {
+                let encoded = encoder.group(&mut self.parts);
+                empty(&mut self.parts);
+                encoded?
+            }
+            EncodeOn::Thread {
+                jobs,
+                answers,
+                spare,
+                in_flight,
+                buffer,
+                ..
+            } => {
+                let (next, encoded) = match std::mem::replace(in_flight, true) {
+                    true => {
+                        let (mut parts, encoded) = answer(answers)?;
+                        // Freed where they were allocated: glibc frees
+                        // another thread's blocks slowly.
+                        empty(&mut parts);
+                        (parts, encoded?)
+                    }
+                    false => (spare.take().expect("parts when none in flight"), None),
+                };
+                let full = std::mem::replace(&mut self.parts, next);
+                if jobs.send(Job::Group(full, std::mem::take(buffer))).is_err() {
+                    return Err(encoder_gone());
+                }
+                encoded
+            }
+        };
+        self.hand_on(encoded)
+    }
+
+    /// Writes the encoder's bytes to the sink; in a directory, renames a
+    /// file they end.
+    fn hand_on(&mut self, encoded: Option<Encoded>) -> io::Result<()> {
+        let Some(Encoded { bytes, ended }) = encoded else {
+            return Ok(());
+        };
+        match &mut self.sink {
+            Sink::One(out) => out.write_all(&bytes)?,
+            Sink::Dir {
+                dir,
+                stem,
+                seq,
+                current,
+            } => {
+                if current.is_none() {
+                    *seq += 1;
+                    let name = dir.join(format!("{stem}-{seq:05}.parquet"));
+                    let part = name.with_extension("parquet.part");
+                    *current = Some((Box::new(create_file(&part)?), name));
+                }
+                let (out, _) = current.as_mut().expect("opened above");
+                out.write_all(&bytes)?;
+                if ended {
+                    let (mut out, name) = current.take().expect("opened above");
+                    out.flush()?;
+                    drop(out);
+                    std::fs::rename(name.with_extension("parquet.part"), &name)?;
+                    self.files += 1;
+                }
+            }
+        }
+        // The buffer back, emptied, for the next row group: growing a new
+        // one faulted in fresh pages every time.
+        let mut bytes = bytes;
+        bytes.clear();
+        match &mut self.encoding {
+            EncodeOn::Here(encoder) => encoder.reuse(bytes),
+            EncodeOn::Thread { buffer, .. } => *buffer = bytes,
+        }
+        Ok(())
+    }
+
+    /// Ends the file: the last row group, then the footer.
+    fn close(&mut self) -> io::Result<()> {
+        self.write_group()?;
+        let empty_file = matches!(self.sink, Sink::One(_));
+        let (before, last) = match &mut self.encoding {
+            EncodeOn::Here(encoder) => (None, encoder.close(empty_file)?),
+            EncodeOn::Thread {
+                jobs,
+                answers,
+                in_flight,
+                ..
+            } => {
+                let before = match std::mem::replace(in_flight, false) {
+                    true => answer(answers)?.1?,
+                    false => None,
+                };
+                if jobs.send(Job::Close { empty_file }).is_err() {
+                    return Err(encoder_gone());
+                }
+                (before, answer(answers)?.1?)
+            }
+        };
+        self.hand_on(before)?;
+        self.hand_on(last)
+    }
+}
+
+/// Empty parts, one per kind id, of `columns` columns each.
+fn new_parts(columns: usize) -> Vec<Part> {
+    (0..EVENT_KIND_SLOTS)
+        .map(|_| Part {
+            rows: 0,
+            columns: (0..columns).map(|_| Values::default()).collect(),
+        })
+        .collect()
+}
+
+/// Empties gathered parts, keeping their room.
+fn empty(parts: &mut [Part]) {
+    for part in parts {
+        part.rows = 0;
+        part.columns.iter_mut().for_each(Values::clear);
+    }
+}
+
+/// The encoder thread's next answer.
+fn answer(answers: &Receiver<Answer>) -> io::Result<Answer> {
+    answers.recv().map_err(|_| encoder_gone())
+}
+
+fn encoder_gone() -> io::Error {
+    io::Error::other("the Parquet encoder thread stopped")
+}
+
+impl EncodeOn {
+    /// `encoder` on a thread of its own.
+    fn thread(mut encoder: Box<Encoder>) -> io::Result<EncodeOn> {
+        let spare = new_parts(encoder.columns.len());
+        let (jobs, queue) = bounded::<Job>(1);
+        let (answers_to, answers) = bounded::<Answer>(1);
+        // It ends when the writer drops `jobs`.
+        std::thread::Builder::new()
+            .name("parquet-encode".into())
+            .spawn(move || {
+                while let Ok(job) = queue.recv() {
+                    let answer = match job {
+                        Job::Group(mut parts, buffer) => {
+                            encoder.reuse(buffer);
+                            let encoded = encoder.group(&mut parts);
+                            (parts, encoded)
+                        }
+                        Job::Close { empty_file } => (Vec::new(), encoder.close(empty_file)),
+                    };
+                    if answers_to.send(answer).is_err() {
+                        return;
+                    }
+                }
+            })?;
+        Ok(EncodeOn::Thread {
+            jobs,
+            answers,
+            spare: Some(spare),
+            in_flight: false,
+            buffer: Vec::new(),
+        })
+    }
+}
+
+impl Encoder {
+    /// Writes `parts` as a row group; the file's bytes so far.
+    fn group(&mut self, parts: &mut [Part]) -> io::Result<Option<Encoded>> {
         let writer = match &mut self.writer {
             Some(writer) => writer,
             None => self.writer.insert(self.file_writer()?),
         };
         let mut group = writer.next_row_group().map_err(io::Error::other)?;
-        let most = self.parts.iter().map(|p| p.rows).max().unwrap_or(0);
+        let most = parts.iter().map(|p| p.rows).max().unwrap_or(0);
         self.nulls.resize(most, 0);
         self.ones.resize(most, 1);
         for (c, info) in self.columns.iter().enumerate() {
@@ -310,7 +537,7 @@ impl ParquetWriter {
                 .expect("one column writer per schema column");
             // Each type's rows in turn: a type's rows are together, so
             // definition levels come in long runs, cheap to encode.
-            for (kind, part) in self.parts.iter_mut().enumerate() {
+            for (kind, part) in parts.iter_mut().enumerate() {
                 let rows = part.rows;
                 if rows == 0 {
                     continue;
@@ -346,71 +573,53 @@ impl ParquetWriter {
             }
             column.close().map_err(io::Error::other)?;
         }
-        for part in &mut self.parts {
-            part.rows = 0;
-            part.columns.iter_mut().for_each(Values::clear);
-        }
         group.close().map_err(io::Error::other)?;
-        self.rows = 0;
-        self.text_bytes = 0;
-        self.hand_on(false)
+        let roll = (self.roll_bytes).is_some_and(|most| writer.bytes_written() as u64 >= most);
+        match roll {
+            true => self.end(),
+            false => {
+                writer.flush()?;
+                let bytes = std::mem::take(writer.inner_mut());
+                Ok(Some(Encoded {
+                    bytes,
+                    ended: false,
+                }))
+            }
+        }
+    }
+
+    /// Ends the file (its footer), if one was begun or `empty_file`
+    /// asks for one without rows.
+    fn close(&mut self, empty_file: bool) -> io::Result<Option<Encoded>> {
+        if self.writer.is_none() && empty_file {
+            // No events: still a valid, empty file.
+            self.writer = Some(self.file_writer()?);
+        }
+        self.end()
+    }
+
+    /// The file's last bytes, its footer with them.
+    fn end(&mut self) -> io::Result<Option<Encoded>> {
+        let Some(writer) = self.writer.take() else {
+            return Ok(None);
+        };
+        let bytes = writer.into_inner().map_err(io::Error::other)?;
+        Ok(Some(Encoded { bytes, ended: true }))
+    }
+
+    /// An emptied buffer for the file's next bytes.
+    fn reuse(&mut self, buffer: Vec<u8>) {
+        if let Some(writer) = &mut self.writer {
+            if writer.inner_mut().is_empty() {
+                *writer.inner_mut() = buffer;
+            }
+        }
     }
 
     /// A writer for the next file, gathering its bytes in memory.
     fn file_writer(&self) -> io::Result<SerializedFileWriter<Vec<u8>>> {
         SerializedFileWriter::new(Vec::new(), self.schema.clone(), self.properties.clone())
             .map_err(io::Error::other)
-    }
-
-    /// Moves the file's bytes so far to the sink; `close` ends the file
-    /// (footer) and, in a directory, renames it whole.
-    fn hand_on(&mut self, close: bool) -> io::Result<()> {
-        let Some(writer) = &mut self.writer else {
-            return Ok(());
-        };
-        let roll = matches!(self.sink, Sink::Dir { .. })
-            && writer.bytes_written() as u64 >= self.roll_bytes;
-        let bytes = if close || roll {
-            let writer = self.writer.take().expect("checked above");
-            writer.into_inner().map_err(io::Error::other)?
-        } else {
-            writer.flush()?;
-            std::mem::take(writer.inner_mut())
-        };
-        let ended = close || roll;
-        match &mut self.sink {
-            Sink::One(out) => out.write_all(&bytes)?,
-            Sink::Dir {
-                dir,
-                stem,
-                seq,
-                current,
-            } => {
-                if current.is_none() {
-                    *seq += 1;
-                    let name = dir.join(format!("{stem}-{seq:05}.parquet"));
-                    let part = name.with_extension("parquet.part");
-                    *current = Some((Box::new(create_file(&part)?), name));
-                }
-                let (out, _) = current.as_mut().expect("opened above");
-                out.write_all(&bytes)?;
-                if ended {
-                    let (mut out, name) = current.take().expect("opened above");
-                    out.flush()?;
-                    drop(out);
-                    std::fs::rename(name.with_extension("parquet.part"), &name)?;
-                    self.files += 1;
-                }
-            }
-        }
-        if let (false, Some(writer)) = (ended, &mut self.writer) {
-            // The buffer back, emptied, for the next row group: growing a
-            // new one faulted in fresh pages every time.
-            let mut bytes = bytes;
-            bytes.clear();
-            *writer.inner_mut() = bytes;
-        }
-        Ok(())
     }
 }
 
@@ -430,23 +639,35 @@ impl EventWriter for ParquetWriter {
                 // The common case, straight from the record (see fields::is_plain).
                 for (&(col, name_col), value) in plain.iter().zip(plain_values(event, args)) {
                     set_int(columns, row, col, value as i64);
-                    let registers = &self.names.registers;
-                    let name = name_col.and_then(|c| Some((c, registers.get(value)?)));
-                    if let Some((name_col, name)) = name {
-                        set_str(columns, row, name_col, name.as_bytes(), text_bytes);
+                    let Some(name_col) = name_col else { continue };
+                    // Each name's bytes made once and shared: an
+                    // allocation per row cost a tenth of the gathering.
+                    let name = match self.register_names.get(&value) {
+                        Some(name) => Some(name),
+                        None => self.names.registers.get(value).map(|name| {
+                            let bytes = ByteArray::from(name.as_bytes().to_vec());
+                            &*self.register_names.entry(value).or_insert(bytes)
+                        }),
+                    };
+                    if let Some(name) = name {
+                        let c = &mut columns[name_col];
+                        if c.at(row) {
+                            *text_bytes += name.len();
+                            c.strs.push(name.clone());
+                        }
                     }
                 }
             }
             _ => {
                 let by_name = &self.by_name;
-                let infos = &self.columns;
+                let types = &self.types;
                 let col = |name: &str| by_name.get(name).copied();
                 // A number into its column, and a named register's name
                 // into `NAME_name`: the catalogue's and other probes' alike.
                 let value =
                     |columns: &mut [Values], text_bytes: &mut usize, name: &str, arg: &Arg<'_>| {
                         if let Some(c) = col(name) {
-                            set_arg(columns, row, c, infos[c].ty, arg, text_bytes);
+                            set_arg(columns, row, c, types[c], arg, text_bytes);
                         }
                         if let Arg::Reg(_, Some(reg_name)) = arg {
                             if let Some(c) = col(&format!("{name}_name")) {
@@ -507,12 +728,7 @@ impl EventWriter for ParquetWriter {
     }
 
     fn finish(&mut self, _: &Totals<'_>) -> io::Result<()> {
-        self.write_group()?;
-        if self.writer.is_none() && matches!(self.sink, Sink::One(_)) {
-            // No events: still a valid, empty file.
-            self.writer = Some(self.file_writer()?);
-        }
-        self.hand_on(true)?;
+        self.close()?;
         if let Sink::Dir { dir, .. } = &self.sink {
             log::info!("parquet: {} files in {}", self.files, dir.display());
         }

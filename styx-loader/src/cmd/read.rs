@@ -11,7 +11,7 @@ use std::io::{self, Read, Write};
 use std::path::PathBuf;
 use styx_common::{EventKind, EVENT_KIND_SLOTS};
 use styx_events::{read_blocks, Ending, Format, Header, Keep, ParallelError, Reader};
-use styx_events::{Bound, Cut, Discard, EventWriter, Tee, Totals, Types};
+use styx_events::{Bound, Cut, Discard, EventWriter, Options, Tee, Totals, Types};
 
 /// `top CAPTURE`: `read CAPTURE --by KEY` (pc unless --by says), the text
 /// table `--rows` long as top's.
@@ -67,14 +67,14 @@ pub fn run(args: &ReadArgs) -> Result<()> {
         (Some(_), Some(counter)) => Box::new(counter.writer()),
         _ if args.summary => Box::new(Discard),
         (_, counter) => {
-            let events = outputs::open_one(
-                args.output.format,
-                args.output.path.as_deref(),
-                args.output.detail,
-                args.output.roll_size,
-                args.output.compression,
-                &reader.header,
-            )?;
+            let out = &args.output;
+            let options = Options {
+                // Parquet's encoder on a thread of its own.
+                threads: threads(args),
+                ..outputs::options(out.detail, out.roll_size, out.compression)
+            };
+            let events =
+                outputs::open_with(out.format, out.path.as_deref(), &options, &reader.header)?;
             match counter {
                 Some(counter) => Box::new(Tee::new(vec![events, Box::new(counter.writer())])),
                 None => events,
@@ -182,10 +182,7 @@ fn convert(
     parallel: bool,
 ) -> Result<[u64; EVENT_KIND_SLOTS as usize]> {
     let name = args.file.display().to_string();
-    let threads = args.threads.map_or_else(
-        || std::thread::available_parallelism().map_or(1, |n| n.get()),
-        |n| usize::try_from(n).unwrap_or(usize::MAX),
-    );
+    let threads = threads(args);
     if !(parallel && threads > 1 && reader.reads_blocks() && writer.formats_apart()) {
         return copy(reader, cut, keep, writer, &name);
     }
@@ -197,6 +194,14 @@ fn convert(
         ParallelError::Capture(e) => anyhow::Error::new(e).context(format!("reading {name}")),
         ParallelError::Output(e) => e.into(),
     })
+}
+
+/// `--threads`, else one per core.
+fn threads(args: &ReadArgs) -> usize {
+    args.threads.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |n| n.get()),
+        |n| usize::try_from(n).unwrap_or(usize::MAX),
+    )
 }
 
 /// Every event of the capture that `cut` and then `keep` keep to `writer`;

@@ -9,11 +9,24 @@ use styx_common::{FatalRecord, EVENT_KIND_SLOTS, FATAL_RECORD_KIND};
 use styx_events::Keep;
 use styx_events::{decode, Body, DecodeError, Event};
 use styx_events::{BatchError, Batches, DeclaredTypes, Irregular};
-use styx_events::{Discard, EventWriter, Totals};
+use styx_events::{Discard, EventWriter, Totals, FLUSH_AGE};
 
 /// Records taken per drain at most, so a producer faster than the output
 /// cannot keep the loop from noticing signals and deadlines.
 const BUDGET: usize = 1 << 16;
+/// A drain's time at most, for the same reason when the output is slow
+/// (a budget of batches could take seconds): Ctrl-C and `--duration` are
+/// noticed within about this.
+const DRAIN_TIME: Duration = Duration::from_millis(50);
+/// Records between looks at the clock (a look costs ~20 ns, a batch
+/// record µs).
+const RECORDS_PER_LOOK: usize = 16;
+/// How often drains of an idle ring flush the output after the last
+/// events, until [`FLUSH_AGE`] (and two of these) has passed: a capture
+/// cuts the block it holds back only in a flush once the block has
+/// waited that long, so an emulator gone idle still sees its last events
+/// reach the file.
+const IDLE_FLUSH_EVERY: Duration = Duration::from_millis(50);
 
 /// What has gone through, per event kind (index = kind id).
 #[derive(Default)]
@@ -58,7 +71,7 @@ impl Counts {
 pub enum Drained {
     /// The ring was empty when the drain ended.
     All,
-    /// The budget ran out first: more may be waiting.
+    /// The budget (records or time) ran out first: more may be waiting.
     Budget,
 }
 
@@ -91,6 +104,9 @@ pub struct Sink {
     /// Time spent in drains that took anything (writes that block
     /// included): the loader's busy time, for why events were dropped.
     pub busy: Duration,
+    /// When a drain last took records, and when the output was last flushed.
+    last_taken: Option<Instant>,
+    last_flush: Instant,
 }
 
 impl Sink {
@@ -116,6 +132,8 @@ impl Sink {
             batch_records: 0,
             finishable: false,
             busy: Duration::ZERO,
+            last_taken: None,
+            last_flush: Instant::now(),
         }
     }
 
@@ -128,17 +146,35 @@ impl Sink {
         self.batches.irregular()
     }
 
-    /// Takes what is in the ring, up to a budget.
+    /// Takes what is in the ring, up to a budget of records and time.
     pub fn drain(&mut self, ring: &mut RingBuf<MapData>) -> Drained {
         let started = Instant::now();
         let mut taken = 0;
-        while taken < BUDGET {
+        let mut drained = Drained::All;
+        loop {
+            if taken == BUDGET
+                || (taken % RECORDS_PER_LOOK == 0 && taken > 0 && started.elapsed() >= DRAIN_TIME)
+            {
+                drained = Drained::Budget;
+                break;
+            }
             let Some(item) = ring.next() else { break };
             taken += 1;
             self.record(&item);
         }
-        // Flush per drain so a reader sees events within a tick, not per buffer.
-        if taken > 0 && self.open {
+        let now = Instant::now();
+        if taken > 0 {
+            self.last_taken = Some(now);
+        }
+        // Flush per drain so a reader sees events within a tick, not per
+        // buffer; when idle, now and then until what a writer holds back
+        // has waited long enough to go out.
+        let idle_flush = taken == 0
+            && now.duration_since(self.last_flush) >= IDLE_FLUSH_EVERY
+            && (self.last_taken)
+                .is_some_and(|t| now.duration_since(t) <= FLUSH_AGE + 2 * IDLE_FLUSH_EVERY);
+        if (taken > 0 || idle_flush) && self.open {
+            self.last_flush = now;
             if let Err(e) = self.out.flush() {
                 self.failed(e);
             }
@@ -146,11 +182,7 @@ impl Sink {
         if taken > 0 {
             self.busy += started.elapsed();
         }
-        if taken == BUDGET {
-            Drained::Budget
-        } else {
-            Drained::All
-        }
+        drained
     }
 
     /// Writes out the events of one record (an event, or a batch of them).

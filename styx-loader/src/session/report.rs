@@ -139,8 +139,11 @@ fn warn_lost(run: &Run<'_>) {
     }
     let unwritten = sink.unwritten.total();
     if unwritten > 0 && sink.error.is_none() {
+        // No error: the output's reader closed the pipe (as `| head`
+        // does) and the run stopped; not a loss the loader could help.
         eprintln!(
-            "styx-loader: {unwritten} events that arrived after the output closed were not written"
+            "styx-loader: the output's reader closed it (as `| head` does): the {unwritten} \
+             events taken from the ring after that were not written"
         );
     }
     let undecodable = written.undecodable + sink.unwritten.undecodable;

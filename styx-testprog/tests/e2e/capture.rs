@@ -196,6 +196,29 @@ fn a_capture_of_a_killed_loader_reads_to_its_last_whole_record() {
     assert_prefix_of_fired(&by_thread(&jsonl), &by_tid(read_jsonl(&expect)));
 }
 
+/// An emulator that fires some events and then idles: while the loader
+/// still runs, a reader of the growing capture finds every one (the block
+/// holding them goes out once it has waited, no later event pushing it).
+#[test]
+fn an_idle_emulators_last_events_reach_the_growing_capture() {
+    require_root();
+    let dir = scratch("capture-idle");
+    let (expect, raw) = (dir.join("fired.jsonl"), dir.join("run.styx"));
+    let mut prog = TestProg::spawn(Some(&expect));
+    let loader = prog.attach_loader(&["-o", "raw", "--output", raw.to_str().unwrap()]);
+    prog.fire(50, 2);
+    let fired = read_jsonl(&expect).len();
+    assert!(fired > 100, "{fired} events");
+    eventually("the idle run's events are all in the capture", || {
+        let (_, jsonl, _) = read_capture(&raw, "jsonl");
+        jsonl.lines().count() == fired
+    });
+    loader.signal(libc::SIGINT);
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{stderr:?}");
+    prog.quit();
+}
+
 /// A version 3 capture's blocks, from their frames (codec, stored bytes,
 /// events): a cut last one left out.
 struct Frame {
@@ -287,17 +310,24 @@ fn a_compressed_capture_holds_every_event_and_reads_alike_on_any_number_of_threa
     assert_eq!(fired["insn_exec"], instructions as u64);
 
     // Every format, on one thread and on three: the same bytes (and the
-    // same files beside them: Tenet writes one per thread).
+    // same files beside them: Tenet writes one per thread). Parquet also
+    // rolled in a directory of 1 MiB files: row groups of 64 Ki rows,
+    // several encoded on the second thread, files ended there.
     let formats = [
         "jsonl", "text", "chrome", "perfetto", "drcov", "tenet", "parquet", "folded",
     ];
-    for format in formats {
+    let rolled = [("parquet-rolled", "parquet", vec!["--roll-size", "1"])];
+    let cases = formats.iter().map(|&f| (f, f, vec![])).chain(rolled);
+    for (name, format, options) in cases {
         let mut outputs = Vec::new();
         for threads in ["1", "3"] {
-            let out = dir.join(format!("{format}-{threads}"));
+            let out = dir.join(format!("{name}-{threads}"));
             std::fs::create_dir_all(&out).unwrap();
-            let file = out.join(format!("out.{format}"));
-            let (status, _, stderr) = run_loader(&[
+            let file = match options.is_empty() {
+                true => out.join(format!("out.{format}")),
+                false => out.join(""),
+            };
+            let mut args = vec![
                 "read",
                 raw.to_str().unwrap(),
                 "-o",
@@ -306,7 +336,9 @@ fn a_compressed_capture_holds_every_event_and_reads_alike_on_any_number_of_threa
                 file.to_str().unwrap(),
                 "--threads",
                 threads,
-            ]);
+            ];
+            args.extend(&options);
+            let (status, _, stderr) = run_loader(&args);
             assert!(status.success(), "{format}, {threads} threads: {stderr}");
             let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&out)
                 .unwrap()
@@ -319,12 +351,15 @@ fn a_compressed_capture_holds_every_event_and_reads_alike_on_any_number_of_threa
             files.sort();
             // Folded stacks are of traced functions, which this run has not.
             let empty = files.is_empty() || files[0].1.is_empty();
-            assert_eq!(empty, format == "folded", "{format}");
+            assert_eq!(empty, format == "folded", "{name}");
+            if !options.is_empty() {
+                assert!(files.len() >= 2, "{name}: {} files", files.len());
+            }
             outputs.push(files);
         }
         assert!(
             outputs[0] == outputs[1],
-            "{format}: threads changed the output"
+            "{name}: threads changed the output"
         );
     }
 }

@@ -25,7 +25,7 @@ const CHUNK: usize = 256 << 10;
 /// A flush cuts the block being filled once it has waited this long, so
 /// a reader of the growing file (or of one whose loader was killed) is
 /// this far behind at most; at high rates blocks fill long before.
-const FLUSH_AGE: Duration = Duration::from_millis(250);
+pub const FLUSH_AGE: Duration = Duration::from_millis(250);
 
 /// Worker threads compressing blocks: the cores the emulator and the
 /// loader's own thread leave, at least one (the OS shares them out).

@@ -323,9 +323,10 @@ pub struct OutputArgs {
 
     /// With -o raw or --capture: how the capture's blocks are stored.
     /// zstd compresses them on worker threads (the cores the emulator
-    /// leaves); none stores them as encoded, several times bigger, for
-    /// when no core is spare and the disk keeps up. Both read alike, in
-    /// parallel.
+    /// leaves) as far as those keep up, storing the rest as encoded, so
+    /// compressing never slows the loader; none stores them all as
+    /// encoded, several times bigger, for when no core is spare and the
+    /// disk keeps up. Both read alike, in parallel.
     #[arg(long, value_enum, default_value_t = Compression::Zstd)]
     pub compression: Compression,
 }

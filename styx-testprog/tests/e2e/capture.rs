@@ -296,11 +296,15 @@ fn a_compressed_capture_holds_every_event_and_reads_alike_on_any_number_of_threa
     let (fired, instructions) = demo_capture(&raw);
     let frames = blocks(&raw);
     assert!(frames.len() >= 3, "{} blocks", frames.len());
-    assert!(frames.iter().all(|f| f.codec == 1), "zstd blocks");
+    // Compressed while the workers keep up (the first block always: none
+    // waited before it), stored when they fall behind.
+    assert_eq!(frames[0].codec, 1, "the first block is zstd's");
+    assert!(frames.iter().all(|f| f.codec <= 1), "zstd or stored blocks");
     let events: u64 = fired.values().sum();
     assert_eq!(frames.iter().map(|f| f.events).sum::<u64>(), events);
-    let size = std::fs::metadata(&raw).unwrap().len();
-    assert!(size < events * 2, "{size} bytes for {events} events");
+    let zstd = frames.iter().filter(|f| f.codec == 1);
+    let (bytes, in_zstd) = zstd.fold((0, 0), |(b, e), f| (b + f.len as u64, e + f.events));
+    assert!(bytes < in_zstd * 2, "{bytes} bytes for {in_zstd} events");
 
     // Each type's count is what the loader wrote, and the instructions
     // are the demo's own count.

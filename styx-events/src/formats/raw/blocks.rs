@@ -38,8 +38,11 @@ pub const FRAME_BYTES: usize = 16;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Compression {
-    /// zstd at its fastest level: a few bytes an event, compressed on
-    /// worker threads.
+    /// zstd at its fastest level, on worker threads, as far as they keep
+    /// up: a block handed over while [`COMPRESS_BEHIND`] others still wait
+    /// is stored as encoded, so compressing never slows the loader (on a
+    /// machine whose cores the emulator keeps busy, more blocks are
+    /// stored).
     #[default]
     Zstd,
     /// Stored as encoded (~10–30 bytes an event): for a fast disk when
@@ -59,6 +62,10 @@ pub const MAX_STORED: usize = MAX_BLOCK_PAYLOAD + (MAX_BLOCK_PAYLOAD >> 7) + (64
 
 /// Blocks handed to workers and not yet written, at most.
 pub const MAX_IN_FLIGHT: usize = 8;
+
+/// Blocks waiting for workers past which the next is stored, not
+/// compressed: the workers are behind the loader.
+pub const COMPRESS_BEHIND: usize = 2;
 
 /// A block's frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,6 +166,8 @@ struct Job {
     batches: Vec<Range<usize>>,
     /// Its events delivered one each.
     events: u64,
+    /// Compressed (else stored): the workers were keeping up.
+    compress: bool,
 }
 
 /// A block ready to be written.
@@ -236,11 +245,13 @@ impl BlockPool {
         while self.next_seq - self.next_to_write >= MAX_IN_FLIGHT as u64 {
             self.take_one(out)?;
         }
+        let behind = self.next_seq - self.next_to_write;
         let job = Job {
             seq: self.next_seq,
             payload,
             batches,
             events,
+            compress: behind < COMPRESS_BEHIND as u64,
         };
         self.next_seq += 1;
         let sent = self.jobs.as_ref().map(|jobs| jobs.send(job));
@@ -343,8 +354,7 @@ fn work(
             .map(|counts| counts.iter().sum::<u64>())
             .sum();
         let packed = match &mut zstd {
-            None => None,
-            Some(zstd) => {
+            Some(zstd) if job.compress => {
                 scratch.clear();
                 scratch.reserve(zstd::zstd_safe::compress_bound(payload.len()));
                 match zstd.compress_to_buffer(payload, &mut scratch) {
@@ -355,6 +365,7 @@ fn work(
                     }
                 }
             }
+            _ => None,
         };
         let frame = Frame {
             codec: match packed {

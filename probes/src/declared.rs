@@ -43,7 +43,7 @@ use crate::enabled::SemaphoreWord;
 #[cfg(not(feature = "disabled"))]
 use crate::enabled::PER_EVENT;
 #[cfg(not(feature = "disabled"))]
-use crate::fire::{call_site_function, thread_buffer, PackedSiteFn};
+use crate::fire::{call_site_function, thread_buffer, value_offsets, PackedSiteFn};
 #[cfg(not(feature = "disabled"))]
 use styx_common::item::TAG_BYTES;
 use styx_common::schema::{EnumValue, FieldKind, MAX_FIELDS};
@@ -624,31 +624,14 @@ unsafe extern "C" fn declared_append<F: Fields>() {
         room = const crate::batch::fast::ROOM,
         item = const crate::batch::fast::ITEMS,
         n = const F::WIDTHS.len(),
-        at0 = const declared_offsets(F::WIDTHS)[0],
-        at1 = const declared_offsets(F::WIDTHS)[1],
-        at2 = const declared_offsets(F::WIDTHS)[2],
-        at3 = const declared_offsets(F::WIDTHS)[3],
-        at4 = const declared_offsets(F::WIDTHS)[4],
+        at0 = const value_offsets::<UNPACKED_FIELDS>(TAG_BYTES + 1, F::WIDTHS)[0],
+        at1 = const value_offsets::<UNPACKED_FIELDS>(TAG_BYTES + 1, F::WIDTHS)[1],
+        at2 = const value_offsets::<UNPACKED_FIELDS>(TAG_BYTES + 1, F::WIDTHS)[2],
+        at3 = const value_offsets::<UNPACKED_FIELDS>(TAG_BYTES + 1, F::WIDTHS)[3],
+        at4 = const value_offsets::<UNPACKED_FIELDS>(TAG_BYTES + 1, F::WIDTHS)[4],
         bytes = const TAG_BYTES + 1 + F::VALUE_BYTES,
         count = const crate::batch::fast::COUNTS + 4 * EventKind::Usdt as usize,
     );
-}
-
-/// Where each of a declared item's first [`UNPACKED_FIELDS`] values
-/// starts: after the tag and the length byte, each after the one before.
-#[cfg(not(feature = "disabled"))]
-const fn declared_offsets(widths: &[usize]) -> [usize; UNPACKED_FIELDS] {
-    let mut at = [0; UNPACKED_FIELDS];
-    let mut next = TAG_BYTES + 1;
-    let mut i = 0;
-    while i < at.len() {
-        at[i] = next;
-        if i < widths.len() {
-            next += widths[i];
-        }
-        i += 1;
-    }
-    at
 }
 
 /// Calls [`declared_packed_append`] from a declared type's cold block with

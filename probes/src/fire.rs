@@ -169,7 +169,7 @@ macro_rules! batched_probe {
                 const BYTES: u32 = item_bytes(Self::WIDTHS);
                 /// Where each value starts in the item: value `i` at
                 /// `AT[i]` (past the last value, the item's end).
-                const AT: [usize; 4] = value_offsets(Self::WIDTHS);
+                const AT: [usize; 4] = value_offsets(styx_common::item::TAG_BYTES, Self::WIDTHS);
                 /// The last value, a byte, when the argument types fix it
                 /// (a memory access's size, an instruction's unknown
                 /// length): the routine stores it, the call site passes
@@ -229,11 +229,12 @@ pub type SiteFn = extern "C" fn(u64, u64, u64, u64);
 /// are or its packed item.
 pub type PackedSiteFn = extern "C" fn(u64, u64, u64, u64, u64);
 
-/// Where each of an item's values starts (value 0 after the tag), for
-/// values `widths` bytes wide; past the last, the item's end.
-pub const fn value_offsets(widths: &[usize]) -> [usize; 4] {
-    let mut at = [0; 4];
-    let mut next = styx_common::item::TAG_BYTES;
+/// Where each of an item's first `N` values starts, the first at `first`
+/// (after a catalogue item's tag, or a declared item's tag and length
+/// byte), for values `widths` bytes wide; past the last, the item's end.
+pub const fn value_offsets<const N: usize>(first: usize, widths: &[usize]) -> [usize; N] {
+    let mut at = [0; N];
+    let mut next = first;
     let mut i = 0;
     while i < at.len() {
         at[i] = next;

@@ -6,7 +6,6 @@
 use crate::cli::FunctionArgs;
 use anyhow::{bail, Result};
 use std::collections::BTreeMap;
-use styx_common::schema::HEAP_PROVIDER;
 use styx_events::escape;
 use styx_events::{CodeNames, EventType, Guest, Header, MappedFile};
 use styx_usdt::functions::{read_functions, FunctionTable, FunctionsError, Matcher};
@@ -189,7 +188,7 @@ pub fn plural(n: usize, word: &str) -> String {
 /// process's mappings are known here: a command's are made after this.
 #[cfg_attr(not(feature = "trace"), allow(dead_code))]
 pub fn mapped_files(target: &Target, header: &Header) -> Vec<MappedFile> {
-    if !header.usdt.iter().any(|u| u.provider == HEAP_PROVIDER) {
+    if !header.traces_heap() {
         return Vec::new();
     }
     let hex = |id: Vec<u8>| id.iter().map(|b| format!("{b:02x}")).collect();
@@ -210,8 +209,7 @@ pub fn mapped_files(target: &Target, header: &Header) -> Vec<MappedFile> {
 /// functions of the files it had mapped; a file that cannot be read, or
 /// was rebuilt since, names nothing and says so once.
 pub fn code_names(header: &Header) -> CodeNames {
-    let heap = header.usdt.iter().any(|u| u.provider == HEAP_PROVIDER);
-    if heap && header.mapped.is_empty() {
+    if header.traces_heap() && header.mapped.is_empty() {
         log::warn!(
             "callers stay addresses: the session did not keep where the process mapped its \
              files (tracing a running process, --pid, does)"

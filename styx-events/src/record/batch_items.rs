@@ -98,9 +98,9 @@ pub fn counts_by_type(
     Some(found)
 }
 
-/// Adds `n` events of spec id `spec_id` to `by_spec` (a batch holds few
-/// declared types: a look along the list).
-pub(crate) fn add(by_spec: &mut Vec<(u32, u64)>, spec_id: u32, n: u64) {
+/// Adds `n` events of spec id `spec_id` to `by_spec` (a batch, or a
+/// session, has few probes: a look along the list).
+pub fn add(by_spec: &mut Vec<(u32, u64)>, spec_id: u32, n: u64) {
     match by_spec.iter_mut().find(|(id, _)| *id == spec_id) {
         Some((_, count)) => *count += n,
         None => by_spec.push((spec_id, n)),

@@ -35,11 +35,6 @@ impl CodeNames {
             offset => format!("{name}+{offset:#x}"),
         })
     }
-
-    /// Whether it names nothing.
-    pub fn is_empty(&self) -> bool {
-        self.functions.is_empty()
-    }
 }
 
 #[cfg(test)]

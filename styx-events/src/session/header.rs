@@ -180,6 +180,11 @@ pub struct DeclaredInfo {
 }
 
 impl Header {
+    /// Whether the session traced the heap (`styx_alloc`'s types).
+    pub fn traces_heap(&self) -> bool {
+        (self.usdt.iter()).any(|u| u.provider == styx_common::schema::HEAP_PROVIDER)
+    }
+
     /// How the batches of this session's declared types read, by (file, tag).
     pub fn declared_types(&self) -> DeclaredTypes {
         self.declared

@@ -7,7 +7,7 @@ use styx_common::batch::BATCH_RECORD_KIND;
 use styx_common::item::Codec;
 use styx_common::{FatalRecord, EVENT_KIND_SLOTS, FATAL_RECORD_KIND};
 use styx_events::Keep;
-use styx_events::{decode, Body, DecodeError, Event};
+use styx_events::{batch_items, decode, Body, DecodeError, Event};
 use styx_events::{BatchError, Batches, DeclaredTypes, Irregular};
 use styx_events::{Discard, EventWriter, Totals, FLUSH_AGE};
 
@@ -54,16 +54,7 @@ impl Counts {
     fn event(&mut self, event: &Event<'_>) {
         self.events[event.kind as usize] += 1;
         if let Body::Usdt { spec_id, .. } = event.body {
-            self.probe(spec_id, 1);
-        }
-    }
-
-    /// Counts `n` events of the probe with spec id `spec_id` (few probes:
-    /// a look along the list).
-    fn probe(&mut self, spec_id: u32, n: u64) {
-        match self.by_probe.iter_mut().find(|(id, _)| *id == spec_id) {
-            Some((_, count)) => *count += n,
-            None => self.by_probe.push((spec_id, n)),
+            batch_items::add(&mut self.by_probe, spec_id, 1);
         }
     }
 }
@@ -206,27 +197,16 @@ impl Sink {
         // the item words to count them. The head's counts are not trusted:
         // a batch with a bad item stored whole would stop a reader there.
         let whole = match bytes.get(16) {
+            // Counted by the walk, into the counts, when taken whole.
             Some(&BATCH_RECORD_KIND) if out.takes_batches() && !self.split_batches => {
-                let (mut found, mut types) = ([0; EVENT_KIND_SLOTS as usize], Vec::new());
-                (self.batches)
-                    .take_whole(bytes, &mut found, &mut types)
-                    .then_some((found, types))
+                (self.batches).take_whole(bytes, &mut counts.events, &mut counts.by_probe)
             }
-            _ => None,
+            _ => false,
         };
         let keep = &mut self.keep;
         let mut keeps = |event: &Event<'_>| keep.as_mut().is_none_or(|k| k.keeps(event));
         let written = match bytes.get(16) {
-            Some(&BATCH_RECORD_KIND) if whole.is_some() => {
-                let (found, types) = whole.expect("just checked");
-                for (count, n) in counts.events.iter_mut().zip(found) {
-                    *count += n;
-                }
-                for (spec_id, n) in types {
-                    counts.probe(spec_id, n);
-                }
-                out.batch(bytes)
-            }
+            Some(&BATCH_RECORD_KIND) if whole => out.batch(bytes),
             Some(&BATCH_RECORD_KIND) => {
                 let split = self.batches.split(bytes, |event| {
                     if !keeps(event) {

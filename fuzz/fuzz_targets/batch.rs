@@ -112,7 +112,7 @@ fuzz_target!(|data: &[u8]| {
             rest = after;
             let _ = batch_items::counts(record, codec, &declared());
             let mut counts = [0u64; 16];
-            if !batches.take_whole(record, &mut counts, &mut Vec::new()) {
+            if batches.take_whole(record, &mut counts, &mut Vec::new()).is_none() {
                 let _ = batches.split(record, |_| Ok::<(), ()>(()));
             }
         }

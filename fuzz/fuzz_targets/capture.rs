@@ -191,13 +191,13 @@ fn batch_records_kept_whole(data: &[u8]) {
     for record in &records {
         // As the loader's drain: whole only when every item parses.
         let mut found = [0u64; SLOTS];
-        let found = (batches.take_whole(record, &mut found, &mut Vec::new())).then_some(found);
-        if let Some(found) = found {
+        if let Some(events) = batches.take_whole(record, &mut found, &mut Vec::new()) {
+            assert_eq!(events, found.iter().sum::<u64>());
             for (count, n) in counts.iter_mut().zip(found) {
                 *count += n;
             }
-            capture.batch(record).unwrap();
-            whole.batch(record).unwrap();
+            capture.batch(record, events).unwrap();
+            whole.batch(record, events).unwrap();
         } else {
             let _ = batches.split(record, |event| {
                 counts[event.kind as usize] += 1;

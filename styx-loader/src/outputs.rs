@@ -28,6 +28,9 @@ pub struct Outputs<'a> {
     pub roll_mib: u64,
     /// A raw capture's blocks.
     pub compression: Compression,
+    /// The emulator waits for the loader (`--on-full wait`), so a raw
+    /// capture may wait for its compressing threads.
+    pub emulator_waits: bool,
     /// No main output (`--summary`): only the capture, if any.
     pub discard: bool,
 }
@@ -35,16 +38,13 @@ pub struct Outputs<'a> {
 /// Opens every output and writes their starts.
 #[cfg_attr(not(feature = "trace"), allow(dead_code))]
 pub fn open(outputs: &Outputs<'_>, header: &Header) -> Result<Box<dyn EventWriter>> {
+    let options = Options {
+        wait_for_compression: outputs.emulator_waits,
+        ..options(outputs.detail, outputs.roll_mib, outputs.compression)
+    };
     let main = match outputs.discard {
         true => Box::new(Discard),
-        false => open_one(
-            outputs.format,
-            outputs.output,
-            outputs.detail,
-            outputs.roll_mib,
-            outputs.compression,
-            header,
-        )?,
+        false => open_with(outputs.format, outputs.output, &options, header)?,
     };
     Ok(match outputs.capture {
         None => main,
@@ -52,14 +52,7 @@ pub fn open(outputs: &Outputs<'_>, header: &Header) -> Result<Box<dyn EventWrite
         // capture, and the session still finishes it.
         Some(path) => Box::new(Tee::new(vec![
             main,
-            open_one(
-                Format::Raw,
-                Some(path),
-                outputs.detail,
-                outputs.roll_mib,
-                outputs.compression,
-                header,
-            )?,
+            open_with(Format::Raw, Some(path), &options, header)?,
         ])),
     })
 }
@@ -114,25 +107,8 @@ pub fn options(detail: Detail, roll_mib: u64, compression: Compression) -> Optio
 }
 
 /// One output, from the command line's format, `--output` (stdout if
-/// None), `--detail`, `--roll-size` and `--compression`. Everything about where it goes and
-/// how it is created is styx-events' ([`styx_events::Output`]).
-pub fn open_one(
-    format: Format,
-    path: Option<&Path>,
-    detail: Detail,
-    roll_mib: u64,
-    compression: Compression,
-    header: &Header,
-) -> Result<Box<dyn EventWriter>> {
-    open_with(
-        format,
-        path,
-        &options(detail, roll_mib, compression),
-        header,
-    )
-}
-
-/// [`open_one`] with all of a format's options.
+/// None) and the format's options. Everything about where it goes and how
+/// it is created is styx-events' ([`styx_events::Output`]).
 pub fn open_with(
     format: Format,
     path: Option<&Path>,
@@ -151,6 +127,22 @@ pub fn open_with(
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    fn open_one(
+        format: Format,
+        path: Option<&Path>,
+        detail: Detail,
+        roll_mib: u64,
+        compression: Compression,
+        header: &Header,
+    ) -> Result<Box<dyn EventWriter>> {
+        open_with(
+            format,
+            path,
+            &options(detail, roll_mib, compression),
+            header,
+        )
+    }
 
     fn scratch(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("styx-outputs-{name}-{}", std::process::id()));

@@ -117,6 +117,12 @@ pub struct Options {
     pub roll_bytes: u64,
     /// A raw capture: how its blocks are stored.
     pub compression: Compression,
+    /// A raw capture: whether its writer waits a little for a compressing
+    /// thread late with a block (everything compressed, if at the threads'
+    /// pace) or stores the block at once. Not when the emulator does not
+    /// wait for the loader (`--on-full drop`): a loader held back then
+    /// loses events.
+    pub wait_for_compression: bool,
     /// Threads the writer may use besides the caller's: Parquet encodes
     /// row groups on a second thread when more than 1 (same bytes).
     pub threads: usize,
@@ -133,6 +139,7 @@ impl Default for Options {
             detail: Detail::default(),
             roll_bytes: ROLL_BYTES,
             compression: Compression::default(),
+            wait_for_compression: true,
             threads: 1,
         }
     }
@@ -180,7 +187,10 @@ fn writer(
     Ok(match format {
         Format::Jsonl => Box::new(LineWriter::new(out, Line::Jsonl, header)),
         Format::Text => Box::new(LineWriter::new(out, Line::Text(options.detail), header)),
-        Format::Raw => Box::new(CaptureWriter::new(out, header, options.compression)?),
+        Format::Raw => Box::new(
+            CaptureWriter::new(out, header, options.compression)?
+                .waiting_for_compression(options.wait_for_compression),
+        ),
         Format::Chrome => Box::new(ChromeWriter::new(out, header)),
         Format::Perfetto => Box::new(PerfettoWriter::new(out, header, options.gzip)),
         Format::Drcov => Box::new(DrcovWriter::new(out, header)),

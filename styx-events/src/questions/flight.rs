@@ -19,7 +19,6 @@
 
 use crate::questions::filter::Filters;
 use crate::record::batch::{Batches, DeclaredTypes};
-use crate::record::batch_items;
 use crate::record::event::{Body, Call, Event, Text};
 use crate::session::header::Header;
 use crate::session::usdt::UsdtProbes;
@@ -530,15 +529,7 @@ impl EventWriter for FlightRecorder {
     fn takes_batches(&self) -> bool {
         !self.split_batches
     }
-    fn batch(&mut self, record: &[u8]) -> io::Result<()> {
-        // Counted from its items; the caller checked they parse.
-        let Some(counts) = batch_items::counts(record, Codec::Current, &self.declared) else {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "a malformed batch record was handed over whole",
-            ));
-        };
-        let events = counts.iter().sum();
+    fn batch(&mut self, record: &[u8], events: u64) -> io::Result<()> {
         let header: RecordHeader = pod_read_unaligned(&record[..size_of::<RecordHeader>()]);
         self.keep(header.tid, Kept::Batch(record.into(), events));
         Ok(())
@@ -556,8 +547,8 @@ impl EventWriter for Recording {
     fn takes_batches(&self) -> bool {
         self.0.borrow().takes_batches()
     }
-    fn batch(&mut self, record: &[u8]) -> io::Result<()> {
-        self.0.borrow_mut().batch(record)
+    fn batch(&mut self, record: &[u8], events: u64) -> io::Result<()> {
+        self.0.borrow_mut().batch(record, events)
     }
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
@@ -680,7 +671,7 @@ mod tests {
         let record = batch(1, 0, 40);
         let threads = 20_000u32;
         for tid in 0..threads {
-            fr.batch(&batch(tid, u64::from(tid), 40)).unwrap();
+            fr.batch(&batch(tid, u64::from(tid), 40), 40).unwrap();
             assert!(fr.memory() <= memory, "{} bytes", fr.memory());
         }
         let per_thread = record.len() + size_of::<(u64, Kept)>() + THREAD_BYTES;

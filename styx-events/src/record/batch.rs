@@ -362,16 +362,16 @@ impl Batches {
     /// events per kind to `counts` (index = kind id) from a walk of its
     /// item words ([`crate::record::batch_items::counts`]: the head's own counts
     /// are the traced process's word, never trusted), and remembers it was
-    /// given. False, having changed nothing, when it must be split instead
-    /// (part of it was given, or it is malformed: [`Batches::split`] then
-    /// says how). Its declared types' events are added to `by_spec` per
-    /// spec id.
+    /// given; how many events it holds. None, having changed nothing, when
+    /// it must be split instead (part of it was given, or it is malformed:
+    /// [`Batches::split`] then says how). Its declared types' events are
+    /// added to `by_spec` per spec id.
     pub fn take_whole(
         &mut self,
         record: &[u8],
         counts: &mut [u64],
         by_spec: &mut Vec<(u32, u64)>,
-    ) -> bool {
+    ) -> Option<u64> {
         let mut types = Vec::new();
         let found = crate::record::batch_items::counts_by_type(
             record,
@@ -379,14 +379,12 @@ impl Batches {
             &self.declared,
             &mut types,
         );
-        let Some(found) = found else {
-            return false;
-        };
+        let found = found?;
         let batch: BatchRecord = pod_read_unaligned(&record[..RECORD]);
         let items = &record[RECORD..RECORD + batch.len as usize];
         let record = Record { batch, items };
         if self.overlaps(&record) {
-            return false;
+            return None;
         }
         for (count, n) in counts.iter_mut().zip(found) {
             *count += n;
@@ -395,7 +393,7 @@ impl Batches {
             crate::record::batch_items::add(by_spec, spec_id, n);
         }
         self.place(&record);
-        true
+        Some(found.iter().sum())
     }
 
     /// Splits `record` (a ring record whose kind is
@@ -679,16 +677,25 @@ mod tests {
         let mut counts = [0u64; 16];
         let mem = mem_read(1, 2, 3, 4);
         let items: Vec<u8> = [&mark(10)[..], &insn(1), &mem, &insn(2)].concat();
-        assert!(batches.take_whole(&record(0, 0, 20, &items), &mut counts, &mut Vec::new()));
+        assert_eq!(
+            batches.take_whole(&record(0, 0, 20, &items), &mut counts, &mut Vec::new()),
+            Some(3)
+        );
         assert_eq!(counts[EventKind::InsnExec as usize], 2);
         assert_eq!(counts[EventKind::MemRead as usize], 1);
         assert_eq!(counts.iter().sum::<u64>(), 3);
         // Overlapping what was taken: to be split instead, counts untouched.
-        assert!(!batches.take_whole(&record(0, 0, 30, &items), &mut counts, &mut Vec::new()));
+        assert_eq!(
+            batches.take_whole(&record(0, 0, 30, &items), &mut counts, &mut Vec::new()),
+            None
+        );
         assert_eq!(counts.iter().sum::<u64>(), 3);
         // A bad item: split instead (which reports it).
         let bad: Vec<u8> = [&insn(1)[..], &bad_tag()].concat();
-        assert!(!batches.take_whole(&record(1, 0, 30, &bad), &mut counts, &mut Vec::new()));
+        assert_eq!(
+            batches.take_whole(&record(1, 0, 30, &bad), &mut counts, &mut Vec::new()),
+            None
+        );
 
         // A head's counts are not trusted, even when they fit the batch's
         // length: these say one mem_read and four marks, the items hold two
@@ -701,7 +708,10 @@ mod tests {
         lying[counts_at + 4 * EventKind::MemRead as usize..][..4]
             .copy_from_slice(&1u32.to_le_bytes());
         let mut counts = [0u64; 16];
-        assert!(batches.take_whole(&lying, &mut counts, &mut Vec::new()));
+        assert_eq!(
+            batches.take_whole(&lying, &mut counts, &mut Vec::new()),
+            Some(3)
+        );
         assert_eq!(counts[EventKind::InsnExec as usize], 2);
         assert_eq!(counts[EventKind::MemRead as usize], 1);
     }
@@ -724,11 +734,14 @@ mod tests {
         let got = split(&mut batches, &of_buffer(2, record(2, 0, 30, &items))).unwrap();
         assert_eq!(got.len(), 2);
         let mut counts = [0u64; 16];
-        assert!(batches.take_whole(
-            &of_buffer(3, record(0, 0, 40, &items)),
-            &mut counts,
-            &mut Vec::new()
-        ));
+        assert_eq!(
+            batches.take_whole(
+                &of_buffer(3, record(0, 0, 40, &items)),
+                &mut counts,
+                &mut Vec::new()
+            ),
+            Some(2)
+        );
         assert_eq!(counts.iter().sum::<u64>(), 2);
         assert_eq!(batches.irregular(), Irregular::default());
     }
@@ -764,7 +777,10 @@ mod tests {
         assert_eq!(batches.irregular().out_of_order, 5);
         // Taken whole too, and counted the same.
         let mut counts = [0u64; 16];
-        assert!(batches.take_whole(&record(1, 0, 50, &first), &mut counts, &mut Vec::new()));
+        assert_eq!(
+            batches.take_whole(&record(1, 0, 50, &first), &mut counts, &mut Vec::new()),
+            Some(2)
+        );
         assert_eq!(counts.iter().sum::<u64>(), 2);
         assert_eq!(batches.irregular().out_of_order, 6);
     }
@@ -834,11 +850,17 @@ mod tests {
         for tid in 0..5 * GENERATION as u32 {
             bytes[tid_at..tid_at + 4].copy_from_slice(&tid.to_le_bytes());
             let mut counts = [0u64; 16];
-            assert!(batches.take_whole(&bytes, &mut counts, &mut Vec::new()));
+            assert_eq!(
+                batches.take_whole(&bytes, &mut counts, &mut Vec::new()),
+                Some(1)
+            );
         }
         assert!(batches.buffers.len() + batches.older.len() <= 2 * GENERATION);
         // A buffer heard from lately is still known.
-        assert!(!batches.take_whole(&bytes, &mut [0u64; 16], &mut Vec::new()));
+        assert_eq!(
+            batches.take_whole(&bytes, &mut [0u64; 16], &mut Vec::new()),
+            None
+        );
     }
 
     #[test]

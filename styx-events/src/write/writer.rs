@@ -21,10 +21,11 @@ pub trait EventWriter {
     fn takes_batches(&self) -> bool {
         false
     }
-    /// Takes a whole batch record (see [`crate::Batches`]); called only when
-    /// [`EventWriter::takes_batches`] says so.
-    fn batch(&mut self, record: &[u8]) -> io::Result<()> {
-        let _ = record;
+    /// Takes a whole batch record (see [`crate::Batches`]) holding `events`
+    /// events (the caller counted them checking its items); called only
+    /// when [`EventWriter::takes_batches`] says so.
+    fn batch(&mut self, record: &[u8], events: u64) -> io::Result<()> {
+        let _ = (record, events);
         Err(io::Error::new(
             io::ErrorKind::Unsupported,
             "this output takes batches split into events",
@@ -169,8 +170,8 @@ impl EventWriter for Tee {
     fn takes_batches(&self) -> bool {
         self.writers.iter().flatten().all(|w| w.takes_batches())
     }
-    fn batch(&mut self, record: &[u8]) -> io::Result<()> {
-        self.each(|w| w.batch(record))
+    fn batch(&mut self, record: &[u8], events: u64) -> io::Result<()> {
+        self.each(|w| w.batch(record, events))
     }
     fn finish(&mut self, totals: &Totals<'_>) -> io::Result<()> {
         self.each(|w| w.finish(totals))

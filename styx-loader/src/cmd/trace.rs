@@ -65,6 +65,7 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
                     detail: args.output.detail,
                     roll_mib: args.output.roll_size,
                     compression: args.output.compression,
+                    emulator_waits: lossless_mode(&args, false) != Lossless::Off,
                     discard: args.summary,
                 },
                 &header,
@@ -283,12 +284,17 @@ fn counting_outputs(
     if let Some(path) = &args.capture {
         out = Box::new(Tee::new(vec![
             out,
-            outputs::open_one(
+            outputs::open_with(
                 Format::Raw,
                 Some(path),
-                args.output.detail,
-                args.output.roll_size,
-                args.output.compression,
+                &Options {
+                    wait_for_compression: lossless_mode(args, true) != Lossless::Off,
+                    ..outputs::options(
+                        args.output.detail,
+                        args.output.roll_size,
+                        args.output.compression,
+                    )
+                },
                 header,
             )?,
         ]));

@@ -201,12 +201,12 @@ impl Sink {
             Some(&BATCH_RECORD_KIND) if out.takes_batches() && !self.split_batches => {
                 (self.batches).take_whole(bytes, &mut counts.events, &mut counts.by_probe)
             }
-            _ => false,
+            _ => None,
         };
         let keep = &mut self.keep;
         let mut keeps = |event: &Event<'_>| keep.as_mut().is_none_or(|k| k.keeps(event));
         let written = match bytes.get(16) {
-            Some(&BATCH_RECORD_KIND) if whole => out.batch(bytes),
+            Some(&BATCH_RECORD_KIND) if whole.is_some() => out.batch(bytes, whole.unwrap_or(0)),
             Some(&BATCH_RECORD_KIND) => {
                 let split = self.batches.split(bytes, |event| {
                     if !keeps(event) {

@@ -107,7 +107,29 @@ pub struct Results {
     /// Per pair of back-to-back runs: how much longer the detached demo
     /// took than the compiled-out one (compiled-out speed / detached speed).
     pub detached_slowdown: Samples,
+    /// Per round, the demo traced at all types into a file.
+    pub into_file: IntoFile,
     pub capture: Capture,
+}
+
+/// The demo traced at every type, batched, into a raw capture file with
+/// the loader's defaults, once per round, as long as the run to
+/// /dev/null (`Variant::All(Batched)`): sustained, not a burst the ring
+/// holds.
+#[derive(Default)]
+pub struct IntoFile {
+    /// Per round: its speed over the same round's speed traced to /dev/null.
+    pub speed_ratio: Samples,
+    /// The files' bytes and the events written to them, over the rounds.
+    pub bytes: u64,
+    pub events: u64,
+    pub lost: u64,
+}
+
+impl IntoFile {
+    pub fn bytes_per_event(&self) -> f64 {
+        self.bytes as f64 / self.events.max(1) as f64
+    }
 }
 
 /// The demo traced at every type, batched, into a raw capture file.
@@ -287,7 +309,31 @@ pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> 
         row.slowdown.push(compiled_out.median() / speed);
         row.events += events;
         row.lost += lost;
+        if *variant == Variant::All(Delivery::Batched) {
+            into_file(bins, plan, speed, &mut results.into_file)?;
+        }
     }
+    Ok(())
+}
+
+/// The demo traced at every type into a file right after its run to
+/// /dev/null (`to_null`, M instructions/s).
+fn into_file(bins: &Binaries, plan: &Plan, to_null: f64, results: &mut IntoFile) -> Result<()> {
+    let path = capture_path();
+    let _ = std::fs::remove_file(&path);
+    let (speed, events, lost) = traced(
+        &bins.loader,
+        &bins.demo,
+        Delivery::Batched,
+        None,
+        plan.demo_repeat_batched_all,
+        &path,
+    )?;
+    results.bytes += std::fs::metadata(&path)?.len();
+    std::fs::remove_file(&path)?;
+    results.events += events;
+    results.lost += lost;
+    results.speed_ratio.push(speed / to_null);
     Ok(())
 }
 

@@ -14,22 +14,24 @@
 //! `events` is the block's own count, so a cut block says what it held.
 //!
 //! The loader's thread only appends records to the block being filled
-//! (as version 2 did to its chunk); a full block goes to a worker, which
-//! counts its batches' events and compresses it. At most
-//! [`MAX_IN_FLIGHT`] blocks wait for a worker or for an earlier block to be
-//! written: memory stays bounded, and a slow disk or busy workers hold the
-//! loader back (the ring then fills as it would for a slow output).
+//! (as version 2 did to its chunk), counting its events; a full block goes
+//! to a worker, which compresses it, or, when the workers are behind, is
+//! stored as it is. The workers run at the lowest priority
+//! (`SCHED_IDLE`): they compress with the CPU time the emulator and the
+//! loader leave, never taking it from them, and what they cannot compress
+//! in time is stored. The loader's thread never waits for them: at most
+//! [`MAX_IN_FLIGHT`] blocks are pending, past which the oldest is written
+//! as it is. Memory stays bounded, and only a slow disk holds the loader
+//! back (the ring then fills as it would for a slow output).
 
 use super::{MAX_BATCH_ENTRY, MAX_BLOCK_PAYLOAD};
-use crate::record::batch::DeclaredTypes;
-use crate::record::batch_items;
 use crate::write::buf::ByteBuf;
-use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
-use std::collections::BTreeMap;
+use crossbeam_channel::{unbounded, Receiver, Sender};
+use std::collections::VecDeque;
 use std::io::{self, Write};
-use std::ops::Range;
+use std::sync::Arc;
 use std::thread::JoinHandle;
-use styx_common::item::Codec;
+use std::time::{Duration, Instant};
 
 /// Bytes of a block's frame, before what it stores.
 pub const FRAME_BYTES: usize = 16;
@@ -38,11 +40,11 @@ pub const FRAME_BYTES: usize = 16;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Compression {
-    /// zstd at its fastest level, on worker threads, as far as they keep
-    /// up: a block handed over while [`COMPRESS_BEHIND`] others still wait
-    /// is stored as encoded, so compressing never slows the loader (on a
-    /// machine whose cores the emulator keeps busy, more blocks are
-    /// stored).
+    /// zstd at its fastest level, on worker threads of the lowest priority,
+    /// as far as they keep up: a block handed over while two others still
+    /// wait for them is stored as encoded, so compressing never slows the
+    /// emulator or the loader (on a machine whose cores the emulator keeps
+    /// busy, more blocks are stored).
     #[default]
     Zstd,
     /// Stored as encoded (~10–30 bytes an event): for a fast disk when
@@ -60,12 +62,27 @@ const ZSTD_LEVEL: i32 = 1;
 /// The most bytes a block stores: the zstd bound of the largest payload.
 pub const MAX_STORED: usize = MAX_BLOCK_PAYLOAD + (MAX_BLOCK_PAYLOAD >> 7) + (64 << 10);
 
-/// Blocks handed to workers and not yet written, at most.
+/// Blocks handed over and not yet written, at most: past it the oldest is
+/// written, compressed or not.
 pub const MAX_IN_FLIGHT: usize = 8;
 
-/// Blocks waiting for workers past which the next is stored, not
-/// compressed: the workers are behind the loader.
+/// Blocks at the workers past which the next is stored, not compressed:
+/// the workers are behind the loader.
 pub const COMPRESS_BEHIND: usize = 2;
+
+/// How long the oldest block waits for a worker before it is stored (the
+/// workers may get no CPU time on a busy machine): so a reader of the
+/// growing file sees it soon; at the end, for a short while only.
+const WORKER_LATE: Duration = Duration::from_millis(100);
+const LAST_WAIT: Duration = Duration::from_millis(20);
+
+/// With [`MAX_IN_FLIGHT`] blocks pending, how long the loader waits for the
+/// worker compressing the oldest before storing it (unless told not to
+/// wait): a worker that gets the CPU compresses a block in about a
+/// millisecond, and while the loader waits its CPU is the worker's. Once a
+/// worker was late, the loader waits again only after an answer came in
+/// time.
+const TAKE_OVER_AFTER: Duration = Duration::from_millis(2);
 
 /// A block's frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,157 +175,277 @@ impl Unpacker {
     }
 }
 
-/// One full block for a worker.
+/// One full block for a worker to compress; the pool keeps the payload
+/// too, to store it itself if the worker is late.
 struct Job {
     seq: u64,
-    payload: ByteBuf,
-    /// Where its batch records are, for their events' count.
-    batches: Vec<Range<usize>>,
-    /// Its events delivered one each.
-    events: u64,
-    /// Compressed (else stored): the workers were keeping up.
-    compress: bool,
+    payload: Arc<ByteBuf>,
 }
 
-/// A block ready to be written.
-struct Done {
+/// A worker's answer: the block compressed, or None when the pool had
+/// stored it meanwhile (then it was not compressed) or zstd failed.
+struct Packed {
     seq: u64,
-    frame: [u8; FRAME_BYTES],
-    /// The compressed bytes; None: the payload stored as it is.
-    packed: Option<Vec<u8>>,
-    payload: ByteBuf,
-    batches: Vec<Range<usize>>,
+    packed: io::Result<Option<Vec<u8>>>,
+}
+
+/// A block handed over and not written yet, in order.
+struct Pending {
+    seq: u64,
+    payload: Arc<ByteBuf>,
+    events: u64,
+    packing: Packing,
+    handed_over: Instant,
+}
+
+/// How a pending block is to be stored.
+enum Packing {
+    /// A worker compresses it: written when its answer comes.
+    AtWorker,
+    /// As it is (the workers were behind, or could not compress it).
+    Stored,
+    Compressed(Vec<u8>),
 }
 
 /// Worker threads compressing blocks, and the order they are written in.
+///
+/// The loader's thread never waits for a worker: one that is late with
+/// the oldest block when [`MAX_IN_FLIGHT`] are pending (it runs only on CPU
+/// time nothing else wants, so it may be very late) sees that block stored
+/// instead, as it is, and its work on it dropped.
 pub struct BlockPool {
     jobs: Option<Sender<Job>>,
-    done: Receiver<io::Result<Done>>,
+    answers: Receiver<Packed>,
     workers: Vec<JoinHandle<()>>,
+    pending: VecDeque<Pending>,
     next_seq: u64,
-    next_to_write: u64,
-    /// Blocks done out of order, waiting for those before them.
-    ready: BTreeMap<u64, Done>,
+    /// Jobs sent that no answer came back for yet.
+    at_workers: usize,
+    /// No block was taken from a late worker since its last answer.
+    workers_in_time: bool,
+    /// How long the oldest block waits for a worker, with
+    /// [`MAX_IN_FLIGHT`] pending.
+    take_over_after: Duration,
     /// Buffers back from written blocks.
-    spare: Vec<(ByteBuf, Vec<Range<usize>>)>,
+    spare: Vec<ByteBuf>,
 }
 
 impl BlockPool {
-    /// `workers` threads (at least one) storing blocks as `compression` says.
-    pub fn new(
-        compression: Compression,
-        declared: DeclaredTypes,
-        workers: usize,
-    ) -> io::Result<BlockPool> {
-        let (jobs, job_queue) = bounded::<Job>(MAX_IN_FLIGHT);
-        let (done_tx, done) = unbounded();
-        let workers = (0..workers.max(1))
+    /// Blocks stored as `compression` says, by `workers` threads (at least
+    /// one; none when nothing is compressed).
+    pub fn new(compression: Compression, workers: usize) -> io::Result<BlockPool> {
+        let (jobs, job_queue) = unbounded::<Job>();
+        let (answer, answers) = unbounded();
+        let workers = match compression {
+            Compression::None => 0,
+            Compression::Zstd => workers.max(1),
+        };
+        let workers = (0..workers)
             .map(|i| {
                 let queue = job_queue.clone();
-                let done = done_tx.clone();
-                let declared = declared.clone();
+                let answer = answer.clone();
                 std::thread::Builder::new()
                     .name(format!("styx-capture-{i}"))
-                    .spawn(move || work(compression, &declared, &queue, &done))
+                    .spawn(move || work(&queue, &answer))
             })
             .collect::<io::Result<Vec<_>>>()?;
         Ok(BlockPool {
-            jobs: Some(jobs),
-            done,
+            jobs: (!workers.is_empty()).then_some(jobs),
+            answers,
             workers,
+            pending: VecDeque::new(),
             next_seq: 0,
-            next_to_write: 0,
-            ready: BTreeMap::new(),
+            at_workers: 0,
+            workers_in_time: true,
+            take_over_after: TAKE_OVER_AFTER,
             spare: Vec::new(),
         })
     }
 
-    /// An empty buffer for the next block.
-    pub fn buffer(&mut self) -> (ByteBuf, Vec<Range<usize>>) {
-        self.spare.pop().unwrap_or_else(|| {
-            (
-                ByteBuf::with_capacity(super::BLOCK_TARGET + MAX_BATCH_ENTRY),
-                Vec::new(),
-            )
-        })
+    /// A pool whose workers never get to run: jobs are taken by nobody.
+    #[cfg(test)]
+    pub(crate) fn never_answered() -> BlockPool {
+        let (jobs, queue) = unbounded::<Job>();
+        let (answer, answers) = unbounded();
+        let idle = std::thread::spawn(move || {
+            // Holds the queue and the answers open, answering nothing, until
+            // the pool closes the queue.
+            let _answer = answer;
+            while queue.recv().is_ok() {}
+        });
+        BlockPool {
+            jobs: Some(jobs),
+            answers,
+            workers: vec![idle],
+            pending: VecDeque::new(),
+            next_seq: 0,
+            at_workers: 0,
+            workers_in_time: true,
+            take_over_after: TAKE_OVER_AFTER,
+            spare: Vec::new(),
+        }
     }
 
-    /// Hands a full block to the workers, then writes what is ready; waits
-    /// while [`MAX_IN_FLIGHT`] blocks are.
+    /// Whether a late worker is waited for a little (see
+    /// [`TAKE_OVER_AFTER`]) or its block stored at once.
+    pub fn wait_for_workers(&mut self, wait: bool) {
+        self.take_over_after = if wait {
+            TAKE_OVER_AFTER
+        } else {
+            Duration::ZERO
+        };
+    }
+
+    /// An empty buffer for the next block.
+    pub fn buffer(&mut self) -> ByteBuf {
+        self.spare
+            .pop()
+            .unwrap_or_else(|| ByteBuf::with_capacity(super::BLOCK_TARGET + MAX_BATCH_ENTRY))
+    }
+
+    /// Hands a full block of `events` events to the workers, or marks it to
+    /// be stored when they are behind, then writes what is ready; with
+    /// [`MAX_IN_FLIGHT`] blocks pending, the oldest is written now,
+    /// compressed or not.
     pub fn submit(
         &mut self,
         payload: ByteBuf,
-        batches: Vec<Range<usize>>,
         events: u64,
         out: &mut impl Write,
     ) -> io::Result<()> {
-        while self.next_seq - self.next_to_write >= MAX_IN_FLIGHT as u64 {
-            self.take_one(out)?;
-        }
-        let behind = self.next_seq - self.next_to_write;
-        let job = Job {
-            seq: self.next_seq,
-            payload,
-            batches,
-            events,
-            compress: behind < COMPRESS_BEHIND as u64,
-        };
+        self.take_answers()?;
+        let seq = self.next_seq;
         self.next_seq += 1;
-        let sent = self.jobs.as_ref().map(|jobs| jobs.send(job));
-        if !matches!(sent, Some(Ok(()))) {
-            return Err(io::Error::other("the capture's worker threads are gone"));
+        let payload = Arc::new(payload);
+        let packing = match &self.jobs {
+            Some(jobs) if self.at_workers < COMPRESS_BEHIND => {
+                let job = Job {
+                    seq,
+                    payload: Arc::clone(&payload),
+                };
+                jobs.send(job)
+                    .map_err(|_| io::Error::other("the capture's worker threads are gone"))?;
+                self.at_workers += 1;
+                Packing::AtWorker
+            }
+            _ => Packing::Stored,
+        };
+        self.pending.push_back(Pending {
+            seq,
+            payload,
+            events,
+            packing,
+            handed_over: Instant::now(),
+        });
+        self.write_in_order(out)?;
+        while self.pending.len() >= MAX_IN_FLIGHT {
+            self.wait_for_oldest(self.take_over_after)?;
+            self.write_oldest(out)?;
         }
-        self.write_ready(out)
+        Ok(())
     }
 
-    /// Writes every block that is done and whose turn it is, not waiting.
+    /// Waits up to `longest` for the answer for the oldest block, if it is
+    /// at a worker and the workers have been in time.
+    fn wait_for_oldest(&mut self, longest: Duration) -> io::Result<()> {
+        let until = Instant::now() + longest;
+        while self.workers_in_time
+            && (self.pending.front()).is_some_and(|p| matches!(p.packing, Packing::AtWorker))
+        {
+            match self.answers.recv_deadline(until) {
+                Ok(answer) => self.arrived(answer)?,
+                Err(_) => self.workers_in_time = false,
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes every block whose turn it is and that is ready, not waiting;
+    /// the oldest stored if a worker is late with it.
     pub fn write_ready(&mut self, out: &mut impl Write) -> io::Result<()> {
-        while let Ok(done) = self.done.try_recv() {
-            self.arrived(done?);
+        self.take_answers()?;
+        self.write_in_order(out)?;
+        if (self.pending.front()).is_some_and(|oldest| oldest.handed_over.elapsed() >= WORKER_LATE)
+        {
+            self.write_oldest(out)?;
+            self.write_in_order(out)?;
         }
-        self.write_in_order(out)
+        Ok(())
     }
 
-    /// Waits for every block handed over and writes it.
+    /// Writes every block pending: waits a little for the workers'
+    /// answers, then stores what they have not compressed.
     pub fn drain(&mut self, out: &mut impl Write) -> io::Result<()> {
-        while self.next_to_write < self.next_seq {
-            self.take_one(out)?;
+        self.workers_in_time = true;
+        while !self.pending.is_empty() {
+            self.wait_for_oldest(LAST_WAIT)?;
+            self.write_oldest(out)?;
         }
         Ok(())
     }
 
-    /// Waits for one block to be done, then writes what is in order.
-    fn take_one(&mut self, out: &mut impl Write) -> io::Result<()> {
-        let done = self
-            .done
-            .recv()
-            .map_err(|_| io::Error::other("the capture's worker threads are gone"))?;
-        self.arrived(done?);
-        self.write_in_order(out)
+    /// The workers' answers so far, each to its block.
+    fn take_answers(&mut self) -> io::Result<()> {
+        while let Ok(answer) = self.answers.try_recv() {
+            self.arrived(answer)?;
+        }
+        Ok(())
     }
 
-    fn arrived(&mut self, done: Done) {
-        self.ready.insert(done.seq, done);
+    fn arrived(&mut self, answer: Packed) -> io::Result<()> {
+        self.at_workers -= 1;
+        self.workers_in_time = true;
+        let packed = answer.packed?;
+        let first = self.pending.front().map_or(u64::MAX, |p| p.seq);
+        // A block written meanwhile is no longer pending.
+        if let Some(at) = answer.seq.checked_sub(first) {
+            if let Some(block) = self.pending.get_mut(at as usize) {
+                block.packing = packed.map_or(Packing::Stored, Packing::Compressed);
+            }
+        }
+        Ok(())
     }
 
+    /// Writes the oldest blocks while each is ready: compressed, or to be
+    /// stored.
     fn write_in_order(&mut self, out: &mut impl Write) -> io::Result<()> {
-        while let Some(done) = self.ready.remove(&self.next_to_write) {
-            self.next_to_write += 1;
-            // A failed write is not retried (the file stays a prefix of
-            // the stream of blocks), and the buffers are kept either way.
-            let written = out
-                .write_all(&done.frame)
-                .and_then(|()| match &done.packed {
-                    Some(packed) => out.write_all(packed),
-                    None => out.write_all(done.payload.as_slice()),
-                });
-            let (mut payload, mut batches) = (done.payload, done.batches);
-            payload.clear();
-            batches.clear();
-            self.spare.push((payload, batches));
-            written?;
+        while let Some(oldest) = self.pending.front() {
+            if let Packing::AtWorker = oldest.packing {
+                break;
+            }
+            self.write_oldest(out)?;
         }
         Ok(())
+    }
+
+    /// Writes the oldest block: compressed if its answer came, else stored.
+    fn write_oldest(&mut self, out: &mut impl Write) -> io::Result<()> {
+        let Some(block) = self.pending.pop_front() else {
+            return Ok(());
+        };
+        let payload = block.payload.as_slice();
+        let (codec, stored) = match &block.packing {
+            Packing::Compressed(packed) => (CODEC_ZSTD, &packed[..]),
+            Packing::AtWorker | Packing::Stored => (CODEC_STORED, payload),
+        };
+        let frame = Frame {
+            codec,
+            stored_len: stored.len(),
+            payload_len: payload.len(),
+            events: block.events,
+        };
+        // A failed write is not retried (the file stays a prefix of the
+        // stream of blocks), and the buffer is kept either way.
+        let written = out
+            .write_all(&frame.bytes())
+            .and_then(|()| out.write_all(stored));
+        // A late worker may hold it still: then it goes when the worker
+        // drops it.
+        if let Ok(mut payload) = Arc::try_unwrap(block.payload) {
+            payload.clear();
+            self.spare.push(payload);
+        }
+        written
     }
 }
 
@@ -322,69 +459,56 @@ impl Drop for BlockPool {
     }
 }
 
-/// A worker: counts each block's batch events and stores the block.
-fn work(
-    compression: Compression,
-    declared: &DeclaredTypes,
-    queue: &Receiver<Job>,
-    done: &Sender<io::Result<Done>>,
-) {
-    let mut zstd = match compression {
-        Compression::None => None,
-        Compression::Zstd => match zstd::bulk::Compressor::new(ZSTD_LEVEL).and_then(|mut c| {
-            c.include_checksum(true)?;
-            Ok(c)
-        }) {
-            Ok(c) => Some(c),
-            Err(e) => {
-                let _ = done.send(Err(e));
-                return;
-            }
-        },
+/// A worker: compresses blocks, at the lowest priority, skipping those the
+/// pool stored meanwhile.
+fn work(queue: &Receiver<Job>, answer: &Sender<Packed>) {
+    lower_priority();
+    let compressor = zstd::bulk::Compressor::new(ZSTD_LEVEL).and_then(|mut c| {
+        c.include_checksum(true)?;
+        Ok(c)
+    });
+    let mut zstd = match compressor {
+        Ok(c) => Some(c),
+        Err(e) => {
+            log::warn!("the capture is stored uncompressed: zstd: {e}");
+            None
+        }
     };
-    let mut scratch = Vec::new();
     while let Ok(job) = queue.recv() {
-        let payload = job.payload.as_slice();
-        let batch_events: u64 = job
-            .batches
-            .iter()
-            .filter_map(|range| {
-                batch_items::counts(&payload[range.clone()], Codec::Current, declared)
-            })
-            .map(|counts| counts.iter().sum::<u64>())
-            .sum();
+        // The pool's reference gone: it was written stored.
+        let written = Arc::strong_count(&job.payload) == 1;
         let packed = match &mut zstd {
-            Some(zstd) if job.compress => {
-                scratch.clear();
-                scratch.reserve(zstd::zstd_safe::compress_bound(payload.len()));
-                match zstd.compress_to_buffer(payload, &mut scratch) {
-                    Ok(_) => Some(std::mem::take(&mut scratch)),
-                    Err(e) => {
-                        let _ = done.send(Err(e));
-                        return;
-                    }
-                }
+            Some(zstd) if !written => {
+                let payload = job.payload.as_slice();
+                let mut packed = Vec::with_capacity(zstd::zstd_safe::compress_bound(payload.len()));
+                zstd.compress_to_buffer(payload, &mut packed)
+                    .map(|_| Some(packed))
             }
-            _ => None,
+            _ => Ok(None),
         };
-        let frame = Frame {
-            codec: match packed {
-                Some(_) => CODEC_ZSTD,
-                None => CODEC_STORED,
-            },
-            stored_len: packed.as_ref().map_or(payload.len(), Vec::len),
-            payload_len: payload.len(),
-            events: job.events + batch_events,
-        };
-        let finished = Done {
-            seq: job.seq,
-            frame: frame.bytes(),
-            packed,
-            payload: job.payload,
-            batches: job.batches,
-        };
-        if done.send(Ok(finished)).is_err() {
+        drop(job.payload);
+        if answer
+            .send(Packed {
+                seq: job.seq,
+                packed,
+            })
+            .is_err()
+        {
             return;
         }
+    }
+}
+
+/// Makes the calling thread run only on CPU time nothing else wants
+/// (`SCHED_IDLE`); where that is refused it runs as it was, and the
+/// blocks it cannot compress in time are stored.
+fn lower_priority() {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: pid 0 is the calling thread; `param` outlives the call.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } != 0 {
+        log::debug!(
+            "capture worker keeps its priority: {}",
+            io::Error::last_os_error()
+        );
     }
 }

@@ -14,7 +14,6 @@ use crate::write::buf::ByteBuf;
 use crate::write::writer::{EventWriter, Totals};
 use std::collections::HashMap;
 use std::io::{self, Write};
-use std::ops::Range;
 use std::time::{Duration, Instant};
 use styx_common::EVENT_KIND_SLOTS;
 
@@ -60,9 +59,7 @@ enum Framing {
     /// Version 3: the buffer is the block being filled.
     Blocks {
         pool: BlockPool,
-        /// Its batch records, for the workers' count of their events.
-        batches: Vec<Range<usize>>,
-        /// Its events delivered one each.
+        /// The events it holds.
         events: u64,
         /// When a flush first found it not empty.
         waiting_since: Option<Instant>,
@@ -81,11 +78,28 @@ impl<W: Write> CaptureWriter<W> {
     /// Starts a capture of blocks stored as `compression` says: writes the
     /// magic, version and header.
     pub fn new(out: W, header: &Header, compression: Compression) -> io::Result<Self> {
-        let mut pool = BlockPool::new(compression, header.declared_types(), workers())?;
-        let (buf, batches) = pool.buffer();
+        Self::with_pool(out, header, BlockPool::new(compression, workers())?)
+    }
+
+    /// Whether the writer waits a little for a worker late with a block
+    /// (the default) rather than store it at once.
+    pub fn waiting_for_compression(mut self, wait: bool) -> Self {
+        if let Framing::Blocks { pool, .. } = &mut self.body {
+            pool.wait_for_workers(wait);
+        }
+        self
+    }
+
+    /// Starts a capture whose compressing workers never get to run.
+    #[cfg(test)]
+    pub(crate) fn never_compressed(out: W, header: &Header) -> io::Result<Self> {
+        Self::with_pool(out, header, BlockPool::never_answered())
+    }
+
+    fn with_pool(out: W, header: &Header, mut pool: BlockPool) -> io::Result<Self> {
+        let buf = pool.buffer();
         let body = Framing::Blocks {
             pool,
-            batches,
             events: 0,
             waiting_since: None,
         };
@@ -153,7 +167,6 @@ impl<W: Write> CaptureWriter<W> {
     fn cut_block(&mut self) -> io::Result<()> {
         let Framing::Blocks {
             pool,
-            batches,
             events,
             waiting_since,
         } = &mut self.body
@@ -163,10 +176,9 @@ impl<W: Write> CaptureWriter<W> {
         if self.buf.len() == 0 {
             return Ok(());
         }
-        let (buf, next_batches) = pool.buffer();
+        let buf = pool.buffer();
         let full = std::mem::replace(&mut self.buf, buf);
-        let full_batches = std::mem::replace(batches, next_batches);
-        let result = pool.submit(full, full_batches, std::mem::take(events), &mut self.out);
+        let result = pool.submit(full, std::mem::take(events), &mut self.out);
         *waiting_since = None;
         self.deltas = Deltas::default();
         result
@@ -297,7 +309,7 @@ impl<W: Write> EventWriter for CaptureWriter<W> {
         true
     }
 
-    fn batch(&mut self, record: &[u8]) -> io::Result<()> {
+    fn batch(&mut self, record: &[u8], batch_events: u64) -> io::Result<()> {
         // Its items end within the longest record (the caller checked
         // them); bytes past that, which no ring record has, would make the
         // record one no reader takes.
@@ -305,10 +317,9 @@ impl<W: Write> EventWriter for CaptureWriter<W> {
         let buf = &mut self.buf;
         buf.push(TAG_BATCH);
         put(buf, record.len() as u64);
-        let start = buf.len();
         buf.extend_from_slice(record);
-        if let Framing::Blocks { batches, .. } = &mut self.body {
-            batches.push(start..start + record.len());
+        if let Framing::Blocks { events, .. } = &mut self.body {
+            *events += batch_events;
         }
         self.record_done()
     }

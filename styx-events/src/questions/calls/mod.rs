@@ -266,8 +266,8 @@ impl EventWriter for CallTracker {
     fn takes_batches(&self) -> bool {
         self.inner.takes_batches()
     }
-    fn batch(&mut self, record: &[u8]) -> io::Result<()> {
-        self.inner.batch(record)
+    fn batch(&mut self, record: &[u8], events: u64) -> io::Result<()> {
+        self.inner.batch(record, events)
     }
     fn can_finish(&self) -> bool {
         self.inner.can_finish()

@@ -4,7 +4,7 @@
 
 use super::figures::{slower, table, times, verdict};
 use super::Facts;
-use crate::bench::demo::{Capture, Row, Variant};
+use crate::bench::demo::{Capture, IntoFile, Row, Variant};
 use crate::bench::questions::{label, Asked, DELIVERIES, QUESTIONS};
 use crate::bench::tracer::{delivery_arg, Question};
 use crate::bench::{workload, Plan, Results};
@@ -25,9 +25,10 @@ pub fn method(md: &mut String, plan: &Plan, r: &Results, facts: &Facts) {
          Compiled out is the same source built with `--features probes-off`. Attached runs \
          are `styx-loader -o raw --output /dev/null --delivery D -- styx-demo …`: traced from \
          the first instruction. \"vs compiled out\" for a traced run is the round's median \
-         compiled-out speed over the run's, then the median over rounds. After the rounds, \
-         one run with all types batched ({} repeats) writes its raw capture to a file, for \
-         its size.\n\
+         compiled-out speed over the run's, then the median over rounds. Each round also \
+         traces all types batched into a raw capture file (`/tmp`) as long, with the \
+         loader's defaults; after the rounds, one shorter such run ({} repeats) makes the \
+         capture that is converted to Perfetto and read in parallel.\n\
          - **Event stream**: `styx-bench` sends (pc, addr, val) memory-read events \
          (`styx_probe::mem_read!`; `nop1-narrow` the same events with a 16-bit pc and \
          address) from a tight loop, one thread: {} events per batched run to \
@@ -119,28 +120,37 @@ pub fn demo(md: &mut String, plan: &Plan, r: &Results) {
         per_event_over_batched(Variant::One),
         per_event_over_batched(Variant::All),
     );
-    let to_null = r.demo.rows[&Variant::All(Delivery::Batched)].speed.median();
-    demo_capture(md, &r.demo.capture, to_null);
+    let to_null = &r.demo.rows[&Variant::All(Delivery::Batched)];
+    demo_capture(md, &r.demo.into_file, &r.demo.capture, to_null);
 }
 
 /// The demo's raw capture: bytes per event on disk, the demo's speed
 /// meanwhile against its speed traced to /dev/null (`to_null`), and `read`
 /// of the capture on 1, 2 and every core.
-fn demo_capture(md: &mut String, c: &Capture, to_null: f64) {
+fn demo_capture(md: &mut String, file: &IntoFile, c: &Capture, to_null: &Row) {
     let _ = writeln!(
         md,
-        "Traced at all types, batched, into a raw capture file (default options: zstd \
-         blocks compressed on worker threads): {:.2} bytes per event ({} bytes for {} events \
-         written, {} lost); the demo ran at {:.1} M instructions/s, {:.0}% of its median \
-         speed traced the same way to /dev/null. The capture's blocks hold each batch \
-         record as the ring carried it, compressed with the rest of its block. Converted \
-         to Perfetto (`read -o perfetto`): {:.1} bytes per event ({} bytes).\n",
-        c.bytes_per_event(),
-        c.bytes,
+        "Traced at all types, batched, into a raw capture file with the loader's defaults \
+         (zstd blocks compressed on worker threads; `--on-full wait`), in each round right \
+         after the run to /dev/null and as long: {:.2} bytes per event ({} bytes for {} \
+         events written, {} lost); per round the demo ran at {} of its speed traced to \
+         /dev/null, where {} of {} events were dropped (a device: `--on-full drop`). The \
+         capture's blocks hold each batch record as the ring carried it, compressed with \
+         the rest of its block.\n\n\
+         A shorter capture ({} events, {} lost, {:.2} bytes per event; the demo at {:.1} M \
+         instructions/s) converted to Perfetto (`read -o perfetto`): {:.1} bytes per event \
+         ({} bytes).\n",
+        file.bytes_per_event(),
+        file.bytes,
+        file.events,
+        file.lost,
+        times(&file.speed_ratio, 2),
+        to_null.lost,
+        to_null.events + to_null.lost,
         c.events,
         c.lost,
+        c.bytes_per_event(),
         c.speed,
-        c.speed / to_null.max(f64::MIN_POSITIVE) * 100.0,
         c.perfetto_bytes_per_event(),
         c.perfetto_bytes,
     );

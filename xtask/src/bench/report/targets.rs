@@ -72,6 +72,12 @@ const NARROW_OVER_BEFORE: (u32, u32) = (2, 3);
 const DEMO_CAPTURE_BYTES: f64 = 12.0;
 /// That capture converted to a Perfetto trace: bytes per event.
 const DEMO_PERFETTO_BYTES: f64 = 20.0;
+/// The demo traced at all types into a file with the loader's defaults:
+/// its speed over its speed traced to /dev/null, and bytes per event.
+const DEMO_FILE_SPEED: f64 = 0.9;
+const DEMO_FILE_BYTES: f64 = 4.0;
+/// `read` of the demo's capture on 2 threads over 1.
+const READ_TWO_THREADS: f64 = 1.8;
 
 /// The table, in the report's order.
 fn targets(r: &Results, facts: &Facts) -> Vec<Target> {
@@ -150,6 +156,33 @@ fn targets(r: &Results, facts: &Facts) -> Vec<Target> {
         limit: Limit::AtMost(DEMO_PERFETTO_BYTES),
         measured: demo_perfetto(r),
     });
+    targets.push(Target {
+        name: format!(
+            "demo traced at all types into a file, default options: ≥ {:.0}% of its speed \
+             traced to /dev/null (same round), nothing lost",
+            DEMO_FILE_SPEED * 100.0
+        ),
+        limit: Limit::AtLeast(DEMO_FILE_SPEED),
+        measured: demo_file_speed(r),
+    });
+    targets.push(Target {
+        name: format!(
+            "demo traced at all types into a file, default options: ≤ {DEMO_FILE_BYTES:.0} \
+             bytes per event"
+        ),
+        limit: Limit::AtMost(DEMO_FILE_BYTES),
+        measured: demo_file_bytes(r),
+    });
+    for format in demo::READ_FORMATS {
+        targets.push(Target {
+            name: format!(
+                "`read` of the demo's capture as {format}: ≥ {READ_TWO_THREADS}× faster on 2 \
+                 threads than on 1"
+            ),
+            limit: Limit::AtLeast(READ_TWO_THREADS),
+            measured: read_two_threads(r, format),
+        });
+    }
     targets.extend(detached(r));
     for (way, what) in [
         (Way::PerEvent, "raw capture"),
@@ -383,6 +416,70 @@ fn demo_capture(r: &Results) -> Measured {
         why: "The capture's blocks hold each batch as the ring carried it (per event its \
               item: a tag, then each value in the width the demo gives it; a time mark every \
               ~1 KiB of items), compressed with zstd's fastest level (`--compression`)."
+            .into(),
+    }
+}
+
+fn demo_file_speed(r: &Results) -> Measured {
+    let file = &r.demo.into_file;
+    let ratio = &file.speed_ratio;
+    Measured {
+        figure: ratio.median(),
+        holds: file.lost == 0,
+        shown: format!(
+            "{:.0}% ({:.0}–{:.0}%), {} of {} events lost, see 1",
+            ratio.median() * 100.0,
+            ratio.min() * 100.0,
+            ratio.max() * 100.0,
+            file.lost,
+            file.events + file.lost
+        ),
+        why: "Into a file the loader waits (`--on-full wait`, nothing lost) where to /dev/null \
+              it drops what the ring has no room for (see 1): the run to a file goes at the \
+              pace of the loader, which shares the CPU the emulator leaves with the threads \
+              compressing the capture."
+            .into(),
+    }
+}
+
+fn demo_file_bytes(r: &Results) -> Measured {
+    let file = &r.demo.into_file;
+    Measured {
+        figure: file.bytes_per_event(),
+        holds: true,
+        shown: format!(
+            "{:.2} bytes per event ({} bytes for {} events), see 1",
+            file.bytes_per_event(),
+            file.bytes,
+            file.events
+        ),
+        why: "Blocks the compressing threads cannot take in time are stored as encoded, so \
+              that compressing never holds the emulator or the loader back; the threads \
+              have only the CPU time the emulator and the loader leave (`SCHED_IDLE`)."
+            .into(),
+    }
+}
+
+fn read_two_threads(r: &Results, format: &str) -> Measured {
+    let rate = |threads: usize| {
+        r.demo
+            .capture
+            .reads
+            .iter()
+            .find(|row| row.format == format && row.threads == threads)
+            .map_or(f64::NAN, |row| row.rate.median())
+    };
+    let ratio = rate(2) / rate(1);
+    Measured {
+        figure: ratio,
+        holds: true,
+        shown: format!(
+            "{ratio:.2}× ({:.1} against {:.1} M events/s), see 1",
+            rate(2),
+            rate(1)
+        ),
+        why: "Blocks are decoded and formatted on worker threads, but reading the file, \
+              handing blocks out and writing the results in order stay on one thread."
             .into(),
     }
 }

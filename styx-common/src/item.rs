@@ -202,6 +202,14 @@ static CATALOGUE_ITEM_BYTES: [u8; 1 << 15] = {
     table
 };
 
+/// Bytes of the catalogue event's item `tag` begins (its tag included), 0
+/// for a tag no batch holds; its kind is `tag >> 8 & 0x7f`, an
+/// [`EventKind`] id wherever this is not 0.
+#[inline]
+pub fn catalogue_item_bytes(tag: u16) -> usize {
+    CATALOGUE_ITEM_BYTES[(tag & !CATALOGUE_TAG) as usize] as usize
+}
+
 /// What the item at the start of `bytes` is and its length, from its tag
 /// (and a declared type's length byte) alone: for walks that count items
 /// rather than read them (the loader's whole-batch check).
@@ -212,7 +220,7 @@ pub fn skim(bytes: &[u8]) -> Result<(Skimmed, usize), ItemError> {
         _ => return Err(ItemError::Truncated),
     };
     let (what, len) = if tag & CATALOGUE_TAG != 0 {
-        let len = CATALOGUE_ITEM_BYTES[(tag & !CATALOGUE_TAG) as usize] as usize;
+        let len = catalogue_item_bytes(tag);
         match BATCHED[(tag >> 8) as usize & 0x7f] {
             Some((kind, _)) if len != 0 => (Skimmed::Event(kind), len),
             _ => return Err(ItemError::UnknownTag(tag)),

@@ -8,7 +8,7 @@ use crate::record::batch::DeclaredTypes;
 use bytemuck::pod_read_unaligned;
 use std::mem::size_of;
 use styx_common::batch::{BatchRecord, BATCH_BYTES};
-use styx_common::item::{Codec, Skimmed, TAG_BYTES};
+use styx_common::item::{self, Codec, Skimmed, CATALOGUE_TAG, TAG_BYTES, TIME_TAG};
 use styx_common::{EventKind, EVENT_KIND_SLOTS};
 
 /// Events per kind id (slot 0, time marks, stays 0).
@@ -41,14 +41,16 @@ pub fn counts_by_type(
     let items = record.get(FIXED..FIXED + len)?;
     let mut found = [0u64; EVENT_KIND_SLOTS as usize];
     // A run of items with one catalogue tag (a thread's stream repeats
-    // its tags): what they are, their length and how many so far. A
-    // repeat's length comes from here, not from its tag, so the walk's
-    // next offset does not wait for the tag's load and the length's
-    // (the CPU predicts the comparison), and it is counted in a register,
-    // not stored to `found` per item: perf put the loader's time in that
-    // chain of loads (one batched event in 4 ns of its CPU).
-    let mut run: Option<(u16, Skimmed, usize)> = None;
-    let mut run_items = 0u64;
+    // its tags): its length and how many so far. A repeat's length comes
+    // from here, not from the tag's table, so the walk's next offset does
+    // not wait for that load (the CPU predicts the comparison), and it is
+    // counted in a register: perf put the loader's time in that chain of
+    // loads (one batched event in 4 ns of its CPU). A stream whose tags
+    // change from item to item (an emulator's instruction, its register
+    // and memory accesses) would mispredict the comparison every time: the
+    // run is tried only once a tag has come twice in a row.
+    let (mut run_tag, mut run_bytes, mut run_items) = (0u16, 0usize, 0u64);
+    let mut last_tag = TIME_TAG;
     // Declared types' events, kept apart until the record proves whole.
     let mut types: Vec<(u32, u64)> = Vec::new();
     let mut at = 0;
@@ -57,17 +59,31 @@ pub fn counts_by_type(
             Some(&[low, high]) => u16::from_le_bytes([low, high]),
             _ => return None,
         };
-        if let Some((run_tag, _, bytes)) = run {
-            if run_tag == tag && at + bytes <= items.len() {
+        if run_items > 0 {
+            if run_tag == tag && at + run_bytes <= items.len() {
                 run_items += 1;
-                at += bytes;
+                at += run_bytes;
                 continue;
             }
+            *found.get_mut(usize::from(run_tag >> 8 & 0x7f))? += run_items;
+            run_items = 0;
         }
-        if let Some((_, what, _)) = run.take() {
-            count(&mut found, what, run_items);
+        if tag & CATALOGUE_TAG != 0 && codec == Codec::Current {
+            // The tag alone: values are not read here.
+            let bytes = item::catalogue_item_bytes(tag);
+            if bytes == 0 || at + bytes > items.len() {
+                return None;
+            }
+            if tag == last_tag {
+                (run_tag, run_bytes, run_items) = (tag, bytes, 1);
+            } else {
+                *found.get_mut(usize::from(tag >> 8 & 0x7f))? += 1;
+            }
+            last_tag = tag;
+            at += bytes;
+            continue;
         }
-        // The tags alone: values are not read here.
+        last_tag = tag;
         let (item, bytes) = codec.skim(&items[at..]).ok()?;
         match item {
             // A declared type's: other providers' probes' kind, as split.
@@ -81,16 +97,12 @@ pub fn counts_by_type(
                 add(&mut types, of.spec_id, 1);
             }
             // A version-1 item's first bytes are no tag.
-            _ if codec != Codec::Current => count(&mut found, item, 1),
-            _ => {
-                run = Some((tag, item, bytes));
-                run_items = 1;
-            }
+            _ => count(&mut found, item, 1),
         }
         at += bytes;
     }
-    if let Some((_, what, _)) = run {
-        count(&mut found, what, run_items);
+    if run_items > 0 {
+        *found.get_mut(usize::from(run_tag >> 8 & 0x7f))? += run_items;
     }
     for (spec_id, n) in types {
         add(by_spec, spec_id, n);
@@ -178,11 +190,30 @@ mod tests {
         assert_eq!(found[EventKind::MemRead as usize], 1);
         assert_eq!(found.iter().sum::<u64>(), 7);
         let last = insn(0x404);
-        let cut = [mark(1000), insn(0x400), last[..last.len() - 1].to_vec()].concat();
-        assert_eq!(
-            counts(&record(&cut, 2), Codec::Current, &DeclaredTypes::new()),
-            None
-        );
+        for run in 1..4 {
+            let mut cut = mark(1000);
+            for _ in 0..run {
+                cut.extend(insn(0x400));
+            }
+            cut.extend_from_slice(&last[..last.len() - 1]);
+            assert_eq!(
+                counts(
+                    &record(&cut, run + 1),
+                    Codec::Current,
+                    &DeclaredTypes::new()
+                ),
+                None,
+                "{run} whole before the cut one"
+            );
+        }
+        // Tags that change from item to item, as an emulator's stream.
+        let mixed: Vec<u8> = (0..50)
+            .flat_map(|i| [insn(i), mem_read(i, 2, 3, 4), mem_read(i, 3, 3, 4)].concat())
+            .collect();
+        let found = counts(&record(&mixed, 0), Codec::Current, &DeclaredTypes::new()).unwrap();
+        assert_eq!(found[EventKind::InsnExec as usize], 50);
+        assert_eq!(found[EventKind::MemRead as usize], 100);
+        assert_eq!(found.iter().sum::<u64>(), 150);
     }
 
     #[test]

@@ -127,9 +127,7 @@ fn bpftrace_calls(binary: &std::path::Path, workload: &mut Workload, n: u64) -> 
     }
     std::thread::sleep(Duration::from_millis(500));
     let ns = workload.run("call", n)?.ns_per_event;
-    // SAFETY: kill sends a signal to the child we started.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    child.wait()?;
+    super::tracer::stop_bpftrace(&mut child, || workload.run("ready", 10).map(drop))?;
     let printed: Vec<String> = stdout.iter().collect();
     let count = |map: &str| -> Option<u64> {
         printed

@@ -379,26 +379,9 @@ impl Session {
                 loader.finish()
             }
             Process::Bpftrace { mut child, stderr } => {
-                // bpftrace 0.17 with printf output notices the signal only
-                // at its next event, and may miss one: sent again every 2 s
-                // while it still catches it.
-                let started = Instant::now();
-                let mut sent = None;
-                while child.try_wait()?.is_none() {
-                    if started.elapsed() > Duration::from_secs(30) {
-                        bail!("bpftrace did not stop within 30 s of SIGINT");
-                    }
-                    let due = sent.is_none_or(|at: Instant| at.elapsed() > Duration::from_secs(2));
-                    if due && (sent.is_none() || styx_testkit::catches_sigint(child.id())) {
-                        // SAFETY: signalling a child we started.
-                        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-                        sent = Some(Instant::now());
-                    }
-                    workload.run(READY, 10)?;
-                    std::thread::sleep(Duration::from_millis(50));
-                }
+                let status = stop_bpftrace(&mut child, || workload.run(READY, 10).map(drop))?;
                 workload.quit()?;
-                (child.wait()?, stderr.iter().collect())
+                (status, stderr.iter().collect())
             }
         };
         let (lines, stdout) = self.stdout.join().expect("stdout reader");
@@ -526,6 +509,36 @@ fn schedstat_ns(pid: u32) -> Option<u64> {
         total += text.split_whitespace().next()?.parse::<u64>().ok()?;
     }
     Some(total)
+}
+
+/// Stops bpftrace with SIGINT, `poke`ing the workload meanwhile: bpftrace
+/// 0.17 with printf output notices the signal only at its next event, and
+/// may miss one, so it is sent again every 2 s while bpftrace still catches
+/// it; killed, and an error, if it has not stopped within 30 s.
+pub fn stop_bpftrace(
+    child: &mut std::process::Child,
+    mut poke: impl FnMut() -> Result<()>,
+) -> Result<std::process::ExitStatus> {
+    let started = Instant::now();
+    let mut sent = None;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status);
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("bpftrace did not stop within 30 s of SIGINT");
+        }
+        let due = sent.is_none_or(|at: Instant| at.elapsed() > Duration::from_secs(2));
+        if due && (sent.is_none() || styx_testkit::catches_sigint(child.id())) {
+            // SAFETY: signalling a child we started.
+            unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+            sent = Some(Instant::now());
+        }
+        poke()?;
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 #[cfg(test)]

@@ -1,9 +1,10 @@
 //! The loader's walk of a whole batch's items (`batch_items::counts`: the
 //! check and count every batch a raw capture or the flight recorder keeps
-//! whole goes through), timed on two 16 KiB batches: an emulator's stream,
+//! whole goes through), timed on 16 KiB batches: an emulator's stream,
 //! whose tags change from item to item (the demo's instruction, register
-//! and memory events, 16-bit values), and a tight loop's single `mem_read`
-//! tag with u64 values. Prints ns per event, the best of 5 passes:
+//! and memory events, 16-bit values), a tight loop's single `mem_read` tag
+//! with u64 values, the 16-bit `mem_read`, and the same as a declared type
+//! of those widths. Prints ns per event, the best of 5 passes:
 //!
 //! ```text
 //! cargo run --release -p styx-events --example bench-walk
@@ -11,18 +12,30 @@
 
 use std::time::Instant;
 use styx_common::batch::{BatchRecord, BATCH_BYTES, BATCH_RECORD_KIND};
-use styx_common::item::{write_event, write_mark, Codec, MAX_ITEM_BYTES};
+use styx_common::item::{
+    write_declared, write_event, write_mark, Codec, MAX_DECLARED_ITEM_BYTES, MAX_ITEM_BYTES,
+};
 use styx_common::{EventKind, RecordHeader};
-use styx_events::{batch_items, DeclaredTypes};
+use styx_events::{batch_items, Declared, DeclaredTypes};
 
-/// An event's kind and its values with their widths.
-type Fired = (EventKind, &'static [(u64, usize)]);
+/// An item: a catalogue event's kind and its values with their widths, or
+/// the declared type's.
+#[derive(Clone, Copy)]
+enum Fired {
+    Catalogue(EventKind, &'static [(u64, usize)]),
+    Declared,
+}
+
+/// The declared type's tag in its file (file 0), and its widths.
+const DECLARED_TAG: u16 = 0x10;
+const DECLARED_WIDTHS: [usize; 3] = [2, 2, 1];
 
 /// A full batch record of `pattern` repeated, a time mark every ~1 KiB as
 /// styx-probe writes them.
 fn batch(pattern: &[Fired]) -> Vec<u8> {
     let mut items = Vec::new();
     let mut item = [0u8; MAX_ITEM_BYTES];
+    let mut declared = [0u8; MAX_DECLARED_ITEM_BYTES];
     let mut since_mark = usize::MAX;
     for i in 0.. {
         if since_mark > 1024 {
@@ -30,13 +43,22 @@ fn batch(pattern: &[Fired]) -> Vec<u8> {
             items.extend_from_slice(&item[..n]);
             since_mark = 0;
         }
-        let (kind, values) = pattern[i % pattern.len()];
-        let n = write_event(kind, values, &mut item);
-        if items.len() + n > BATCH_BYTES {
+        let bytes = match pattern[i % pattern.len()] {
+            Fired::Catalogue(kind, values) => {
+                let n = write_event(kind, values, &mut item);
+                &item[..n]
+            }
+            Fired::Declared => {
+                let values = [0x600, 0x601, 7];
+                let n = write_declared(DECLARED_TAG, &values, &DECLARED_WIDTHS, &mut declared);
+                &declared[..n]
+            }
+        };
+        if items.len() + bytes.len() > BATCH_BYTES {
             break;
         }
-        items.extend_from_slice(&item[..n]);
-        since_mark += n;
+        items.extend_from_slice(bytes);
+        since_mark += bytes.len();
     }
     let fixed = BatchRecord {
         header: RecordHeader {
@@ -50,30 +72,40 @@ fn batch(pattern: &[Fired]) -> Vec<u8> {
 }
 
 fn main() {
-    let emulator: &[Fired] = &[
-        (EventKind::RegRead, &[(0x600, 2), (1, 1), (5, 1)]),
-        (
-            EventKind::MemRead,
-            &[(0x600, 2), (0x601, 2), (7, 1), (1, 1)],
-        ),
-        (EventKind::InsnExec, &[(0x600, 2), (0xa9, 1), (2, 1)]),
-        (EventKind::RegWrite, &[(0x600, 2), (1, 1), (7, 1), (5, 1)]),
-        (
-            EventKind::MemRead,
-            &[(0x602, 2), (0x603, 2), (7, 1), (1, 1)],
-        ),
-        (
-            EventKind::MemWrite,
-            &[(0x602, 2), (0x10, 2), (7, 1), (1, 1)],
-        ),
-        (EventKind::InsnExec, &[(0x602, 2), (0x85, 1), (2, 1)]),
+    use EventKind::{InsnExec, MemRead, MemWrite, RegRead, RegWrite};
+    use Fired::Catalogue;
+    let emulator = [
+        Catalogue(RegRead, &[(0x600, 2), (1, 1), (5, 1)]),
+        Catalogue(MemRead, &[(0x600, 2), (0x601, 2), (7, 1), (1, 1)]),
+        Catalogue(InsnExec, &[(0x600, 2), (0xa9, 1), (2, 1)]),
+        Catalogue(RegWrite, &[(0x600, 2), (1, 1), (7, 1), (5, 1)]),
+        Catalogue(MemRead, &[(0x602, 2), (0x603, 2), (7, 1), (1, 1)]),
+        Catalogue(MemWrite, &[(0x602, 2), (0x10, 2), (7, 1), (1, 1)]),
+        Catalogue(InsnExec, &[(0x602, 2), (0x85, 1), (2, 1)]),
     ];
-    let tight: &[Fired] = &[(
-        EventKind::MemRead,
+    let tight = [Catalogue(
+        MemRead,
         &[(0x600, 8), (0x601, 8), (7, 1), (1, 1)],
     )];
-    let declared = DeclaredTypes::new();
-    for (name, pattern) in [("emulator's stream", emulator), ("tight loop", tight)] {
+    let narrow = [Catalogue(
+        MemRead,
+        &[(0x600, 2), (0x601, 2), (7, 1), (1, 1)],
+    )];
+    let declared: DeclaredTypes = [(
+        (0, DECLARED_TAG),
+        Declared {
+            spec_id: 1,
+            fields: DECLARED_WIDTHS.map(|w| (w as u8, false)).to_vec(),
+        },
+    )]
+    .into();
+    let streams: [(&str, &[Fired]); 4] = [
+        ("emulator's stream", &emulator),
+        ("tight loop", &tight),
+        ("16-bit mem_read", &narrow),
+        ("declared, same widths", &[Fired::Declared]),
+    ];
+    for (name, pattern) in streams {
         let record = batch(pattern);
         let counted = |record: &[u8]| batch_items::counts(record, Codec::Current, &declared);
         let events: u64 = counted(&record).expect("a whole batch").iter().sum();

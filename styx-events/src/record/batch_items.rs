@@ -51,8 +51,10 @@ pub fn counts_by_type(
     // run is tried only once a tag has come twice in a row.
     let (mut run_tag, mut run_bytes, mut run_items) = (0u16, 0usize, 0u64);
     let mut last_tag = TIME_TAG;
-    // Declared types' events, kept apart until the record proves whole.
-    let mut types: Vec<(u32, u64)> = Vec::new();
+    // Declared types' events, kept apart until the record proves whole, by
+    // tag: (tag, bytes of values, spec id, events). A batch holds few
+    // types: a look along them is cheaper than the session's table per item.
+    let mut types: Vec<(u16, usize, u32, u64)> = Vec::new();
     let mut at = 0;
     while at < items.len() {
         let tag = match items.get(at..at + TAG_BYTES) {
@@ -87,15 +89,17 @@ pub fn counts_by_type(
         let (item, bytes) = codec.skim(&items[at..]).ok()?;
         match item {
             // A declared type's: other providers' probes' kind, as split.
-            Skimmed::Declared { tag, values } => {
-                let file = batch.header.aux;
-                let of = declared.get(&(file, tag))?;
-                if of.value_bytes() != values {
-                    return None;
+            Skimmed::Declared { tag, values } => match types.iter_mut().find(|t| t.0 == tag) {
+                Some(seen) if seen.1 == values => seen.3 += 1,
+                Some(_) => return None,
+                None => {
+                    let of = declared.get(&(batch.header.aux, tag))?;
+                    if of.value_bytes() != values {
+                        return None;
+                    }
+                    types.push((tag, values, of.spec_id, 1));
                 }
-                found[EventKind::Usdt as usize] += 1;
-                add(&mut types, of.spec_id, 1);
-            }
+            },
             // A version-1 item's first bytes are no tag.
             _ => count(&mut found, item, 1),
         }
@@ -104,7 +108,8 @@ pub fn counts_by_type(
     if run_items > 0 {
         *found.get_mut(usize::from(run_tag >> 8 & 0x7f))? += run_items;
     }
-    for (spec_id, n) in types {
+    for (_, _, spec_id, n) in types {
+        found[EventKind::Usdt as usize] += n;
         add(by_spec, spec_id, n);
     }
     Some(found)

@@ -1,6 +1,7 @@
 //! styx-bench: the event stream through styx-probe's own site (`run nop1
 //! N`: `styx_probe::mem_read!` per event; `run nop1-narrow N`: the same
-//! events with a 16-bit pc and address), and `run call N`: N calls of
+//! events with a 16-bit pc and address; `run nop1-declared N`: those as a
+//! type the program declares, `bench_tick`), and `run call N`: N calls of
 //! [`styx_bench_call`], for function tracing (`--functions`), beside the
 //! ways every styx-bench program has (see the library).
 
@@ -10,9 +11,16 @@ fn main() -> anyhow::Result<()> {
     styx_bench::serve(|via, n| match via {
         "nop1" => Some(nop1(n)),
         "nop1-narrow" => Some(nop1_narrow(n)),
+        "nop1-declared" => Some(nop1_declared(n)),
         "call" => Some(calls(n)),
         _ => None,
     })
+}
+
+styx_probe::event! {
+    /// `nop1-narrow`'s event as a type the program declares: the same
+    /// 16-bit pc and address and 8-bit value.
+    pub bench_tick(pc: u16, addr: u16, val: u8);
 }
 
 /// The function `--functions '^styx_bench_call$'` traces (and bpftrace's
@@ -55,6 +63,21 @@ fn nop1_narrow(n: u64) -> Ran {
     let mut evaluated = 0u64;
     let ns = timed(n, |pc, addr, val| {
         styx_probe::mem_read!(|| {
+            evaluated += 1;
+            (pc as u16, addr as u16, val)
+        });
+        0
+    });
+    Ran::plain(ns, evaluated)
+}
+
+/// `n` events of the declared type `bench_tick`: `nop1-narrow`'s stream, as
+/// an emulator's own type of the same widths.
+#[inline(never)]
+fn nop1_declared(n: u64) -> Ran {
+    let mut evaluated = 0u64;
+    let ns = timed(n, |pc, addr, val| {
+        styx_probe::fire!(bench_tick, || {
             evaluated += 1;
             (pc as u16, addr as u16, val)
         });

@@ -80,6 +80,7 @@ pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> 
                 to_file: false,
                 lossless: false,
                 question,
+                declared: false,
             });
             let mut workload = Workload::spawn(&bins.bench)?;
             let session = Session::start(tracer, &bins.loader, &mut workload)?;

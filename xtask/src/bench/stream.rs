@@ -33,6 +33,9 @@ pub enum Way {
     BatchedFileLossless,
     /// [`Way::Batched`] for the stream as a 16-bit guest fires it (`nop1-narrow`).
     BatchedNarrow,
+    /// [`Way::BatchedNarrow`]'s events as a type the program declares
+    /// (`nop1-declared`).
+    BatchedDeclared,
     /// [`Way::Batched`] with `--probe-baseline REV`'s own styx-loader and
     /// styx-bench: the u64 stream before the change.
     BatchedBaseline,
@@ -48,12 +51,13 @@ pub enum Way {
 }
 
 impl Way {
-    pub const ALL: [Way; 17] = [
+    pub const ALL: [Way; 18] = [
         Way::Loop,
         Way::Detached,
         Way::DetachedNop5,
         Way::Batched,
         Way::BatchedNarrow,
+        Way::BatchedDeclared,
         Way::BatchedBaseline,
         Way::BatchedJsonl,
         Way::BatchedFile,
@@ -76,6 +80,9 @@ impl Way {
             Way::Batched => "styx-loader batched, raw capture to /dev/null",
             Way::BatchedNarrow => {
                 "styx-loader batched, 16-bit pc and address, raw capture to /dev/null"
+            }
+            Way::BatchedDeclared => {
+                "styx-loader batched, the 16-bit events as a declared type, raw capture to /dev/null"
             }
             Way::BatchedBaseline => {
                 "`--probe-baseline`'s styx-loader batched, raw capture to /dev/null"
@@ -102,6 +109,7 @@ impl Way {
             Way::Ipmpsc => "ipmpsc",
             Way::TraceMarker => "trace-marker",
             Way::BatchedNarrow => "nop1-narrow",
+            Way::BatchedDeclared => "nop1-declared",
             _ => "nop1",
         }
     }
@@ -136,10 +144,11 @@ impl Way {
                 to_file,
                 lossless,
                 question: Question::None,
+                declared: self == Way::BatchedDeclared,
             }))
         };
         match self {
-            Way::Batched | Way::BatchedNarrow | Way::BatchedBaseline => {
+            Way::Batched | Way::BatchedNarrow | Way::BatchedDeclared | Way::BatchedBaseline => {
                 styx(Delivery::Batched, true, false, false)
             }
             Way::BatchedJsonl => styx(Delivery::Batched, false, false, true),
@@ -172,7 +181,9 @@ impl Way {
     pub fn events(self, plan: &Plan) -> u64 {
         match self {
             Way::Loop | Way::Detached | Way::DetachedNop5 => plan.detached_events,
-            Way::Batched | Way::BatchedNarrow | Way::BatchedBaseline => plan.batched_events,
+            Way::Batched | Way::BatchedNarrow | Way::BatchedDeclared | Way::BatchedBaseline => {
+                plan.batched_events
+            }
             Way::BatchedJsonl | Way::BatchedFile | Way::BatchedFileLossless => {
                 plan.batched_slow_events
             }
@@ -263,8 +274,9 @@ pub struct BaselineStream<'a> {
 }
 
 /// The ratios the report quotes: (numerator, denominator).
-pub const RATIOS: [(Way, Way); 9] = [
+pub const RATIOS: [(Way, Way); 10] = [
     (Way::BatchedNarrow, Way::Batched),
+    (Way::BatchedDeclared, Way::BatchedNarrow),
     (Way::BpftraceCount, Way::Batched),
     (Way::PerEvent, Way::Batched),
     (Way::Batched, Way::Loop),
@@ -299,7 +311,12 @@ const TRACED_AFTER: [Way; 3] = [
 
 /// The batched ways compared with each other (their ratios are the
 /// before/after figures), run back to back.
-const COMPARED: [Way; 3] = [Way::Batched, Way::BatchedNarrow, Way::BatchedBaseline];
+const COMPARED: [Way; 4] = [
+    Way::Batched,
+    Way::BatchedNarrow,
+    Way::BatchedDeclared,
+    Way::BatchedBaseline,
+];
 
 /// The compared ways this run has, each first in turn round by round, so
 /// that drift and whatever ran just before weigh on all alike.

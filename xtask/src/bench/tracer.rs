@@ -116,7 +116,13 @@ pub struct Styx {
     pub lossless: bool,
     /// A question asked instead of streaming everything.
     pub question: Question,
+    /// The stream is styx-bench's declared type ([`DECLARED_PROBE`]), not
+    /// `mem_read`.
+    pub declared: bool,
 }
+
+/// styx-bench's declared type, as `--probes` selects it.
+pub const DECLARED_PROBE: &str = "styx_bench:bench_tick";
 
 /// What styx-loader is asked (issue: filters, top, flight recorder).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
@@ -162,12 +168,13 @@ impl Styx {
             PathBuf::from("/dev/null")
         };
         let mut args: Vec<std::ffi::OsString> = before.iter().map(Into::into).collect();
+        let events: &[&str] = match self.declared {
+            true => &["-e", "usdt", "--probes", DECLARED_PROBE],
+            false => &["-e", "mem_read"],
+        };
+        args.extend(["--pid", pid].iter().chain(events).map(Into::into));
         args.extend(
             [
-                "--pid",
-                pid,
-                "-e",
-                "mem_read",
                 "-o",
                 format,
                 "--delivery",

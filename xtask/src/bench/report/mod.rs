@@ -13,7 +13,7 @@ use super::{Plan, Results};
 use std::fmt::Write;
 use std::time::Duration;
 use styx_common::batch::{BATCH_BYTES, MARK_EVERY_BYTES};
-use styx_common::item::{event_tag, Layout};
+use styx_common::item::{event_tag, write_declared, Layout};
 use styx_common::EventKind;
 
 /// What the prose says that is not one of the run's figures: the machine,
@@ -31,6 +31,9 @@ pub struct Facts<'a> {
     /// `nop1-narrow`'s.
     pub read_item_bytes: usize,
     pub narrow_read_item_bytes: usize,
+    /// Bytes of a batch item of styx-bench's declared `bench_tick` (a
+    /// 16-bit pc and address, an 8-bit value).
+    pub declared_item_bytes: usize,
 }
 
 /// Bytes of a batch item of a `mem_read` whose pc, address, value and size
@@ -51,6 +54,7 @@ impl Facts<'_> {
             reads_per_mark: MARK_EVERY_BYTES as usize / read,
             read_item_bytes: read,
             narrow_read_item_bytes: mem_read_item_bytes(&[2, 2, 1, 1]),
+            declared_item_bytes: write_declared(1, &[0; 3], &[2, 2, 1], &mut [0; _]),
         }
     }
 

@@ -132,7 +132,7 @@ fn summaries_against_losses(s: &Results) -> String {
 /// build before the change when `--probe-baseline` gave one.
 pub fn widths(md: &mut String, s: &Results, facts: &Facts) {
     let baseline = s.baseline();
-    let mut ways = vec![Way::Batched, Way::BatchedNarrow];
+    let mut ways = vec![Way::Batched, Way::BatchedNarrow, Way::BatchedDeclared];
     if baseline.is_some() {
         ways.push(Way::BatchedBaseline);
     }
@@ -141,16 +141,23 @@ pub fn widths(md: &mut String, s: &Results, facts: &Facts) {
         "### Event widths: u64 and 16-bit values, before and after\n\n\
          `run nop1-narrow N` sends the same stream as a 16-bit guest fires it, \
          `mem_read!(|| (pc as u16, addr as u16, val))`: each batch item is {} bytes \
-         (`styx_common::item`), where `nop1`'s, with a u64 pc and address, is {}. The \
-         compared ways run back to back in each round, each first in turn.\n\n{}",
+         (`styx_common::item`), where `nop1`'s, with a u64 pc and address, is {}. \
+         `run nop1-declared N` sends them as a type styx-bench declares, `bench_tick(pc: \
+         u16, addr: u16, val: u8)` (`styx_probe::event!`), traced with `-e usdt --probes \
+         {}`: its item, a tag, a length byte and the values, is {} bytes. The compared \
+         ways run back to back in each round, each first in turn.\n\n{}",
         facts.narrow_read_item_bytes,
         facts.read_item_bytes,
+        crate::bench::tracer::DECLARED_PROBE,
+        facts.declared_item_bytes,
         stream_table(s, &ways)
     );
     let _ = writeln!(
         md,
-        "\nPer round, 16-bit ÷ u64 values: {}.\n",
-        times(s.ratio(Way::BatchedNarrow, Way::Batched), 2)
+        "\nPer round, 16-bit ÷ u64 values: {}; the declared type ÷ the catalogue's \
+         16-bit `mem_read`: {}.\n",
+        times(s.ratio(Way::BatchedNarrow, Way::Batched), 2),
+        times(s.ratio(Way::BatchedDeclared, Way::BatchedNarrow), 2)
     );
     let Some(b) = baseline else {
         let _ = writeln!(

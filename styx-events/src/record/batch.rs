@@ -437,6 +437,8 @@ impl Batches {
     fn walk(&mut self, items: &[u8], file: u8) -> Result<(), BatchError> {
         self.events.clear();
         self.marks.clear();
+        // The last declared type met: a batch's items are of few types.
+        let mut last: Option<(u16, &Declared)> = None;
         let mut at = 0;
         while at < items.len() {
             let (item, len) = self.codec.read(&items[at..]).map_err(|e| match e {
@@ -457,7 +459,11 @@ impl Batches {
                     })
                 }
                 Item::Declared { tag, values } => {
-                    let declared = self.declared.get(&(file, tag));
+                    let declared = match last {
+                        Some((last_tag, declared)) if last_tag == tag => Some(declared),
+                        _ => self.declared.get(&(file, tag)),
+                    };
+                    last = declared.map(|d| (tag, d));
                     let read = declared.and_then(|d| Some((d, d.read(values)?)));
                     let Some((declared, args)) = read else {
                         return Err(BatchError::Declared { offset: at, tag });

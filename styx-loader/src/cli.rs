@@ -322,11 +322,12 @@ pub struct OutputArgs {
     pub roll_size: u64,
 
     /// With -o raw or --capture: how the capture's blocks are stored.
-    /// zstd compresses them on worker threads (the cores the emulator
-    /// leaves) as far as those keep up, storing the rest as encoded, so
-    /// compressing never slows the loader; none stores them all as
-    /// encoded, several times bigger, for when no core is spare and the
-    /// disk keeps up. Both read alike, in parallel.
+    /// zstd compresses them on worker threads that run only on CPU time
+    /// the emulator and the loader leave, storing what they cannot take in
+    /// time as encoded: compressing never slows the emulator (on a machine
+    /// whose cores are busy the capture is bigger, never lossy); none
+    /// stores every block as encoded, several times bigger. Both read
+    /// alike, in parallel.
     #[arg(long, value_enum, default_value_t = Compression::Zstd)]
     pub compression: Compression,
 }

@@ -185,18 +185,7 @@ fn capture_path() -> PathBuf {
 /// convert to, on 1, 2 and every core.
 pub fn capture(bins: &Binaries, plan: &Plan) -> Result<Capture> {
     let path = capture_path();
-    let _ = std::fs::remove_file(&path);
-    let (speed, events, lost) = traced(
-        &bins.loader,
-        &bins.demo,
-        Delivery::Batched,
-        None,
-        plan.demo_repeat_capture,
-        &path,
-    )?;
-    let bytes = std::fs::metadata(&path)
-        .with_context(|| format!("the demo's capture {}", path.display()))?
-        .len();
+    let (speed, events, lost, bytes) = traced_into_file(bins, plan.demo_repeat_capture, &path)?;
     let perfetto_bytes = perfetto_size(&bins.loader, &path)?;
     let mut reads = Vec::new();
     for format in READ_FORMATS {
@@ -316,21 +305,32 @@ pub fn round(bins: &Binaries, plan: &Plan, results: &mut Results) -> Result<()> 
     Ok(())
 }
 
-/// The demo traced at every type into a file right after its run to
-/// /dev/null (`to_null`, M instructions/s).
-fn into_file(bins: &Binaries, plan: &Plan, to_null: f64, results: &mut IntoFile) -> Result<()> {
-    let path = capture_path();
-    let _ = std::fs::remove_file(&path);
+/// The demo traced at every type, batched, from its first instruction,
+/// `repeat` times, into a raw capture at `path`: its speed, the events
+/// written and lost, the file's size.
+fn traced_into_file(bins: &Binaries, repeat: u64, path: &Path) -> Result<(f64, u64, u64, u64)> {
+    let _ = std::fs::remove_file(path);
     let (speed, events, lost) = traced(
         &bins.loader,
         &bins.demo,
         Delivery::Batched,
         None,
-        plan.demo_repeat_batched_all,
-        &path,
+        repeat,
+        path,
     )?;
-    results.bytes += std::fs::metadata(&path)?.len();
+    let bytes = std::fs::metadata(path)
+        .with_context(|| format!("the demo's capture {}", path.display()))?
+        .len();
+    Ok((speed, events, lost, bytes))
+}
+
+/// The demo traced at every type into a file right after its run to
+/// /dev/null (`to_null`, M instructions/s).
+fn into_file(bins: &Binaries, plan: &Plan, to_null: f64, results: &mut IntoFile) -> Result<()> {
+    let path = capture_path();
+    let (speed, events, lost, bytes) = traced_into_file(bins, plan.demo_repeat_batched_all, &path)?;
     std::fs::remove_file(&path)?;
+    results.bytes += bytes;
     results.events += events;
     results.lost += lost;
     results.speed_ratio.push(speed / to_null);

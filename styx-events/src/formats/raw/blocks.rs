@@ -249,8 +249,17 @@ impl BlockPool {
                     .spawn(move || work(&queue, &answer))
             })
             .collect::<io::Result<Vec<_>>>()?;
-        Ok(BlockPool {
-            jobs: (!workers.is_empty()).then_some(jobs),
+        let jobs = (!workers.is_empty()).then_some(jobs);
+        Ok(BlockPool::with(jobs, answers, workers))
+    }
+
+    fn with(
+        jobs: Option<Sender<Job>>,
+        answers: Receiver<Packed>,
+        workers: Vec<JoinHandle<()>>,
+    ) -> BlockPool {
+        BlockPool {
+            jobs,
             answers,
             workers,
             pending: VecDeque::new(),
@@ -259,7 +268,7 @@ impl BlockPool {
             workers_in_time: true,
             take_over_after: TAKE_OVER_AFTER,
             spare: Vec::new(),
-        })
+        }
     }
 
     /// A pool whose workers never get to run: jobs are taken by nobody.
@@ -273,17 +282,7 @@ impl BlockPool {
             let _answer = answer;
             while queue.recv().is_ok() {}
         });
-        BlockPool {
-            jobs: Some(jobs),
-            answers,
-            workers: vec![idle],
-            pending: VecDeque::new(),
-            next_seq: 0,
-            at_workers: 0,
-            workers_in_time: true,
-            take_over_after: TAKE_OVER_AFTER,
-            spare: Vec::new(),
-        }
+        BlockPool::with(Some(jobs), answers, vec![idle])
     }
 
     /// Whether a late worker is waited for a little (see

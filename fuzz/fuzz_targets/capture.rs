@@ -2,8 +2,8 @@
 //! - as a raw capture, through every output format, as `styx-loader read`
 //!   does (traced functions' calls paired in front, as there): any input
 //!   gives events or an error, no panic, no hang, no unbounded allocation;
-//!   a capture of blocks (version 3) also read in parallel as JSON lines
-//!   and text, which must give the serial bytes, error or not;
+//!   a capture of blocks (version 3) also read in parallel as JSON lines,
+//!   text and Parquet, which must give the serial bytes, error or not;
 //! - as ring records (a u16 length, then the record, each taken as a batch
 //!   record whatever its kind byte says), handed over as the loader's
 //!   drain does (whole when every item parses, else split) to a raw
@@ -35,17 +35,23 @@ fuzz_target!(|data: &[u8]| {
     batch_records_kept_whole(data);
 });
 
-/// JSON lines and text of the capture in `data` on one thread and on
-/// two: the same bytes, the same count, the same error or none.
+/// JSON lines, text and Parquet of the capture in `data` on one thread
+/// and on two: the same bytes, the same count, the same error or none.
+/// (Parquet's writer encodes on a thread of its own in both, as `read
+/// --threads 2` has it: a read that fails does not wait for the row
+/// groups being encoded.)
 fn in_parallel_as_in_a_row(data: &[u8]) {
-    for format in [Format::Jsonl, Format::Text] {
+    for format in [Format::Jsonl, Format::Text, Format::Parquet] {
         let Ok(mut serial) = Reader::open(data) else {
             return;
         };
         if !serial.reads_blocks() {
             return;
         }
-        let options = Options::default();
+        let options = Options {
+            threads: 2,
+            ..Options::default()
+        };
         let header = serial.header.clone();
         let open = |out: Shared| {
             styx_events::open_stream(format, Box::new(out), &header, &options).unwrap()
@@ -59,21 +65,39 @@ fn in_parallel_as_in_a_row(data: &[u8]) {
                 Err(e) => break Some(e.to_string()),
             }
         };
-        writer.flush().unwrap();
+        end(&mut *writer, serial_error.is_none(), serial.events);
         let mut parallel = Reader::open(data).unwrap();
         let two = Shared::default();
         let mut writer = open(two.clone());
-        let make = |out: Box<dyn Write>| styx_events::open_stream(format, out, &header, &options);
+        let make = || {
+            styx_events::open_block_formatter(format, &header, &options)
+                .ok_or_else(|| io::Error::other("not formatted apart"))
+        };
         let parallel_error = read_blocks(&mut parallel, 2, &make, &mut *writer)
             .err()
             .map(|e| e.to_string());
-        writer.flush().unwrap();
+        end(&mut *writer, parallel_error.is_none(), parallel.events);
         assert_eq!(serial_error, parallel_error);
         assert!(*one.0.borrow() == *two.0.borrow(), "parallel bytes differ");
         assert_eq!(serial.events, parallel.events);
         assert_eq!(serial.ending, parallel.ending);
         assert_eq!(serial.malformed_batches, parallel.malformed_batches);
     }
+}
+
+/// Ends a read's output as `read` does: finished when the capture was
+/// read to its end, else flushed.
+fn end(writer: &mut dyn EventWriter, read_whole: bool, events: u64) {
+    let mut counts = [0u64; SLOTS];
+    counts[0] = events;
+    match read_whole {
+        true => writer.finish(&Totals {
+            events: &counts,
+            drops: &[0; SLOTS],
+        }),
+        false => writer.flush(),
+    }
+    .unwrap();
 }
 
 fn through_every_format(data: &[u8]) {

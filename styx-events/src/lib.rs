@@ -34,12 +34,13 @@ mod session;
 mod write;
 
 pub use formats::drcov::MAX_INSN_GAP as DRCOV_MAX_INSN_GAP;
-pub use formats::raw::{read_blocks, MakeWriter, ParallelError};
+pub use formats::raw::{read_blocks, MakeFormatter, ParallelError};
 pub use formats::raw::{
     Block, CaptureError, CaptureWriter, Compression, Ending, Reader, FLUSH_AGE,
 };
 pub use formats::{
-    create_file, open, open_stream, usdt_name_taken, Detail, Format, Options, Output, OutputError,
+    create_file, open, open_block_formatter, open_stream, usdt_name_taken, Detail, Format, Options,
+    Output, OutputError,
 };
 pub use questions::calls::{CallTable, CallTracker};
 pub use questions::cut::{Bound, Cut, Types};
@@ -55,4 +56,4 @@ pub use session::guest::{Guest, GuestError, Image, Register, RegisterNames, With
 pub use session::header::{clock_ns, ClockId, DeclaredInfo, Header, MappedFile, UsdtInfo};
 pub use write::escape;
 pub use write::human::si;
-pub use write::writer::{Discard, EventWriter, Tee, Totals};
+pub use write::writer::{Discard, EventWriter, FormatBlock, Formatted, Tee, Totals};

@@ -19,14 +19,15 @@ mod tenet;
 mod text;
 
 use crate::session::header::Header;
-use crate::write::writer::{EventWriter, Labeled};
+use crate::write::writer::{EventWriter, FormatBlock, Labeled};
 use chrome::ChromeWriter;
 use drcov::DrcovWriter;
 use folded::FoldedWriter;
 pub use lines::Detail;
-use lines::{Line, LineWriter};
+use lines::{Line, LineFormatter, LineWriter};
 pub use output::{create_file, Output, OutputError};
-use parquet::ParquetWriter;
+pub(crate) use parquet::GatheredRows;
+use parquet::{ParquetWriter, RowGatherer};
 use perfetto::PerfettoWriter;
 use raw::{CaptureWriter, Compression};
 use std::io::{self, Write};
@@ -173,6 +174,25 @@ pub fn open_stream(
     options: &Options,
 ) -> io::Result<Box<dyn EventWriter>> {
     writer(format, out, &Output::Stdout, header, options)
+}
+
+/// A parallel `read` worker's formatter of `format`, for the session
+/// `header` describes: None for a format whose writer does not format
+/// apart ([`EventWriter::formats_apart`]).
+pub fn open_block_formatter(
+    format: Format,
+    header: &Header,
+    options: &Options,
+) -> Option<Box<dyn FormatBlock>> {
+    match format {
+        Format::Jsonl => Some(Box::new(LineFormatter::new(Line::Jsonl, header))),
+        Format::Text => Some(Box::new(LineFormatter::new(
+            Line::Text(options.detail),
+            header,
+        ))),
+        Format::Parquet => Some(Box::new(RowGatherer::new(header))),
+        _ => None,
+    }
 }
 
 /// `format`'s writer on `out`, already opened for `output` (unbuffered:

@@ -25,13 +25,23 @@
 //! [`crate::formats::ROLL_BYTES`]); a file
 //! is written as `NAME.parquet.part` and renamed when complete, so a glob
 //! `DIR/*.parquet` only ever sees whole files.
+//!
+//! Parallel `read` gathers each block's rows on a worker ([`RowGatherer`]),
+//! with each event's type and bytes of strings; the writer cuts them into
+//! the row groups it would have made of the events one by one and hands
+//! each group, a few blocks' rows, to the encoder, which puts a type's
+//! rows of a column from several blocks in one run before writing them,
+//! as one writer would have gathered them: the file is byte for byte the
+//! serial one. Blocks' rows go to the encoder as they were gathered (not
+//! copied on the calling thread: that copy, and the cache lines it
+//! passed between cores, cost more than the encoding it overlapped).
 
 use crate::formats::output::{create_file, Output};
 use crate::record::event::{Body, Event};
 use crate::session::fields::{for_each_field, is_plain, plain_values, Arg, Field, Names};
 use crate::session::header::Header;
 use crate::session::usdt::UsdtProbes;
-use crate::write::writer::{EventWriter, Totals};
+use crate::write::writer::{EventWriter, FormatBlock, Formatted, Totals};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use parquet::basic::{Compression, Encoding};
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, Int64Type};
@@ -139,12 +149,54 @@ impl Values {
         true
     }
 
+    /// Moves `source`'s first `rows` rows after these `own_rows` rows
+    /// (parallel `read`: a block's rows into the row group).
+    fn take_front(&mut self, own_rows: usize, source: &mut Values, rows: usize) {
+        // Values of the rows moved: with no levels, the first ones' (see
+        // `levels`), else one per level 1.
+        let leveled = rows.min(source.def.len());
+        let values = match source.def.is_empty() {
+            true => rows.min(source.len()),
+            false => source.def[..leveled].iter().filter(|&&d| d == 1).count(),
+        };
+        if values > 0 {
+            // Levels stay implicit while every row so far has a value.
+            let implicit = self.def.is_empty() && self.len() == own_rows && source.def.is_empty();
+            if !implicit {
+                if self.def.is_empty() {
+                    self.def.resize(self.len(), 1);
+                }
+                self.def.resize(own_rows, 0);
+                match source.def.is_empty() {
+                    true => self.def.resize(own_rows + values, 1),
+                    false => self.def.extend_from_slice(&source.def[..leveled]),
+                }
+            }
+            let mut left = values;
+            left -= move_front(&mut self.ints, &mut source.ints, left);
+            left -= move_front(&mut self.strs, &mut source.strs, left);
+            move_front(&mut self.bools, &mut source.bools, left);
+        }
+        // Rows past the levels (or values) are nulls, as they are here.
+        source.def.drain(..leveled);
+    }
+
     fn clear(&mut self) {
         self.def.clear();
         self.ints.clear();
         self.strs.clear();
         self.bools.clear();
     }
+}
+
+/// Moves up to `n` of `from`'s first items to the end of `to`; how many.
+fn move_front<T>(to: &mut Vec<T>, from: &mut Vec<T>, n: usize) -> usize {
+    let n = n.min(from.len());
+    match n == from.len() {
+        true => to.append(from),
+        false => to.extend(from.drain(..n)),
+    }
+    n
 }
 
 /// The definition levels of `rows` rows holding `values` values, taken
@@ -184,18 +236,17 @@ struct Part {
     columns: Vec<Values>,
 }
 
-/// Events as Parquet rows: gathered here, encoded by an [`EncodeOn`].
+/// Events as Parquet rows: gathered here (or by [`RowGatherer`]s on
+/// parallel `read`'s workers), encoded by an [`EncodeOn`].
 pub struct ParquetWriter {
-    names: Names,
-    /// Per schema column, its type.
-    types: Vec<ColumnType>,
-    /// Per kind id: the row group being gathered.
-    parts: Vec<Part>,
-    by_name: FxHashMap<String, usize>,
-    /// Per kind id with plain fields: each field's column (and `reg_name`'s).
-    plain: Vec<Option<PlainColumns>>,
-    /// The guest's register names met so far, by register number.
-    register_names: FxHashMap<u64, ByteArray>,
+    gatherer: Gatherer,
+    /// The row group being gathered: the rows this writer gathers, or
+    /// blocks' rows as workers gathered them, in order.
+    group: Group,
+    /// Emptied pieces, to gather into again (at most [`POOL_PIECES`]).
+    pool: Group,
+    /// Columns of the schema.
+    columns: usize,
     encoding: EncodeOn,
     sink: Sink,
     rows: usize,
@@ -203,7 +254,61 @@ pub struct ParquetWriter {
     /// (a file ends only after a row group).
     group_rows: usize,
     text_bytes: usize,
+    /// Bytes of strings per group: [`ROW_GROUP_TEXT_BYTES`] (tests: fewer).
+    group_text_bytes: usize,
     files: u32,
+}
+
+/// A row group's rows, in order: per piece, per kind id, a [`Part`]. The
+/// encoder writes each type's rows of each column in one call, as one
+/// writer gathering them all would: they encode to the same bytes.
+type Group = Vec<Box<GatheredRows>>;
+
+/// Row groups handed to the encoder's thread before the writer waits for
+/// it: with two, parallel `read`'s workers go on gathering the next group
+/// while it encodes one and the other waits (with one, the writer waiting
+/// for it left them idle when they were ahead).
+const GROUPS_IN_FLIGHT: usize = 2;
+
+/// Emptied pieces kept to gather into again.
+const POOL_PIECES: usize = 8;
+
+/// A row group takes a block's rows as they are (not copied into the
+/// group's last piece) when they are at least this part of its rows, so
+/// a group is of few pieces however small the blocks.
+const WHOLE_PIECE_SHARE: usize = 16;
+
+/// Puts events' values into the columns of their type's [`Part`].
+struct Gatherer {
+    names: Names,
+    /// Per schema column, its type.
+    types: Vec<ColumnType>,
+    by_name: FxHashMap<String, usize>,
+    /// Per kind id with plain fields: each field's column (and `reg_name`'s).
+    plain: Vec<Option<PlainColumns>>,
+    /// The guest's register names met so far, by register number.
+    register_names: FxHashMap<u64, ByteArray>,
+}
+
+/// A parallel `read` worker's side of Parquet: a block's events gathered
+/// into rows as [`ParquetWriter`] gathers them, with what it needs to cut
+/// them where it would (each event's type and string bytes).
+pub struct RowGatherer {
+    gatherer: Gatherer,
+    rows: Box<GatheredRows>,
+}
+
+/// A block's events as rows ([`RowGatherer`]), for [`ParquetWriter`]; or
+/// a piece of a row group.
+pub struct GatheredRows {
+    /// Per kind id: the block's rows of that type.
+    parts: Vec<Part>,
+    /// Per event: its kind id.
+    kinds: Vec<u8>,
+    /// Per event with strings (only those: the cuts by strings can only
+    /// fall after one): its index, and the block's bytes of strings up to
+    /// it, it included.
+    texts: Vec<(usize, usize)>,
 }
 
 const TS: usize = 0;
@@ -226,6 +331,8 @@ struct Encoder {
     nulls: Vec<i16>,
     /// … and of one it has in every row.
     ones: Vec<i16>,
+    /// A type's values of a column from several pieces, in one run.
+    run: Values,
     event_names: Vec<ByteArray>,
     /// Per kind: its name repeated, the `event` column of its rows.
     event_column: Vec<Vec<ByteArray>>,
@@ -238,15 +345,16 @@ struct Encoder {
 
 /// What the encoder thread is asked.
 enum Job {
-    /// Encode these parts as a row group (handed back full); the buffer
-    /// of the bytes handed back last, to fill again.
-    Group(Vec<Part>, Vec<u8>),
+    /// Encode these pieces as a row group (handed back, to be emptied
+    /// where their memory was taken); the buffer of the bytes handed back
+    /// last, to fill again.
+    Group(Group, Vec<u8>),
     /// End the file (`empty_file`: also when it has no row group).
     Close { empty_file: bool },
 }
 
-/// The thread's answer to a job: the parts, the bytes.
-type Answer = (Vec<Part>, io::Result<Option<Encoded>>);
+/// The thread's answer to a job: the pieces, the bytes.
+type Answer = (Group, io::Result<Option<Encoded>>);
 
 /// Where row groups are encoded.
 ///
@@ -259,10 +367,9 @@ enum EncodeOn {
     Thread {
         jobs: Sender<Job>,
         answers: Receiver<Answer>,
-        /// Emptied parts to gather the next group into, when no group is
-        /// in flight.
-        spare: Option<Vec<Part>>,
-        in_flight: bool,
+        /// Groups handed over and not answered yet (at most
+        /// [`GROUPS_IN_FLIGHT`]).
+        in_flight: usize,
         /// The last bytes written, for the encoder to reuse.
         buffer: Vec<u8>,
     },
@@ -280,12 +387,7 @@ impl ParquetWriter {
         threads: usize,
     ) -> io::Result<ParquetWriter> {
         let columns = columns(header);
-        let by_name: FxHashMap<String, usize> = columns
-            .iter()
-            .enumerate()
-            .map(|(i, c)| (c.name.clone(), i))
-            .collect();
-        let plain = plain_columns(&by_name);
+        let gatherer = Gatherer::new(header, &columns);
         let (schema, properties) = schema(&columns)?;
         let sink = match output {
             Output::Dir(dir) => Sink::Dir {
@@ -302,10 +404,11 @@ impl ParquetWriter {
             Output::Stdout | Output::File(_) => Sink::One(out),
         };
         let sink_is_dir = matches!(sink, Sink::Dir { .. });
-        let types: Vec<ColumnType> = columns.iter().map(|c| c.ty).collect();
+        let column_count = columns.len();
         let encoder = Box::new(Encoder {
             nulls: Vec::new(),
             ones: Vec::new(),
+            run: Values::default(),
             event_column: vec![Vec::new(); EVENT_KIND_SLOTS as usize],
             columns,
             event_names: (0..EVENT_KIND_SLOTS as u8)
@@ -325,12 +428,10 @@ impl ParquetWriter {
             false => EncodeOn::Here(encoder),
         };
         Ok(ParquetWriter {
-            names: Names::new(header),
-            parts: new_parts(types.len()),
-            types,
-            by_name,
-            plain,
-            register_names: FxHashMap::default(),
+            gatherer,
+            group: Vec::new(),
+            pool: Vec::new(),
+            columns: column_count,
             encoding,
             sink,
             rows: 0,
@@ -342,8 +443,20 @@ impl ParquetWriter {
                 false => ROW_GROUP_ROWS,
             },
             text_bytes: 0,
+            group_text_bytes: ROW_GROUP_TEXT_BYTES,
             files: 0,
         })
+    }
+
+    /// Row groups of at most `rows` rows and `text_bytes` of strings
+    /// (tests: several groups of few events).
+    #[cfg(test)]
+    pub(crate) fn with_groups(self, rows: usize, text_bytes: usize) -> ParquetWriter {
+        ParquetWriter {
+            group_rows: rows,
+            group_text_bytes: text_bytes,
+            ..self
+        }
     }
 
     /// Hands the gathered rows on as a row group, and what the encoder
@@ -355,38 +468,66 @@ impl ParquetWriter {
         }
         self.rows = 0;
         self.text_bytes = 0;
-        let encoded = match &mut self.encoding {
+        let mut full = std::mem::take(&mut self.group);
+        let (done, encoded) = match &mut self.encoding {
             EncodeOn::Here(encoder) => {
-                let encoded = encoder.group(&mut self.parts);
-                empty(&mut self.parts);
-                encoded?
+                let encoded = encoder.group(&mut full);
+                (Some(full), encoded)
             }
             EncodeOn::Thread {
                 jobs,
                 answers,
-                spare,
                 in_flight,
                 buffer,
-                ..
             } => {
-                let (next, encoded) = match std::mem::replace(in_flight, true) {
+                let before = match *in_flight == GROUPS_IN_FLIGHT {
                     true => {
-                        let (mut parts, encoded) = answer(answers)?;
-                        // Freed where they were allocated: glibc frees
-                        // another thread's blocks slowly.
-                        empty(&mut parts);
-                        (parts, encoded?)
+                        let (done, encoded) = answer(answers)?;
+                        (Some(done), encoded)
                     }
-                    false => (spare.take().expect("parts when none in flight"), None),
+                    false => {
+                        *in_flight += 1;
+                        (None, Ok(None))
+                    }
                 };
-                let full = std::mem::replace(&mut self.parts, next);
                 if jobs.send(Job::Group(full, std::mem::take(buffer))).is_err() {
                     return Err(encoder_gone());
                 }
-                encoded
+                before
             }
         };
-        self.hand_on(encoded)
+        if let Some(done) = done {
+            self.recycle(done);
+        }
+        self.hand_on(encoded?)
+    }
+
+    /// Empties encoded pieces (here, not on the encoder's thread: glibc
+    /// frees another thread's blocks slowly, and this one's gathered
+    /// them or hands them back to the workers) and keeps some to gather
+    /// into again.
+    fn recycle(&mut self, pieces: Group) {
+        for mut piece in pieces {
+            if self.pool.len() < POOL_PIECES {
+                piece.clear();
+                self.pool.push(piece);
+            }
+        }
+    }
+
+    /// An emptied piece.
+    fn spare_piece(&mut self) -> Box<GatheredRows> {
+        (self.pool.pop()).unwrap_or_else(|| Box::new(GatheredRows::new(self.columns)))
+    }
+
+    /// The group's last piece, which rows gathered here go to.
+    #[inline]
+    fn last_piece(&mut self) -> &mut GatheredRows {
+        if self.group.is_empty() {
+            let piece = self.spare_piece();
+            self.group.push(piece);
+        }
+        self.group.last_mut().expect("a piece pushed above")
     }
 
     /// Writes the encoder's bytes to the sink; in a directory, renames a
@@ -435,26 +576,150 @@ impl ParquetWriter {
     fn close(&mut self) -> io::Result<()> {
         self.write_group()?;
         let empty_file = matches!(self.sink, Sink::One(_));
-        let (before, last) = match &mut self.encoding {
-            EncodeOn::Here(encoder) => (None, encoder.close(empty_file)?),
-            EncodeOn::Thread {
-                jobs,
-                answers,
-                in_flight,
-                ..
-            } => {
-                let before = match std::mem::replace(in_flight, false) {
-                    true => answer(answers)?.1?,
-                    false => None,
-                };
-                if jobs.send(Job::Close { empty_file }).is_err() {
-                    return Err(encoder_gone());
+        let last = loop {
+            match &mut self.encoding {
+                EncodeOn::Here(encoder) => break encoder.close(empty_file)?,
+                // The groups handed over first, in order.
+                EncodeOn::Thread {
+                    answers, in_flight, ..
+                } if *in_flight > 0 => {
+                    *in_flight -= 1;
+                    let before = answer(answers)?.1?;
+                    self.hand_on(before)?;
                 }
-                (before, answer(answers)?.1?)
+                EncodeOn::Thread { jobs, answers, .. } => {
+                    if jobs.send(Job::Close { empty_file }).is_err() {
+                        return Err(encoder_gone());
+                    }
+                    break answer(answers)?.1?;
+                }
             }
         };
-        self.hand_on(before)?;
         self.hand_on(last)
+    }
+}
+
+impl ParquetWriter {
+    /// A block's rows (parallel `read`), cut into row groups where the
+    /// rows' events one by one would have cut them: groups fill in the
+    /// same order, so they encode to the same bytes.
+    fn take_rows(&mut self, block: &mut Box<GatheredRows>) -> io::Result<()> {
+        let events = block.kinds.len();
+        let mut taken = 0;
+        while taken < events {
+            let text_before = block.text_through(taken);
+            let room = self.group_rows - self.rows;
+            let by_rows = (taken + room).min(events);
+            // The first event that fills the group's strings, if one does
+            // before its rows are full: one with strings, and the totals
+            // only grow.
+            let limit = self.group_text_bytes;
+            let texts = &block.texts;
+            let (from, to) = (
+                texts.partition_point(|&(at, _)| at < taken),
+                texts.partition_point(|&(at, _)| at < by_rows),
+            );
+            let below = texts[from..to]
+                .partition_point(|&(_, total)| self.text_bytes + total - text_before < limit);
+            let end = texts.get(from + below).filter(|_| below < to - from);
+            let end = end.map_or(by_rows, |&(at, _)| at + 1);
+            let text = self.text_bytes + block.text_through(end) - text_before;
+            match taken == 0 && end == events && events >= self.group_rows / WHOLE_PIECE_SHARE {
+                // Handed to the encoder as it is, an emptied one in its place.
+                true => {
+                    let spare = self.spare_piece();
+                    self.group.push(std::mem::replace(block, spare));
+                }
+                false => self.move_rows(block, taken, end),
+            }
+            self.rows += end - taken;
+            self.text_bytes = text;
+            taken = end;
+            if self.rows >= self.group_rows || self.text_bytes >= self.group_text_bytes {
+                self.write_group()?;
+            }
+        }
+        block.clear();
+        Ok(())
+    }
+
+    /// Moves the rows of `block`'s events `from..to` to the group's last
+    /// piece (each type's next rows in the block).
+    fn move_rows(&mut self, block: &mut GatheredRows, from: usize, to: usize) {
+        let whole = from == 0 && to == block.kinds.len();
+        let mut rows = [0usize; EVENT_KIND_SLOTS as usize];
+        match whole {
+            true => (rows.iter_mut().zip(&block.parts)).for_each(|(n, p)| *n = p.rows),
+            false => block.kinds[from..to]
+                .iter()
+                .for_each(|&k| rows[k as usize] += 1),
+        }
+        let piece = self.last_piece();
+        for ((part, source), rows) in piece.parts.iter_mut().zip(&mut block.parts).zip(rows) {
+            if rows == 0 {
+                continue;
+            }
+            for (values, from) in part.columns.iter_mut().zip(&mut source.columns) {
+                values.take_front(part.rows, from, rows);
+            }
+            part.rows += rows;
+            source.rows -= rows;
+        }
+    }
+}
+
+impl RowGatherer {
+    /// Rows of the session `header` describes.
+    pub fn new(header: &Header) -> RowGatherer {
+        let columns = columns(header);
+        RowGatherer {
+            gatherer: Gatherer::new(header, &columns),
+            rows: Box::new(GatheredRows::new(columns.len())),
+        }
+    }
+}
+
+impl FormatBlock for RowGatherer {
+    fn event(&mut self, event: &Event<'_>) -> io::Result<()> {
+        let rows = &mut self.rows;
+        let text = self.gatherer.gather(&mut rows.parts, event);
+        if text > 0 {
+            let before = rows.texts.last().map_or(0, |&(_, total)| total);
+            rows.texts.push((rows.kinds.len(), before + text));
+        }
+        rows.kinds.push(event.kind as u8);
+        Ok(())
+    }
+
+    fn take(&mut self, room: Option<Formatted>) -> Formatted {
+        let room = match room {
+            Some(Formatted::Rows(room)) => room,
+            _ => Box::new(GatheredRows::new(self.gatherer.types.len())),
+        };
+        Formatted::Rows(std::mem::replace(&mut self.rows, room))
+    }
+}
+
+impl GatheredRows {
+    fn new(columns: usize) -> GatheredRows {
+        GatheredRows {
+            parts: new_parts(columns),
+            kinds: Vec::new(),
+            texts: Vec::new(),
+        }
+    }
+
+    /// Emptied, its room kept.
+    fn clear(&mut self) {
+        empty(&mut self.parts);
+        self.kinds.clear();
+        self.texts.clear();
+    }
+
+    /// Bytes of strings of the events before `event`.
+    fn text_through(&self, event: usize) -> usize {
+        let before = self.texts.partition_point(|&(at, _)| at < event);
+        before.checked_sub(1).map_or(0, |i| self.texts[i].1)
     }
 }
 
@@ -488,19 +753,18 @@ fn encoder_gone() -> io::Error {
 impl EncodeOn {
     /// `encoder` on a thread of its own.
     fn thread(mut encoder: Box<Encoder>) -> io::Result<EncodeOn> {
-        let spare = new_parts(encoder.columns.len());
-        let (jobs, queue) = bounded::<Job>(1);
-        let (answers_to, answers) = bounded::<Answer>(1);
+        let (jobs, queue) = bounded::<Job>(GROUPS_IN_FLIGHT);
+        let (answers_to, answers) = bounded::<Answer>(GROUPS_IN_FLIGHT);
         // It ends when the writer drops `jobs`.
         std::thread::Builder::new()
             .name("parquet-encode".into())
             .spawn(move || {
                 while let Ok(job) = queue.recv() {
                     let answer = match job {
-                        Job::Group(mut parts, buffer) => {
+                        Job::Group(mut pieces, buffer) => {
                             encoder.reuse(buffer);
-                            let encoded = encoder.group(&mut parts);
-                            (parts, encoded)
+                            let encoded = encoder.group(&mut pieces);
+                            (pieces, encoded)
                         }
                         Job::Close { empty_file } => (Vec::new(), encoder.close(empty_file)),
                     };
@@ -512,22 +776,27 @@ impl EncodeOn {
         Ok(EncodeOn::Thread {
             jobs,
             answers,
-            spare: Some(spare),
-            in_flight: false,
+            in_flight: 0,
             buffer: Vec::new(),
         })
     }
 }
 
 impl Encoder {
-    /// Writes `parts` as a row group; the file's bytes so far.
-    fn group(&mut self, parts: &mut [Part]) -> io::Result<Option<Encoded>> {
+    /// Writes `pieces` as a row group; the file's bytes so far.
+    fn group(&mut self, pieces: &mut [Box<GatheredRows>]) -> io::Result<Option<Encoded>> {
         let writer = match &mut self.writer {
             Some(writer) => writer,
             None => self.writer.insert(self.file_writer()?),
         };
         let mut group = writer.next_row_group().map_err(io::Error::other)?;
-        let most = parts.iter().map(|p| p.rows).max().unwrap_or(0);
+        let mut kind_rows = [0usize; EVENT_KIND_SLOTS as usize];
+        for piece in pieces.iter() {
+            for (rows, part) in kind_rows.iter_mut().zip(&piece.parts) {
+                *rows += part.rows;
+            }
+        }
+        let most = kind_rows.iter().copied().max().unwrap_or(0);
         self.nulls.resize(most, 0);
         self.ones.resize(most, 1);
         for (c, info) in self.columns.iter().enumerate() {
@@ -537,12 +806,40 @@ impl Encoder {
                 .expect("one column writer per schema column");
             // Each type's rows in turn: a type's rows are together, so
             // definition levels come in long runs, cheap to encode.
-            for (kind, part) in parts.iter_mut().enumerate() {
-                let rows = part.rows;
+            for (kind, &rows) in kind_rows.iter().enumerate() {
                 if rows == 0 {
                     continue;
                 }
-                let col = &mut part.columns[c];
+                if c == EVENT {
+                    let names = &mut self.event_column[kind];
+                    names.resize(rows, self.event_names[kind].clone());
+                    let names = &names[..rows];
+                    let written = column
+                        .typed::<ByteArrayType>()
+                        .write_batch(names, None, None);
+                    written.map_err(io::Error::other)?;
+                    continue;
+                }
+                let mut parts = (pieces.iter_mut())
+                    .map(|piece| &mut piece.parts[kind])
+                    .filter(|part| part.rows > 0);
+                let first = parts.next().expect("a part with the kind's rows");
+                let col = match parts.next() {
+                    None => &mut first.columns[c],
+                    // Several pieces' rows: in one run, handed over in one
+                    // call as one writer's would be (where a call ends
+                    // changes where pages end).
+                    Some(second) => {
+                        let run = &mut self.run;
+                        run.clear();
+                        let mut own_rows = 0;
+                        for part in [first, second].into_iter().chain(parts) {
+                            run.take_front(own_rows, &mut part.columns[c], part.rows);
+                            own_rows += part.rows;
+                        }
+                        run
+                    }
+                };
                 let values = col.len();
                 let Values {
                     def,
@@ -556,13 +853,6 @@ impl Encoder {
                     (false, _) => Some(levels(def, values, rows, &self.ones)),
                 };
                 let written = match info.ty {
-                    _ if c == EVENT => {
-                        let names = &mut self.event_column[kind];
-                        names.resize(rows, self.event_names[kind].clone());
-                        column
-                            .typed::<ByteArrayType>()
-                            .write_batch(&names[..rows], None, None)
-                    }
                     ColumnType::U64 | ColumnType::I64 => {
                         column.typed::<Int64Type>().write_batch(ints, def, None)
                     }
@@ -623,17 +913,36 @@ impl Encoder {
     }
 }
 
-impl EventWriter for ParquetWriter {
-    fn event(&mut self, event: &Event<'_>) -> io::Result<()> {
+impl Gatherer {
+    fn new(header: &Header, columns: &[ColumnInfo]) -> Gatherer {
+        let by_name: FxHashMap<String, usize> = columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.name.clone(), i))
+            .collect();
+        Gatherer {
+            names: Names::new(header),
+            types: columns.iter().map(|c| c.ty).collect(),
+            plain: plain_columns(&by_name),
+            by_name,
+            register_names: FxHashMap::default(),
+        }
+    }
+
+    /// `event` as the next row of its type's part; the bytes of strings
+    /// it added.
+    #[inline]
+    fn gather(&mut self, parts: &mut [Part], event: &Event<'_>) -> usize {
         let h = &event.header;
-        let part = &mut self.parts[event.kind as usize];
+        let part = &mut parts[event.kind as usize];
         let row = part.rows;
         part.rows += 1;
         let columns = &mut part.columns[..];
         columns[TS].ints.push(h.ts_ns as i64);
         columns[PID].ints.push(h.pid.into());
         columns[TID].ints.push(h.tid.into());
-        let text_bytes = &mut self.text_bytes;
+        let mut text = 0usize;
+        let text_bytes = &mut text;
         match (&event.body, &self.plain[event.kind as usize]) {
             (Body::Args(args), Some(plain)) => {
                 // The common case, straight from the record (see fields::is_plain).
@@ -645,7 +954,7 @@ impl EventWriter for ParquetWriter {
                     let name = match self.register_names.get(&value) {
                         Some(name) => Some(name),
                         None => self.names.registers.get(value).map(|name| {
-                            let bytes = ByteArray::from(name.as_bytes().to_vec());
+                            let bytes = ByteArray::from(static_name(name));
                             &*self.register_names.entry(value).or_insert(bytes)
                         }),
                     };
@@ -711,11 +1020,35 @@ impl EventWriter for ParquetWriter {
                 });
             }
         }
+        text
+    }
+}
+
+impl EventWriter for ParquetWriter {
+    fn event(&mut self, event: &Event<'_>) -> io::Result<()> {
+        if self.group.is_empty() {
+            let piece = self.spare_piece();
+            self.group.push(piece);
+        }
+        let piece = self.group.last_mut().expect("a piece pushed above");
+        self.text_bytes += self.gatherer.gather(&mut piece.parts, event);
         self.rows += 1;
-        if self.rows >= self.group_rows || self.text_bytes >= ROW_GROUP_TEXT_BYTES {
+        if self.rows >= self.group_rows || self.text_bytes >= self.group_text_bytes {
             self.write_group()?;
         }
         Ok(())
+    }
+
+    // Rows cut into the row groups a serial writer makes (see `formatted`).
+    fn formats_apart(&self) -> bool {
+        true
+    }
+
+    fn formatted(&mut self, piece: &mut Formatted) -> io::Result<()> {
+        let Formatted::Rows(rows) = piece else {
+            return Err(io::Error::other("bytes handed to Parquet"));
+        };
+        self.take_rows(rows)
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -1007,6 +1340,28 @@ fn set_str(columns: &mut [Values], row: usize, col: usize, value: &[u8], text_by
         *text_bytes += value.len();
         c.strs.push(ByteArray::from(value.to_vec()));
     }
+}
+
+/// `name`'s bytes for the life of the process, once per distinct name:
+/// a clone of them then counts no references. Counting them cost as much
+/// as a tenth of the gathering, more when parallel `read`'s workers clone
+/// what the calling thread drops (the count's cache line going back and
+/// forth). Register names come from capture headers (at most
+/// [`crate::formats::raw::MAX_HEADER`] bytes each), a few per process.
+fn static_name(name: &str) -> bytes::Bytes {
+    static NAMES: std::sync::Mutex<Option<rustc_hash::FxHashSet<&'static str>>> =
+        std::sync::Mutex::new(None);
+    let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    let names = names.get_or_insert_with(Default::default);
+    let kept = match names.get(name) {
+        Some(kept) => *kept,
+        None => {
+            let kept: &'static str = Box::leak(name.to_string().into_boxed_str());
+            names.insert(kept);
+            kept
+        }
+    };
+    bytes::Bytes::from_static(kept.as_bytes())
 }
 
 /// A host name as part of a file name.

@@ -3,6 +3,7 @@
 //! buffer between a format and its output (callers hand writers an
 //! unbuffered file or stdout), [`Tee`] and [`Labeled`].
 
+use crate::formats::GatheredRows;
 use crate::record::event::Event;
 use crate::write::buf::ByteBuf;
 use std::io::{self, Write};
@@ -31,18 +32,20 @@ pub trait EventWriter {
             "this output takes batches split into events",
         ))
     }
-    /// Whether the bytes this format writes for a run of events are those
-    /// another writer of it (for the same session) writes for them alone:
-    /// no header, trailer or state carried from event to event. Parallel
-    /// `read` then formats blocks apart and hands the bytes to
-    /// [`EventWriter::formatted`], in order.
+    /// Whether the output this format makes of a run of events is what
+    /// another writer of it (for the same session) makes of them alone,
+    /// put together in order: no header, trailer or state carried from
+    /// event to event but what [`EventWriter::formatted`] carries.
+    /// Parallel `read` then formats blocks apart ([`FormatBlock`]) and
+    /// hands the pieces to [`EventWriter::formatted`], in order.
     fn formats_apart(&self) -> bool {
         false
     }
-    /// Takes bytes another writer of this format formatted (see
-    /// [`EventWriter::formats_apart`]), after what this one wrote.
-    fn formatted(&mut self, bytes: &[u8]) -> io::Result<()> {
-        let _ = bytes;
+    /// Takes the next piece a [`FormatBlock`] of this format made (see
+    /// [`EventWriter::formats_apart`]), after what this one wrote; leaves
+    /// it emptied, its room kept for another block.
+    fn formatted(&mut self, piece: &mut Formatted) -> io::Result<()> {
+        let _ = piece;
         Err(io::Error::new(
             io::ErrorKind::Unsupported,
             "this output formats its events itself",
@@ -55,6 +58,26 @@ pub trait EventWriter {
     fn can_finish(&self) -> bool {
         false
     }
+}
+
+/// One block's events as a [`FormatBlock`] made them, for the writer of
+/// the output ([`EventWriter::formatted`]).
+pub enum Formatted {
+    /// Bytes to write as they are (the line formats).
+    Bytes(ByteBuf),
+    /// Parquet's rows, to cut into row groups as the events come.
+    Rows(Box<GatheredRows>),
+}
+
+/// A parallel `read` worker's side of a format: the events of one block
+/// at a time into a piece (see [`EventWriter::formats_apart`]).
+pub trait FormatBlock {
+    /// Takes one event of the block.
+    fn event(&mut self, event: &Event<'_>) -> io::Result<()>;
+    /// What the events since the last call made; `room` (a piece already
+    /// written, emptied) holds it when given, so buffers are not grown
+    /// afresh for every block.
+    fn take(&mut self, room: Option<Formatted>) -> Formatted;
 }
 
 /// What a run saw, per event kind id, for a format's trailer.

@@ -7,7 +7,7 @@ use crate::cmd::top::Counter;
 use crate::outputs;
 use anyhow::{bail, Context, Result};
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::path::PathBuf;
 use styx_common::{EventKind, EVENT_KIND_SLOTS};
 use styx_events::{read_blocks, Ending, Format, Header, Keep, ParallelError, Reader};
@@ -189,7 +189,10 @@ fn convert(
     let (format, header) = (args.output.format, reader.header.clone());
     let out = &args.output;
     let options = outputs::options(out.detail, out.roll_size, out.compression);
-    let make = move |out: Box<dyn Write>| styx_events::open_stream(format, out, &header, &options);
+    let make = move || {
+        styx_events::open_block_formatter(format, &header, &options)
+            .ok_or_else(|| io::Error::other("this format is not formatted apart"))
+    };
     read_blocks(reader, threads, &make, writer).map_err(|e| match e {
         ParallelError::Capture(e) => anyhow::Error::new(e).context(format!("reading {name}")),
         ParallelError::Output(e) => e.into(),

@@ -69,7 +69,7 @@ mod varint;
 mod writer;
 
 pub use blocks::Compression;
-pub use parallel::{read_blocks, MakeWriter, ParallelError};
+pub use parallel::{read_blocks, MakeFormatter, ParallelError};
 pub use reader::{Block, CaptureError, Ending, Reader};
 pub use writer::{CaptureWriter, FLUSH_AGE};
 

@@ -1,24 +1,26 @@
 //! Parallel `read`: a version 3 capture's blocks decoded and formatted on
-//! worker threads, their bytes written in the blocks' order.
+//! worker threads, handed to the output's writer in the blocks' order.
 //!
 //! Every block decodes on its own (its deltas start afresh), and a format
-//! that [`EventWriter::formats_apart`] writes for a run of events the
-//! bytes any writer of it would: so each worker keeps its own reader and
-//! writer, formats whole blocks into memory, and the calling thread reads
-//! the file, hands blocks out and writes the results in order. The output
-//! is the serial one byte for byte, also when a block is corrupt (the
-//! events before the fault, then the error) or the capture is cut short.
-//! At most [`IN_FLIGHT_PER_WORKER`] blocks per worker are read ahead or
-//! waiting to be written: memory stays bounded.
+//! that [`EventWriter::formats_apart`] makes of a run of events what its
+//! writer would, put together in order: so each worker keeps its own
+//! reader and [`FormatBlock`], formats whole blocks into memory (the line
+//! formats' bytes, Parquet's gathered rows), and the calling thread reads
+//! the file, hands blocks out and gives the pieces to the output's writer
+//! in order (which, for Parquet, cuts them into the serial row groups).
+//! The output is the serial one byte for byte, also when a block is
+//! corrupt (the events before the fault, then the error) or the capture is
+//! cut short. At most [`IN_FLIGHT_PER_WORKER`] blocks per worker are read
+//! ahead or waiting to be written, and written pieces go back to the
+//! workers (one waiting per worker) to be filled again (fresh buffers per
+//! block cost page faults and copies): memory stays bounded.
 
 use super::reader::{Block, CaptureError, Ending, Reader};
 use crate::record::batch::BatchError;
-use crate::write::writer::EventWriter;
+use crate::write::writer::{EventWriter, FormatBlock, Formatted};
 use crossbeam_channel::{bounded, Receiver, Sender};
-use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::io::{self, Read, Write};
-use std::rc::Rc;
+use std::io::{self, Read};
 use styx_common::EVENT_KIND_SLOTS;
 use thiserror::Error;
 
@@ -28,8 +30,8 @@ const IN_FLIGHT_PER_WORKER: usize = 3;
 /// Events per kind id.
 pub type KindCounts = [u64; EVENT_KIND_SLOTS as usize];
 
-/// Makes a worker's writer of the format on the output it is given.
-pub type MakeWriter<'a> = dyn Fn(Box<dyn Write>) -> io::Result<Box<dyn EventWriter>> + Sync + 'a;
+/// Makes a worker's formatter of the output's format.
+pub type MakeFormatter<'a> = dyn Fn() -> io::Result<Box<dyn FormatBlock>> + Sync + 'a;
 
 /// Why parallel reading stopped.
 #[derive(Debug, Error)]
@@ -45,7 +47,8 @@ pub enum ParallelError {
 /// One block's events, formatted.
 struct Done {
     seq: u64,
-    bytes: Vec<u8>,
+    /// None when the worker could not start.
+    piece: Option<Formatted>,
     counts: KindCounts,
     malformed: u64,
     first_malformed: Option<(u64, BatchError)>,
@@ -55,42 +58,30 @@ struct Done {
     error: Option<ParallelError>,
 }
 
-/// A worker's output: bytes gathered for the block being formatted.
-#[derive(Clone, Default)]
-struct Gathered(Rc<RefCell<Vec<u8>>>);
-
-impl Write for Gathered {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.borrow_mut().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
 /// Reads every block of `reader` (a version 3 capture, no event read yet)
-/// on `workers` threads, each formatting with a writer `make` gives, and
-/// hands the bytes to `out` ([`EventWriter::formatted`]) in order. Returns
+/// on `workers` threads, each formatting with a formatter `make` gives,
+/// and hands the pieces to `out` ([`EventWriter::formatted`]) in order. Returns
 /// the events per kind; `reader`'s counts, malformed batches and ending
 /// are then as a serial read leaves them.
 pub fn read_blocks<R: Read>(
     reader: &mut Reader<R>,
     workers: usize,
-    make: &MakeWriter<'_>,
+    make: &MakeFormatter<'_>,
     out: &mut dyn EventWriter,
 ) -> Result<KindCounts, ParallelError> {
     let workers = workers.max(1);
     let (jobs, queue) = bounded::<(u64, Block)>(workers * IN_FLIGHT_PER_WORKER);
     let (results, done) = bounded::<Done>(workers * IN_FLIGHT_PER_WORKER);
+    let (spare, spares) = bounded::<Formatted>(workers);
     let header = reader.header.clone();
     std::thread::scope(|scope| {
         for _ in 0..workers {
-            let (queue, results, header) = (queue.clone(), results.clone(), header.clone());
-            scope.spawn(move || work(header, make, &queue, &results));
+            let (queue, results, spares) = (queue.clone(), results.clone(), spares.clone());
+            let header = header.clone();
+            scope.spawn(move || work(header, make, &queue, &results, &spares));
         }
-        drop((queue, results));
-        let outcome = hand_out(reader, jobs, &done, out);
+        drop((queue, results, spares));
+        let outcome = hand_out(reader, jobs, &done, &spare, out);
         // Whatever stopped the loop, the workers see the queue closed
         // and finish their block; their results are not waited for.
         drop(done);
@@ -104,6 +95,7 @@ fn hand_out<R: Read>(
     reader: &mut Reader<R>,
     jobs: Sender<(u64, Block)>,
     done: &Receiver<Done>,
+    spare: &Sender<Formatted>,
     out: &mut dyn EventWriter,
 ) -> Result<KindCounts, ParallelError> {
     let mut jobs = Some(jobs);
@@ -137,9 +129,14 @@ fn hand_out<R: Read>(
         }
         let result = done.recv().expect("a worker per block handed out");
         waiting.insert(result.seq, result);
-        while let Some(block) = waiting.remove(&written) {
+        while let Some(mut block) = waiting.remove(&written) {
             written += 1;
-            out.formatted(&block.bytes).map_err(ParallelError::Output)?;
+            if let Some(mut piece) = block.piece.take() {
+                out.formatted(&mut piece).map_err(ParallelError::Output)?;
+                // Its room back to a worker (dropped when they have
+                // enough).
+                let _ = spare.try_send(piece);
+            }
             let events: u64 = block.counts.iter().sum();
             reader.events += events;
             for (total, n) in totals.iter_mut().zip(block.counts) {
@@ -168,16 +165,15 @@ fn hand_out<R: Read>(
     }
 }
 
-/// A worker: formats each block it is given into bytes.
+/// A worker: formats each block it is given into a piece.
 fn work(
     header: crate::session::header::Header,
-    make: &MakeWriter<'_>,
+    make: &MakeFormatter<'_>,
     queue: &Receiver<(u64, Block)>,
     results: &Sender<Done>,
+    spares: &Receiver<Formatted>,
 ) {
-    let gathered = Gathered::default();
-    let setup = Reader::<io::Empty>::for_blocks(header)
-        .and_then(|reader| Ok((reader, make(Box::new(gathered.clone()))?)));
+    let setup = Reader::<io::Empty>::for_blocks(header).and_then(|reader| Ok((reader, make()?)));
     let (mut reader, mut writer) = match setup {
         Ok(both) => both,
         Err(e) => {
@@ -206,16 +202,13 @@ fn work(
                 Err(e) => error = Some(ParallelError::Capture(e)),
             }
         }
-        if let Err(e) = writer.flush() {
-            error.get_or_insert(ParallelError::Output(e));
-        }
         let complete = match reader.ending {
             Ending::Complete { .. } => Some(reader.ending.clone()),
             _ => None,
         };
         let done = Done {
             seq,
-            bytes: std::mem::take(&mut *gathered.0.borrow_mut()),
+            piece: Some(writer.take(spares.try_recv().ok())),
             counts,
             malformed: reader.malformed_batches,
             first_malformed: reader.first_malformed_batch.take(),
@@ -232,7 +225,7 @@ impl Done {
     fn failed(seq: u64, error: ParallelError) -> Done {
         Done {
             seq,
-            bytes: Vec::new(),
+            piece: None,
             counts: [0; EVENT_KIND_SLOTS as usize],
             malformed: 0,
             first_malformed: None,

@@ -4,6 +4,7 @@
 use super::*;
 use crate::formats::jsonl::jsonl;
 use crate::formats::lines::Repeats;
+use crate::formats::parquet::{ROW_GROUP_ROWS, ROW_GROUP_TEXT_BYTES};
 use crate::record::event::{Body, Call, Event, Text};
 use crate::session::fields::Names;
 use crate::session::header::{ClockMapping, Header, UsdtInfo};
@@ -993,4 +994,261 @@ fn blocks_the_workers_never_compress_are_stored_in_order() {
     }
     assert_eq!(at, n);
     assert!(matches!(reader.ending, Ending::Complete { events, .. } if events == n));
+}
+
+/// Bytes written to a buffer the test still holds.
+#[derive(Clone, Default)]
+struct Shared(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
+
+impl std::io::Write for Shared {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.borrow_mut().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A capture of `events` in blocks of `per_block` events, stored as
+/// they are (so a test can spoil a record in place).
+fn write_in_blocks(events: &[Event<'_>], per_block: usize) -> Vec<u8> {
+    let mut writer = CaptureWriter::new(Vec::new(), &header(), Compression::None).unwrap();
+    let mut counts = [0u64; 16];
+    for (i, e) in events.iter().enumerate() {
+        writer.event(e).unwrap();
+        counts[e.kind as usize] += 1;
+        if i % per_block == per_block - 1 {
+            writer.cut_block().unwrap();
+        }
+    }
+    let drops = [0u64; 16];
+    let totals = Totals {
+        events: &counts,
+        drops: &drops,
+    };
+    writer.finish(&totals).unwrap();
+    writer.into_inner()
+}
+
+/// An output format as `read` makes it, Parquet in row groups of at
+/// most `groups.0` rows and `groups.1` bytes of strings.
+#[derive(Clone, Copy, Debug)]
+enum Made {
+    Lines(crate::Format),
+    Parquet(usize, usize),
+}
+
+impl Made {
+    /// The output's writer on `out`; Parquet's encoder on a thread of its
+    /// own when `threads` > 1, as `read --threads` has it.
+    fn writer(self, out: Shared, threads: usize) -> Box<dyn EventWriter> {
+        let options = crate::Options::default();
+        match self {
+            Made::Lines(format) => {
+                crate::open_stream(format, Box::new(out), &header(), &options).unwrap()
+            }
+            Made::Parquet(rows, text) => {
+                let output = crate::Output::Stdout;
+                let roll = crate::formats::ROLL_BYTES;
+                let writer = crate::formats::parquet::ParquetWriter::new(
+                    Box::new(out),
+                    &header(),
+                    &output,
+                    roll,
+                    threads,
+                )
+                .unwrap();
+                Box::new(writer.with_groups(rows, text))
+            }
+        }
+    }
+
+    fn format(self) -> crate::Format {
+        match self {
+            Made::Lines(format) => format,
+            Made::Parquet(..) => crate::Format::Parquet,
+        }
+    }
+}
+
+/// What `read` writes of `capture` reading it in a row (to a writer
+/// made for `threads`) and on `workers` (to one made for 2): the bytes (finished when the capture reads to its end, else
+/// flushed, as `read` does), the error if any, the events read and how
+/// the capture ended.
+fn read_both_ways(
+    capture: &[u8],
+    made: Made,
+    threads: usize,
+    workers: usize,
+) -> [(Vec<u8>, Option<String>, u64, Ending); 2] {
+    let finish = |writer: &mut dyn EventWriter, error: &Option<String>, events: u64| {
+        let counts = [events, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        let totals = Totals {
+            events: &counts,
+            drops: &[0; 16],
+        };
+        match error {
+            None => writer.finish(&totals).unwrap(),
+            Some(_) => writer.flush().unwrap(),
+        }
+    };
+    let serial = {
+        let out = Shared::default();
+        let mut writer = made.writer(out.clone(), threads);
+        let mut reader = Reader::open(capture).unwrap();
+        let error = loop {
+            match reader.next() {
+                Ok(Some(event)) => writer.event(&event).unwrap(),
+                Ok(None) => break None,
+                Err(e) => break Some(e.to_string()),
+            }
+        };
+        finish(&mut *writer, &error, reader.events);
+        let bytes = out.0.borrow().clone();
+        (bytes, error, reader.events, reader.ending)
+    };
+    let parallel = {
+        let out = Shared::default();
+        let mut writer = made.writer(out.clone(), 2);
+        let mut reader = Reader::open(capture).unwrap();
+        let options = crate::Options::default();
+        let make = || Ok(crate::open_block_formatter(made.format(), &header(), &options).unwrap());
+        let error = read_blocks(&mut reader, workers, &make, &mut *writer)
+            .err()
+            .map(|e| e.to_string());
+        finish(&mut *writer, &error, reader.events);
+        let bytes = out.0.borrow().clone();
+        (bytes, error, reader.events, reader.ending)
+    };
+    [serial, parallel]
+}
+
+/// The row groups of a Parquet file: rows in each.
+fn row_groups(file: &[u8]) -> Vec<i64> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let reader = SerializedFileReader::new(bytes::Bytes::from(file.to_vec())).unwrap();
+    let groups = reader.metadata().row_groups();
+    groups.iter().map(|g| g.num_rows()).collect()
+}
+
+/// What every format that formats apart makes: the line formats, and
+/// Parquet's rows cut into row groups where one thread cuts them, by
+/// rows or by bytes of strings, inside blocks and across them.
+fn formats_apart() -> [Made; 6] {
+    [
+        Made::Lines(crate::Format::Jsonl),
+        Made::Lines(crate::Format::Text),
+        Made::Parquet(ROW_GROUP_ROWS, ROW_GROUP_TEXT_BYTES),
+        Made::Parquet(1000, ROW_GROUP_TEXT_BYTES),
+        Made::Parquet(25_000, ROW_GROUP_TEXT_BYTES),
+        Made::Parquet(5000, 2000),
+    ]
+}
+
+/// Mostly `mem_read`s: a type's rows of a row group in several blocks
+/// and pages (Parquet ends a page after 20,000 rows at most).
+fn long_runs() -> Vec<Event<'static>> {
+    let base = many_events();
+    (0..200_000u64)
+        .map(|i| match i % 10 {
+            0 => clone_event(&base[i as usize / 10]),
+            _ => event(
+                2_000_000 + i * 100,
+                7,
+                EventKind::MemRead,
+                8,
+                Body::Args([0x1000 + i % 4096, 0x4000 + i * 8, i * i, 0]),
+            ),
+        })
+        .collect()
+}
+
+#[test]
+fn blocks_read_in_parallel_give_the_serial_output_in_every_format_apart() {
+    // Small blocks, their rows gathered into a group's last piece.
+    blocks_in_parallel_give_the_serial_output(&many_events(), 997, &formats_apart());
+    // Blocks of many rows, handed to the encoder as they are: each type's
+    // rows of a column in several runs.
+    let whole_blocks = [
+        Made::Parquet(100_000, ROW_GROUP_TEXT_BYTES),
+        Made::Parquet(ROW_GROUP_ROWS, ROW_GROUP_TEXT_BYTES),
+    ];
+    blocks_in_parallel_give_the_serial_output(&long_runs(), 15_000, &whole_blocks);
+}
+
+fn blocks_in_parallel_give_the_serial_output(
+    events: &[Event<'_>],
+    per_block: usize,
+    formats: &[Made],
+) {
+    let capture = write_in_blocks(events, per_block);
+    assert!(blocks_of(&capture).len() >= events.len() / per_block);
+    for &made in formats {
+        for workers in [1, 3] {
+            let [serial, parallel] = read_both_ways(&capture, made, 1, workers);
+            assert_eq!(serial.1, None, "{made:?}");
+            assert_eq!(serial.2, events.len() as u64);
+            assert!(
+                serial.0 == parallel.0,
+                "{made:?} on {workers}: bytes differ"
+            );
+            assert_eq!(serial.1, parallel.1);
+            assert_eq!((serial.2, &serial.3), (parallel.2, &parallel.3));
+        }
+        if let Made::Parquet(rows, text) = made {
+            let groups = row_groups(&serial_bytes(&capture, made));
+            assert_eq!(groups.iter().sum::<i64>(), events.len() as i64);
+            let (last, before) = groups.split_last().unwrap();
+            let full = before.iter().all(|&n| n as usize == rows) && *last as usize <= rows;
+            match (rows, text) {
+                (ROW_GROUP_ROWS, _) => assert_eq!(groups.len(), 1),
+                // Cut by rows, the last group what is left.
+                (_, ROW_GROUP_TEXT_BYTES) => {
+                    assert!(
+                        full && groups.len() == events.len().div_ceil(rows),
+                        "{groups:?}"
+                    )
+                }
+                // Cut by strings, before the rows are full.
+                _ => assert!(groups.len() > 2 * events.len() / rows, "{groups:?}"),
+            }
+        }
+    }
+}
+
+fn serial_bytes(capture: &[u8], made: Made) -> Vec<u8> {
+    let [serial, _] = read_both_ways(capture, made, 1, 1);
+    serial.0
+}
+
+/// A capture whose records are spoilt, one at a time, in a middle
+/// block: in parallel, the serial output, the same error (or none) and
+/// the same ending, in every format apart. (Parquet's writer for two
+/// threads in both: a failed read ends without waiting for the row
+/// groups being encoded, which one made for one thread has written.)
+#[test]
+fn a_spoilt_block_read_in_parallel_gives_the_serial_output_and_error() {
+    let events = many_events();
+    let capture = write_in_blocks(&events[..20_000], 997);
+    let blocks = blocks_of(&capture);
+    let (at, len, _) = blocks[blocks.len() / 2];
+    let mut errors = 0;
+    for (i, byte) in [
+        (1, 0xff),
+        (len / 3, 0x10),
+        (len / 2, 0xff),
+        (len - 20, 0x0f),
+    ] {
+        let mut spoilt = capture.clone();
+        spoilt[at + super::blocks::FRAME_BYTES + i] = byte;
+        for made in formats_apart() {
+            let [serial, parallel] = read_both_ways(&spoilt, made, 2, 2);
+            assert!(serial.0 == parallel.0, "{made:?}, byte {i}: bytes differ");
+            assert_eq!(serial.1, parallel.1, "{made:?}, byte {i}");
+            assert_eq!((serial.2, &serial.3), (parallel.2, &parallel.3));
+            errors += serial.1.is_some() as usize;
+        }
+    }
+    assert!(errors > 0, "no spoilt record was found out");
 }

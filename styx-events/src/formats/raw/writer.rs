@@ -164,7 +164,7 @@ impl<W: Write> CaptureWriter<W> {
 
     /// Ends the block being filled (if it holds anything) and hands it to
     /// the workers; the next starts its deltas afresh.
-    fn cut_block(&mut self) -> io::Result<()> {
+    pub(crate) fn cut_block(&mut self) -> io::Result<()> {
         let Framing::Blocks {
             pool,
             events,

@@ -26,7 +26,6 @@ use folded::FoldedWriter;
 pub use lines::Detail;
 use lines::{Line, LineFormatter, LineWriter};
 pub use output::{create_file, Output, OutputError};
-pub(crate) use parquet::GatheredRows;
 use parquet::{ParquetWriter, RowGatherer};
 use perfetto::PerfettoWriter;
 use raw::{CaptureWriter, Compression};

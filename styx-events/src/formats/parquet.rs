@@ -692,11 +692,12 @@ impl FormatBlock for RowGatherer {
     }
 
     fn take(&mut self, room: Option<Formatted>) -> Formatted {
-        let room = match room {
-            Some(Formatted::Rows(room)) => room,
+        let room = match room.map(rows_of) {
+            Some(Ok(room)) => room,
             _ => Box::new(GatheredRows::new(self.gatherer.types.len())),
         };
-        Formatted::Rows(std::mem::replace(&mut self.rows, room))
+        let rows = std::mem::replace(&mut self.rows, room);
+        Formatted::Rows(rows)
     }
 }
 
@@ -1045,10 +1046,16 @@ impl EventWriter for ParquetWriter {
     }
 
     fn formatted(&mut self, piece: &mut Formatted) -> io::Result<()> {
-        let Formatted::Rows(rows) = piece else {
-            return Err(io::Error::other("bytes handed to Parquet"));
-        };
-        self.take_rows(rows)
+        // Nothing holds its place meanwhile (a boxed `()` allocates nothing).
+        let placeholder = Formatted::Rows(Box::new(()));
+        match rows_of(std::mem::replace(piece, placeholder)) {
+            Ok(mut rows) => {
+                let taken = self.take_rows(&mut rows);
+                *piece = Formatted::Rows(rows);
+                taken
+            }
+            Err(_) => Err(io::Error::other("another format's piece handed to Parquet")),
+        }
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -1339,6 +1346,15 @@ fn set_str(columns: &mut [Values], row: usize, col: usize, value: &[u8], text_by
     if c.at(row) {
         *text_bytes += value.len();
         c.strs.push(ByteArray::from(value.to_vec()));
+    }
+}
+
+/// The rows in a piece a Parquet [`FormatBlock`] made; the piece back if
+/// another format made it.
+fn rows_of(piece: Formatted) -> Result<Box<GatheredRows>, Formatted> {
+    match piece {
+        Formatted::Rows(rows) => rows.downcast().map_err(Formatted::Rows),
+        bytes => Err(bytes),
     }
 }
 

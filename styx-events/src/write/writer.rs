@@ -3,7 +3,6 @@
 //! buffer between a format and its output (callers hand writers an
 //! unbuffered file or stdout), [`Tee`] and [`Labeled`].
 
-use crate::formats::GatheredRows;
 use crate::record::event::Event;
 use crate::write::buf::ByteBuf;
 use std::io::{self, Write};
@@ -65,8 +64,10 @@ pub trait EventWriter {
 pub enum Formatted {
     /// Bytes to write as they are (the line formats).
     Bytes(ByteBuf),
-    /// Parquet's rows, to cut into row groups as the events come.
-    Rows(Box<GatheredRows>),
+    /// Rows a columnar format gathered (Parquet's), to cut into row
+    /// groups as the events come: opaque here, only that format's writer
+    /// reads them (writing underlies the formats, which depend on it).
+    Rows(Box<dyn std::any::Any + Send>),
 }
 
 /// A parallel `read` worker's side of a format: the events of one block

@@ -15,7 +15,8 @@ use styx_testkit::{demo_recording, Loader, Summary};
 /// Events shown on the terminal: the ones a person can follow.
 const SHOWN: &str = "interrupt,control,span_begin,span_end,marker";
 const SHOWN_LINES: usize = 40;
-/// How long every event is recorded (~11 bytes an event on disk).
+/// How long every event is recorded (1–11 bytes an event on disk, as
+/// the CPU the emulator leaves allows compressing).
 const RECORD_SECONDS: f64 = 1.0;
 /// The windows converted (`read --from --to`, seconds after the
 /// capture's first event): to JSON lines (~150,000 events), to Perfetto

@@ -50,6 +50,7 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
         Some(_) => bail!("--flight-recorder is for tracing, not top"),
         None => None,
     };
+    let lossless = lossless_mode(&args, top.is_some());
     let (out, counting, refresh) = match &top {
         None if flight.is_some() => (
             Box::new(Recording(flight.clone().expect("just checked"))) as Box<dyn EventWriter>,
@@ -65,7 +66,7 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
                     detail: args.output.detail,
                     roll_mib: args.output.roll_size,
                     compression: args.output.compression,
-                    emulator_waits: lossless_mode(&args, false) != Lossless::Off,
+                    emulator_waits: lossless != Lossless::Off,
                     discard: args.summary,
                 },
                 &header,
@@ -82,7 +83,7 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
         duration: args.duration,
         live: session::live_line_wanted(args.quiet, args.output.path.is_some()),
         json_summary: args.json_summary,
-        lossless: lossless_mode(&args, top.is_some()),
+        lossless,
         filters,
         counting,
         refresh,

@@ -205,9 +205,9 @@ impl Sink {
         };
         let keep = &mut self.keep;
         let mut keeps = |event: &Event<'_>| keep.as_mut().is_none_or(|k| k.keeps(event));
-        let written = match bytes.get(16) {
-            Some(&BATCH_RECORD_KIND) if whole.is_some() => out.batch(bytes, whole.unwrap_or(0)),
-            Some(&BATCH_RECORD_KIND) => {
+        let written = match (bytes.get(16), whole) {
+            (Some(&BATCH_RECORD_KIND), Some(events)) => out.batch(bytes, events),
+            (Some(&BATCH_RECORD_KIND), None) => {
                 let split = self.batches.split(bytes, |event| {
                     if !keeps(event) {
                         return Ok(());

@@ -172,6 +172,15 @@ impl Capture {
     pub fn perfetto_bytes_per_event(&self) -> f64 {
         self.perfetto_bytes as f64 / self.events.max(1) as f64
     }
+
+    /// `read -o format --threads threads`'s median M events/s (NaN if
+    /// not measured).
+    pub fn read_rate(&self, format: &str, threads: usize) -> f64 {
+        self.reads
+            .iter()
+            .find(|r| r.format == format && r.threads == threads)
+            .map_or(f64::NAN, |r| r.rate.median())
+    }
 }
 
 /// Where the demo's capture goes: beside the stream's file captures.

@@ -157,12 +157,6 @@ fn demo_capture(md: &mut String, file: &IntoFile, c: &Capture, to_null: &Row) {
     if c.reads.is_empty() {
         return;
     }
-    let one = |format: &str| {
-        c.reads
-            .iter()
-            .find(|r| r.format == format && r.threads == 1)
-            .map_or(f64::NAN, |r| r.rate.median())
-    };
     let rows = c.reads.iter().map(|r| {
         [
             format!("`{}`", r.format),
@@ -171,7 +165,7 @@ fn demo_capture(md: &mut String, file: &IntoFile, c: &Capture, to_null: &Row) {
                 n => n.to_string(),
             },
             r.rate.show(1),
-            format!("{:.2}×", r.rate.median() / one(r.format)),
+            format!("{:.2}×", r.rate.median() / c.read_rate(r.format, 1)),
         ]
     });
     let _ = writeln!(

@@ -496,14 +496,7 @@ fn demo_file_bytes(r: &Results) -> Measured {
 }
 
 fn read_two_threads(r: &Results, format: &str) -> Measured {
-    let rate = |threads: usize| {
-        r.demo
-            .capture
-            .reads
-            .iter()
-            .find(|row| row.format == format && row.threads == threads)
-            .map_or(f64::NAN, |row| row.rate.median())
-    };
+    let rate = |threads| r.demo.capture.read_rate(format, threads);
     let ratio = rate(2) / rate(1);
     Measured {
         figure: ratio,

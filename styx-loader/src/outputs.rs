@@ -62,8 +62,9 @@ pub fn open(outputs: &Outputs<'_>, header: &Header) -> Result<Box<dyn EventWrite
 pub fn track_calls(
     out: Box<dyn EventWriter>,
     header: &Header,
+    functions_later: bool,
 ) -> (Box<dyn EventWriter>, Option<Rc<RefCell<CallTable>>>) {
-    if header.functions.is_empty() {
+    if header.functions.is_empty() && !functions_later {
         return (out, None);
     }
     let tracker = CallTracker::new(out, header.functions.len(), header.uretprobe_exits);

@@ -115,13 +115,17 @@ fn why_none(
             let name = library.file_name().unwrap_or_default().to_string_lossy();
             let path = library.display().to_string();
             let path = escape::controls(&path);
-            let (what, instead) = match searched {
-                Searched::Command => ("`-- CMD`", format!("use --pid, or --binary {path}")),
-                Searched::Binary => ("--binary", format!("use --binary {path}")),
-                _ => ("`list FILE`", format!("list {path}")),
+            let which = match searched {
+                // Followed once mapped (session::follow).
+                Searched::Command => format!(
+                    "which `-- CMD` traces only once the command maps it (its calls before \
+                     that are not seen; --binary {path} sees them all)"
+                ),
+                Searched::Binary => format!("which --binary does not search: use --binary {path}"),
+                _ => format!("which `list FILE` does not search: list {path}"),
             };
             reasons.push(format!(
-                "found in {} ({path}), which {what} does not search: {instead}",
+                "found in {} ({path}), {which}",
                 escape::controls(&name)
             ));
         }

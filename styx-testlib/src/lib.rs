@@ -39,3 +39,11 @@ fn fire_rounds(n: u64) {
         styx_probe::fire!(lib_tick, || (i as u32, i % 2 == 1));
     }
 }
+
+/// Whether a tracer has raised this library's `insn_exec` semaphore (per
+/// event or batched): a program that loads the library and must not fire
+/// before a tracer following it has attached waits for this.
+#[no_mangle]
+pub extern "C" fn styx_testlib_enabled() -> bool {
+    styx_probe::enabled(styx_probe::EventKind::InsnExec)
+}

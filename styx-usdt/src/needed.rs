@@ -1,7 +1,8 @@
 //! The libraries a program will load: its `DT_NEEDED` entries and theirs,
-//! found about as the dynamic loader finds them. Only for saying where a
-//! function lives that `-- CMD` or `--binary` did not find in the file it
-//! searched (the libraries a process maps are known only once it runs).
+//! found about as the dynamic loader finds them: the libraries `-- CMD`
+//! attaches before the command runs (the ones a process really maps are
+//! known only once it runs: the loader follows those), and where a
+//! function lives that `--binary` did not find in the file it searched.
 //!
 //! Best effort, for a message: `DT_RUNPATH`/`DT_RPATH` (with `$ORIGIN`),
 //! then the directories `/etc/ld.so.conf` names (and the files it

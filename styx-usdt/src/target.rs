@@ -1,6 +1,7 @@
 //! What to trace: one process (its executable and the libraries it has
 //! mapped), a child styx-loader spawned, or every process running a binary.
 
+use crate::needed::needed_libraries;
 use crate::note::{read_probe_table, NotesError, ProbeTable};
 use log::{info, warn};
 use std::collections::BTreeSet;
@@ -152,12 +153,19 @@ impl Target {
     }
 
     /// A child styx-loader started, held before `exec`: its `/proc/PID/exe`
-    /// is still styx-loader and no library is mapped yet, so only the
-    /// program it will run is known.
+    /// is still styx-loader and no library is mapped yet, so the program
+    /// it will run is known, and the libraries it links (`DT_NEEDED`,
+    /// found as the dynamic loader would, near enough: see
+    /// [`crate::needed`]), attached by path before it runs. One the
+    /// dynamic loader finds elsewhere, or one it `dlopen`s, the loader
+    /// follows once mapped.
     pub fn spawned(pid: u32, program: &Path) -> Target {
+        let libraries = needed_libraries(program).into_iter();
         Target {
             pid: Some(pid),
-            files: vec![ElfFile::at(program)],
+            files: std::iter::once(ElfFile::at(program))
+                .chain(libraries.map(|l| ElfFile::at(&l)))
+                .collect(),
             name: format!("pid {pid} ({})", program.display()),
             new_processes: true,
         }

@@ -127,6 +127,12 @@ impl EventWriter for LineWriter {
         self.flush()
     }
 
+    // Each line names its probe from the header as it is then.
+    fn header_grew(&mut self, header: &Header) -> bool {
+        self.lines = Lines::new(self.lines.line, header);
+        true
+    }
+
     // A line depends on its event alone (`Repeats` only saves work).
     fn formats_apart(&self) -> bool {
         true

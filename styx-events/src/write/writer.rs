@@ -4,6 +4,7 @@
 //! unbuffered file or stdout), [`Tee`] and [`Labeled`].
 
 use crate::record::event::Event;
+use crate::session::header::Header;
 use crate::write::buf::ByteBuf;
 use std::io::{self, Write};
 
@@ -55,6 +56,17 @@ pub trait EventWriter {
     /// [`EventWriter::finish`]ed (a [`Tee`] whose other writers do). A
     /// writer whose output failed is done with: false.
     fn can_finish(&self) -> bool {
+        false
+    }
+    /// The session's header named more probes or functions after this
+    /// output was opened (a library the traced process mapped later):
+    /// `header` is the whole header as it now is, the ids it had before
+    /// unchanged. Whether this output names their events from here on; a
+    /// format whose header or columns are written when it opens (a
+    /// capture, Parquet, the timelines) says no, and the loader then
+    /// leaves those probes unattached.
+    fn header_grew(&mut self, header: &Header) -> bool {
+        let _ = header;
         false
     }
 }
@@ -203,6 +215,15 @@ impl EventWriter for Tee {
     fn can_finish(&self) -> bool {
         self.writers.iter().any(Option::is_some)
     }
+    fn header_grew(&mut self, header: &Header) -> bool {
+        // Every writer is told (not short-circuiting: each that can takes
+        // the names); yes only if all do.
+        let mut all = true;
+        for writer in self.writers.iter_mut().flatten() {
+            all &= writer.header_grew(header);
+        }
+        all
+    }
 }
 
 /// Takes every event and writes nothing: for what arrives after the
@@ -218,6 +239,9 @@ impl EventWriter for Discard {
     }
     fn finish(&mut self, _: &Totals<'_>) -> io::Result<()> {
         Ok(())
+    }
+    fn header_grew(&mut self, _: &Header) -> bool {
+        true
     }
 }
 

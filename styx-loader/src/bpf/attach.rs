@@ -85,6 +85,13 @@ impl Links {
     pub fn attached(&self) -> usize {
         self.multi_sites + self.per_site.len()
     }
+
+    /// Keeps `other`'s links too (a library's, attached later).
+    pub fn absorb(&mut self, other: Links) {
+        self.multi.extend(other.multi);
+        self.per_site.extend(other.per_site);
+        self.multi_sites += other.multi_sites;
+    }
 }
 
 /// Raises the soft limit on open files to the hard limit, so that attaching
@@ -241,7 +248,9 @@ fn attach_multi<'s>(
                 cookie: s.cookie,
             })
             .collect();
-        let program = programs.get(name).expect("loaded for every selected kind");
+        let program = programs
+            .get(name)
+            .ok_or_else(|| anyhow!("eBPF program {name} was not loaded for uprobe_multi"))?;
         let returns = name == program_name(Role::FunctionReturn);
         let attached = uprobe_multi::attach(
             program.as_fd(),

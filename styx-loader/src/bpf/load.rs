@@ -30,6 +30,9 @@ pub struct LoadOptions<'a> {
     pub ebpf_log: bool,
     /// Argument specs of the other providers' sites, by cookie.
     pub usdt: &'a [UsdtSite],
+    /// Room in the spec table beyond `usdt`, for the probes of libraries
+    /// the process maps later.
+    pub spare_specs: u32,
     /// `--filter`/`--sample` programs, each type's where the kernel can run it.
     pub filters: Option<&'a Filters>,
     /// `top`: count per-event events in the kernel instead of writing them.
@@ -141,7 +144,7 @@ pub fn load(options: &LoadOptions<'_>) -> Result<Loaded> {
 /// for `options`.
 fn load_object(options: &LoadOptions<'_>, filtering: bool) -> Result<Ebpf> {
     let log_level: u8 = if options.ebpf_log { 0xff } else { 0 };
-    let specs = options.usdt.len().max(1) as u32;
+    let specs = (options.usdt.len() as u32 + options.spare_specs).max(1);
     let filtering = filtering as u32;
     let counting = options.counting.is_some() as u32;
     let max_keys = options.counting.map_or(1, |c| c.max_keys.max(1));
@@ -171,6 +174,18 @@ fn fill_specs(ebpf: &mut Ebpf, usdt: &[UsdtSite]) -> Result<()> {
     for (i, site) in usdt.iter().enumerate() {
         spec_map
             .set(i as u32, SpecValue(site.spec), 0)
+            .context("filling the SPECS map")?;
+    }
+    Ok(())
+}
+
+/// The argument specs of sites found later (a library the process mapped
+/// after the start), from spec id `first` on.
+pub fn set_specs(loaded: &mut Loaded, first: usize, usdt: &[UsdtSite]) -> Result<()> {
+    let mut spec_map: Array<_, SpecValue> = Array::try_from(map_mut(&mut loaded.ebpf, "SPECS")?)?;
+    for (i, site) in usdt.iter().enumerate() {
+        spec_map
+            .set((first + i) as u32, SpecValue(site.spec), 0)
             .context("filling the SPECS map")?;
     }
     Ok(())

@@ -82,7 +82,7 @@ pub fn run(args: &ReadArgs) -> Result<()> {
         }
     };
     // Calls are paired again (as when traced), for the table.
-    let (mut writer, calls) = outputs::track_calls(writer, &reader.header);
+    let (mut writer, calls) = outputs::track_calls(writer, &reader.header, false);
     // Blocks in parallel only when nothing between the reader and the
     // writer holds state across events.
     let parallel = keep.is_none() && calls.is_none() && cut.keeps_all();

@@ -7,6 +7,7 @@ use crate::cmd::top::{self, Counter, Screen};
 use crate::outputs::{self, Outputs};
 use crate::search::{declared_types, find_functions, guest_description, mapped_files, Searched};
 use crate::session::batches;
+use crate::session::follow::{Asked, Follow, SPARE_SPECS};
 use crate::session::report::Stop;
 use crate::session::spawn::{self, Held};
 use crate::session::{self, Lossless, Refresh, Session};
@@ -21,6 +22,7 @@ use styx_events::{EventWriter, Tee};
 use styx_events::{FlightRecorder, Limits, OpenDump, Recording};
 use styx_events::{Format, Options, Output};
 use styx_events::{Guest, RegisterNames};
+use styx_usdt::functions::Matcher;
 use styx_usdt::select::Role;
 use styx_usdt::select::{describe_providers, FunctionExits, Selection, UsdtSite, Wanted};
 use styx_usdt::symbols::Symbols;
@@ -36,7 +38,9 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
         args.events = top::counted_kinds(&top.count, !args.probes.is_empty())?;
     }
     let (target, searched) = target_of(&args, held.as_ref())?;
-    let (selection, guest, declared) = find_sites(&args, &target, searched)?;
+    let asked = asked_later(&args, &target, top.is_some())?;
+    let (selection, guest, declared, waiting) =
+        find_sites(&args, &target, searched, asked.is_some())?;
     let header = header_of(&args, &target, &selection, guest, &declared);
     // Bad expressions stop here: nothing is attached yet. Register fields
     // take the names the guest description gives, declared types' fields
@@ -93,9 +97,25 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
             Some(_) => "top",
             None => args.output.format.name(),
         },
+        later_programs: asked.as_ref().map(Asked::programs).unwrap_or_default(),
+        spare_specs: match &asked {
+            Some(asked) if !asked.usdt_globs.is_empty() => SPARE_SPECS,
+            _ => 0,
+        },
     };
-    let (out, calls) = outputs::track_calls(out, &header);
+    let (out, calls) = outputs::track_calls(
+        out,
+        &header,
+        asked.is_some() && !args.functions.functions.is_empty(),
+    );
     let mut session = Session::start(&target, &selection, out, settings)?;
+    if let Some(asked) = asked {
+        let room = selection.usdt.len() + SPARE_SPECS as usize;
+        if let Some(mut follow) = Follow::new(&target, selection, header.clone(), asked, room) {
+            follow.waiting = waiting;
+            session.follow(follow);
+        }
+    }
     let spawned = held.is_some();
     let own_session = held.as_ref().is_some_and(|h| h.own_session);
     if let Some(held) = held {
@@ -106,6 +126,8 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
         spawn::interrupt(pid);
     }
     session.detach().await;
+    // With the functions of libraries mapped later.
+    let header = session.grown_header().cloned().unwrap_or(header);
     session.finish(stop)?;
     if let Some(calls) = calls {
         let to = args.summary.then_some(args.output.path.as_deref());
@@ -387,17 +409,52 @@ fn warn_misdeclared(args: &TraceArgs, selection: &Selection) {
     }
 }
 
+/// What to take from the libraries a process maps later (see
+/// [`crate::session::follow`]): what the command line asks of the files
+/// found at the start. None for `--binary`, and for `top` (its tables are
+/// made for the probes found at the start).
+fn asked_later(args: &TraceArgs, target: &Target, top: bool) -> Result<Option<Asked>> {
+    if target.pid.is_none() || top {
+        return Ok(None);
+    }
+    let functions = match args.functions.functions.is_empty() {
+        true => None,
+        false => Some((
+            Matcher::new(&args.functions.functions, &args.functions.functions_exclude)?,
+            match args.function_exits {
+                FunctionExitsArg::Ret => FunctionExits::Ret,
+                FunctionExitsArg::Uretprobe => FunctionExits::Uretprobe,
+            },
+            args.functions.force,
+        )),
+    };
+    Ok(Some(Asked {
+        kinds: args.kinds(),
+        batched: args.delivery == Delivery::Batched,
+        usdt_globs: args.probes.clone(),
+        probe_args: args.probe_args.clone(),
+        allow_unverified: args.allow_unverified_sites,
+        functions,
+    }))
+}
+
 /// The event types the target's files declare (`styx_probe::event!`), by
 /// (file, provider, name).
 type Declared = BTreeMap<(usize, String, String), EventType>;
 
 /// The probe sites to attach in the target, or why there are none, the
 /// guest its emulator described and the event types it declared.
+///
+/// With `follow` (a process, whose libraries mapped later are followed),
+/// none found is no error: one line says the loader waits for them, and
+/// why is returned (said again if none comes).
 fn find_sites(
     args: &TraceArgs,
     target: &Target,
     searched: Searched,
-) -> Result<(Selection, Option<Guest>, Declared)> {
+    follow: bool,
+) -> Result<(Selection, Option<Guest>, Declared, Option<String>)> {
+    let mut waiting = None;
     let tables = target.probe_tables()?;
     let guest = guest_description(target, &tables);
     let declared = declared_types(target, &tables);
@@ -427,7 +484,14 @@ fn find_sites(
             FunctionExitsArg::Ret => FunctionExits::Ret,
             FunctionExitsArg::Uretprobe => FunctionExits::Uretprobe,
         };
-        for (file, table) in find_functions(target, &args.functions, searched)? {
+        let tables = match find_functions(target, &args.functions, searched) {
+            Err(e) if follow && selection.sites.is_empty() => {
+                waiting = Some(wait_for_library(format!("{e:#}")));
+                Vec::new()
+            }
+            found => found?,
+        };
+        for (file, table) in tables {
             for (name, why) in &table.refused {
                 log::warn!(
                     "{}: {}: {}: not traced",
@@ -439,7 +503,7 @@ fn find_sites(
             selection.add_functions(file, &table, exits);
         }
         // Nothing else to find: a program without styx probes is fine.
-        return Ok((selection, guest, declared));
+        return Ok((selection, guest, declared, waiting));
     }
     if selection.sites.is_empty() {
         let all_sites = || tables.iter().flat_map(|(_, table)| &table.sites);
@@ -453,11 +517,26 @@ fn find_sites(
                 globs.join(", ")
             ),
         };
-        bail!(
+        let why = format!(
             "{} has {what}: {}",
             target.name,
             describe_providers(all_sites())
         );
+        if !follow {
+            bail!(why);
+        }
+        waiting = Some(wait_for_library(why));
     }
-    Ok((selection, guest, declared))
+    Ok((selection, guest, declared, waiting))
+}
+
+/// Says, once, that nothing is attached at the start (`why`) and the
+/// loader waits for a library with probes; if none ever comes, the
+/// session ends with an error (see `Session::finish`).
+fn wait_for_library(why: String) -> String {
+    eprintln!(
+        "styx-loader: {why}; waiting for a library it maps later with them (what a library \
+         fires before styx reaches it is not seen)"
+    );
+    why
 }

@@ -30,6 +30,7 @@ pub fn load(target: &Target, selection: &Selection, settings: &Settings) -> Resu
         .sites
         .iter()
         .map(|s| attach::program_name(s.role))
+        .chain(settings.later_programs.iter().copied())
         .collect();
     programs.sort_unstable();
     programs.dedup();
@@ -40,6 +41,7 @@ pub fn load(target: &Target, selection: &Selection, settings: &Settings) -> Resu
         ring_bytes: settings.ring_bytes,
         ebpf_log: settings.ebpf_log,
         usdt: &selection.usdt,
+        spare_specs: settings.spare_specs,
         filters: settings.filters.as_ref(),
         counting: settings.counting.as_ref(),
     })

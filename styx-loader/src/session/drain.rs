@@ -101,6 +101,12 @@ pub struct Sink {
 }
 
 impl Sink {
+    /// The session's header named more probes or functions (see
+    /// `EventWriter::header_grew`): whether the output names them.
+    pub fn header_grew(&mut self, header: &styx_events::Header) -> bool {
+        self.out.header_grew(header)
+    }
+
     /// Events go to `out`; `keep` filters those the kernel did not, and
     /// with `split_batches` batches are always split to be filtered.
     /// Batches may hold events of the `declared` types.

@@ -5,7 +5,8 @@
 //! prints the summary. Its parts: the kernel side set up
 //! ([`attachment`]), the ring drained ([`drain`]), the batch plumbing
 //! beside it ([`batches`]: flush sites, flow control, the registry), what
-//! says stop ([`stoppers`]), the live line and the summary.
+//! says stop ([`stoppers`]), the live line and the summary; libraries the
+//! process maps later ([`follow`]).
 //!
 //! The eBPF side submits records without waking anyone (a wake-up per event
 //! costs ~0.9 µs), so a 1 ms tick is the ring's only reader.
@@ -13,6 +14,7 @@
 pub mod attachment;
 pub mod batches;
 pub mod drain;
+pub mod follow;
 pub mod live;
 pub mod pace;
 pub mod report;
@@ -26,6 +28,7 @@ use anyhow::{bail, Result};
 use attachment::Logger;
 use batches::{Batches, Partial};
 use drain::{Drained, Sink};
+use follow::Follow;
 use live::LiveLine;
 use pace::{LossContext, Pace};
 use report::{Run, Stop};
@@ -73,6 +76,11 @@ pub struct Settings {
     /// Where events go, as a loss warning names it: `-o`'s format name, or
     /// `top`.
     pub output: &'static str,
+    /// Following the libraries the process maps later: the programs their
+    /// sites may need, loaded beside the selection's.
+    pub later_programs: Vec<&'static str>,
+    /// And the spec ids kept free for their other providers' probes.
+    pub spare_specs: u32,
 }
 
 /// Whether batches wait for room in the ring instead of being lost (one
@@ -124,6 +132,8 @@ pub struct Session {
     pace: Pace,
     /// The event types delivered in batches (the others never wait).
     batched: Vec<EventKind>,
+    /// The libraries the process maps later, followed (a process traced).
+    follow: Option<Follow>,
 }
 
 impl Session {
@@ -187,7 +197,38 @@ impl Session {
             elapsed: Duration::ZERO,
             pace: Pace::new(Duration::ZERO, 0, 0),
             batched,
+            follow: None,
         })
+    }
+
+    /// Follows the libraries the process maps from now on (see [`follow`]).
+    pub fn follow(&mut self, mut follow: Follow) {
+        follow.initial_sites = self.links.attached() + self.batch_links.attached();
+        self.follow = Some(follow);
+    }
+
+    /// The session's header as libraries mapped later made it grow (None
+    /// when not following).
+    pub fn grown_header(&self) -> Option<&styx_events::Header> {
+        self.follow.as_ref().map(|f| &f.header)
+    }
+
+    /// A look at the libraries the process mapped, when due.
+    fn follow_tick(&mut self) {
+        let Some(follow) = self.follow.as_mut().filter(|f| f.due()) else {
+            return;
+        };
+        follow.look(
+            &mut self.loaded,
+            &mut self.sink,
+            &mut self.batches,
+            &mut self.links,
+            &mut self.batch_links,
+        );
+        let named = self.probe_names.len();
+        self.probe_names.extend(
+            (follow.header.usdt.iter().skip(named)).map(|u| format!("{}:{}", u.provider, u.probe)),
+        );
     }
 
     /// Streams events until a signal, the process's exit, the duration, or
@@ -226,6 +267,7 @@ impl Session {
             self.tick.reset_immediately();
         }
         self.grant();
+        self.follow_tick();
         if let Some(logger) = self.logger.as_mut() {
             logger.flush();
         }
@@ -410,6 +452,16 @@ impl Session {
         });
         if let Some(flight) = &self.settings.flight {
             report::flight(&flight.borrow());
+        }
+        if let Some(follow) = &self.follow {
+            report::late(&follow.late);
+            if follow.attached() == 0 {
+                // Non-zero, as the refusal at the start was before libraries
+                // were followed: a script learns that its trace is empty.
+                let why = (follow.waiting.clone())
+                    .unwrap_or_else(|| format!("{} has no probes asked for", self.target_name));
+                bail!("{why}, nor did a library it mapped while traced: nothing was traced");
+            }
         }
         if let Some(e) = &self.sink.error {
             // The error names the output that failed (see crate::outputs::open).

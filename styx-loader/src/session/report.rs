@@ -195,3 +195,26 @@ fn batch_records(n: u64) -> String {
         n => format!("{n} batch records"),
     }
 }
+
+/// The libraries attached after the start, and when: their events from
+/// before that were not seen.
+pub fn late(files: &[super::follow::LateFile]) {
+    if files.is_empty() {
+        return;
+    }
+    let each: Vec<String> = files
+        .iter()
+        .map(|f| {
+            format!(
+                "{} at {:.2} s ({} sites)",
+                f.name,
+                f.after.as_secs_f64(),
+                f.sites
+            )
+        })
+        .collect();
+    eprintln!(
+        "styx-loader: libraries attached after tracing started (their earlier events not seen): {}",
+        each.join(", ")
+    );
+}

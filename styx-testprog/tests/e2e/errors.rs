@@ -2,7 +2,7 @@
 //! exit, or a counted, reported loss.
 
 use crate::support::*;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 fn error_line(stderr: &str) -> &str {
     stderr
@@ -25,17 +25,29 @@ fn no_such_pid() {
     );
 }
 
+/// A process without probes is followed (a library it maps later may have
+/// them: see late_libraries.rs); the loader says what it has at once, and
+/// if it exits having mapped none, fails saying so again.
 #[test]
 fn process_without_styx_probes_says_what_it_has() {
     require_root();
     let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
-    let (status, _, stderr) = run_loader(&["--pid", &sleeper.id().to_string()]);
+    let mut loader = spawn_loader(&["--pid", &sleeper.id().to_string()], Stdio::null());
+    // Once attached (to nothing): the process is watched for its exit.
+    let attached = loader.wait_for_line("attached");
     sleeper.kill().unwrap();
     sleeper.wait().unwrap();
+    attached.unwrap_or_else(|e| panic!("{e}"));
+    let (status, stderr) = loader.finish();
+    let waiting = (stderr.iter())
+        .find(|l| l.contains("waiting for a library"))
+        .unwrap_or_else(|| panic!("{stderr:?}"));
     assert!(!status.success());
-    let line = error_line(&stderr);
-    assert!(line.contains("has no styx probes"), "{line}");
-    assert!(line.contains("it has no USDT probes at all"), "{line}");
+    for line in [waiting.as_str(), error_line(&stderr.join("\n"))] {
+        assert!(line.contains("has no styx probes"), "{line}");
+        assert!(line.contains("it has no USDT probes at all"), "{line}");
+    }
+    assert!(error_line(&stderr.join("\n")).contains("nothing was traced"));
 }
 
 #[test]

@@ -30,6 +30,7 @@ mod forged;
 mod forged_batches;
 mod function_errors;
 mod functions;
+mod late_libraries;
 mod libraries;
 mod list;
 mod live;

@@ -72,15 +72,33 @@ fn no_matching_probes_says_what_there_is() {
     require_root();
     let binary = build("-O2");
     let mut prog = Command::new(&binary).stdin(Stdio::piped()).spawn().unwrap();
-    let (status, _, stderr) = run_loader(&["--pid", &prog.id().to_string(), "--probes", "nope:*"]);
+    // Said at once; the loader then waits for a library with them (see
+    // late_libraries.rs) and, the process gone without one, fails.
+    let mut loader = spawn_loader(
+        &["--pid", &prog.id().to_string(), "--probes", "nope:*"],
+        Stdio::null(),
+    );
+    // Once attached (to nothing): the process is watched for its exit.
+    let attached = loader.wait_for_line("attached");
     prog.kill().unwrap();
     prog.wait().unwrap();
+    attached.unwrap_or_else(|e| panic!("{e}"));
+    let (status, stderr) = loader.finish();
+    let waiting = (stderr.iter())
+        .find(|l| l.contains("waiting for a library"))
+        .unwrap_or_else(|| panic!("{stderr:?}"));
     assert!(!status.success());
-    assert!(stderr.contains("none matching --probes nope:*"), "{stderr}");
-    assert!(
-        stderr.contains("its USDT providers are: forms (4 sites)"),
-        "{stderr}"
-    );
+    let error = stderr
+        .iter()
+        .find(|l| l.contains("error"))
+        .expect("an error");
+    for said in [waiting, error] {
+        assert!(said.contains("none matching --probes nope:*"), "{said}");
+        assert!(
+            said.contains("its USDT providers are: forms (4 sites)"),
+            "{said}"
+        );
+    }
 }
 
 /// A copy of `binary` whose `forms:consts` note points its probe outside

@@ -45,6 +45,7 @@
 pub mod table;
 
 use crate::record::event::{Body, Call, Event};
+use crate::session::header::Header;
 use crate::write::writer::{EventWriter, Totals};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -271,6 +272,10 @@ impl EventWriter for CallTracker {
     }
     fn can_finish(&self) -> bool {
         self.inner.can_finish()
+    }
+    fn header_grew(&mut self, header: &Header) -> bool {
+        self.table.borrow_mut().grow(header.functions.len());
+        self.inner.header_grew(header)
     }
 }
 

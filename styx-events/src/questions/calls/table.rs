@@ -51,6 +51,14 @@ impl CallTable {
         }
     }
 
+    /// Room for `functions` functions (more were found later), the rows
+    /// counted so far kept.
+    pub fn grow(&mut self, functions: usize) {
+        if functions > self.rows.len() {
+            self.rows.resize(functions, Row::default());
+        }
+    }
+
     fn row(&mut self, function: u32) -> Option<&mut Row> {
         self.rows.get_mut(function as usize)
     }

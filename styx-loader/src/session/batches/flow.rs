@@ -93,6 +93,13 @@ impl Flow {
         })
     }
 
+    /// One more flush site to find (a library mapped later): looked for
+    /// at the next grant.
+    pub fn add_site(&mut self) {
+        self.blocks.push(None);
+        self.next_look = Instant::now();
+    }
+
     /// The process.
     pub fn pid(&self) -> u32 {
         self.pid

@@ -88,6 +88,16 @@ impl Batches {
         })
     }
 
+    /// A flush site of a library the process mapped later, attached (before
+    /// its batch-enable sites): its flow control from the next grant on,
+    /// its batches read when stopping.
+    pub fn add_site(&mut self, site: FlushSite) {
+        self.sites.push(site);
+        if let Some(flow) = self.flow.as_mut() {
+            flow.add_site();
+        }
+    }
+
     /// Lossless mode: grants the emulator credit for the batches taken
     /// (`received` records, or seen lost) so far. If that fails (the process
     /// exited, or its memory cannot be written), says so once and stops:

@@ -1,0 +1,266 @@
+//! Libraries a process maps after tracing started (`dlopen`, as QEMU loads
+//! its TCG plugin): a program without probes of its own loads styx-testlib
+//! (styx probes, batched) or a C library with a <sys/sdt.h> probe, and
+//! fires once the loader following it has raised the library's semaphore.
+//! Traced as a command (`--`) and by pid (attached before the `dlopen`),
+//! every event arrives, with its values; `list --pid` shows the library
+//! once it is mapped; a command that never maps one ends in an error.
+
+use crate::support::*;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+const SOURCES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/c");
+
+/// Events each run fires.
+const N: u64 = 3000;
+
+/// Builds late_dlopen and libsdtdl.so (the sdt library, provider sdtdl).
+fn build(dir: &Path) -> (PathBuf, PathBuf) {
+    let program = dir.join("late_dlopen");
+    let sdt = dir.join("libsdtdl.so");
+    cc(&[
+        "-O2",
+        "-o",
+        program.to_str().unwrap(),
+        &format!("{SOURCES}/late_dlopen.c"),
+        "-ldl",
+    ]);
+    cc(&[
+        "-O2",
+        "-shared",
+        "-fPIC",
+        "-DPROVIDER=sdtdl",
+        "-o",
+        sdt.to_str().unwrap(),
+        &format!("{SOURCES}/sdt_lib.c"),
+    ]);
+    (program, sdt)
+}
+
+/// Which library, and what the loader is asked for.
+#[derive(Clone, Copy)]
+enum Library {
+    /// styx-testlib: styx's own probes, batched.
+    Styx,
+    /// The sdt library: `--probes 'sdtdl:*'`.
+    Sdt,
+}
+
+impl Library {
+    fn kind(self) -> &'static str {
+        match self {
+            Library::Styx => "styx",
+            Library::Sdt => "sdt",
+        }
+    }
+
+    fn args(self) -> Vec<&'static str> {
+        match self {
+            Library::Styx => vec!["-e", "insn_exec,mem_read"],
+            Library::Sdt => vec!["--probes", "sdtdl:*"],
+        }
+    }
+
+    /// The events it fires, as jsonl shows them (pid and tid left out).
+    fn expected(self) -> Vec<Value> {
+        match self {
+            Library::Styx => (0..N)
+                .flat_map(|i| {
+                    [
+                        json!({"event": "insn_exec", "pc": i, "insn": 3 * i, "len": 4}),
+                        json!({"event": "mem_read", "pc": i, "addr": 8 * i, "val": i, "size": 4}),
+                    ]
+                })
+                .collect(),
+            Library::Sdt => (0..N as i64)
+                .map(|i| {
+                    json!({"event": "usdt", "provider": "sdtdl", "probe": "fire",
+                           "args": [i, 3 * i - 7]})
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The events of a jsonl trace, each checked to come from `pid` (if
+/// known), without pid and tid.
+fn events(out: &Path, pid: Option<u32>) -> Vec<Value> {
+    read_jsonl(out)
+        .into_iter()
+        .map(|mut event| {
+            let object = event.as_object_mut().unwrap();
+            let from = object.remove("pid").unwrap();
+            if let Some(pid) = pid {
+                assert_eq!(from.as_u64(), Some(pid as u64), "{event}");
+            }
+            object.remove("tid");
+            event
+        })
+        .collect()
+}
+
+/// The library's path and the loader's line saying it attached it late.
+fn check_followed(stderr: &[String], library: &Path) {
+    let name = library.display().to_string();
+    assert!(
+        stderr.iter().any(|l| l.contains("probe sites in")
+            && l.contains(&name)
+            && l.contains("mapped by pid")),
+        "no line saying {name} was attached late: {stderr:#?}"
+    );
+    assert!(
+        stderr
+            .iter()
+            .any(|l| l.contains("libraries attached after tracing started") && l.contains(&name)),
+        "the summary names {name}: {stderr:#?}"
+    );
+    assert!(
+        !stderr
+            .iter()
+            .any(|l| l.contains("warning") || l.contains("error")),
+        "{stderr:#?}"
+    );
+}
+
+fn library_path(library: Library, sdt: &Path) -> PathBuf {
+    match library {
+        Library::Styx => beside_testprog("libstyx_testlib.so", "styx-testlib"),
+        Library::Sdt => sdt.to_path_buf(),
+    }
+}
+
+/// `-- late_dlopen 100 LIB KIND N`: the program has no probes, so the
+/// loader says it waits; it follows the library the program maps 0.1 s
+/// later, and the program fires once the semaphore is raised.
+fn as_command(library: Library, name: &str) {
+    require_root();
+    let dir = scratch(name);
+    let (program, sdt) = build(&dir);
+    let lib = library_path(library, &sdt);
+    let out = dir.join("events.jsonl");
+    let n = N.to_string();
+    let mut args = vec!["-o", "jsonl", "--output", out.to_str().unwrap()];
+    args.extend(library.args());
+    args.extend([
+        "--",
+        program.to_str().unwrap(),
+        "100",
+        lib.to_str().unwrap(),
+        library.kind(),
+        &n,
+    ]);
+    let (status, stderr) = spawn_loader(&args, Stdio::null()).finish();
+    assert!(status.success(), "{stderr:#?}");
+    assert!(
+        stderr.iter().any(|l| l.contains("waiting for a library")),
+        "{stderr:#?}"
+    );
+    check_followed(&stderr, &lib);
+    assert_eq!(events(&out, None), library.expected(), "{stderr:#?}");
+}
+
+/// `--pid` on late_dlopen waiting on stdin, attached before it loads the
+/// library: the loader follows it, and `list --pid` shows the library
+/// once mapped (not before).
+fn by_pid(library: Library, name: &str) {
+    require_root();
+    let dir = scratch(name);
+    let (program, sdt) = build(&dir);
+    let lib = library_path(library, &sdt);
+    let out = dir.join("events.jsonl");
+    let n = N.to_string();
+    let mut prog = TestProg::start(
+        &program,
+        &["stdin", lib.to_str().unwrap(), library.kind(), &n],
+    );
+    let pid = prog.pid();
+    let pattern = match library {
+        Library::Styx => "styx:*",
+        Library::Sdt => "sdtdl:*",
+    };
+    let listed = || run_loader(&["list", "--pid", &pid.to_string(), pattern]);
+    let (status, _, before) = listed();
+    assert!(
+        !status.success(),
+        "nothing to list before the dlopen: {before}"
+    );
+
+    let mut args = vec!["-o", "jsonl", "--output", out.to_str().unwrap()];
+    args.extend(library.args());
+    let loader = prog.attach_loader(&args);
+    prog.run("go", "done");
+    // Still mapped: the program waits for the end of its input.
+    let header = format!("usdt:{}:{}", lib.display(), pattern.replace('*', ""));
+    let (status, stdout, stderr) = listed();
+    assert!(status.success(), "{stderr}");
+    assert!(
+        stdout.lines().any(|l| l.starts_with(&header)),
+        "{header} in:\n{stdout}"
+    );
+    prog.finish();
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{stderr:#?}");
+    check_followed(&stderr, &lib);
+    assert_eq!(events(&out, Some(pid)), library.expected(), "{stderr:#?}");
+}
+
+#[test]
+fn a_command_dlopening_a_library_with_styx_probes_is_followed() {
+    as_command(Library::Styx, "late-command-styx");
+}
+
+#[test]
+fn a_command_dlopening_a_library_with_sdt_probes_is_followed() {
+    as_command(Library::Sdt, "late-command-sdt");
+}
+
+#[test]
+fn a_process_dlopening_a_library_with_styx_probes_is_followed() {
+    by_pid(Library::Styx, "late-pid-styx");
+}
+
+#[test]
+fn a_process_dlopening_a_library_with_sdt_probes_is_followed() {
+    by_pid(Library::Sdt, "late-pid-sdt");
+}
+
+/// A command that never maps a library with the probes asked for: the
+/// loader waits, the command runs to its end, and the loader then fails
+/// saying nothing was traced.
+#[test]
+fn a_command_that_never_maps_probes_ends_in_an_error() {
+    require_root();
+    let dir = scratch("late-never");
+    let (program, _) = build(&dir);
+    let out = dir.join("events.jsonl");
+    // dlopen of a library that does not exist: the program fails at once.
+    let (status, stderr) = spawn_loader(
+        &[
+            "-o",
+            "jsonl",
+            "--output",
+            out.to_str().unwrap(),
+            "--",
+            program.to_str().unwrap(),
+            "0",
+            "/nonexistent/lib.so",
+            "styx",
+            "1",
+        ],
+        Stdio::null(),
+    )
+    .finish();
+    assert!(!status.success(), "{stderr:#?}");
+    assert!(
+        stderr.iter().any(|l| l.contains("waiting for a library")),
+        "{stderr:#?}"
+    );
+    assert!(
+        stderr
+            .iter()
+            .any(|l| l.contains("error") && l.contains("nothing was traced")),
+        "{stderr:#?}"
+    );
+}

@@ -31,7 +31,7 @@
 //!
 //! A hostile process cannot make this unbounded: at most
 //! [`MAX_FILES_SEEN`] files are ever read and [`MAX_LATE_FILES`] attached,
-//! at most [`FILES_PER_LOOK`] read per look (the drain loop stays
+//! files are read for at most [`READ_BUDGET`] a look (the drain loop stays
 //! responsive), spec ids stop at the room the `SPECS` map was made with,
 //! and functions at `--functions`' own limit.
 
@@ -41,7 +41,7 @@ use crate::bpf::attach::{self, Links};
 use crate::bpf::load::{self, Loaded};
 use crate::search::{plural, MAX_FUNCTIONS};
 use anyhow::Result;
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -65,9 +65,9 @@ pub const MAX_FILES_SEEN: usize = 4096;
 /// Files attached after the start at most.
 pub const MAX_LATE_FILES: usize = 64;
 
-/// Files read per look at most: the rest wait for the next look, so the
-/// ring is still drained every few ms.
-const FILES_PER_LOOK: usize = 8;
+/// Time spent reading new files per look at most: the rest wait for the
+/// next drain, so the ring is still drained every few ms.
+const READ_BUDGET: Duration = Duration::from_millis(10);
 
 /// Spec ids kept free in the `SPECS` map for other providers' probes of
 /// libraries mapped later.
@@ -136,8 +136,11 @@ pub struct Follow {
     pub header: Header,
     /// Spec ids the `SPECS` map has room for.
     spec_room: usize,
-    /// Files (device, inode) read already.
+    /// Files (device, inode) read already, or queued.
     seen: HashSet<(u64, u64)>,
+    /// Files mapped and not read yet (a look reads them for at most
+    /// [`READ_BUDGET`]); at most [`MAX_FILES_SEEN`] in all.
+    pending: VecDeque<Mapped>,
     /// The loader's own executable: a command held before `exec` still
     /// maps the loader's files, which are not its own.
     loader_exe: Option<(u64, u64)>,
@@ -182,6 +185,7 @@ impl Follow {
             header,
             spec_room,
             seen,
+            pending: VecDeque::new(),
             loader_exe: std::fs::metadata("/proc/self/exe")
                 .ok()
                 .and_then(|m| identity(&m)),
@@ -212,6 +216,28 @@ impl Follow {
         batch_links: &mut Links,
     ) {
         self.next_look = Instant::now() + LOOK_EVERY;
+        if self.pending.is_empty() {
+            self.queue_new_files();
+        }
+        let started = Instant::now();
+        while let Some(mapped) = self.pending.pop_front() {
+            if self.late.len() >= MAX_LATE_FILES {
+                self.give_up();
+                break;
+            }
+            if let Some(file) = self.reachable(&mapped) {
+                self.attach_file(file, loaded, sink, batches, links, batch_links);
+            }
+            if started.elapsed() >= READ_BUDGET && !self.pending.is_empty() {
+                // The rest after the next drain.
+                self.next_look = Instant::now();
+                break;
+            }
+        }
+    }
+
+    /// Queues the files the process maps now that were not seen before.
+    fn queue_new_files(&mut self) {
         if self.full {
             return;
         }
@@ -226,47 +252,49 @@ impl Follow {
         if exe.is_some() && exe == self.loader_exe {
             return;
         }
-        let mut read = 0;
         for mapping in maps.lines().filter_map(Mapping::parse) {
-            if read == FILES_PER_LOOK {
-                // The rest at the next look, soon.
-                self.next_look = Instant::now() + Duration::from_millis(5);
-                break;
-            }
             if self.seen.contains(&mapping.identity) {
                 continue;
             }
-            if self.seen.len() >= MAX_FILES_SEEN || self.late.len() >= MAX_LATE_FILES {
-                self.full = true;
-                log::warn!(
-                    "pid {} mapped more files than styx follows ({MAX_FILES_SEEN} read, \
-                     {MAX_LATE_FILES} attached at most): libraries it maps from now on are \
-                     not traced",
-                    self.pid
-                );
-                return;
+            if self.seen.len() >= MAX_FILES_SEEN {
+                return self.give_up();
             }
             self.seen.insert(mapping.identity);
-            read += 1;
-            let Some(file) = self.reachable(&mapping) else {
-                continue;
-            };
-            self.attach_file(file, loaded, sink, batches, links, batch_links);
+            self.pending.push_back(Mapped {
+                identity: mapping.identity,
+                path: mapping.path.to_string(),
+                start: mapping.start,
+                offset: mapping.offset,
+            });
         }
     }
 
-    /// The file of `mapping`, read through the process's root; None if the
+    /// Past a bound: says so once, and follows no more.
+    fn give_up(&mut self) {
+        self.pending.clear();
+        if !self.full {
+            self.full = true;
+            log::warn!(
+                "pid {} mapped more files than styx follows ({MAX_FILES_SEEN} read, \
+                 {MAX_LATE_FILES} attached at most): libraries it maps from now on are not \
+                 traced",
+                self.pid
+            );
+        }
+    }
+
+    /// The file `mapped`, read through the process's root; None if the
     /// path names another file now (replaced since it was mapped).
-    fn reachable(&self, mapping: &Mapping<'_>) -> Option<ElfFile> {
-        let read_at = PathBuf::from(format!("/proc/{}/root{}", self.pid, mapping.path));
+    fn reachable(&self, mapped: &Mapped) -> Option<ElfFile> {
+        let read_at = PathBuf::from(format!("/proc/{}/root{}", self.pid, mapped.path));
         let meta = std::fs::metadata(&read_at).ok()?;
-        if identity(&meta) != Some(mapping.identity) || !meta.is_file() {
+        if identity(&meta) != Some(mapped.identity) || !meta.is_file() {
             return None;
         }
         Some(ElfFile {
             read_at,
-            name: mapping.path.to_string(),
-            mapped_at: Some((mapping.start, mapping.offset)),
+            name: mapped.path.clone(),
+            mapped_at: Some((mapped.start, mapped.offset)),
         })
     }
 
@@ -485,6 +513,14 @@ fn identity(meta: &std::fs::Metadata) -> Option<(u64, u64)> {
     Some((meta.dev(), meta.ino()))
 }
 
+/// A file the process mapped, to be read.
+struct Mapped {
+    identity: (u64, u64),
+    path: String,
+    start: u64,
+    offset: u64,
+}
+
 /// One line of `/proc/PID/maps` that maps a file.
 struct Mapping<'a> {
     start: u64,
@@ -497,10 +533,15 @@ impl Mapping<'_> {
     /// `start-end perms offset major:minor inode path` (the path may hold
     /// spaces); None for anonymous mappings, deleted files and the like.
     fn parse(line: &str) -> Option<Mapping<'_>> {
-        let fields: Vec<&str> = line.splitn(6, ' ').collect();
-        let [range, _, offset, dev, inode, path] = fields[..] else {
-            return None;
-        };
+        let mut fields = line.splitn(6, ' ');
+        let (range, _, offset, dev, inode, path) = (
+            fields.next()?,
+            fields.next()?,
+            fields.next()?,
+            fields.next()?,
+            fields.next()?,
+            fields.next()?,
+        );
         let path = path.trim_start();
         if !path.starts_with('/') || path.ends_with(" (deleted)") {
             return None;

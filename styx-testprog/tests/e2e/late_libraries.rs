@@ -264,3 +264,53 @@ fn a_command_that_never_maps_probes_ends_in_an_error() {
         "{stderr:#?}"
     );
 }
+
+/// A process that maps thousands of files, then maps and unmaps one over
+/// and over: the loader reads each file once (by device and inode), stops
+/// following past its bound with one warning, and stays responsive (it
+/// ends when the process does).
+#[test]
+fn a_process_mapping_files_without_end_is_followed_within_bounds() {
+    require_root();
+    let dir = scratch("late-many");
+    let program = dir.join("map_many");
+    cc(&[
+        "-O2",
+        "-o",
+        program.to_str().unwrap(),
+        &format!("{SOURCES}/map_many.c"),
+    ]);
+    // On tmpfs: creating thousands of files on the scratch disk takes seconds.
+    let files = PathBuf::from(format!("/dev/shm/styx-late-many-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&files);
+    std::fs::create_dir(&files).unwrap();
+    let mut prog = TestProg::start(&program, &[files.to_str().unwrap(), "5000", "3000"]);
+    let out = dir.join("events.jsonl");
+    let mut loader = prog.attach_loader(&[
+        "-e",
+        "insn_exec",
+        "-o",
+        "jsonl",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    let started = std::time::Instant::now();
+    prog.run("go", "done");
+    loader
+        .wait_for_line("mapped more files than styx follows")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(started.elapsed().as_secs() < 20, "{:?}", started.elapsed());
+    prog.finish();
+    std::fs::remove_dir_all(&files).unwrap();
+    let (status, stderr) = loader.finish();
+    // Nothing with probes was ever mapped.
+    assert!(!status.success(), "{stderr:#?}");
+    let warnings: Vec<_> = stderr.iter().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "said once: {stderr:#?}");
+    assert!(
+        stderr
+            .iter()
+            .any(|l| l.contains("error") && l.contains("nothing was traced")),
+        "{stderr:#?}"
+    );
+}

@@ -69,6 +69,9 @@ pub const MAX_LATE_FILES: usize = 64;
 /// next drain, so the ring is still drained every few ms.
 const READ_BUDGET: Duration = Duration::from_millis(10);
 
+/// Files that cannot be read said at most.
+const UNREADABLE_SAID: usize = 8;
+
 /// Spec ids kept free in the `SPECS` map for other providers' probes of
 /// libraries mapped later.
 pub const SPARE_SPECS: u32 = 1024;
@@ -148,6 +151,8 @@ pub struct Follow {
     started: Instant,
     /// Said that no more files are read.
     full: bool,
+    /// Files that could not be read.
+    unreadable: usize,
     /// Sites attached at the start.
     pub initial_sites: usize,
     /// Why nothing was attached at the start, when nothing was.
@@ -192,6 +197,7 @@ impl Follow {
             next_look: Instant::now(),
             started: Instant::now(),
             full: false,
+            unreadable: 0,
             initial_sites: 0,
             waiting: None,
             late: Vec::new(),
@@ -331,7 +337,7 @@ impl Follow {
             }
             // Fonts, locale archives, caches: no probes.
             Err(NotesError::NotElf { .. }) => return,
-            Err(e) => return log::warn!("not following a library: {e}"),
+            Err(e) => return self.unreadable(format!("not following a library: {e}")),
         }
         if let Some((matcher, exits, force)) = &self.asked.functions {
             match read_functions(&file.read_at, matcher) {
@@ -357,7 +363,7 @@ impl Follow {
                     }
                 }
                 Err(FunctionsError::NotElf { .. }) => {}
-                Err(e) => log::warn!("not following a library's functions: {e}"),
+                Err(e) => self.unreadable(format!("not following a library's functions: {e}")),
             }
         }
         for rejected in &self.selection.rejected[rejected_before..] {
@@ -400,6 +406,17 @@ impl Follow {
         }
     }
 
+    /// Says why a file cannot be read, for the first [`UNREADABLE_SAID`]
+    /// such files (a process may map thousands of malformed ones).
+    fn unreadable(&mut self, why: String) {
+        self.unreadable += 1;
+        match self.unreadable {
+            n if n < UNREADABLE_SAID => log::warn!("{why}"),
+            UNREADABLE_SAID => log::warn!("{why} (further files that cannot be read: not said)"),
+            _ => {}
+        }
+    }
+
     /// Names the new spec ids and functions in the header and asks the
     /// output to take them; false (said) if it cannot.
     fn name_new_probes(
@@ -415,8 +432,8 @@ impl Follow {
         }
         if specs.len() > self.spec_room {
             log::warn!(
-                "{name}: its --probes are not traced: more probes than the {} styx makes room \
-                 for",
+                "{name}: its --probes and --functions are not traced: more probes than the {} \
+                 styx makes room for",
                 self.spec_room
             );
             return false;

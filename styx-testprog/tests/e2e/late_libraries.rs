@@ -314,3 +314,113 @@ fn a_process_mapping_files_without_end_is_followed_within_bounds() {
         "{stderr:#?}"
     );
 }
+
+/// `--functions` in a library a command loads later: each call's entry
+/// and exit, around the probe it fires (`--probes` too, so that the
+/// program knows when the tracer has reached the library).
+#[test]
+fn a_command_dlopening_a_library_is_followed_for_its_functions() {
+    require_root();
+    let dir = scratch("late-command-functions");
+    let (program, sdt) = build(&dir);
+    let out = dir.join("events.jsonl");
+    let n = N.to_string();
+    let (status, stderr) = spawn_loader(
+        &[
+            "-o",
+            "jsonl",
+            "--output",
+            out.to_str().unwrap(),
+            "--probes",
+            "sdtdl:*",
+            "--functions",
+            "^sdtdl_fire$",
+            "--",
+            program.to_str().unwrap(),
+            "100",
+            sdt.to_str().unwrap(),
+            "sdt",
+            &n,
+        ],
+        Stdio::null(),
+    )
+    .finish();
+    assert!(status.success(), "{stderr:#?}");
+    check_followed(&stderr, &sdt);
+    let events = events(&out, None);
+    let of = |event: &str| {
+        events
+            .iter()
+            .filter(|e| e["event"] == event && (event == "usdt" || e["function"] == "sdtdl_fire"))
+            .count() as u64
+    };
+    assert_eq!(
+        (
+            of("fn_entry"),
+            of("usdt"),
+            of("fn_exit"),
+            events.len() as u64
+        ),
+        (N, N, N, 3 * N),
+        "{stderr:#?}"
+    );
+    // The per-function table names the library's function.
+    assert!(
+        stderr
+            .iter()
+            .any(|l| l.ends_with("sdtdl_fire") && l.contains(&n)),
+        "{stderr:#?}"
+    );
+}
+
+/// A capture (`-o raw`), whose header is written when it opens: styx's own
+/// events of a library loaded later need no more of it and are all there
+/// (batches kept whole), read back exactly; another provider's probes in
+/// that library cannot be named there, which a warning says.
+#[test]
+fn a_capture_takes_a_later_librarys_styx_events_and_says_what_it_cannot_name() {
+    require_root();
+    let dir = scratch("late-command-raw");
+    let (program, _) = build(&dir);
+    let lib = library_path(Library::Styx, Path::new(""));
+    let capture = dir.join("run.styx");
+    let n = N.to_string();
+    let (status, stderr) = spawn_loader(
+        &[
+            "-o",
+            "raw",
+            "--output",
+            capture.to_str().unwrap(),
+            "-e",
+            "insn_exec,mem_read",
+            "--probes",
+            "styx_testlib:*",
+            "--",
+            program.to_str().unwrap(),
+            "100",
+            lib.to_str().unwrap(),
+            "styx",
+            &n,
+        ],
+        Stdio::null(),
+    )
+    .finish();
+    assert!(status.success(), "{stderr:#?}");
+    assert!(
+        stderr.iter().any(|l| l.contains("warning")
+            && l.contains("--probes and --functions are not traced")
+            && l.contains("libstyx_testlib.so")),
+        "{stderr:#?}"
+    );
+    let out = dir.join("read.jsonl");
+    let (status, _, read_stderr) = run_loader(&[
+        "read",
+        capture.to_str().unwrap(),
+        "-o",
+        "jsonl",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert!(status.success(), "{read_stderr}");
+    assert_eq!(events(&out, None), Library::Styx.expected(), "{stderr:#?}");
+}

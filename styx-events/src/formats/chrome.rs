@@ -189,6 +189,13 @@ fn micros(b: &mut ByteBuf, ns: u64) {
 }
 
 impl EventWriter for ChromeWriter {
+    // Names are looked up per event; the heap's tracks stay those of the
+    // allocator known at the start.
+    fn header_grew(&mut self, header: &Header) -> bool {
+        self.names = Names::new(header);
+        true
+    }
+
     fn event(&mut self, event: &Event<'_>) -> io::Result<()> {
         let h = &event.header;
         for window in self.rates.count(event.kind as usize, h.ts_ns) {

@@ -449,7 +449,7 @@ impl Follow {
         if !sink.header_grew(&header) {
             log::warn!(
                 "{name}: its --probes and --functions are not traced: this output names probes \
-                 only as it opens (-o jsonl or text take them; or trace the library with \
+                 only as it opens (-o text, jsonl, chrome and perfetto take them; or trace the library with \
                  --binary {name})"
             );
             return false;

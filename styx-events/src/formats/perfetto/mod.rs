@@ -639,6 +639,13 @@ fn annotation(arg: Arg<'_>) -> DebugAnnotation {
 }
 
 impl EventWriter for PerfettoWriter {
+    // Names are looked up per event; the heap's tracks stay those of the
+    // allocator known at the start.
+    fn header_grew(&mut self, header: &Header) -> bool {
+        self.names = Names::new(header);
+        true
+    }
+
     fn event(&mut self, event: &Event<'_>) -> io::Result<()> {
         let h = &event.header;
         for window in self.rates.count(event.kind as usize, h.ts_ns) {

@@ -35,6 +35,19 @@ pub enum Searched {
     File,
 }
 
+/// No function of the target matched `--functions`, and why as far as can
+/// be told: tracing a process waits for a library it maps later instead.
+#[derive(Debug)]
+pub struct NoneMatched(String);
+
+impl std::fmt::Display for NoneMatched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NoneMatched {}
+
 /// The functions of `target`'s files that `select` takes, per file index;
 /// an error if none (saying why, as far as can be told), or more than
 /// [`MAX_FUNCTIONS`] without `--force`. Functions that cannot be traced
@@ -57,11 +70,12 @@ pub fn find_functions(
     let count: usize = tables.iter().map(|(_, t)| t.functions.len()).sum();
     let patterns = select.functions.join("', '");
     if count == 0 {
-        bail!(
+        return Err(NoneMatched(format!(
             "no function of {} matches '{patterns}': {}",
             escape::controls(&target.name),
             why_none(target, &tables, &matcher, searched)
-        );
+        ))
+        .into());
     }
     if count > MAX_FUNCTIONS && !select.force {
         bail!(

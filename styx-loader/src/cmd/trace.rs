@@ -5,7 +5,8 @@ use crate::bpf::load::Counting;
 use crate::cli::{FunctionExitsArg, OnFull, TopOptions, TraceArgs};
 use crate::cmd::top::{self, Counter, Screen};
 use crate::outputs::{self, Outputs};
-use crate::search::{declared_types, find_functions, guest_description, mapped_files, Searched};
+use crate::search::{declared_types, find_functions, guest_description, mapped_files};
+use crate::search::{NoneMatched, Searched};
 use crate::session::batches;
 use crate::session::follow::{Asked, Follow, SPARE_SPECS};
 use crate::session::report::Stop;
@@ -485,7 +486,7 @@ fn find_sites(
             FunctionExitsArg::Uretprobe => FunctionExits::Uretprobe,
         };
         let tables = match find_functions(target, &args.functions, searched) {
-            Err(e) if follow && selection.sites.is_empty() => {
+            Err(e) if follow && selection.sites.is_empty() && e.is::<NoneMatched>() => {
                 waiting = Some(wait_for_library(format!("{e:#}")));
                 Vec::new()
             }

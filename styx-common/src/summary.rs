@@ -46,6 +46,20 @@ pub struct Summary {
     /// Why events were dropped (None when none were).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss: Option<Loss>,
+    /// The libraries the process mapped after tracing started, attached
+    /// then (what they fired before was not seen), in that order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub late: Vec<LateLibrary>,
+}
+
+/// A library attached after tracing started.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LateLibrary {
+    pub path: String,
+    /// When, since tracing started.
+    pub seconds: f64,
+    /// Probe sites attached in it.
+    pub sites: u64,
 }
 
 /// Why events were dropped, and the rates that say so.
@@ -291,6 +305,14 @@ impl fmt::Display for Summary {
                 write!(f, "\n  {:<11} {:>12}  {}", "", p.events, p.name)?;
             }
         }
+        for l in &self.late {
+            write!(
+                f,
+                "\n  attached {:.2} s after tracing started (what it fired before was not \
+                 seen): {} ({} sites)",
+                l.seconds, l.path, l.sites
+            )?;
+        }
         Ok(())
     }
 }
@@ -362,6 +384,11 @@ mod tests {
                 },
             ],
             loss: None,
+            late: vec![LateLibrary {
+                path: "/opt/plugin.so".to_string(),
+                seconds: 0.25,
+                sites: 3,
+            }],
         }
     }
 
@@ -469,7 +496,8 @@ mod tests {
              marker              1043  (7 filtered out)  (12 dropped: ring buffer full)  (3 lost: copy from the process failed)\n  \
              usdt                  30\n                        \
              20  emu:mmio_write\n                        \
-             10  python:function__entry"
+             10  python:function__entry\n  \
+             attached 0.25 s after tracing started (what it fired before was not seen): /opt/plugin.so (3 sites)"
         );
     }
 

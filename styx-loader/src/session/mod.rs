@@ -449,12 +449,12 @@ impl Session {
             loss: self.pace.loss(pace, context),
             probe_names: &self.probe_names,
             json: self.settings.json_summary,
+            late: self.follow.as_ref().map_or(&[][..], |f| &f.late[..]),
         });
         if let Some(flight) = &self.settings.flight {
             report::flight(&flight.borrow());
         }
         if let Some(follow) = &self.follow {
-            report::late(&follow.late);
             if follow.attached() == 0 {
                 // Non-zero, as the refusal at the start was before libraries
                 // were followed: a script learns that its trace is empty.

@@ -7,7 +7,7 @@
 use super::drain::Sink;
 use crate::bpf::load::Lost;
 use std::time::Duration;
-use styx_common::summary::{Loss, ProbeCount, Summary, TypeCount};
+use styx_common::summary::{LateLibrary, Loss, ProbeCount, Summary, TypeCount};
 use styx_common::EventKind;
 use styx_events::{FlightRecorder, EXITED_KEPT_LOOKS};
 
@@ -32,6 +32,8 @@ pub struct Run<'a> {
     /// by spec id.
     pub probe_names: &'a [String],
     pub json: bool,
+    /// The libraries attached after the start (see `super::follow`).
+    pub late: &'a [super::follow::LateFile],
 }
 
 /// Prints the summary, then warns about what went missing.
@@ -79,6 +81,13 @@ fn summary(run: &Run<'_>) -> Summary {
         dropped: run.drops.iter().sum(),
         types,
         loss: run.loss.clone(),
+        late: (run.late.iter())
+            .map(|l| LateLibrary {
+                path: l.name.clone(),
+                seconds: l.after.as_secs_f64(),
+                sites: l.sites as u64,
+            })
+            .collect(),
     }
 }
 
@@ -194,27 +203,4 @@ fn batch_records(n: u64) -> String {
         1 => "1 batch record".to_string(),
         n => format!("{n} batch records"),
     }
-}
-
-/// The libraries attached after the start, and when: their events from
-/// before that were not seen.
-pub fn late(files: &[super::follow::LateFile]) {
-    if files.is_empty() {
-        return;
-    }
-    let each: Vec<String> = files
-        .iter()
-        .map(|f| {
-            format!(
-                "{} at {:.2} s ({} sites)",
-                f.name,
-                f.after.as_secs_f64(),
-                f.sites
-            )
-        })
-        .collect();
-    eprintln!(
-        "styx-loader: libraries attached after tracing started (their earlier events not seen): {}",
-        each.join(", ")
-    );
 }

@@ -110,12 +110,10 @@ fn check_followed(stderr: &[String], library: &Path) {
             && l.contains("mapped by pid")),
         "no line saying {name} was attached late: {stderr:#?}"
     );
-    assert!(
-        stderr
-            .iter()
-            .any(|l| l.contains("libraries attached after tracing started") && l.contains(&name)),
-        "the summary names {name}: {stderr:#?}"
-    );
+    let late = summary_of(stderr).late.clone();
+    assert_eq!(late.len(), 1, "{stderr:#?}");
+    assert_eq!(late[0].path, name);
+    assert!(late[0].sites > 0 && late[0].seconds > 0.0, "{late:?}");
     assert!(
         !stderr
             .iter()

@@ -53,8 +53,9 @@ a file, batched events wait for room by default (--on-full).";
 /// Trace a CPU emulator's styx USDT probes with eBPF.
 ///
 /// Finds the styx probes in the process's executable and the libraries it
-/// has mapped, attaches eBPF programs to them (raising their semaphores, so
-/// the emulator starts evaluating probe arguments), and writes every event
+/// has mapped (and, while tracing, the ones it maps later: dlopen),
+/// attaches eBPF programs to them (raising their semaphores, so the
+/// emulator starts evaluating probe arguments), and writes every event
 /// until Ctrl-C, SIGTERM, --duration, or the process exits. Needs root.
 #[derive(Debug, Parser)]
 #[command(
@@ -272,7 +273,8 @@ pub struct FunctionArgs {
     /// Functions whose demangled names (Rust v0 and legacy, C++) match
     /// REGEX (repeatable; unanchored, as grep): traced (with `list`:
     /// listed), in the executable and its mapped libraries (a command
-    /// after --: its executable). Tracing gives an
+    /// after --: its executable and linked libraries; tracing, also the
+    /// libraries mapped later, once mapped). Tracing gives an
     /// `fn_entry` event at each call and an `fn_exit` at each return, with
     /// the call's depth on its thread and, on exit, its duration. No
     /// rebuild: uprobes on each function's first instruction and on each

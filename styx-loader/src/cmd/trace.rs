@@ -81,6 +81,11 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
         ),
         Some(top) => counting_outputs(&args, top, &target, &selection, &header)?,
     };
+    // Room for the other providers' probes of libraries mapped later.
+    let spare_specs = match &asked {
+        Some(asked) if !asked.usdt_globs.is_empty() => SPARE_SPECS,
+        _ => 0,
+    };
     let settings = session::Settings {
         attach: args.attach,
         ring_bytes: args.ring_size,
@@ -99,10 +104,7 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
             None => args.output.format.name(),
         },
         later_programs: asked.as_ref().map(Asked::programs).unwrap_or_default(),
-        spare_specs: match &asked {
-            Some(asked) if !asked.usdt_globs.is_empty() => SPARE_SPECS,
-            _ => 0,
-        },
+        spare_specs,
     };
     let (out, calls) = outputs::track_calls(
         out,
@@ -111,7 +113,7 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
     );
     let mut session = Session::start(&target, &selection, out, settings)?;
     if let Some(asked) = asked {
-        let room = selection.usdt.len() + SPARE_SPECS as usize;
+        let room = selection.usdt.len() + spare_specs as usize;
         if let Some(mut follow) = Follow::new(&target, selection, header.clone(), asked, room) {
             follow.waiting = waiting;
             session.follow(follow);

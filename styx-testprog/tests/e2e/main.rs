@@ -17,6 +17,7 @@ mod alloc;
 mod batched;
 mod binary;
 mod bpftrace;
+mod c_header;
 mod capture;
 mod compile_out;
 mod cut;

@@ -37,6 +37,7 @@ mod losses;
 mod lossless;
 mod many_sites;
 mod misaligned_sites;
+mod qemu;
 mod spawn;
 mod tail_calls;
 mod timeline;

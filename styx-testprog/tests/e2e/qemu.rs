@@ -1,0 +1,258 @@
+//! styx-qemu, the QEMU TCG plugin: a static guest (tests/c/qemu_guest.c)
+//! under qemu-user with the plugin, traced by styx-loader, against what
+//! QEMU itself logs executing in the same run (`-d nochain,exec`: a
+//! `Trace` line per translation block run; with `-singlestep` every block
+//! is one instruction), and against the guest's `touch` loop, whose
+//! instructions and memory accesses are known. For x86-64 and AArch64.
+//! qemu-user and gcc-aarch64-linux-gnu come from `scripts/setup`.
+
+use crate::support::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const GUEST_SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/c/qemu_guest.c");
+
+/// A guest architecture: its QEMU and C compiler.
+#[derive(Clone, Copy)]
+struct Arch {
+    qemu: &'static str,
+    cc: &'static str,
+    /// The bytes of `touch`'s return instruction.
+    ret_len: u64,
+}
+
+const X86_64: Arch = Arch {
+    qemu: "qemu-x86_64",
+    cc: "cc",
+    ret_len: 1,
+};
+const AARCH64: Arch = Arch {
+    qemu: "qemu-aarch64",
+    cc: "aarch64-linux-gnu-gcc",
+    ret_len: 4,
+};
+
+/// The plugin, copied into the test's directory: `--binary` traces every
+/// process that maps the file, and other tests run QEMU meanwhile.
+fn plugin_in(dir: &Path) -> PathBuf {
+    let built = beside_testprog("libstyx_qemu.so", "styx-qemu");
+    let copy = dir.join("libstyx_qemu.so");
+    // `cp`, as binary.rs says why.
+    let copied = Command::new("cp").arg(&built).arg(&copy).status();
+    assert!(copied.expect("running cp").success(), "copying the plugin");
+    copy
+}
+
+fn build_guest(dir: &Path, arch: Arch) -> PathBuf {
+    let guest = dir.join("qemu_guest");
+    let status = Command::new(arch.cc)
+        .args(["-O1", "-static", "-o"])
+        .arg(&guest)
+        .arg(GUEST_SOURCE)
+        .status()
+        .unwrap_or_else(|e| panic!("running {} (scripts/setup installs it): {e}", arch.cc));
+    assert!(status.success(), "{} failed to build the guest", arch.cc);
+    guest
+}
+
+/// Where the guest says its loop and buffer are.
+struct Layout {
+    touch: u64,
+    end: u64,
+    buf: u64,
+}
+
+fn layout(stdout: &str) -> Layout {
+    let first = stdout.lines().next().expect("the guest's first line");
+    let field = |name: &str| -> u64 {
+        let word = first
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(name)?.strip_prefix('='))
+            .unwrap_or_else(|| panic!("no {name} in {first:?}"));
+        u64::from_str_radix(word.trim_start_matches("0x"), 16).expect("a hex address")
+    };
+    Layout {
+        touch: field("touch"),
+        end: field("end"),
+        buf: field("buf"),
+    }
+}
+
+/// Runs the guest under QEMU with the plugin, traced by styx-loader
+/// (`--binary`, started first), QEMU logging each block it runs to a
+/// file; returns the events, the pcs QEMU logged and the guest's layout.
+fn traced_run(
+    name: &str,
+    arch: Arch,
+    singlestep: bool,
+    rounds: u64,
+) -> (Vec<Value>, Vec<u64>, Layout) {
+    require_root();
+    let dir = scratch(name);
+    let plugin = plugin_in(&dir);
+    let guest = build_guest(&dir, arch);
+    let out = dir.join("events.jsonl");
+    let log = dir.join("exec.log");
+    let loader = attach_loader(&[
+        "--binary",
+        plugin.to_str().unwrap(),
+        "-o",
+        "jsonl",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    let mut qemu = Command::new(arch.qemu);
+    if singlestep {
+        qemu.arg("-singlestep");
+    }
+    let output = qemu
+        .args(["-d", "nochain,exec", "-D"])
+        .arg(&log)
+        .arg("-plugin")
+        .arg(&plugin)
+        .arg(&guest)
+        .arg(rounds.to_string())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("running {} (scripts/setup installs it): {e}", arch.qemu));
+    assert!(output.status.success(), "{}: {output:?}", arch.qemu);
+    loader.signal(libc::SIGINT);
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{}", stderr.join("\n"));
+    let summary = summary_of(&stderr);
+    assert_eq!(summary.dropped, 0, "nothing lost: {stderr:?}");
+    assert!(summary.loss.is_none(), "{stderr:?}");
+    let events = read_jsonl(&out);
+    let logged = logged_pcs(&log);
+    (
+        events,
+        logged,
+        layout(&String::from_utf8_lossy(&output.stdout)),
+    )
+}
+
+/// The pc of each block QEMU logged running: `Trace CPU: HOST
+/// [CS_BASE/PC/FLAGS/CFLAGS] SYMBOL` (QEMU 7.2).
+fn logged_pcs(log: &Path) -> Vec<u64> {
+    let text = std::fs::read_to_string(log).expect("QEMU's log");
+    text.lines()
+        .filter(|l| l.starts_with("Trace "))
+        .map(|l| {
+            let fields = l.split('[').nth(1).expect("a [..] part");
+            let pc = fields.split('/').nth(1).expect("a pc field");
+            u64::from_str_radix(pc, 16).expect("a hex pc")
+        })
+        .collect()
+}
+
+fn of_type<'a>(events: &'a [Value], event: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["event"] == event).collect()
+}
+
+fn pcs(events: &[&Value]) -> Vec<u64> {
+    events
+        .iter()
+        .map(|e| e["pc"].as_u64().expect("pc"))
+        .collect()
+}
+
+/// Every instruction QEMU executed, in order, one `insn_exec` each with
+/// its bytes' length; one thread; nothing lost.
+fn instructions_match_qemus_log(name: &str, arch: Arch) {
+    let (events, logged, layout) = traced_run(name, arch, true, 1000);
+    let execs = of_type(&events, "insn_exec");
+    assert!(logged.len() > 10_000, "QEMU logged {} blocks", logged.len());
+    assert_eq!(
+        pcs(&execs),
+        logged,
+        "insn_exec pcs = the single-instruction blocks QEMU logged"
+    );
+    let tids: std::collections::BTreeSet<_> = events.iter().map(|e| e["tid"].as_u64()).collect();
+    assert_eq!(tids.len(), 1, "one guest thread");
+    // The loop's instructions: 6 a round and the return.
+    let in_touch = execs
+        .iter()
+        .filter(|e| (layout.touch..layout.end).contains(&e["pc"].as_u64().unwrap()))
+        .count();
+    assert_eq!(in_touch, 6 * 1000 + 1);
+    for exec in &execs {
+        let len = exec["len"].as_u64().unwrap();
+        assert!((1..=15).contains(&len), "{exec}");
+    }
+}
+
+/// Blocks as QEMU logged running them (no chaining: every block is
+/// logged), and the loop's memory accesses exactly: address and size.
+fn blocks_and_accesses_are_exact(name: &str, arch: Arch) {
+    const ROUNDS: u64 = 500;
+    let (events, logged, layout) = traced_run(name, arch, false, ROUNDS);
+    let blocks = of_type(&events, "block");
+    assert_eq!(pcs(&blocks), logged, "block pcs = the blocks QEMU logged");
+    let in_touch = |e: &&&Value| (layout.touch..layout.end).contains(&e["pc"].as_u64().unwrap());
+    let accesses = |event: &str| -> Vec<(u64, u64, u64)> {
+        of_type(&events, event)
+            .iter()
+            .filter(in_touch)
+            // Not x86's `ret`, which loads from the stack.
+            .filter(|e| e["pc"].as_u64().unwrap() < layout.end - arch.ret_len)
+            .map(|e| {
+                assert_eq!(e["val"], 0, "API v1 gives no values: {e}");
+                let addr = e["addr"].as_u64().unwrap();
+                (addr - layout.buf, e["size"].as_u64().unwrap(), 0)
+            })
+            .collect()
+    };
+    let reads = accesses("mem_read");
+    let writes = accesses("mem_write");
+    let expected = |pattern: &[(u64, u64, u64)]| -> Vec<(u64, u64, u64)> {
+        (0..ROUNDS).flat_map(|_| pattern.iter().copied()).collect()
+    };
+    assert_eq!(
+        reads,
+        expected(&[(0, 8, 0), (16, 1, 0)]),
+        "the loop's loads"
+    );
+    assert_eq!(
+        writes,
+        expected(&[(8, 4, 0), (18, 2, 0)]),
+        "the loop's stores"
+    );
+    // The loop's body up to its branch is one block, run every round; a
+    // block's size is its instructions' bytes.
+    let loop_blocks: Vec<_> = blocks
+        .iter()
+        .filter(|b| b["pc"].as_u64() == Some(layout.touch))
+        .collect();
+    assert_eq!(loop_blocks.len() as u64, ROUNDS);
+    for block in loop_blocks {
+        assert_eq!(
+            block["size"],
+            layout.end - layout.touch - arch.ret_len,
+            "{block}"
+        );
+    }
+    let execs = of_type(&events, "insn_exec");
+    let in_touch_execs = execs.iter().filter(in_touch).count() as u64;
+    assert_eq!(in_touch_execs, 6 * ROUNDS + 1);
+}
+
+#[test]
+fn qemu_x86_64_instructions_match_qemus_own_log() {
+    instructions_match_qemus_log("qemu-x86_64-insns", X86_64);
+}
+
+#[test]
+fn qemu_aarch64_instructions_match_qemus_own_log() {
+    instructions_match_qemus_log("qemu-aarch64-insns", AARCH64);
+}
+
+#[test]
+fn qemu_x86_64_blocks_and_memory_accesses_are_exact() {
+    blocks_and_accesses_are_exact("qemu-x86_64-blocks", X86_64);
+}
+
+#[test]
+fn qemu_aarch64_blocks_and_memory_accesses_are_exact() {
+    blocks_and_accesses_are_exact("qemu-aarch64-blocks", AARCH64);
+}

@@ -43,20 +43,3 @@ impl Wanted {
         self.0
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn nothing_is_wanted_while_no_tracer_is_attached() {
-        assert!(Wanted::now().is_empty());
-    }
-
-    #[test]
-    fn bits_round_trip() {
-        let set = Wanted(Wanted::BLOCK.bits() | Wanted::MEM_WRITE.bits());
-        assert!(set.has(Wanted::BLOCK) && set.has(Wanted::MEM_WRITE));
-        assert!(!set.has(Wanted::INSN_EXEC) && !set.has(Wanted::MEM_READ));
-    }
-}

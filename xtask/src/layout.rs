@@ -15,6 +15,7 @@ mod tests {
         "styx-events",
         "styx-loader",
         "styx-rv",
+        "styx-qemu",
     ];
 
     #[test]

@@ -4,8 +4,9 @@
  * what it executes: per round a load of 8 bytes at buf, a store of 4 at
  * buf+8, a load of 1 at buf+16, a store of 2 at buf+18, a decrement and a
  * branch; then one return. Usage: qemu_guest ROUNDS [wait]; with `wait`
- * it reads a line from stdin before the loop (a system call, after
- * which a tracer attached meanwhile sees the loop). */
+ * it runs the loop, says "waiting", reads a line from stdin (a system
+ * call) and runs the loop again: a tracer attached meanwhile finds the
+ * loop already translated without its callbacks. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,9 @@ int main(int argc, char **argv) {
     fflush(stdout);
     if (argc > 2 && strcmp(argv[2], "wait") == 0) {
         char line[16];
+        touch(rounds, buf);
+        printf("waiting\n");
+        fflush(stdout);
         if (!fgets(line, sizeof line, stdin))
             return 1;
     }

@@ -256,3 +256,61 @@ fn qemu_x86_64_blocks_and_memory_accesses_are_exact() {
 fn qemu_aarch64_blocks_and_memory_accesses_are_exact() {
     blocks_and_accesses_are_exact("qemu-aarch64-blocks", AARCH64);
 }
+
+/// `--pid` on a running QEMU whose guest has already run its loop with
+/// nobody tracing (so the loop is translated without callbacks): after
+/// the guest's next system call the plugin has QEMU retranslate, and the
+/// loop's second run arrives whole. The loader waits for room (one
+/// process), and stops when QEMU exits.
+#[test]
+fn qemu_attached_later_retranslates_and_sees_the_loop_exactly() {
+    require_root();
+    const ROUNDS: u64 = 2000;
+    let dir = scratch("qemu-pid");
+    let plugin = plugin_in(&dir);
+    let guest = build_guest(&dir, X86_64);
+    let out = dir.join("events.jsonl");
+    let mut qemu = TestProg::start(
+        Path::new(X86_64.qemu),
+        &[
+            "-plugin",
+            plugin.to_str().unwrap(),
+            guest.to_str().unwrap(),
+            &ROUNDS.to_string(),
+            "wait",
+        ],
+    );
+    let first = qemu.run("", "waiting");
+    let layout = layout(&first.join("\n"));
+    let loader = qemu.attach_loader(&["-o", "jsonl", "--output", out.to_str().unwrap()]);
+    qemu.send_only("go");
+    qemu.finish();
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{}", stderr.join("\n"));
+    let summary = summary_of(&stderr);
+    assert_eq!(summary.dropped, 0, "{stderr:?}");
+    let events = read_jsonl(&out);
+    let in_touch = |e: &&Value| (layout.touch..layout.end).contains(&e["pc"].as_u64().unwrap());
+    let execs = events
+        .iter()
+        .filter(|e| e["event"] == "insn_exec")
+        .filter(in_touch)
+        .count() as u64;
+    assert_eq!(execs, 6 * ROUNDS + 1, "the second run, whole: {stderr:?}");
+    let accesses = |event: &str| {
+        events
+            .iter()
+            .filter(|e| e["event"] == event)
+            .filter(in_touch)
+            .count() as u64
+    };
+    // 2 loads a round, and x86's `ret` loading the return address.
+    assert_eq!(accesses("mem_read"), 2 * ROUNDS + 1);
+    assert_eq!(accesses("mem_write"), 2 * ROUNDS);
+    let loop_blocks = events
+        .iter()
+        .filter(|e| e["event"] == "block" && e["pc"].as_u64() == Some(layout.touch))
+        .count() as u64;
+    // Chained blocks run one after another with one block event each.
+    assert_eq!(loop_blocks, ROUNDS);
+}

@@ -6,6 +6,9 @@
 //! API v1 passes a memory callback the access's address and size but not
 //! the value moved: `mem_read`/`mem_write` carry 0 in a value as wide as
 //! the access (the width is how styx events say the size).
+//!
+//! Guest system calls (user mode) are event types of the plugin's own
+//! (provider `styx_qemu`): the catalogue has none for them.
 
 use crate::records::{Block, Insn};
 use core::ffi::{c_uint, c_void};
@@ -70,4 +73,23 @@ pub unsafe extern "C" fn mem(
         (true, 2) => styx_probe::mem_write!(|| (pc, vaddr, 0u32)),
         (true, _) => styx_probe::mem_write!(|| (pc, vaddr, 0u64)),
     }
+}
+
+styx_probe::event! {
+    /// A guest system call (user mode), as QEMU passes it to plugins: its
+    /// number (the guest architecture's) and its first six arguments.
+    pub syscall(num: i64, a1: u64, a2: u64, a3: u64, a4: u64, a5: u64, a6: u64);
+    /// A guest system call returned `ret` (negative: an error number).
+    pub syscall_ret(num: i64, ret: i64);
+}
+
+/// A guest system call: `syscall(num, a1..a6)`.
+pub fn syscall_entry(num: i64, args: [u64; 6]) {
+    let [a1, a2, a3, a4, a5, a6] = args;
+    styx_probe::fire!(syscall, || (num, a1, a2, a3, a4, a5, a6));
+}
+
+/// A guest system call returned: `syscall_ret(num, ret)`.
+pub fn syscall_return(num: i64, ret: i64) {
+    styx_probe::fire!(syscall_ret, || (num, ret));
 }

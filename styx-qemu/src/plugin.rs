@@ -4,7 +4,7 @@
 //! Nothing runs per instruction or per block while no tracer is attached:
 //! a translation then registers no callback at all, and what is left is
 //! the translation callback (once per block translated) and the system
-//! call callback (once per guest system call), each four loads of
+//! call callbacks (twice per guest system call), each a few loads of
 //! semaphore words.
 //!
 //! QEMU API v1 instruments a block when it is translated, so a change in
@@ -27,9 +27,10 @@ use qemu_plugin::sys::{
     qemu_plugin_insn_data, qemu_plugin_insn_size, qemu_plugin_insn_vaddr, qemu_plugin_mem_rw,
     qemu_plugin_path_to_binary, qemu_plugin_register_atexit_cb, qemu_plugin_register_flush_cb,
     qemu_plugin_register_vcpu_insn_exec_cb, qemu_plugin_register_vcpu_mem_cb,
-    qemu_plugin_register_vcpu_syscall_cb, qemu_plugin_register_vcpu_tb_exec_cb,
-    qemu_plugin_register_vcpu_tb_trans_cb, qemu_plugin_reset, qemu_plugin_start_code,
-    qemu_plugin_tb, qemu_plugin_tb_get_insn, qemu_plugin_tb_n_insns, qemu_plugin_tb_vaddr,
+    qemu_plugin_register_vcpu_syscall_cb, qemu_plugin_register_vcpu_syscall_ret_cb,
+    qemu_plugin_register_vcpu_tb_exec_cb, qemu_plugin_register_vcpu_tb_trans_cb, qemu_plugin_reset,
+    qemu_plugin_start_code, qemu_plugin_tb, qemu_plugin_tb_get_insn, qemu_plugin_tb_n_insns,
+    qemu_plugin_tb_vaddr,
 };
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::OnceLock;
@@ -63,6 +64,7 @@ fn register_globals(id: qemu_plugin_id_t) {
     unsafe {
         qemu_plugin_register_vcpu_tb_trans_cb(id, Some(translate));
         qemu_plugin_register_vcpu_syscall_cb(id, Some(syscall));
+        qemu_plugin_register_vcpu_syscall_ret_cb(id, Some(syscall_ret));
         qemu_plugin_register_flush_cb(id, Some(flushed));
         qemu_plugin_register_atexit_cb(id, Some(exiting), core::ptr::null_mut());
     }
@@ -92,23 +94,30 @@ unsafe extern "C" fn flushed(_id: qemu_plugin_id_t) {
     records::forget_all();
 }
 
-/// A guest system call (user mode): a chance to notice a tracer that came
-/// or went while the guest ran code already translated.
+/// A guest system call (user mode): fired as the plugin's own `syscall`
+/// event, and a chance to notice a tracer that came or went while the
+/// guest ran code already translated.
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C" fn syscall(
     id: qemu_plugin_id_t,
     _vcpu: c_uint,
-    _num: i64,
-    _a1: u64,
-    _a2: u64,
-    _a3: u64,
-    _a4: u64,
-    _a5: u64,
-    _a6: u64,
+    num: i64,
+    a1: u64,
+    a2: u64,
+    a3: u64,
+    a4: u64,
+    a5: u64,
+    a6: u64,
     _a7: u64,
     _a8: u64,
 ) {
+    crate::fire::syscall_entry(num, [a1, a2, a3, a4, a5, a6]);
     follow(id, Wanted::now());
+}
+
+/// A guest system call returned: the plugin's `syscall_ret` event.
+unsafe extern "C" fn syscall_ret(_id: qemu_plugin_id_t, _vcpu: c_uint, num: i64, ret: i64) {
+    crate::fire::syscall_return(num, ret);
 }
 
 /// The guest is exiting. In user mode QEMU then ends the process with the

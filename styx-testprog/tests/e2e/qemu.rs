@@ -20,17 +20,24 @@ struct Arch {
     cc: &'static str,
     /// The bytes of `touch`'s return instruction.
     ret_len: u64,
+    /// System call numbers: write, exit_group.
+    write: i64,
+    exit_group: i64,
 }
 
 const X86_64: Arch = Arch {
     qemu: "qemu-x86_64",
     cc: "cc",
     ret_len: 1,
+    write: 1,
+    exit_group: 231,
 };
 const AARCH64: Arch = Arch {
     qemu: "qemu-aarch64",
     cc: "aarch64-linux-gnu-gcc",
     ret_len: 4,
+    write: 64,
+    exit_group: 94,
 };
 
 /// The plugin, copied into the test's directory: `--binary` traces every
@@ -80,8 +87,10 @@ fn layout(stdout: &str) -> Layout {
 }
 
 /// Runs the guest under QEMU with the plugin, traced by styx-loader
-/// (`--binary`, started first), QEMU logging each block it runs to a
-/// file; returns the events, the pcs QEMU logged and the guest's layout.
+/// (`--binary`, started first, with the plugin's own system call events),
+/// QEMU logging each block it runs to a file; returns the events, the pcs
+/// QEMU logged and the guest's layout, after checking the guest's system
+/// calls: its one line written, and `exit_group(0)` last, without return.
 fn traced_run(
     name: &str,
     arch: Arch,
@@ -97,6 +106,8 @@ fn traced_run(
     let loader = attach_loader(&[
         "--binary",
         plugin.to_str().unwrap(),
+        "--probes",
+        "styx_qemu:*",
         "-o",
         "jsonl",
         "--output",
@@ -125,11 +136,42 @@ fn traced_run(
     assert!(summary.loss.is_none(), "{stderr:?}");
     let events = read_jsonl(&out);
     let logged = logged_pcs(&log);
-    (
-        events,
-        logged,
-        layout(&String::from_utf8_lossy(&output.stdout)),
-    )
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    check_syscalls(&events, arch, stdout.len() as u64);
+    (events, logged, layout(&stdout))
+}
+
+/// The guest's system calls as the plugin's `syscall`/`syscall_ret`
+/// events: its one `write` of `written` bytes to stdout, answered with
+/// `written`; `exit_group(0)` last, never returning.
+fn check_syscalls(events: &[Value], arch: Arch, written: u64) {
+    let calls: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "usdt" && e["provider"] == "styx_qemu")
+        .collect();
+    assert!(calls.len() > 4, "{calls:?}");
+    let write = calls
+        .iter()
+        .position(|c| c["probe"] == "syscall" && c["num"] == arch.write)
+        .expect("the guest's write");
+    assert_eq!(
+        (&calls[write]["a1"], &calls[write]["a3"]),
+        (&1.into(), &written.into()),
+        "{}",
+        calls[write]
+    );
+    let answer = calls[write + 1];
+    assert_eq!(
+        (&answer["probe"], &answer["num"], &answer["ret"]),
+        (&"syscall_ret".into(), &arch.write.into(), &written.into()),
+        "{answer}"
+    );
+    let last = calls.last().unwrap();
+    assert_eq!(
+        (&last["probe"], &last["num"], &last["a1"]),
+        (&"syscall".into(), &arch.exit_group.into(), &0.into()),
+        "{last}"
+    );
 }
 
 /// The pc of each block QEMU logged running: `Trace CPU: HOST

@@ -6,7 +6,11 @@
  * branch; then one return. Usage: qemu_guest ROUNDS [wait]; with `wait`
  * it runs the loop, says "waiting", reads a line from stdin (a system
  * call) and runs the loop again: a tracer attached meanwhile finds the
- * loop already translated without its callbacks. */
+ * loop already translated without its callbacks. With `threads` two
+ * threads run the loop, each on its own buffer, after meeting at a
+ * barrier (so both live at once: QEMU gives a vCPU index of an exited
+ * thread to the next), and the main thread joins them. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,10 +51,31 @@ __asm__(".text\n"
 #error "x86-64 or AArch64"
 #endif
 
+static unsigned char thread_bufs[2][64];
+static long thread_rounds;
+static pthread_barrier_t both;
+
+static void *thread_main(void *buf) {
+    pthread_barrier_wait(&both);
+    touch(thread_rounds, buf);
+    return NULL;
+}
+
 int main(int argc, char **argv) {
     long rounds = argc > 1 ? atol(argv[1]) : 100;
     printf("touch=%p end=%p buf=%p\n", (void *)touch, (void *)touch_end, (void *)buf);
     fflush(stdout);
+    if (argc > 2 && strcmp(argv[2], "threads") == 0) {
+        pthread_t threads[2];
+        thread_rounds = rounds;
+        pthread_barrier_init(&both, NULL, 2);
+        for (int i = 0; i < 2; i++)
+            if (pthread_create(&threads[i], NULL, thread_main, thread_bufs[i]))
+                return 1;
+        for (int i = 0; i < 2; i++)
+            pthread_join(threads[i], NULL);
+        return 0;
+    }
     if (argc > 2 && strcmp(argv[2], "wait") == 0) {
         char line[16];
         touch(rounds, buf);

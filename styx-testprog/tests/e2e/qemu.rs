@@ -8,6 +8,7 @@
 
 use crate::support::*;
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -95,8 +96,8 @@ fn traced_run(
     name: &str,
     arch: Arch,
     singlestep: bool,
-    rounds: u64,
-) -> (Vec<Value>, Vec<u64>, Layout) {
+    guest_args: &[&str],
+) -> (Vec<Value>, PathBuf, Layout) {
     require_root();
     let dir = scratch(name);
     let plugin = plugin_in(&dir);
@@ -123,7 +124,7 @@ fn traced_run(
         .arg("-plugin")
         .arg(&plugin)
         .arg(&guest)
-        .arg(rounds.to_string())
+        .args(guest_args)
         .stdin(Stdio::null())
         .output()
         .unwrap_or_else(|e| panic!("running {} (scripts/setup installs it): {e}", arch.qemu));
@@ -135,10 +136,9 @@ fn traced_run(
     assert_eq!(summary.dropped, 0, "nothing lost: {stderr:?}");
     assert!(summary.loss.is_none(), "{stderr:?}");
     let events = read_jsonl(&out);
-    let logged = logged_pcs(&log);
     let stdout = String::from_utf8_lossy(&output.stdout);
     check_syscalls(&events, arch, stdout.len() as u64);
-    (events, logged, layout(&stdout))
+    (events, log, layout(&stdout))
 }
 
 /// The guest's system calls as the plugin's `syscall`/`syscall_ret`
@@ -177,15 +177,26 @@ fn check_syscalls(events: &[Value], arch: Arch, written: u64) {
 /// The pc of each block QEMU logged running: `Trace CPU: HOST
 /// [CS_BASE/PC/FLAGS/CFLAGS] SYMBOL` (QEMU 7.2).
 fn logged_pcs(log: &Path) -> Vec<u64> {
+    logged_by_vcpu(log).into_values().flatten().collect()
+}
+
+/// [`logged_pcs`] by vCPU index, each vCPU's in order.
+fn logged_by_vcpu(log: &Path) -> BTreeMap<u32, Vec<u64>> {
     let text = std::fs::read_to_string(log).expect("QEMU's log");
-    text.lines()
-        .filter(|l| l.starts_with("Trace "))
-        .map(|l| {
-            let fields = l.split('[').nth(1).expect("a [..] part");
-            let pc = fields.split('/').nth(1).expect("a pc field");
-            u64::from_str_radix(pc, 16).expect("a hex pc")
-        })
-        .collect()
+    let mut by_vcpu: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("Trace ") else {
+            continue;
+        };
+        let vcpu = rest.split(':').next().expect("a vCPU index");
+        let fields = rest.split('[').nth(1).expect("a [..] part");
+        let pc = fields.split('/').nth(1).expect("a pc field");
+        by_vcpu
+            .entry(vcpu.parse().expect("a vCPU number"))
+            .or_default()
+            .push(u64::from_str_radix(pc, 16).expect("a hex pc"));
+    }
+    by_vcpu
 }
 
 fn of_type<'a>(events: &'a [Value], event: &str) -> Vec<&'a Value> {
@@ -202,7 +213,8 @@ fn pcs(events: &[&Value]) -> Vec<u64> {
 /// Every instruction QEMU executed, in order, one `insn_exec` each with
 /// its bytes' length; one thread; nothing lost.
 fn instructions_match_qemus_log(name: &str, arch: Arch) {
-    let (events, logged, layout) = traced_run(name, arch, true, 1000);
+    let (events, log, layout) = traced_run(name, arch, true, &["1000"]);
+    let logged = logged_pcs(&log);
     let execs = of_type(&events, "insn_exec");
     assert!(logged.len() > 10_000, "QEMU logged {} blocks", logged.len());
     assert_eq!(
@@ -228,7 +240,8 @@ fn instructions_match_qemus_log(name: &str, arch: Arch) {
 /// logged), and the loop's memory accesses exactly: address and size.
 fn blocks_and_accesses_are_exact(name: &str, arch: Arch) {
     const ROUNDS: u64 = 500;
-    let (events, logged, layout) = traced_run(name, arch, false, ROUNDS);
+    let (events, log, layout) = traced_run(name, arch, false, &[&ROUNDS.to_string()]);
+    let logged = logged_pcs(&log);
     let blocks = of_type(&events, "block");
     assert_eq!(pcs(&blocks), logged, "block pcs = the blocks QEMU logged");
     let in_touch = |e: &&&Value| (layout.touch..layout.end).contains(&e["pc"].as_u64().unwrap());
@@ -277,6 +290,50 @@ fn blocks_and_accesses_are_exact(name: &str, arch: Arch) {
     let execs = of_type(&events, "insn_exec");
     let in_touch_execs = execs.iter().filter(in_touch).count() as u64;
     assert_eq!(in_touch_execs, 6 * ROUNDS + 1);
+}
+
+/// Guest threads are threads: each vCPU's instructions, as QEMU logs them
+/// (by vCPU index), arrive in order as one thread's `insn_exec` events,
+/// and each of the two loop threads runs the loop whole.
+fn threads_are_threads(name: &str, arch: Arch) {
+    const ROUNDS: u64 = 300;
+    let (events, log, layout) = traced_run(name, arch, true, &[&ROUNDS.to_string(), "threads"]);
+    let mut logged: Vec<Vec<u64>> = logged_by_vcpu(&log).into_values().collect();
+    assert_eq!(logged.len(), 3, "QEMU logged three vCPUs");
+    let threads = by_tid(events);
+    let mut traced: Vec<Vec<u64>> = threads
+        .values()
+        .map(|events| {
+            events
+                .iter()
+                .filter(|e| e["event"] == "insn_exec")
+                .map(|e| e["pc"].as_u64().unwrap())
+                .collect()
+        })
+        .collect();
+    logged.sort();
+    traced.sort();
+    assert_eq!(traced, logged, "each thread's instructions = a vCPU's");
+    let in_loop: Vec<usize> = traced
+        .iter()
+        .map(|pcs| {
+            pcs.iter()
+                .filter(|pc| (layout.touch..layout.end).contains(pc))
+                .count()
+        })
+        .filter(|&n| n > 0)
+        .collect();
+    assert_eq!(in_loop, [6 * ROUNDS as usize + 1; 2]);
+}
+
+#[test]
+fn qemu_x86_64_threads_are_threads() {
+    threads_are_threads("qemu-x86_64-threads", X86_64);
+}
+
+#[test]
+fn qemu_aarch64_threads_are_threads() {
+    threads_are_threads("qemu-aarch64-threads", AARCH64);
 }
 
 #[test]

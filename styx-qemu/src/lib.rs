@@ -13,8 +13,10 @@
 //! `insn_exec(pc, bytes, len)`; per memory access, `mem_read`/`mem_write`
 //! `(pc, addr, 0)` with the access's size and no value (v1 has none).
 //! Registers, memory values and conditional callbacks come with later
-//! versions. Each event comes from the vCPU's thread (the guest thread's,
-//! in user mode).
+//! versions. Guest system calls (user mode) are event types of the
+//! plugin's own: `styx_qemu:syscall(num, a1..a6)` and
+//! `styx_qemu:syscall_ret(num, ret)` (`--probes 'styx_qemu:*'`). Each
+//! event comes from the vCPU's thread (the guest thread's, in user mode).
 //!
 //! While no tracer is attached nothing is registered per block or per
 //! instruction (`plugin.rs` says how changes retranslate). Arguments:

@@ -239,7 +239,6 @@ fn traced_run(loader: &Path, guest: &Path, plugin: &Path) -> Result<(Run, Summar
         Stdio::null(),
     )?;
     tracer.wait_for_line("attached")?;
-    std::thread::sleep(std::time::Duration::from_millis(200));
     let started = Instant::now();
     let mut stdin = child.stdin.take().expect("piped");
     std::io::Write::write_all(&mut stdin, b"go\n")?;

@@ -234,6 +234,9 @@ fn traced_run(loader: &Path, guest: &Path, plugin: &Path) -> Result<(Run, Summar
             "raw",
             "--output",
             "/dev/null",
+            // /dev/null is not a file on disk: ask for waiting.
+            "--on-full",
+            "wait",
             "--quiet",
         ],
         Stdio::null(),

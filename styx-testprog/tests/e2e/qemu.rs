@@ -413,3 +413,75 @@ fn qemu_attached_later_retranslates_and_sees_the_loop_exactly() {
     // Chained blocks run one after another with one block event each.
     assert_eq!(loop_blocks, ROUNDS);
 }
+
+/// `-o drcov` from the plugin's `block` events: each block QEMU logged
+/// running (`-d nochain,exec`) once in the table, nothing else, every
+/// block's size the bytes of its instructions (the guest loop's: its body
+/// up to the branch).
+#[test]
+fn qemu_drcov_blocks_are_the_blocks_qemu_ran() {
+    require_root();
+    let dir = scratch("qemu-drcov");
+    let plugin = plugin_in(&dir);
+    let guest = build_guest(&dir, X86_64);
+    let out = dir.join("coverage.drcov");
+    let log = dir.join("exec.log");
+    let loader = attach_loader(&[
+        "--binary",
+        plugin.to_str().unwrap(),
+        "-e",
+        "block",
+        "-o",
+        "drcov",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    let output = Command::new(X86_64.qemu)
+        .args(["-d", "nochain,exec", "-D"])
+        .arg(&log)
+        .arg("-plugin")
+        .arg(&plugin)
+        .arg(&guest)
+        .arg("100")
+        .stdin(Stdio::null())
+        .output()
+        .expect("running qemu-x86_64");
+    assert!(output.status.success(), "{output:?}");
+    loader.signal(libc::SIGINT);
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{}", stderr.join("\n"));
+    assert_eq!(summary_of(&stderr).dropped, 0, "{stderr:?}");
+    let layout = layout(&String::from_utf8_lossy(&output.stdout));
+
+    let bytes = std::fs::read(&out).expect("the drcov file");
+    let table_at = bytes
+        .windows(9)
+        .position(|w| w == b"BB Table:")
+        .expect("a BB table");
+    let header = String::from_utf8_lossy(&bytes[..table_at]);
+    let base = header
+        .lines()
+        .find_map(|l| l.strip_prefix("0, 0x"))
+        .map(|l| u64::from_str_radix(&l[..16], 16).expect("a hex base"))
+        .expect("module 0");
+    let table = &bytes[table_at..];
+    let entries = &table[table.iter().position(|&b| b == b'\n').unwrap() + 1..];
+    assert_eq!(entries.len() % 8, 0);
+    let blocks: BTreeMap<u64, u64> = entries
+        .chunks(8)
+        .map(|e| {
+            let start = u32::from_le_bytes(e[..4].try_into().unwrap()) as u64;
+            let size = u16::from_le_bytes(e[4..6].try_into().unwrap()) as u64;
+            assert_eq!(u16::from_le_bytes(e[6..8].try_into().unwrap()), 0);
+            (base + start, size)
+        })
+        .collect();
+    assert_eq!(blocks.len() * 8, entries.len(), "each block once");
+    let ran: std::collections::BTreeSet<u64> = logged_pcs(&log).into_iter().collect();
+    let listed: std::collections::BTreeSet<u64> = blocks.keys().copied().collect();
+    assert_eq!(listed, ran, "drcov's blocks = the blocks QEMU ran");
+    assert_eq!(
+        blocks[&layout.touch],
+        layout.end - layout.touch - X86_64.ret_len
+    );
+}

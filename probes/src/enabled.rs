@@ -32,8 +32,32 @@ macro_rules! __load_word {
 #[cfg(not(feature = "disabled"))]
 pub(crate) use __load_word as load_word;
 
+/// The symbol of event type `$probe`'s semaphore word. Defined in
+/// assembly, hidden (every module of a program addresses it directly, and
+/// a shared library exports none), with styx-probe's version in its name
+/// (two versions in one program keep apart, as the batch slot's): so that
+/// C code linked with styx-probe-c's static library reads it by name, one
+/// load inline (`styx_probe.h`), which a Rust static's mangled name would
+/// not allow.
+#[cfg(not(feature = "disabled"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __semaphore_symbol {
+    ($probe:ident) => {
+        concat!(
+            "styx_probe_v",
+            env!("CARGO_PKG_VERSION_MAJOR"),
+            "_",
+            env!("CARGO_PKG_VERSION_MINOR"),
+            "_semaphore_",
+            stringify!($probe)
+        )
+    };
+}
+
 /// Declares every styx event type's semaphore word, from styx-common's event
-/// catalogue: a static named as the probe, in `.probes`.
+/// catalogue: a word in `.probes` ([`__semaphore_symbol!`]) and an
+/// extern static named as the probe, for the probes' `sym` operands.
 #[cfg(not(feature = "disabled"))]
 macro_rules! semaphores {
     ($(
@@ -46,8 +70,21 @@ macro_rules! semaphores {
         pub mod semaphores {
             use super::SemaphoreWord;
             $(
-                #[link_section = ".probes"]
-                pub static $probe: SemaphoreWord = SemaphoreWord::new();
+                core::arch::global_asm!(
+                    ".pushsection .probes, \"aw\", @progbits",
+                    ".balign 4",
+                    concat!(".globl ", __semaphore_symbol!($probe)),
+                    concat!(".hidden ", __semaphore_symbol!($probe)),
+                    concat!(".type ", __semaphore_symbol!($probe), ", @object"),
+                    concat!(".size ", __semaphore_symbol!($probe), ", 4"),
+                    concat!(__semaphore_symbol!($probe), ":"),
+                    ".4byte 0",
+                    ".popsection",
+                );
+                unsafe extern "C" {
+                    #[link_name = __semaphore_symbol!($probe)]
+                    pub safe static $probe: SemaphoreWord;
+                }
             )*
         }
 

@@ -43,6 +43,11 @@ mod span;
 #[doc(hidden)]
 pub use declared as __declared;
 pub use declared::{Addr, Declared, Field, Reg};
+/// Each event type's semaphore word, for styx-probe-c's C header, whose
+/// inline checks read them.
+#[cfg(not(feature = "disabled"))]
+#[doc(hidden)]
+pub use enabled::semaphores as __semaphores;
 #[cfg(not(feature = "disabled"))]
 #[doc(hidden)]
 pub use enabled::SemaphoreWord as __SemaphoreWord;

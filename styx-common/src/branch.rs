@@ -69,9 +69,15 @@ pub struct Branch {
     pub conditional: bool,
 }
 
-const CONDITIONAL_BIT: u64 = 1 << 8;
+const CONDITIONAL_BIT: u64 = 1 << Branch::CONDITIONAL_SHIFT;
 
 impl Branch {
+    /// The encoded value's bit that says it was conditional.
+    pub const CONDITIONAL_SHIFT: u8 = 8;
+
+    /// The encoded value's bits that hold its kind.
+    pub const KIND_MASK: u64 = 0xff;
+
     /// A branch taken always.
     pub const fn unconditional(kind: BranchKind) -> Branch {
         Branch {
@@ -95,7 +101,7 @@ impl Branch {
 
     /// `None` for values no styx probe writes.
     pub const fn decode(raw: u64) -> Option<Branch> {
-        if raw & !(CONDITIONAL_BIT | 0xff) != 0 {
+        if raw & !(CONDITIONAL_BIT | Branch::KIND_MASK) != 0 {
             return None;
         }
         match BranchKind::from_id(raw as u8) {

@@ -414,7 +414,10 @@ pub struct TraceArgs {
     /// u8…u64, i8…i64, `str` (the address of a NUL-terminated string, read
     /// up to 256 bytes) or `json` (a string holding JSON, shown as JSON),
     /// e.g. 'app:request=id:u64,path:str,body:json'. Named arguments are
-    /// fields of their own in every format.
+    /// fields of their own in every format. Without it, the probes of
+    /// CPython (`python:function__entry`: filename, funcname, lineno…) and
+    /// PostgreSQL's with a query or status string are read as their
+    /// projects document them.
     #[arg(long = "probe-args", value_name = "PROVIDER:PROBE=ARGS", value_parser = parse_probe_args)]
     pub probe_args: Vec<ProbeArgs>,
 
@@ -798,6 +801,20 @@ fn parse_ring_size(text: &str) -> Result<u32, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn well_known_probe_arguments_pass_what_probe_args_must() {
+        for declared in styx_usdt::probe_args::well_known_list() {
+            let args: Vec<String> = (declared.args.iter())
+                .map(|a| {
+                    let ty = a.ty.map_or("int", |ty| ty.name());
+                    format!("{}:{ty}", a.name.as_deref().expect("named"))
+                })
+                .collect();
+            let text = format!("{}={}", declared.pattern, args.join(","));
+            assert!(parse_probe_args(&text).is_ok(), "{text}");
+        }
+    }
 
     #[test]
     fn ring_sizes() {

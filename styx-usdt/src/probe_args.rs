@@ -157,6 +157,56 @@ fn name_error(text: &str, name: &str, why: &'static str) -> ProbeArgsError {
     }
 }
 
+/// Well-known providers' probes whose arguments their notes cannot say
+/// (a string's address reads as a `u64`), as their projects document
+/// them: what a site of theirs is read as when no `--probe-args` matches
+/// it and its note agrees ([`well_known`]). Names stay clear of the
+/// fields every event has (`event`, `ts_ns`…), which the loader checks of
+/// `--probe-args` too.
+const WELL_KNOWN: &[&str] = &[
+    // CPython's markers (Doc/howto/instrumentation.rst).
+    "python:function__entry=filename:str,funcname:str,lineno:int",
+    "python:function__return=filename:str,funcname:str,lineno:int",
+    "python:line=filename:str,funcname:str,lineno:int",
+    "python:gc__start=generation:int",
+    "python:gc__done=collected:int",
+    "python:import__find__load__start=modulename:str",
+    "python:import__find__load__done=modulename:str,found:int",
+    "python:audit=audit_event:str,audit_args:u64",
+    // PostgreSQL's probes with a string (the manual's Dynamic Tracing).
+    "postgresql:query__start=query:str",
+    "postgresql:query__done=query:str",
+    "postgresql:query__parse__start=query:str",
+    "postgresql:query__parse__done=query:str",
+    "postgresql:query__rewrite__start=query:str",
+    "postgresql:query__rewrite__done=query:str",
+    "postgresql:statement__status=status:str",
+];
+
+/// Every [`WELL_KNOWN`] declaration, parsed.
+pub fn well_known_list() -> &'static [ProbeArgs] {
+    static PARSED: std::sync::LazyLock<Vec<ProbeArgs>> = std::sync::LazyLock::new(|| {
+        (WELL_KNOWN.iter())
+            .map(|text| text.parse().expect("a well-known declaration parses"))
+            .collect()
+    });
+    &PARSED
+}
+
+/// What a well-known provider's `site` is read as ([`WELL_KNOWN`]), if it
+/// is one and its compiled `spec` agrees: as many arguments, each string
+/// an 8-byte address. A site that does not agree (another program's
+/// provider of the same name) is read as its note says, silently: nobody
+/// asked for the declaration.
+pub fn well_known(site: &ProbeSite, spec: &styx_common::UsdtSpec) -> Option<&'static ProbeArgs> {
+    let declared = declared_for(well_known_list(), site)?;
+    let nargs = (spec.nargs as usize).min(MAX_USDT_ARGS);
+    let fits = declared.args.len() == nargs
+        && (declared.args.iter().zip(&spec.args))
+            .all(|(arg, note)| !arg.ty.is_some_and(|ty| ty.is_string()) || note.size == 8);
+    fits.then_some(declared)
+}
+
 /// The first of `declared` for `site` (`provider:probe`), if any.
 pub fn declared_for<'a>(declared: &'a [ProbeArgs], site: &ProbeSite) -> Option<&'a ProbeArgs> {
     let name = format!("{}:{}", site.provider, site.name);
@@ -312,6 +362,31 @@ mod tests {
             warnings[0].contains("argument 2 is 4 bytes"),
             "{warnings:?}"
         );
+    }
+
+    #[test]
+    fn well_known_probes_are_read_only_where_their_notes_agree() {
+        let python = |name: &str, args: &str| ProbeSite {
+            provider: "python".into(),
+            name: name.into(),
+            ..site(args)
+        };
+        let entry = python("function__entry", "8@%rbp 8@%r12 -4@%eax");
+        let spec = spec_of(&[(8, false), (8, false), (4, true)]);
+        let declared = well_known(&entry, &spec).expect("CPython's function__entry");
+        let mut compiled = spec;
+        let (args, warnings) = apply(Some(declared), &entry, &mut compiled);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let names: Vec<_> = args.iter().map(|a| a.name.as_deref().unwrap()).collect();
+        assert_eq!(names, ["filename", "funcname", "lineno"]);
+        assert_eq!([args[0].ty, args[1].ty], [ArgType::Str; 2]);
+        assert_eq!(args[2].ty, ArgType::int(4, true));
+        // Another program's `python` provider, shaped otherwise: its note's.
+        let two = spec_of(&[(8, false), (8, false)]);
+        assert!(well_known(&python("function__entry", "8@%rbp 8@%r12"), &two).is_none());
+        let narrow = spec_of(&[(4, false), (8, false), (4, true)]);
+        assert!(well_known(&entry, &narrow).is_none());
+        assert!(well_known(&python("nope", ""), &spec_of(&[])).is_none());
     }
 
     #[test]

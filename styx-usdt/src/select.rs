@@ -470,6 +470,7 @@ fn select_usdt(
     selection: &mut Selection,
 ) {
     if let Some(mut spec) = compiled_spec(site, symbols, selection) {
+        let declared = declared.or_else(|| probe_args::well_known(site, &spec));
         let (args, misdeclared) = probe_args::apply(declared, site, &mut spec);
         selection.misdeclared.extend(misdeclared);
         selection.sites.push(AttachSite {

@@ -10,6 +10,7 @@ mod tests {
 
     const CRATES: &[&str] = &[
         "probes",
+        "styx-probe-c",
         "styx-common",
         "styx-usdt",
         "styx-events",

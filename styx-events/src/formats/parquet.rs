@@ -40,6 +40,7 @@ use crate::formats::output::{create_file, Output};
 use crate::record::event::{Body, Event};
 use crate::session::fields::{for_each_field, is_plain, plain_values, Arg, Field, Names};
 use crate::session::header::Header;
+use crate::session::reading::{Reading, Shows, Stored};
 use crate::session::usdt::UsdtProbes;
 use crate::write::writer::{EventWriter, FormatBlock, Formatted, Totals};
 use crossbeam_channel::{bounded, Receiver, Sender};
@@ -54,7 +55,7 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 use styx_common::schema::FieldKind;
-use styx_common::{EventKind, FieldType, Shape, EVENT_KIND_SLOTS};
+use styx_common::{EventKind, Shape, EVENT_KIND_SLOTS};
 
 /// Columns of few-valued strings, dictionary-coded (as are declared enum
 /// fields' columns); `event`'s hashing per row costs more than its plain
@@ -1144,19 +1145,12 @@ fn styx_columns() -> Vec<ColumnInfo> {
     };
     for kind in EventKind::ALL.iter().filter(|k| k.shape() != Shape::Usdt) {
         for field in kind.fields() {
-            match (field.ty, field.ty.kind()) {
-                (_, Some(kind)) => {
-                    add(field.name, kind_column(kind));
-                    if kind == FieldKind::Register {
-                        add(&format!("{}_name", field.name), ColumnType::Str);
-                    }
+            for part in Reading::of(field.ty).parts() {
+                let name = part.name.unwrap_or(field.name);
+                add(name, column(part.shows));
+                if part.shows == Shows::Number(FieldKind::Register) {
+                    add(&format!("{name}_name"), ColumnType::Str);
                 }
-                (FieldType::Branch, None) => {
-                    add(field.name, ColumnType::Str);
-                    add("conditional", ColumnType::Bool);
-                }
-                (FieldType::Interrupt | FieldType::Text, None) => add(field.name, ColumnType::Str),
-                (_, None) => unreachable!("every other field type reads as a kind"),
             }
         }
     }
@@ -1168,7 +1162,7 @@ fn styx_columns() -> Vec<ColumnInfo> {
 /// Other providers' arguments' columns, by name in the order first met:
 /// int64, or a string if the name is a string argument of some probe
 /// (integers are then written in decimal); a declared type's fields as
-/// their kinds read (see [`kind_column`]). Each with whether it is
+/// their kinds read (see [`column`]). Each with whether it is
 /// dictionary-coded (an enum's names).
 fn usdt_columns(header: &Header) -> Vec<(String, ColumnType, bool)> {
     let probes = UsdtProbes::from_header(header);
@@ -1195,7 +1189,7 @@ fn usdt_columns(header: &Header) -> Vec<(String, ColumnType, bool)> {
         for (i, (name, ty)) in probe.args.iter().enumerate() {
             match probe.declared_field(i).map(|f| f.kind) {
                 Some(kind) => {
-                    add(name, kind_column(kind), kind == FieldKind::Enum);
+                    add(name, column(Shows::Number(kind)), kind == FieldKind::Enum);
                     if kind == FieldKind::Register && registers_named {
                         add(&format!("{name}_name"), ColumnType::Str, true);
                     }
@@ -1224,16 +1218,14 @@ fn may_be_negative(header: &Header, name: &str) -> bool {
     signed
 }
 
-/// The column of a field of `kind` (a declared field's, or a catalogue
-/// number's: `FieldType::kind`): unsigned numbers (addresses and
-/// registers too) unsigned, signed ones signed, a bool boolean, an enum
-/// its values' names (a value it does not name in decimal).
-fn kind_column(kind: FieldKind) -> ColumnType {
-    match kind {
-        FieldKind::Unsigned | FieldKind::Address | FieldKind::Register => ColumnType::U64,
-        FieldKind::Signed => ColumnType::I64,
-        FieldKind::Bool => ColumnType::Bool,
-        FieldKind::Enum => ColumnType::Str,
+/// The column of a part of a field (see `reading`): of a declared field,
+/// a catalogue number, a decoded kind, a flag or a string.
+fn column(shows: Shows) -> ColumnType {
+    match shows.stored() {
+        Stored::Unsigned => ColumnType::U64,
+        Stored::Signed => ColumnType::I64,
+        Stored::Bool => ColumnType::Bool,
+        Stored::Text => ColumnType::Str,
     }
 }
 

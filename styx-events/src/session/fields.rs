@@ -6,12 +6,10 @@ use crate::record::event::{Body, Event, Text};
 use crate::session::declared::{DeclaredField, EnumValues};
 use crate::session::guest::RegisterNames;
 use crate::session::header::{Header, DEFAULT_ARG_NAMES};
+use crate::session::reading::{Reading, Shows};
 use crate::session::usdt::UsdtProbes;
 use styx_common::schema::FieldKind;
-use styx_common::{
-    ArgType, Branch, EventKind, FieldType, InterruptKind, Shape, StrWord, MAX_USDT_ARGS,
-    USDT_STR_MAX,
-};
+use styx_common::{ArgType, EventKind, FieldType, Shape, StrWord, MAX_USDT_ARGS, USDT_STR_MAX};
 
 /// One field of an event, with how people like to read it.
 #[allow(missing_docs)] // each variant is (name, value)
@@ -220,36 +218,15 @@ pub fn for_each_field<'a, E>(
     match &event.body {
         Body::Args(a) => {
             let mut args = a.iter().copied();
-            let mut next = || args.next().unwrap_or(0);
             for field in event.kind.fields() {
-                let name = field.name;
-                let read = |kind, value| read_as(kind, value, None, &names.registers);
-                match (field.ty, field.ty.kind()) {
+                let raw = match field.ty {
                     // The size is in the header's aux byte, not an argument.
-                    (FieldType::Size, Some(kind)) => {
-                        each(Field::Value(name, read(kind, event.header.aux.into())))?
-                    }
-                    (_, Some(kind)) => each(Field::Value(name, read(kind, next())))?,
-                    (FieldType::Branch, None) => {
-                        let raw = next();
-                        match Branch::decode(raw) {
-                            Some(b) => {
-                                each(Field::Name(name, b.kind.name()))?;
-                                each(Field::Flag("conditional", b.conditional))?;
-                            }
-                            None => unknown_kind(&mut each, raw)?,
-                        }
-                    }
-                    (FieldType::Interrupt, None) => {
-                        let raw = next();
-                        match InterruptKind::from_id(raw) {
-                            Some(kind) => each(Field::Name(name, kind.name()))?,
-                            None => unknown_kind(&mut each, raw)?,
-                        }
-                    }
+                    FieldType::Size => event.header.aux.into(),
                     // Strings never come in an argument record.
-                    _ => {}
-                }
+                    FieldType::Text => continue,
+                    _ => args.next().unwrap_or(0),
+                };
+                read_field(field.name, Reading::of(field.ty), raw, names, &mut each)?;
             }
             Ok(())
         }
@@ -314,7 +291,8 @@ impl Names {
 /// `aux`): formats may then write them without the walk. Not for kinds with
 /// decoded fields (branch, interrupt), strings, or USDT.
 pub fn is_plain(kind: EventKind) -> bool {
-    !kind.fields().is_empty() && kind.fields().iter().all(|f| f.ty.kind().is_some())
+    let number = |ty| matches!(Reading::of(ty), Reading::Number(_));
+    !kind.fields().is_empty() && kind.fields().iter().all(|f| number(f.ty))
 }
 
 /// A plain event's values, in field order (see [`is_plain`]).
@@ -329,6 +307,36 @@ pub fn plain_values(event: &Event<'_>, args: &[u64; 4]) -> [u64; 4] {
 }
 
 /// A kind value no styx probe writes: said plainly, with the raw value.
+/// Calls `each` with the parts of a field `name` whose value is `raw`, as
+/// its reading says (see `reading`): a number as its kind reads, a decoded
+/// kind by its name, a flag; a kind no probe writes as unknown, with the
+/// raw value.
+fn read_field<'a, E>(
+    name: &'static str,
+    reading: Reading,
+    raw: u64,
+    names: &'a Names,
+    each: &mut impl FnMut(Field<'a>) -> Result<(), E>,
+) -> Result<(), E> {
+    if !reading.decodes(raw) {
+        return unknown_kind(each, raw);
+    }
+    for part in reading.parts() {
+        let name = part.name.unwrap_or(name);
+        let value = part.of(raw);
+        match part.shows {
+            Shows::Number(kind) => each(Field::Value(
+                name,
+                read_as(kind, value, None, &names.registers),
+            ))?,
+            Shows::Name(values) => each(Field::Name(name, Shows::name_of(values, value)))?,
+            Shows::Flag => each(Field::Flag(name, value != 0))?,
+            Shows::Text => {}
+        }
+    }
+    Ok(())
+}
+
 fn unknown_kind<'a, E>(
     each: &mut impl FnMut(Field<'a>) -> Result<(), E>,
     raw: u64,

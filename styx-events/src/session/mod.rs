@@ -2,11 +2,12 @@
 //! (who was traced, clocks, probes; a capture stores it), the emulator's
 //! guest description, other providers' probes, names for the traced
 //! process's code addresses, and an event's fields walked from the
-//! catalogue.
+//! catalogue, and how each field type reads.
 
 pub mod code;
 pub mod declared;
 pub mod fields;
 pub mod guest;
 pub mod header;
+pub mod reading;
 pub mod usdt;

@@ -134,3 +134,75 @@ fn a_file_that_is_not_elf_is_a_clear_error() {
         "{stderr}"
     );
 }
+
+/// Debian's CPython, whose markers pass strings: the loader reads them as
+/// CPython documents them with no `--probe-args`, and one that matches
+/// takes precedence.
+const PYTHON: &str = "/usr/bin/python3.11";
+
+/// CPython's `function__*` markers of one run of a script calling `hop` 37
+/// times, traced from its start, `extra` added to the loader's arguments.
+fn python_calls(dir: &Path, extra: &[&str]) -> Vec<Value> {
+    let script = dir.join("hops.py");
+    let source = "def hop(n):\n    return n + 1\n\ntotal = 0\nfor _ in range(37):\n    total = hop(total)\nprint(total)\n";
+    std::fs::write(&script, source).unwrap();
+    let out = dir.join("calls.jsonl");
+    let mut args = vec![
+        "-o",
+        "jsonl",
+        "--output",
+        out.to_str().unwrap(),
+        "--probes",
+        "python:function__*",
+        // Debian's python3.11 is stripped: no symbol covers its sites.
+        "--allow-unverified-sites",
+    ];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--", PYTHON, script.to_str().unwrap()]);
+    let (status, stdout, stderr) = run_loader(&args);
+    assert!(status.success(), "{stderr}");
+    assert!(stdout.contains("37"), "the script ran: {stdout}");
+    read_jsonl(&out)
+}
+
+#[test]
+fn python_markers_show_their_strings_without_probe_args() {
+    require_root();
+    let dir = scratch("usdt-python");
+    let calls = python_calls(&dir, &[]);
+    let script = dir.join("hops.py");
+    // CPython 3.11 fires no function__entry for a call it inlines (one
+    // Python function calling another; bpftrace sees none either), but
+    // every function__return.
+    let returns: Vec<&Value> = (calls.iter())
+        .filter(|e| e["probe"] == "function__return" && e["funcname"] == "hop")
+        .collect();
+    assert_eq!(returns.len(), 37, "{:?}", calls.first());
+    for event in returns {
+        assert_eq!(event["provider"], "python");
+        assert_eq!(event["filename"], script.to_str().unwrap(), "{event}");
+        assert_eq!(event["lineno"], 2, "{event}");
+        assert!(event.get("args").is_none(), "{event}");
+    }
+    let entries = calls.iter().filter(|e| e["probe"] == "function__entry");
+    for event in entries {
+        assert!(
+            event["funcname"].as_str().is_some_and(|f| !f.is_empty()),
+            "{event}"
+        );
+    }
+
+    // What the user declares comes first: here the file name's address.
+    let calls = python_calls(
+        &dir,
+        &[
+            "--probe-args",
+            "python:function__return=where:u64,what:u64,line:int",
+        ],
+    );
+    let hop = (calls.iter())
+        .find(|e| e["probe"] == "function__return" && e["line"] == 2)
+        .expect("hop's return");
+    assert!(hop["where"].as_u64().is_some_and(|a| a > 0x1000), "{hop}");
+    assert!(hop.get("filename").is_none(), "{hop}");
+}

@@ -34,6 +34,7 @@ pub mod parse;
 use crate::record::event::{Body, Event};
 use crate::session::declared::DeclaredSites;
 use crate::session::guest::RegisterNames;
+use crate::session::reading::{Reading, BOOLS};
 use parse::{Expr, Op, Parsed, Test, Value};
 use std::collections::HashMap;
 use std::fmt;
@@ -42,7 +43,7 @@ use styx_common::filter::{
     SLOT_PID, SLOT_SIZE, SLOT_TID, SLOT_TS, VALUE_SLOTS,
 };
 use styx_common::schema::FieldKind;
-use styx_common::{BranchKind, EventKind, FieldType, InterruptKind, EVENT_KIND_SLOTS};
+use styx_common::{EventKind, FieldType, EVENT_KIND_SLOTS};
 
 /// What is wrong with a filter, and where: one line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,21 +90,6 @@ pub enum FieldRef {
     Text(u8),
 }
 
-const BRANCH_KINDS: &[(&str, u64)] = &{
-    let mut names = [("", 0u64); BranchKind::ALL.len()];
-    let mut i = 0;
-    while i < names.len() {
-        names[i] = (BranchKind::ALL[i].name(), BranchKind::ALL[i] as u64);
-        i += 1;
-    }
-    names
-};
-const INTERRUPT_KINDS: &[(&str, u64)] = &[
-    (InterruptKind::Entry.name(), 0),
-    (InterruptKind::Exit.name(), 1),
-];
-const BOOLS: &[(&str, u64)] = &[("false", 0), ("true", 1)];
-
 /// The field naming an event's type, which every type has.
 const EVENT_FIELD: &str = "event";
 /// The field of an event's time, which every type has.
@@ -145,27 +131,23 @@ pub fn fields_of(kind: EventKind) -> Vec<(&'static str, FieldRef)> {
         names,
     };
     for field in kind.fields() {
-        match (field.ty, field.ty.kind()) {
-            // The size is in the header's aux byte, not an argument.
-            (FieldType::Size, _) => out.push((field.name, value(SLOT_SIZE, 0, 0xff, &[][..]))),
-            (_, Some(_)) => {
-                out.push((field.name, value(arg, 0, u64::MAX, &[][..])));
-                arg += 1;
-            }
-            (FieldType::Branch, None) => {
-                out.push((field.name, value(arg, 0, 0xff, BRANCH_KINDS)));
-                out.push(("conditional", value(arg, 8, 1, BOOLS)));
-                arg += 1;
-            }
-            (FieldType::Interrupt, None) => {
-                out.push((field.name, value(arg, 0, u64::MAX, INTERRUPT_KINDS)));
-                arg += 1;
-            }
-            (_, None) => {
-                out.push((field.name, FieldRef::Text(text)));
-                text += 1;
-            }
+        // The size is in the header's aux byte, not an argument.
+        if field.ty == FieldType::Size {
+            out.push((field.name, value(SLOT_SIZE, 0, 0xff, &[][..])));
+            continue;
         }
+        let reading = Reading::of(field.ty);
+        if reading == Reading::Text {
+            out.push((field.name, FieldRef::Text(text)));
+            text += 1;
+            continue;
+        }
+        for part in reading.parts() {
+            let names = part.shows.names();
+            let name = part.name.unwrap_or(field.name);
+            out.push((name, value(arg, part.shift, part.mask, names)));
+        }
+        arg += 1;
     }
     out.push(("tid", value(SLOT_TID, 0, u64::MAX, &[][..])));
     out.push(("pid", value(SLOT_PID, 0, u64::MAX, &[][..])));
@@ -518,10 +500,10 @@ impl Filters {
         };
         let reading = (kind.fields().iter())
             .find(|f| f.name == name)
-            .and_then(|f| f.ty.kind());
+            .map(|f| Reading::of(f.ty));
         let names = match (reading, field) {
-            (Some(reading), _) => names_of_kind(reading, ValueNames::None),
-            (None, FieldRef::Value { names, .. }) if !names.is_empty() => ValueNames::Fixed(names),
+            (Some(Reading::Number(kind)), _) => names_of_kind(kind, ValueNames::None),
+            (_, FieldRef::Value { names, .. }) if !names.is_empty() => ValueNames::Fixed(names),
             _ => ValueNames::None,
         };
         Ok((field, names))
@@ -921,7 +903,7 @@ fn text_test(event: &Event<'_>, field: u8, cmp: u8, wanted: &[u8]) -> bool {
 mod tests {
     use super::*;
     use crate::record::event::Text;
-    use styx_common::{Branch, RecordHeader};
+    use styx_common::{Branch, BranchKind, RecordHeader, Shape};
 
     const ALL: &[EventKind] = &[
         EventKind::InsnExec,
@@ -943,6 +925,39 @@ mod tests {
             },
             kind,
             body: Body::Args(args),
+        }
+    }
+
+    /// The walk every format shows and the fields filters and `--by` name
+    /// both come from one table (`session::reading`): the same names, in
+    /// the same order, for every numbers-only type.
+    #[test]
+    fn filters_name_the_fields_the_formats_show() {
+        use crate::session::fields::{for_each_field, Field, Names};
+        let names = Names::default();
+        let kinds = EventKind::ALL.iter().copied();
+        let numbers_only =
+            kinds.filter(|k| matches!(k.shape(), Shape::Args(_) | Shape::ArgsAux(_)));
+        for kind in numbers_only {
+            // A branch that decodes (a conditional call); an interrupt's entry.
+            let call = Branch::conditional(BranchKind::Call).encode();
+            let e = match kind {
+                EventKind::Branch => event(kind, [1, 2, call, 0], 4),
+                _ => event(kind, [0, 1, 2, 3], 4),
+            };
+            let mut shown = Vec::new();
+            let _ = for_each_field(&e, &names, |field| {
+                shown.push(match field {
+                    Field::Value(name, _) | Field::Name(name, _) | Field::Flag(name, _) => name,
+                    _ => panic!("{kind:?}: a field of numbers only"),
+                });
+                Ok::<(), ()>(())
+            });
+            let filtered: Vec<&str> = (fields_of(kind).into_iter())
+                .map(|(name, _)| name)
+                .filter(|name| !["tid", "pid"].contains(name))
+                .collect();
+            assert_eq!(shown, filtered, "{kind:?}");
         }
     }
 

@@ -17,6 +17,7 @@ use crate::session::code::CodeNames;
 use crate::session::declared::{DeclaredField, DeclaredSites};
 use crate::session::fields::{declared_arg, read_as, Arg};
 use crate::session::guest::RegisterNames;
+use crate::session::reading::Reading;
 use crate::write::escape;
 use crate::write::human::si;
 use crate::write::writer::{EventWriter, Totals};
@@ -267,9 +268,11 @@ impl KeySpec {
                 .fields()
                 .iter()
                 .find(|f| f.name == field)
-                .map(|f| f.ty.kind())
+                .map(|f| Reading::of(f.ty))
             {
-                Some(Some(reading)) => key_text(read_as(reading, key, None, &self.registers), None),
+                Some(Reading::Number(kind)) => {
+                    key_text(read_as(kind, key, None, &self.registers), None)
+                }
                 _ => match field_of(kind, field) {
                     Some(FieldRef::Value { names, .. }) if !names.is_empty() => names
                         .iter()
@@ -284,7 +287,7 @@ impl KeySpec {
     /// The register name of `key` when counting a type's register field.
     pub fn register(&self, kind: EventKind, key: u64) -> Option<&str> {
         let field = kind.fields().iter().find(|f| f.name == self.by)?;
-        (field.ty.kind() == Some(FieldKind::Register))
+        (Reading::of(field.ty) == Reading::Number(FieldKind::Register))
             .then(|| self.registers.get(key))
             .flatten()
     }

@@ -56,7 +56,7 @@ impl Register for Styx {
                 true
             }
         };
-        plugin::install(id, &info.target_name, retranslate);
+        plugin::install(id, &info.target_name, retranslate, info.system.is_some());
         Ok(())
     }
 }

@@ -44,15 +44,22 @@ static CACHED: AtomicU8 = AtomicU8::new(0);
 /// translation stays its set).
 static RETRANSLATE: AtomicBool = AtomicBool::new(true);
 
+/// Whether the translation callback stays registered while nobody
+/// traces: in system mode, where no guest system call reaches plugins and
+/// translations are what notices a tracer coming.
+static ALWAYS_TRANSLATING: AtomicBool = AtomicBool::new(false);
+
 /// The guest as QEMU names it (`target_name`: x86_64, aarch64, …).
 static TARGET: OnceLock<String> = OnceLock::new();
 
 const NO_REGS: qemu_plugin_cb_flags = qemu_plugin_cb_flags::QEMU_PLUGIN_CB_NO_REGS;
 
-/// Called from `qemu_plugin_install`.
-pub fn install(id: qemu_plugin_id_t, target: &str, retranslate: bool) {
+/// Called from `qemu_plugin_install`; `system`: QEMU emulates a whole
+/// machine (no guest system calls reach plugins).
+pub fn install(id: qemu_plugin_id_t, target: &str, retranslate: bool, system: bool) {
     let _ = TARGET.set(target.to_string());
     RETRANSLATE.store(retranslate, Ordering::Relaxed);
+    ALWAYS_TRANSLATING.store(system || !retranslate, Ordering::Relaxed);
     let wanted = Wanted::now();
     CACHED.store(wanted.bits(), Ordering::Relaxed);
     register_globals(id, wanted);
@@ -64,9 +71,10 @@ pub fn install(id: qemu_plugin_id_t, target: &str, retranslate: bool) {
 /// every block through its plugin hooks, which measured ~1.5% of a
 /// CPU-bound guest's time with nothing registered per block; a tracer
 /// coming is noticed at the next system call instead (as it would be for
-/// code already translated), unless retranslation is off.
+/// code already translated), unless retranslation is off or QEMU runs a
+/// whole machine ([`ALWAYS_TRANSLATING`]).
 fn register_globals(id: qemu_plugin_id_t, wanted: Wanted) {
-    let translating = !wanted.is_empty() || !RETRANSLATE.load(Ordering::Relaxed);
+    let translating = !wanted.is_empty() || ALWAYS_TRANSLATING.load(Ordering::Relaxed);
     // SAFETY: QEMU's registration calls with our plugin id and functions
     // of the types it expects.
     unsafe {

@@ -152,8 +152,9 @@ unsafe extern "C" fn exiting(_id: qemu_plugin_id_t, _userdata: *mut c_void) {
 }
 
 /// Says once, as a marker, what QEMU runs: the target and, in user mode,
-/// the guest program and where its code is. Only a tracer holding markers
-/// when the first block is translated sees it.
+/// the guest program and where its code is, at the first translation
+/// the plugin sees (in user mode: the first with a tracer attached). Only
+/// a tracer holding markers then sees it.
 fn announce() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {

@@ -737,7 +737,7 @@ fn push_alone<const W: usize>(kind: u8, bytes: u32, words: [u64; W]) {
 /// registered buffer's pending events are handed over, other threads'
 /// too; they may still be appending, and the loader keeps each byte of a
 /// batch once. Events fired after this (in later exit handlers) are lost.
-extern "C" fn flush_all_at_exit() {
+pub(crate) extern "C" fn flush_all_at_exit() {
     for buffer in RegistryBlock::buffers() {
         if pending(buffer).is_none() {
             continue;

@@ -65,6 +65,18 @@ pub fn flush() {
     #[cfg(not(feature = "disabled"))]
     batch::flush_pending();
 }
+/// Hands every thread's pending batched events to the tracer now, other
+/// threads' too: what the process's exit does through the C library's
+/// `atexit`, for a host that ends the process without running those
+/// handlers. QEMU's user mode is one: a guest's `exit_group` ends QEMU with
+/// the system call itself, after calling its plugins' exit callbacks
+/// (styx-qemu calls this from its own). Threads still appending meanwhile
+/// lose nothing: the tracer keeps each byte of a batch once. Costs nothing
+/// while no thread has events pending.
+pub fn flush_all() {
+    #[cfg(not(feature = "disabled"))]
+    batch::flush_all_at_exit();
+}
 pub use span::{next_span_id, Span};
 #[doc(hidden)]
 pub use styx_common::guest as __guest;

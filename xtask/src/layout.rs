@@ -16,6 +16,7 @@ mod tests {
         "styx-events",
         "styx-loader",
         "styx-rv",
+        "styx-qemu",
     ];
 
     #[test]

@@ -49,6 +49,15 @@ enum Command {
         #[arg(long, value_name = "REV")]
         probe_baseline: Option<String>,
     },
+    /// Measure styx-qemu, the QEMU plugin, on a CPU-bound guest under
+    /// qemu-x86_64: without the plugin against loaded and detached
+    /// (alternating), traced with every event type (events/s), and QEMU's
+    /// own `-d nochain,exec` log. Prints the figures. Needs root.
+    BenchQemu {
+        /// Rounds (each runs every case once).
+        #[arg(long, default_value_t = 7)]
+        rounds: usize,
+    },
     /// Measure only how fast captures convert to each format (10 M events,
     /// one core), and capture bytes per event.
     BenchConsumers,
@@ -94,6 +103,7 @@ fn run(cli: Cli) -> Result<()> {
             quick,
             probe_baseline,
         } => bench::run(&root, quick, probe_baseline.as_deref()),
+        Command::BenchQemu { rounds } => bench::qemu::run(&root, rounds),
         Command::BenchConsumers => run_checked(
             std::process::Command::new("cargo")
                 .args(["run", "--release", "--quiet", "-p", "styx-events"])

@@ -8,9 +8,10 @@ const MANUAL_STEPS: &str = "\
   rustup toolchain install nightly --component rust-src
   # LLVM 22 development files, e.g. on Debian/Ubuntu: apt-get install llvm-22-dev
   PATH=/usr/lib/llvm-22/bin:$PATH cargo install bpf-linker --no-default-features --features llvm-22
-  # and for the tests: bpftrace, and tracefs mounted on /sys/kernel/tracing";
+  # and for the tests: bpftrace, qemu-user, gcc-aarch64-linux-gnu, and tracefs mounted on /sys/kernel/tracing";
 
-/// Everything: the eBPF toolchain, bpftrace, tracefs.
+/// Everything: the eBPF toolchain, bpftrace, qemu-user and a cross compiler
+/// (styx-qemu's tests), tracefs.
 pub fn run(root: &Path) -> Result<()> {
     if !is_root() {
         bail!("setup installs packages and must run as root: sudo -E env \"PATH=$PATH\" cargo xtask setup");

@@ -2,13 +2,15 @@
 //! styx-testprog, the 6502 demo, the RISC-V workload (styx-rv), C
 //! programs using <sys/sdt.h> (their sources are in tests/c) and a Rust one
 //! using the `usdt` crate (styx-usdtcrate), and one whose heap is traced
-//! (styx-alloc); also
+//! (styx-alloc), and static x86-64 and AArch64 guests under qemu-user with
+//! the styx-qemu plugin; also
 //! `styx-loader list` and `read`, and bpftrace on styx probes. One test binary, a module per subject.
 //!
 //! Most tests load eBPF programs and attach uprobes, so they must run as
 //! root; they fail (never skip) when that is not possible. styx-loader,
-//! styx-demo, styx-rv, styx-usdtcrate and styx-alloc must be built first
-//! (`cargo xtask test` does it).
+//! styx-demo, styx-rv, styx-usdtcrate, styx-alloc and styx-qemu's plugin
+//! must be built first (`cargo xtask test` does it); qemu-user and
+//! gcc-aarch64-linux-gnu come from `scripts/setup`.
 
 mod pftrace;
 mod support;
@@ -39,6 +41,7 @@ mod losses;
 mod lossless;
 mod many_sites;
 mod misaligned_sites;
+mod qemu;
 mod spawn;
 mod tail_calls;
 mod timeline;

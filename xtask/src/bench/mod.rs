@@ -29,6 +29,7 @@ mod disk;
 mod example;
 mod functions;
 mod machine;
+pub mod qemu;
 mod questions;
 mod report;
 mod site;

@@ -1,0 +1,487 @@
+//! styx-qemu, the QEMU TCG plugin: a static guest (tests/c/qemu_guest.c)
+//! under qemu-user with the plugin, traced by styx-loader, against what
+//! QEMU itself logs executing in the same run (`-d nochain,exec`: a
+//! `Trace` line per translation block run; with `-singlestep` every block
+//! is one instruction), and against the guest's `touch` loop, whose
+//! instructions and memory accesses are known. For x86-64 and AArch64.
+//! qemu-user and gcc-aarch64-linux-gnu come from `scripts/setup`.
+
+use crate::support::*;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const GUEST_SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/c/qemu_guest.c");
+
+/// A guest architecture: its QEMU and C compiler.
+#[derive(Clone, Copy)]
+struct Arch {
+    qemu: &'static str,
+    cc: &'static str,
+    /// The bytes of `touch`'s return instruction.
+    ret_len: u64,
+    /// System call numbers: write, exit_group.
+    write: i64,
+    exit_group: i64,
+}
+
+const X86_64: Arch = Arch {
+    qemu: "qemu-x86_64",
+    cc: "cc",
+    ret_len: 1,
+    write: 1,
+    exit_group: 231,
+};
+const AARCH64: Arch = Arch {
+    qemu: "qemu-aarch64",
+    cc: "aarch64-linux-gnu-gcc",
+    ret_len: 4,
+    write: 64,
+    exit_group: 94,
+};
+
+/// The plugin, copied into the test's directory: `--binary` traces every
+/// process that maps the file, and other tests run QEMU meanwhile.
+fn plugin_in(dir: &Path) -> PathBuf {
+    let built = beside_testprog("libstyx_qemu.so", "styx-qemu");
+    let copy = dir.join("libstyx_qemu.so");
+    // `cp`, as binary.rs says why.
+    let copied = Command::new("cp").arg(&built).arg(&copy).status();
+    assert!(copied.expect("running cp").success(), "copying the plugin");
+    copy
+}
+
+fn build_guest(dir: &Path, arch: Arch) -> PathBuf {
+    let guest = dir.join("qemu_guest");
+    let status = Command::new(arch.cc)
+        .args(["-O1", "-static", "-o"])
+        .arg(&guest)
+        .arg(GUEST_SOURCE)
+        .status()
+        .unwrap_or_else(|e| panic!("running {} (scripts/setup installs it): {e}", arch.cc));
+    assert!(status.success(), "{} failed to build the guest", arch.cc);
+    guest
+}
+
+/// Where the guest says its loop and buffer are.
+struct Layout {
+    touch: u64,
+    end: u64,
+    buf: u64,
+}
+
+fn layout(stdout: &str) -> Layout {
+    let first = stdout.lines().next().expect("the guest's first line");
+    let field = |name: &str| -> u64 {
+        let word = first
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(name)?.strip_prefix('='))
+            .unwrap_or_else(|| panic!("no {name} in {first:?}"));
+        u64::from_str_radix(word.trim_start_matches("0x"), 16).expect("a hex address")
+    };
+    Layout {
+        touch: field("touch"),
+        end: field("end"),
+        buf: field("buf"),
+    }
+}
+
+/// Runs the guest under QEMU with the plugin, traced by styx-loader
+/// (`--binary`, started first, with the plugin's own system call events),
+/// QEMU logging each block it runs to a file; returns the events, the pcs
+/// QEMU logged and the guest's layout, after checking the guest's system
+/// calls: its one line written, and `exit_group(0)` last, without return.
+fn traced_run(
+    name: &str,
+    arch: Arch,
+    singlestep: bool,
+    guest_args: &[&str],
+) -> (Vec<Value>, PathBuf, Layout) {
+    require_root();
+    let dir = scratch(name);
+    let plugin = plugin_in(&dir);
+    let guest = build_guest(&dir, arch);
+    let out = dir.join("events.jsonl");
+    let log = dir.join("exec.log");
+    let loader = attach_loader(&[
+        "--binary",
+        plugin.to_str().unwrap(),
+        "--probes",
+        "styx_qemu:*",
+        "-o",
+        "jsonl",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    let mut qemu = Command::new(arch.qemu);
+    if singlestep {
+        qemu.arg("-singlestep");
+    }
+    let output = qemu
+        .args(["-d", "nochain,exec", "-D"])
+        .arg(&log)
+        .arg("-plugin")
+        .arg(&plugin)
+        .arg(&guest)
+        .args(guest_args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("running {} (scripts/setup installs it): {e}", arch.qemu));
+    assert!(output.status.success(), "{}: {output:?}", arch.qemu);
+    loader.signal(libc::SIGINT);
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{}", stderr.join("\n"));
+    let summary = summary_of(&stderr);
+    assert_eq!(summary.dropped, 0, "nothing lost: {stderr:?}");
+    assert!(summary.loss.is_none(), "{stderr:?}");
+    let events = read_jsonl(&out);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    check_syscalls(&events, arch, stdout.len() as u64);
+    (events, log, layout(&stdout))
+}
+
+/// The guest's system calls as the plugin's `syscall`/`syscall_ret`
+/// events: its one `write` of `written` bytes to stdout, answered with
+/// `written`; `exit_group(0)` last, never returning.
+fn check_syscalls(events: &[Value], arch: Arch, written: u64) {
+    let calls: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "usdt" && e["provider"] == "styx_qemu")
+        .collect();
+    assert!(calls.len() > 4, "{calls:?}");
+    let write = calls
+        .iter()
+        .position(|c| c["probe"] == "syscall" && c["num"] == arch.write)
+        .expect("the guest's write");
+    assert_eq!(
+        (&calls[write]["a1"], &calls[write]["a3"]),
+        (&1.into(), &written.into()),
+        "{}",
+        calls[write]
+    );
+    let answer = calls[write + 1];
+    assert_eq!(
+        (&answer["probe"], &answer["num"], &answer["ret"]),
+        (&"syscall_ret".into(), &arch.write.into(), &written.into()),
+        "{answer}"
+    );
+    let last = calls.last().unwrap();
+    assert_eq!(
+        (&last["probe"], &last["num"], &last["a1"]),
+        (&"syscall".into(), &arch.exit_group.into(), &0.into()),
+        "{last}"
+    );
+}
+
+/// The pc of each block QEMU logged running: `Trace CPU: HOST
+/// [CS_BASE/PC/FLAGS/CFLAGS] SYMBOL` (QEMU 7.2).
+fn logged_pcs(log: &Path) -> Vec<u64> {
+    logged_by_vcpu(log).into_values().flatten().collect()
+}
+
+/// [`logged_pcs`] by vCPU index, each vCPU's in order.
+fn logged_by_vcpu(log: &Path) -> BTreeMap<u32, Vec<u64>> {
+    let text = std::fs::read_to_string(log).expect("QEMU's log");
+    let mut by_vcpu: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("Trace ") else {
+            continue;
+        };
+        let vcpu = rest.split(':').next().expect("a vCPU index");
+        let fields = rest.split('[').nth(1).expect("a [..] part");
+        let pc = fields.split('/').nth(1).expect("a pc field");
+        by_vcpu
+            .entry(vcpu.parse().expect("a vCPU number"))
+            .or_default()
+            .push(u64::from_str_radix(pc, 16).expect("a hex pc"));
+    }
+    by_vcpu
+}
+
+fn of_type<'a>(events: &'a [Value], event: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["event"] == event).collect()
+}
+
+fn pcs(events: &[&Value]) -> Vec<u64> {
+    events
+        .iter()
+        .map(|e| e["pc"].as_u64().expect("pc"))
+        .collect()
+}
+
+/// Every instruction QEMU executed, in order, one `insn_exec` each with
+/// its bytes' length; one thread; nothing lost.
+fn instructions_match_qemus_log(name: &str, arch: Arch) {
+    let (events, log, layout) = traced_run(name, arch, true, &["1000"]);
+    let logged = logged_pcs(&log);
+    let execs = of_type(&events, "insn_exec");
+    assert!(logged.len() > 10_000, "QEMU logged {} blocks", logged.len());
+    assert_eq!(
+        pcs(&execs),
+        logged,
+        "insn_exec pcs = the single-instruction blocks QEMU logged"
+    );
+    let tids: std::collections::BTreeSet<_> = events.iter().map(|e| e["tid"].as_u64()).collect();
+    assert_eq!(tids.len(), 1, "one guest thread");
+    // The loop's instructions: 6 a round and the return.
+    let in_touch = execs
+        .iter()
+        .filter(|e| (layout.touch..layout.end).contains(&e["pc"].as_u64().unwrap()))
+        .count();
+    assert_eq!(in_touch, 6 * 1000 + 1);
+    for exec in &execs {
+        let len = exec["len"].as_u64().unwrap();
+        assert!((1..=15).contains(&len), "{exec}");
+    }
+}
+
+/// Blocks as QEMU logged running them (no chaining: every block is
+/// logged), and the loop's memory accesses exactly: address and size.
+fn blocks_and_accesses_are_exact(name: &str, arch: Arch) {
+    const ROUNDS: u64 = 500;
+    let (events, log, layout) = traced_run(name, arch, false, &[&ROUNDS.to_string()]);
+    let logged = logged_pcs(&log);
+    let blocks = of_type(&events, "block");
+    assert_eq!(pcs(&blocks), logged, "block pcs = the blocks QEMU logged");
+    let in_touch = |e: &&&Value| (layout.touch..layout.end).contains(&e["pc"].as_u64().unwrap());
+    let accesses = |event: &str| -> Vec<(u64, u64, u64)> {
+        of_type(&events, event)
+            .iter()
+            .filter(in_touch)
+            // Not x86's `ret`, which loads from the stack.
+            .filter(|e| e["pc"].as_u64().unwrap() < layout.end - arch.ret_len)
+            .map(|e| {
+                assert_eq!(e["val"], 0, "API v1 gives no values: {e}");
+                let addr = e["addr"].as_u64().unwrap();
+                (addr - layout.buf, e["size"].as_u64().unwrap(), 0)
+            })
+            .collect()
+    };
+    let reads = accesses("mem_read");
+    let writes = accesses("mem_write");
+    let expected = |pattern: &[(u64, u64, u64)]| -> Vec<(u64, u64, u64)> {
+        (0..ROUNDS).flat_map(|_| pattern.iter().copied()).collect()
+    };
+    assert_eq!(
+        reads,
+        expected(&[(0, 8, 0), (16, 1, 0)]),
+        "the loop's loads"
+    );
+    assert_eq!(
+        writes,
+        expected(&[(8, 4, 0), (18, 2, 0)]),
+        "the loop's stores"
+    );
+    // The loop's body up to its branch is one block, run every round; a
+    // block's size is its instructions' bytes.
+    let loop_blocks: Vec<_> = blocks
+        .iter()
+        .filter(|b| b["pc"].as_u64() == Some(layout.touch))
+        .collect();
+    assert_eq!(loop_blocks.len() as u64, ROUNDS);
+    for block in loop_blocks {
+        assert_eq!(
+            block["size"],
+            layout.end - layout.touch - arch.ret_len,
+            "{block}"
+        );
+    }
+    let execs = of_type(&events, "insn_exec");
+    let in_touch_execs = execs.iter().filter(in_touch).count() as u64;
+    assert_eq!(in_touch_execs, 6 * ROUNDS + 1);
+}
+
+/// Guest threads are threads: each vCPU's instructions, as QEMU logs them
+/// (by vCPU index), arrive in order as one thread's `insn_exec` events,
+/// and each of the two loop threads runs the loop whole.
+fn threads_are_threads(name: &str, arch: Arch) {
+    const ROUNDS: u64 = 300;
+    let (events, log, layout) = traced_run(name, arch, true, &[&ROUNDS.to_string(), "threads"]);
+    let mut logged: Vec<Vec<u64>> = logged_by_vcpu(&log).into_values().collect();
+    assert_eq!(logged.len(), 3, "QEMU logged three vCPUs");
+    let threads = by_tid(events);
+    let mut traced: Vec<Vec<u64>> = threads
+        .values()
+        .map(|events| {
+            events
+                .iter()
+                .filter(|e| e["event"] == "insn_exec")
+                .map(|e| e["pc"].as_u64().unwrap())
+                .collect()
+        })
+        .collect();
+    logged.sort();
+    traced.sort();
+    assert_eq!(traced, logged, "each thread's instructions = a vCPU's");
+    let in_loop: Vec<usize> = traced
+        .iter()
+        .map(|pcs| {
+            pcs.iter()
+                .filter(|pc| (layout.touch..layout.end).contains(pc))
+                .count()
+        })
+        .filter(|&n| n > 0)
+        .collect();
+    assert_eq!(in_loop, [6 * ROUNDS as usize + 1; 2]);
+}
+
+#[test]
+fn qemu_x86_64_threads_are_threads() {
+    threads_are_threads("qemu-x86_64-threads", X86_64);
+}
+
+#[test]
+fn qemu_aarch64_threads_are_threads() {
+    threads_are_threads("qemu-aarch64-threads", AARCH64);
+}
+
+#[test]
+fn qemu_x86_64_instructions_match_qemus_own_log() {
+    instructions_match_qemus_log("qemu-x86_64-insns", X86_64);
+}
+
+#[test]
+fn qemu_aarch64_instructions_match_qemus_own_log() {
+    instructions_match_qemus_log("qemu-aarch64-insns", AARCH64);
+}
+
+#[test]
+fn qemu_x86_64_blocks_and_memory_accesses_are_exact() {
+    blocks_and_accesses_are_exact("qemu-x86_64-blocks", X86_64);
+}
+
+#[test]
+fn qemu_aarch64_blocks_and_memory_accesses_are_exact() {
+    blocks_and_accesses_are_exact("qemu-aarch64-blocks", AARCH64);
+}
+
+/// `--pid` on a running QEMU whose guest has already run its loop with
+/// nobody tracing (so the loop is translated without callbacks): after
+/// the guest's next system call the plugin has QEMU retranslate, and the
+/// loop's second run arrives whole. The loader waits for room (one
+/// process), and stops when QEMU exits.
+#[test]
+fn qemu_attached_later_retranslates_and_sees_the_loop_exactly() {
+    require_root();
+    const ROUNDS: u64 = 2000;
+    let dir = scratch("qemu-pid");
+    let plugin = plugin_in(&dir);
+    let guest = build_guest(&dir, X86_64);
+    let out = dir.join("events.jsonl");
+    let mut qemu = TestProg::start(
+        Path::new(X86_64.qemu),
+        &[
+            "-plugin",
+            plugin.to_str().unwrap(),
+            guest.to_str().unwrap(),
+            &ROUNDS.to_string(),
+            "wait",
+        ],
+    );
+    let first = qemu.run("", "waiting");
+    let layout = layout(&first.join("\n"));
+    let loader = qemu.attach_loader(&["-o", "jsonl", "--output", out.to_str().unwrap()]);
+    qemu.send_only("go");
+    qemu.finish();
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{}", stderr.join("\n"));
+    let summary = summary_of(&stderr);
+    assert_eq!(summary.dropped, 0, "{stderr:?}");
+    let events = read_jsonl(&out);
+    let in_touch = |e: &&Value| (layout.touch..layout.end).contains(&e["pc"].as_u64().unwrap());
+    let execs = events
+        .iter()
+        .filter(|e| e["event"] == "insn_exec")
+        .filter(in_touch)
+        .count() as u64;
+    assert_eq!(execs, 6 * ROUNDS + 1, "the second run, whole: {stderr:?}");
+    let accesses = |event: &str| {
+        events
+            .iter()
+            .filter(|e| e["event"] == event)
+            .filter(in_touch)
+            .count() as u64
+    };
+    // 2 loads a round, and x86's `ret` loading the return address.
+    assert_eq!(accesses("mem_read"), 2 * ROUNDS + 1);
+    assert_eq!(accesses("mem_write"), 2 * ROUNDS);
+    let loop_blocks = events
+        .iter()
+        .filter(|e| e["event"] == "block" && e["pc"].as_u64() == Some(layout.touch))
+        .count() as u64;
+    // Chained blocks run one after another with one block event each.
+    assert_eq!(loop_blocks, ROUNDS);
+}
+
+/// `-o drcov` from the plugin's `block` events: each block QEMU logged
+/// running (`-d nochain,exec`) once in the table, nothing else, every
+/// block's size the bytes of its instructions (the guest loop's: its body
+/// up to the branch).
+#[test]
+fn qemu_drcov_blocks_are_the_blocks_qemu_ran() {
+    require_root();
+    let dir = scratch("qemu-drcov");
+    let plugin = plugin_in(&dir);
+    let guest = build_guest(&dir, X86_64);
+    let out = dir.join("coverage.drcov");
+    let log = dir.join("exec.log");
+    let loader = attach_loader(&[
+        "--binary",
+        plugin.to_str().unwrap(),
+        "-e",
+        "block",
+        "-o",
+        "drcov",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    let output = Command::new(X86_64.qemu)
+        .args(["-d", "nochain,exec", "-D"])
+        .arg(&log)
+        .arg("-plugin")
+        .arg(&plugin)
+        .arg(&guest)
+        .arg("100")
+        .stdin(Stdio::null())
+        .output()
+        .expect("running qemu-x86_64");
+    assert!(output.status.success(), "{output:?}");
+    loader.signal(libc::SIGINT);
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{}", stderr.join("\n"));
+    assert_eq!(summary_of(&stderr).dropped, 0, "{stderr:?}");
+    let layout = layout(&String::from_utf8_lossy(&output.stdout));
+
+    let bytes = std::fs::read(&out).expect("the drcov file");
+    let table_at = bytes
+        .windows(9)
+        .position(|w| w == b"BB Table:")
+        .expect("a BB table");
+    let header = String::from_utf8_lossy(&bytes[..table_at]);
+    let base = header
+        .lines()
+        .find_map(|l| l.strip_prefix("0, 0x"))
+        .map(|l| u64::from_str_radix(&l[..16], 16).expect("a hex base"))
+        .expect("module 0");
+    let table = &bytes[table_at..];
+    let entries = &table[table.iter().position(|&b| b == b'\n').unwrap() + 1..];
+    assert_eq!(entries.len() % 8, 0);
+    let blocks: BTreeMap<u64, u64> = entries
+        .chunks(8)
+        .map(|e| {
+            let start = u32::from_le_bytes(e[..4].try_into().unwrap()) as u64;
+            let size = u16::from_le_bytes(e[4..6].try_into().unwrap()) as u64;
+            assert_eq!(u16::from_le_bytes(e[6..8].try_into().unwrap()), 0);
+            (base + start, size)
+        })
+        .collect();
+    assert_eq!(blocks.len() * 8, entries.len(), "each block once");
+    let ran: std::collections::BTreeSet<u64> = logged_pcs(&log).into_iter().collect();
+    let listed: std::collections::BTreeSet<u64> = blocks.keys().copied().collect();
+    assert_eq!(listed, ran, "drcov's blocks = the blocks QEMU ran");
+    assert_eq!(
+        blocks[&layout.touch],
+        layout.end - layout.touch - X86_64.ret_len
+    );
+}

@@ -22,7 +22,10 @@
 //! instruction (`plugin.rs` says how changes retranslate). Arguments:
 //! `-plugin libstyx_qemu.so,retranslate=off` keeps each block's
 //! instrumentation as it was when translated (see the README for why one
-//! may want that on QEMU 7.2).
+//! may want that on QEMU 7.2); `wait=SECONDS` holds the guest back at the
+//! start until a tracer holds one of the types (at most that long), for
+//! `styx-loader -- qemu-… -plugin …,wait=5`, whose loader finds the plugin
+//! only once QEMU has loaded it.
 
 mod fire;
 mod plugin;
@@ -56,6 +59,15 @@ impl Register for Styx {
                 true
             }
         };
+        match args.parsed.get("wait") {
+            None => {}
+            Some(Value::Integer(seconds)) if *seconds >= 0 => {
+                wanted::wait_for_tracer(std::time::Duration::from_secs(*seconds as u64))
+            }
+            Some(other) => {
+                eprintln!("styx-qemu: wait={other:?}: expected whole seconds; not waiting")
+            }
+        }
         plugin::install(id, &info.target_name, retranslate, info.system.is_some());
         Ok(())
     }

@@ -485,3 +485,46 @@ fn qemu_drcov_blocks_are_the_blocks_qemu_ran() {
         layout.end - layout.touch - X86_64.ret_len
     );
 }
+
+/// `styx-loader -- qemu … -plugin LIB,wait=5`: the loader starts QEMU,
+/// finds the plugin once QEMU has loaded it (a library mapped later), and
+/// the plugin holds the guest back until then: every block QEMU logged
+/// running arrives, from the first.
+#[test]
+fn qemu_started_by_the_loader_waits_for_it_and_loses_nothing() {
+    require_root();
+    let dir = scratch("qemu-command");
+    let plugin = plugin_in(&dir);
+    let guest = build_guest(&dir, X86_64);
+    let out = dir.join("events.jsonl");
+    let log = dir.join("exec.log");
+    let plugin_arg = format!("{},wait=5", plugin.display());
+    let (status, _, stderr) = run_loader(&[
+        "-e",
+        "block",
+        "-o",
+        "jsonl",
+        "--output",
+        out.to_str().unwrap(),
+        "--",
+        X86_64.qemu,
+        "-d",
+        "nochain,exec",
+        "-D",
+        log.to_str().unwrap(),
+        "-plugin",
+        &plugin_arg,
+        guest.to_str().unwrap(),
+        "300",
+    ]);
+    assert!(status.success(), "{stderr}");
+    assert!(
+        stderr.contains("libstyx_qemu.so"),
+        "the late library is said: {stderr}"
+    );
+    let events = read_jsonl(&out);
+    let blocks = of_type(&events, "block");
+    let logged = logged_pcs(&log);
+    assert!(logged.len() > 1000, "QEMU logged {} blocks", logged.len());
+    assert_eq!(pcs(&blocks), logged, "block pcs = the blocks QEMU logged");
+}

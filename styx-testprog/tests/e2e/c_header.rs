@@ -136,7 +136,7 @@ fn a_c_program_fires_every_type_through_the_header_exactly() {
 }
 
 #[test]
-fn the_shared_library_is_traced_in_a_running_process() {
+fn the_shared_library_is_traced_in_a_running_process_and_a_command() {
     require_root();
     let dir = scratch("c-header-shared");
     let program = build(Build::Shared, &dir);
@@ -168,6 +168,11 @@ fn the_shared_library_is_traced_in_a_running_process() {
     let (status, stderr) = loader.finish();
     assert!(status.success(), "{}", stderr.join("\n"));
     assert_eq!(events(&out), expected());
+    // A command linking the library: the loader attaches it before the
+    // command runs.
+    let (traced, said) = traced_from_start(&program, &dir);
+    assert_eq!(traced, expected());
+    assert!(said.contains(&format!("evaluated {ROUNDS}")), "{said}");
 }
 
 #[test]

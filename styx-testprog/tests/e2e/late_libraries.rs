@@ -292,12 +292,11 @@ fn a_process_mapping_files_without_end_is_followed_within_bounds() {
         "--output",
         out.to_str().unwrap(),
     ]);
-    let started = std::time::Instant::now();
     prog.run("go", "done");
+    // A loader stuck reading files would not say it (wait_for_line gives up).
     loader
         .wait_for_line("mapped more files than styx follows")
         .unwrap_or_else(|e| panic!("{e}"));
-    assert!(started.elapsed().as_secs() < 20, "{:?}", started.elapsed());
     prog.finish();
     std::fs::remove_dir_all(&files).unwrap();
     let (status, stderr) = loader.finish();

@@ -61,8 +61,9 @@
 //! nothing. Otherwise the values go to whoever holds the word up: the
 //! per-event site (the `nop` tracers break on) for the low half, this
 //! thread's batch (`crate::batch`) for the high half. Events of the rare
-//! types are never batched; they flush the thread's pending batch before
-//! firing, so a thread's events reach the reader in the order they happened.
+//! types (control, spans, markers) are never batched; they flush the
+//! thread's pending batch before firing, so a thread's events reach the
+//! reader in the order they happened.
 //! The append routine itself reads only the word's low half: the call
 //! site saw the word non-zero, so with the low half zero the high half was
 //! up (a tracer detaching since may still get that one item in its
@@ -380,9 +381,11 @@ batched_probe!(branch / Branch, words 3, site 3 / 2;
     <P: Value, T: Value, K: Into<Branch>>(pc, target, kind)
         => [pc.bits(); P::BYTES, target.bits(); T::BYTES, kind.into().encode(); 2];
 );
-per_event_probe!(interrupt:
-    <K: Into<InterruptKind>, N: Into<u64>, O: Into<u64>, W: Into<u64>>(K, N, O, W)(kind, num, old_pc, new_pc)
-        => 4 [kind.into() as u64, num.into(), old_pc.into(), new_pc.into()]
+// An interrupt's direction (`InterruptKind`) takes a byte; its number and
+// pcs their types' widths, as the other batched types' values.
+batched_probe!(interrupt / Interrupt, words 4, site 4 / 3;
+    <K: Into<InterruptKind>, N: Value, O: Value, W: Value>(kind, num, old_pc, new_pc)
+        => [kind.into() as u64; 1, num.bits(); N::BYTES, old_pc.bits(); O::BYTES, new_pc.bits(); W::BYTES];
 );
 per_event_probe!(control:
     <C: Into<u64>, A: Into<u64>, B: Into<u64>>(C, A, B)(code, a, b) => 3 [code.into(), a.into(), b.into()]

@@ -6,7 +6,8 @@
 /// the closure called here and its values passed to a function of this
 /// call site's own (its own USDT site and note). A batched type's is
 /// called through `fire::call_site`, which keeps the caller's registers;
-/// a per-event type's (rare events) is an ordinary cold call.
+/// a per-event type's (rare events: control, spans, markers) is an
+/// ordinary cold call.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __probe {
@@ -168,7 +169,9 @@ macro_rules! branch {
 
 /// An interrupt service routine was entered or left: `kind` is an
 /// [`InterruptKind`](crate::InterruptKind), `num` the vector or line number, and
-/// control moved from `old_pc` to `new_pc`.
+/// control moved from `old_pc` to `new_pc`. `num` and the pcs are
+/// [`Value`](crate::Value)s, each travelling in its type's width (a batched
+/// type, as `mem_read!`).
 ///
 /// ```
 /// use styx_probe::InterruptKind;
@@ -177,7 +180,7 @@ macro_rules! branch {
 #[macro_export]
 macro_rules! interrupt {
     ($args:expr) => {
-        $crate::__probe!(per_event interrupt, $args)
+        $crate::__probe!(batched interrupt, $args)
     };
 }
 

@@ -7,7 +7,8 @@
 //!
 //! `append_count MODE N [detached]`: `tight` (`mem_read!` with u64 values
 //! in styx-bench's tight loop, N events), `narrow` (u16 pc and address),
-//! `declared` (a declared type of the narrow event's size), `rv` (N runs of
+//! `declared` (a declared type of the narrow event's size), `interrupt`
+//! (`interrupt!` with a u8 number and u16 pcs), `rv` (N runs of
 //! styx-rv's program, its five types), `demo` (N runs of styx-demo's four
 //! programs, every type: per-event types' low half raised too). Count two
 //! lengths and divide the difference, so that start-up cancels out:
@@ -24,6 +25,8 @@
 
 use std::hint::black_box;
 use std::process::Command;
+use styx_common::Delivery;
+use styx_probe::{EventKind, InterruptKind};
 
 /// The high half: one batch tracer.
 const BATCH: u32 = 1 << 16;
@@ -138,24 +141,27 @@ fn main() {
                 evaluated += machine.run().expect("a run").counts.instructions;
             }
         }
+        "interrupt" => {
+            up(&["interrupt"], BATCH);
+            styx_bench::timed(n, |pc, addr, val| {
+                styx_probe::interrupt!(|| {
+                    evaluated += 1;
+                    (InterruptKind::Entry, val, pc as u16, addr as u16)
+                });
+                0
+            });
+        }
         "demo" => {
-            up(
-                &[
-                    "insn_fetch",
-                    "insn_exec",
-                    "block",
-                    "mem_read",
-                    "mem_write",
-                    "reg_read",
-                    "reg_write",
-                    "branch",
-                ],
-                BATCH,
-            );
-            up(
-                &["interrupt", "control", "span_begin", "span_end", "marker"],
-                PER_EVENT,
-            );
+            // Each type's half as one loader with its default delivery
+            // raises it.
+            let (batched, per_event): (Vec<_>, Vec<_>) = EventKind::ALL
+                .iter()
+                .filter(|&&k| k != EventKind::Usdt)
+                .partition(|k| k.delivery() == Delivery::Batched);
+            let names = |kinds: Vec<&EventKind>| kinds.iter().map(|k| k.probe_name()).collect();
+            let (batched, per_event): (Vec<_>, Vec<_>) = (names(batched), names(per_event));
+            up(&batched, BATCH);
+            up(&per_event, PER_EVENT);
             let mut machine = styx_demo::Machine::new();
             for _ in 0..n {
                 for program in styx_demo::programs::ALL {
@@ -163,7 +169,7 @@ fn main() {
                 }
             }
         }
-        _ => panic!("MODE: tight, narrow, declared, rv or demo"),
+        _ => panic!("MODE: tight, narrow, declared, interrupt, rv or demo"),
     }
     // Events evaluated, or guest instructions run.
     println!("{mode} {n}: {evaluated}");

@@ -123,8 +123,8 @@ pub struct FieldDef {
 /// the probe arguments are the USDT probe's (a string is two: pointer and
 /// length), the fields what outputs show, in order. [`Delivery`] says
 /// whether styx-loader takes the type in batches by default: the frequent
-/// ones are; the rare ones (interrupts, control, spans, markers) stay one
-/// probe hit each, so they reach the reader at once.
+/// ones and interrupts (a timer's: thousands a second) are; the rare ones
+/// (control, spans, markers) stay one probe hit each: they reach the reader at once.
 #[macro_export]
 macro_rules! event_catalogue {
     ($callback:ident) => {
@@ -154,7 +154,7 @@ macro_rules! event_catalogue {
             Branch = 8, branch, Args(3), Batched, [pc, target, kind],
                 [pc: Hex, target: Hex, kind: Branch];
             /// An interrupt service routine was entered or left ([`crate::InterruptKind`]).
-            Interrupt = 9, interrupt, Args(4), PerEvent, [kind, num, old_pc, new_pc],
+            Interrupt = 9, interrupt, Args(4), Batched, [kind, num, old_pc, new_pc],
                 [kind: Interrupt, num: Dec, old_pc: Hex, new_pc: Hex];
             /// An emulator control event (reset, pause, breakpoint…): meaning is the emulator's.
             Control = 10, control, Args(3), PerEvent, [code, a, b], [code: Dec, a: Hex, b: Hex];

@@ -213,7 +213,7 @@ impl Summary {
         let per_event_only = loss.batched == 0 && loss.waited;
         Some(match (loss.cause, per_event_only) {
             (cause, true) => alloc::format!(
-                "{lost}, all of per-event types (interrupts, control, spans, markers, other \
+                "{lost}, all of per-event types (control, spans, markers, other \
                  providers' probes), which never wait for room (batched events did: none \
                  lost); {rates}; {}",
                 match cause {

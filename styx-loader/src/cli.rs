@@ -496,14 +496,15 @@ pub struct TraceArgs {
     pub ring_size: u32,
 
     /// How styx's frequent event types (instructions, blocks, memory and
-    /// register accesses, branches) reach the loader. `batched`: each
+    /// register accesses, branches) and interrupts reach the loader. `batched`: each
     /// emulator thread appends them to its own 16 KiB buffer and hands it
     /// over with one probe hit (~10 ns an event instead of ~600 ns; times
     /// exact every ~32 events and interpolated between; needs the target
     /// built with this styx-probe, else per-event with a warning).
     /// `per-event`: one probe hit (a kernel trap) per event, each with the
-    /// kernel's own time. Interrupts, control events, spans and markers
-    /// are always one hit each. bpftrace sees every event either way.
+    /// kernel's own time. Control events, spans and markers are always
+    /// one hit each (they reach the loader at once, the thread's pending
+    /// batch handed over first). bpftrace sees every event either way.
     #[arg(long, default_value = "batched", value_parser = parse_delivery())]
     pub delivery: Delivery,
 
@@ -521,7 +522,7 @@ pub struct TraceArgs {
     /// given) of one process, and for `top`; `drop` when events also go to
     /// a terminal, a pipe or a device (a reader such as `less` could hold
     /// the emulator indefinitely), for --binary and --flight-recorder. Events of the per-event types
-    /// (interrupts, control, spans, markers) never wait: a full ring drops
+    /// (control, spans, markers) never wait: a full ring drops
     /// them, counted and reported.
     #[arg(long, value_enum, value_name = "WHAT")]
     pub on_full: Option<OnFull>,

@@ -195,12 +195,22 @@ impl Wanted<'_> {
                 select_usdt(file, site, declared, symbols, selection);
             }
         }
-        let per_event = |kind: EventKind| !batching || kind.delivery() == Delivery::PerEvent;
+        // A batched type without a batch-enable site in this file (its
+        // styx-probe is older than the type's batching: `interrupt`) is
+        // taken one hit per event, as that styx-probe fires it.
+        let enable_sites = if batching {
+            batch_enable_sites(table)
+        } else {
+            Vec::new()
+        };
+        let per_event = |kind: EventKind| {
+            kind.delivery() == Delivery::PerEvent || !enable_sites.iter().any(|(k, _)| *k == kind)
+        };
         for site in table.sites.iter().filter(|s| s.provider == PROVIDER) {
             select_styx(file, site, self.kinds, per_event, selection);
         }
         if batching {
-            select_batch(file, table, self.kinds, selection);
+            select_batch(file, table, &enable_sites, self.kinds, selection);
         } else if self.batched
             && self.kinds.iter().any(|k| {
                 k.delivery() == Delivery::Batched
@@ -302,31 +312,46 @@ fn has_batch_sites(table: &ProbeTable) -> bool {
         .any(|s| s.provider == BATCH_PROVIDER && s.name == FLUSH_PROBE && s.args == FLUSH_SPEC)
 }
 
-/// The flush site, and the batch-enable site of each wanted batched kind.
-fn select_batch(file: usize, table: &ProbeTable, kinds: &[EventKind], selection: &mut Selection) {
-    let wanted = |kind: &EventKind| kinds.contains(kind) && kind.delivery() == Delivery::Batched;
-    if !kinds.iter().any(wanted) {
-        return;
-    }
-    select_flush(file, table, selection);
+/// The batch-enable site of each batched kind the file has one for.
+/// Only the half of a word some `styx:` site of the kind has: a type the
+/// emulator declared may have the same name (its own word), and a kind
+/// the program never fires has no word the linker kept (its note's
+/// semaphore may point anywhere, such as the file's first bytes).
+fn batch_enable_sites(table: &ProbeTable) -> Vec<(EventKind, &ProbeSite)> {
     let enable = |s: &&ProbeSite| s.provider == BATCH_PROVIDER && s.name != FLUSH_PROBE;
+    let mut sites = Vec::new();
     for site in table.sites.iter().filter(enable) {
-        let Some(kind) = EventKind::from_probe_name(&site.name).filter(wanted) else {
+        let batched = |kind: &EventKind| kind.delivery() == Delivery::Batched;
+        let Some(kind) = EventKind::from_probe_name(&site.name).filter(batched) else {
             continue;
         };
-        // Only the half of a word some `styx:` site of the kind has: a
-        // type the emulator declared may have the same name (its own
-        // word), and a kind the program never fires has no word the
-        // linker kept (its note's semaphore may point anywhere, such as
-        // the file's first bytes).
         let of_kind = |s: &ProbeSite| {
             s.provider == PROVIDER
                 && s.name == site.name
                 && s.semaphore + BATCHED_HALF_OFFSET == site.semaphore
         };
-        if !table.sites.iter().any(of_kind) {
-            continue;
+        if table.sites.iter().any(of_kind) {
+            sites.push((kind, site));
         }
+    }
+    sites
+}
+
+/// The flush site, and the batch-enable site of each wanted batched kind
+/// (`enable_sites`, the file's).
+fn select_batch(
+    file: usize,
+    table: &ProbeTable,
+    enable_sites: &[(EventKind, &ProbeSite)],
+    kinds: &[EventKind],
+    selection: &mut Selection,
+) {
+    let wanted = |kind: &EventKind| kinds.contains(kind) && kind.delivery() == Delivery::Batched;
+    if !kinds.iter().any(wanted) {
+        return;
+    }
+    select_flush(file, table, selection);
+    for &(kind, site) in enable_sites.iter().filter(|(kind, _)| wanted(kind)) {
         selection.sites.push(AttachSite {
             role: Role::BatchEnable(kind),
             file,
@@ -600,6 +625,61 @@ mod tests {
             args: String::new(),
             start_checked: true,
         }
+    }
+
+    /// A file whose styx-probe batched fewer types than this loader (no
+    /// `styx_batch:interrupt`) has those types' events taken per event,
+    /// the others in batches.
+    #[test]
+    fn a_batched_type_without_its_batch_site_is_taken_per_event() {
+        let styx = |kind: EventKind, address: u64, semaphore: u64| ProbeSite {
+            args: expected_spec(kind),
+            ..site(PROVIDER, kind.probe_name(), address, semaphore)
+        };
+        let mut table = ProbeTable::default();
+        table.sites.push(ProbeSite {
+            args: FLUSH_SPEC.into(),
+            ..site(BATCH_PROVIDER, FLUSH_PROBE, 0x100, 0x2000)
+        });
+        table.sites.push(styx(EventKind::MemRead, 0x200, 0x2010));
+        table.sites.push(site(
+            BATCH_PROVIDER,
+            "mem_read",
+            0x300,
+            0x2010 + BATCHED_HALF_OFFSET,
+        ));
+        table.sites.push(styx(EventKind::Interrupt, 0x400, 0x2020));
+        let file = crate::target::ElfFile::at(std::path::Path::new("/nonexistent"));
+        let roles = |batched: bool| {
+            let wanted = Wanted {
+                batched,
+                kinds: &[EventKind::MemRead, EventKind::Interrupt],
+                usdt_globs: &[],
+                probe_args: &[],
+                allow_unverified: false,
+                declared: &|_, _, _| false,
+            };
+            let mut selection = Selection::default();
+            wanted.pick(0, &table, &mut Symbols::of(&file), &mut selection);
+            let mut roles: Vec<Role> = selection.sites.iter().map(|s| s.role).collect();
+            roles.sort_by_key(|r| format!("{r:?}"));
+            roles
+        };
+        assert_eq!(
+            roles(true),
+            [
+                Role::BatchEnable(EventKind::MemRead),
+                Role::BatchFlush,
+                Role::Event(EventKind::Interrupt),
+            ]
+        );
+        assert_eq!(
+            roles(false),
+            [
+                Role::Event(EventKind::Interrupt),
+                Role::Event(EventKind::MemRead),
+            ]
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@
 use crate::support::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// The event types styx-probe batches.
@@ -36,29 +36,6 @@ fn traced(name: &str, loader_args: &[&str]) -> Traced {
         expect,
         out,
     }
-}
-
-/// Every fired event arrived, each thread's in the order fired; returns
-/// how many.
-fn assert_every_event_arrived(expect: &Path, out: &Path) -> usize {
-    let expected = read_jsonl(expect);
-    let traced = read_jsonl(out);
-    assert_eq!(traced.len(), expected.len(), "events traced vs fired");
-    let (expected, traced) = (by_tid(expected), by_tid(traced));
-    assert_eq!(
-        traced.keys().collect::<Vec<_>>(),
-        expected.keys().collect::<Vec<_>>()
-    );
-    for (tid, want) in &expected {
-        for (i, (w, g)) in want.iter().zip(&traced[tid]).enumerate() {
-            assert_eq!(g, w, "thread {tid}, event {i}");
-        }
-    }
-    expected.values().map(Vec::len).sum()
-}
-
-fn lines_in(path: &Path) -> usize {
-    std::fs::read_to_string(path).map_or(0, |text| text.lines().count())
 }
 
 #[test]

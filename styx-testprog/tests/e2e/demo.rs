@@ -49,7 +49,40 @@ fn the_demo_traced_from_its_start_reports_every_instruction() {
     let count = |kind: &str| events.iter().filter(|e| e["event"] == kind).count();
     assert_eq!(count("insn_fetch"), instructions, "{stderr}");
     assert_eq!(count("insn_exec"), instructions, "{stderr}");
-    assert!(count("interrupt") > 0, "sieve takes timer IRQs: {stderr}");
+    // Every IRQ's entry and exit, in the thread's batch with its
+    // instructions: the next instruction fetched after each is at its
+    // `new_pc` (the handler, or where the handler returns to), unless
+    // another interrupt came first (an IRQ taken right after an `RTI`).
+    let irqs = irqs_of(&stdout, "sieve");
+    let kind_count = |kind: &str| {
+        (events.iter())
+            .filter(|e| e["event"] == "interrupt" && e["kind"] == kind)
+            .count() as u64
+    };
+    assert!(irqs > 0, "sieve takes timer IRQs: {stdout}");
+    assert_eq!(kind_count("entry"), irqs, "{stdout}");
+    assert_eq!(kind_count("exit"), irqs, "{stdout}");
+    for (i, irq) in events.iter().enumerate() {
+        if irq["event"] != "interrupt" {
+            continue;
+        }
+        let next = (events[i + 1..].iter())
+            .find(|e| e["event"] == "insn_fetch" || e["event"] == "interrupt");
+        if let Some(fetch) = next.filter(|e| e["event"] == "insn_fetch") {
+            assert_eq!(fetch["pc"], irq["new_pc"], "after event {i}, {irq}");
+        }
+    }
+}
+
+/// The IRQs the demo says `program` took.
+fn irqs_of(stdout: &str, program: &str) -> u64 {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with(program))
+        .unwrap_or_else(|| panic!("no {program} line in {stdout:?}"));
+    line.split(", ")
+        .find_map(|part| part.trim().strip_suffix(" IRQs")?.parse().ok())
+        .unwrap_or_else(|| panic!("no IRQ count in {line:?}"))
 }
 
 #[test]
@@ -121,7 +154,7 @@ fn the_demos_recording_keeps_every_event() {
         .unwrap();
     let mut args = styx_testkit::demo_recording(demo.id(), &capture, 0.5);
     // A ring of a few batches, which the emulator outruns unless it waits
-    // (the interrupts, spans and markers, which never wait, have room for
+    // (the spans and markers, which never wait, have room for
     // ~80 ms of the debug demo's).
     args.extend(["--ring-size", "64K"].map(Into::into));
     let loader = Loader::attach(&loader_path(), args, Stdio::null()).unwrap();

@@ -33,6 +33,7 @@ mod forged;
 mod forged_batches;
 mod function_errors;
 mod functions;
+mod interrupts;
 mod late_libraries;
 mod libraries;
 mod list;

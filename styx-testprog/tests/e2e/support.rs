@@ -298,6 +298,31 @@ pub fn parse_jsonl(text: &str) -> Vec<Value> {
         .collect()
 }
 
+/// Every event styx-testprog fired (its `--expect` file) arrived in the
+/// loader's JSON lines `out`, exactly, each thread's in the order fired;
+/// returns how many.
+pub fn assert_every_event_arrived(expect: &Path, out: &Path) -> usize {
+    let expected = read_jsonl(expect);
+    let traced = read_jsonl(out);
+    assert_eq!(traced.len(), expected.len(), "events traced vs fired");
+    let (expected, traced) = (by_tid(expected), by_tid(traced));
+    assert_eq!(
+        traced.keys().collect::<Vec<_>>(),
+        expected.keys().collect::<Vec<_>>()
+    );
+    for (tid, want) in &expected {
+        for (i, (w, g)) in want.iter().zip(&traced[tid]).enumerate() {
+            assert_eq!(g, w, "thread {tid}, event {i}");
+        }
+    }
+    expected.values().map(Vec::len).sum()
+}
+
+/// Lines written to `path` so far (0 before it exists).
+pub fn lines_in(path: &Path) -> usize {
+    std::fs::read_to_string(path).map_or(0, |text| text.lines().count())
+}
+
 /// Groups events by thread id, keeping their order.
 pub fn by_tid(events: Vec<Value>) -> BTreeMap<u64, Vec<Value>> {
     let mut map: BTreeMap<u64, Vec<Value>> = BTreeMap::new();

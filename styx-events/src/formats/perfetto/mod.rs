@@ -20,8 +20,8 @@
 //! with `is_incremental`, made the packets' clock by `TracePacketDefaults`;
 //! a time earlier than the sequence's last is written whole on
 //! `CLOCK_MONOTONIC`). The frequent, instruction-level types (the batched
-//! ones: instructions, blocks, memory and register accesses, branches) are
-//! written compactly, ~20 bytes each: every thread's events of one such type
+//! ones but interrupts: instructions, blocks, memory and register accesses,
+//! branches) are written compactly, ~20 bytes each: every thread's events of one such type
 //! are a packet sequence of their own, whose defaults name the thread's
 //! track and one counter track per field (`mem_read addr`, … under the
 //! thread; a register access's are its register's, `reg_write sp val`, so
@@ -196,9 +196,11 @@ fn value_of(field: FieldRef, slots: &[u64]) -> u64 {
     }
 }
 
-/// Whether `kind`'s events are written compactly.
+/// Whether `kind`'s events are written compactly: the instruction-level
+/// types. Interrupts come in batches too, but are rare beside them and
+/// read best as named INSTANTs with their fields.
 fn is_compact(kind: EventKind) -> bool {
-    kind.delivery() == Delivery::Batched
+    kind.delivery() == Delivery::Batched && kind != EventKind::Interrupt
 }
 
 /// Writes a Perfetto protobuf trace.

@@ -53,8 +53,8 @@ fn symbols() -> String {
 }
 
 /// Sets the word of each static whose demangled name ends in one of
-/// `names` to `word`.
-fn raise(symbols: &str, names: &[&str], word: u32) {
+/// `names` to `word`; whether every one was found.
+fn raise(symbols: &str, names: &[&str], word: u32) -> bool {
     let find = |name: &str| {
         symbols.lines().find_map(|line| {
             let mut parts = line.splitn(3, ' ');
@@ -66,14 +66,19 @@ fn raise(symbols: &str, names: &[&str], word: u32) {
     };
     let anchor = find("append_count_anchor").expect("the anchor");
     let bias = append_count_anchor as *const () as u64 - anchor;
+    let mut found = true;
     for name in names {
         match find(name) {
             // SAFETY: a semaphore word (4 bytes, writable, in `.probes`),
             // which only the kernel writes otherwise.
             Some(at) => unsafe { ((bias + at) as *mut u32).write_volatile(word) },
-            None => eprintln!("no {name} (probes compiled out?)"),
+            None => {
+                eprintln!("no {name} (probes compiled out?)");
+                found = false;
+            }
         }
     }
+    found
 }
 
 fn main() {
@@ -83,10 +88,20 @@ fn main() {
     let semaphores = |names: &[&str]| {
         names
             .iter()
-            .map(|n| format!("semaphores::{n}"))
+            // `styx_probe_vX_Y_semaphore_NAME` (styx-probe's `enabled.rs`).
+            .map(|n| format!("_semaphore_{n}"))
             .collect::<Vec<_>>()
     };
     let symbols = if traced { symbols() } else { String::new() };
+    // A word not found would leave the run detached, its count no traced
+    // one's (unless the probes are compiled out: the compiled-out counts).
+    let raise = |symbols: &str, names: &[&str], word| {
+        let found = raise(symbols, names, word);
+        assert!(
+            found || cfg!(feature = "probes-off"),
+            "semaphores not found: {names:?}"
+        );
+    };
     let up = |names: &[&str], word| {
         if traced {
             let names = semaphores(names);

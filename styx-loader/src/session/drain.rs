@@ -9,7 +9,7 @@ use styx_common::{FatalRecord, EVENT_KIND_SLOTS, FATAL_RECORD_KIND};
 use styx_events::Keep;
 use styx_events::{batch_items, decode, Body, DecodeError, Event};
 use styx_events::{BatchError, Batches, DeclaredTypes, Irregular};
-use styx_events::{Discard, EventWriter, Totals, FLUSH_AGE};
+use styx_events::{Discard, EventWriter, Totals, HELD_AT_MOST};
 
 /// Records taken per drain at most, so a producer faster than the output
 /// cannot keep the loop from noticing signals and deadlines.
@@ -22,10 +22,11 @@ const DRAIN_TIME: Duration = Duration::from_millis(50);
 /// record µs).
 const RECORDS_PER_LOOK: usize = 16;
 /// How often drains of an idle ring flush the output after the last
-/// events, until [`FLUSH_AGE`] (and two of these) has passed: a capture
+/// events, until [`HELD_AT_MOST`] (and two of these) has passed: a capture
 /// cuts the block it holds back only in a flush once the block has
-/// waited that long, so an emulator gone idle still sees its last events
-/// reach the file.
+/// waited, and stores it in a later one if no worker compressed it in
+/// time, so an emulator gone idle still sees its last events reach the
+/// file, on a busy machine too.
 const IDLE_FLUSH_EVERY: Duration = Duration::from_millis(50);
 
 /// What has gone through, per event kind (index = kind id).
@@ -169,7 +170,7 @@ impl Sink {
         let idle_flush = taken == 0
             && now.duration_since(self.last_flush) >= IDLE_FLUSH_EVERY
             && (self.last_taken)
-                .is_some_and(|t| now.duration_since(t) <= FLUSH_AGE + 2 * IDLE_FLUSH_EVERY);
+                .is_some_and(|t| now.duration_since(t) <= HELD_AT_MOST + 2 * IDLE_FLUSH_EVERY);
         if (taken > 0 || idle_flush) && self.open {
             self.last_flush = now;
             if let Err(e) = self.out.flush() {

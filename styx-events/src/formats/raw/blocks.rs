@@ -73,7 +73,7 @@ pub const COMPRESS_BEHIND: usize = 2;
 /// How long the oldest block waits for a worker before it is stored (the
 /// workers may get no CPU time on a busy machine): so a reader of the
 /// growing file sees it soon; at the end, for a short while only.
-const WORKER_LATE: Duration = Duration::from_millis(100);
+pub(crate) const WORKER_LATE: Duration = Duration::from_millis(100);
 const LAST_WAIT: Duration = Duration::from_millis(20);
 
 /// With [`MAX_IN_FLIGHT`] blocks pending, how long the loader waits for the

@@ -71,7 +71,7 @@ mod writer;
 pub use blocks::Compression;
 pub use parallel::{read_blocks, MakeFormatter, ParallelError};
 pub use reader::{Block, CaptureError, Ending, Reader};
-pub use writer::{CaptureWriter, FLUSH_AGE};
+pub use writer::{CaptureWriter, HELD_AT_MOST};
 
 /// The first bytes of every capture.
 pub const MAGIC: &[u8; 8] = b"STYXCAP\0";

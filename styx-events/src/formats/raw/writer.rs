@@ -26,6 +26,15 @@ const CHUNK: usize = 256 << 10;
 /// this far behind at most; at high rates blocks fill long before.
 pub const FLUSH_AGE: Duration = Duration::from_millis(250);
 
+/// How long after its last events an idle capture may hold some back, with
+/// flushes coming: the block's [`FLUSH_AGE`], then the wait for a worker
+/// that gets no CPU time before the block is stored as encoded. Whoever
+/// flushes an idle capture keeps flushing this long (plus its own period).
+pub const HELD_AT_MOST: Duration = match FLUSH_AGE.checked_add(super::blocks::WORKER_LATE) {
+    Some(held) => held,
+    None => panic!("a few hundred milliseconds"),
+};
+
 /// Worker threads compressing blocks: the cores the emulator and the
 /// loader's own thread leave, at least one (the OS shares them out).
 fn workers() -> usize {

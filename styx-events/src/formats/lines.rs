@@ -251,44 +251,19 @@ impl Repeats {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::event::Body;
     use crate::session::header::UsdtInfo;
-    use std::sync::{Arc, Mutex};
-    use styx_common::{ArgType, RecordHeader};
-
-    /// A `Write` the test reads back.
-    #[derive(Clone, Default)]
-    struct Shared(Arc<Mutex<Vec<u8>>>);
-    impl Write for Shared {
-        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
+    use crate::write::writer::SharedOutput;
+    use styx_common::ArgType;
 
     /// A probe found after the output opened (a library mapped later) is
     /// named once the header grew: before, its events read `?`.
     #[test]
     fn probes_named_after_opening_are_named_from_then_on() {
         let mut header = Header::now(1, "exe", Vec::new());
-        let out = Shared::default();
+        let out = SharedOutput::default();
         let mut writer = LineWriter::new(Box::new(out.clone()), Line::Jsonl, &header);
         let args = [7u64];
-        let event = Event {
-            header: RecordHeader {
-                kind: EventKind::Usdt as u8,
-                ..RecordHeader::default()
-            },
-            kind: EventKind::Usdt,
-            body: Body::Usdt {
-                spec_id: 0,
-                args: &args,
-                strings: &[],
-            },
-        };
+        let event = Event::usdt(0, &args);
         writer.event(&event).unwrap();
         let u64 = ArgType::int(8, false);
         header
@@ -297,7 +272,7 @@ mod tests {
         assert!(writer.header_grew(&header));
         writer.event(&event).unwrap();
         writer.flush().unwrap();
-        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        let text = String::from_utf8(out.bytes()).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].contains(r#""provider":"?","probe":"?""#), "{text}");
         assert!(

@@ -462,8 +462,8 @@ mod tests {
             reg("a", 1, 8, af.map(|w| Within { shift: 8, ..w })),
             reg("f", 2, 8, af),
         ];
-        let (out, text) = shared_output();
-        let mut writer = TenetWriter::new(Box::new(out), &header, &Output::Stdout).unwrap();
+        let out = crate::write::writer::SharedOutput::default();
+        let mut writer = TenetWriter::new(Box::new(out.clone()), &header, &Output::Stdout).unwrap();
         let insn = |pc: u64| event(1, EventKind::InsnExec, 0, [pc, 0, 0, 0]);
         let write = |pc: u64, reg: u64, val: u64, old: u64| {
             event(1, EventKind::RegWrite, 0, [pc, reg, val, old])
@@ -488,25 +488,9 @@ mod tests {
             })
             .unwrap();
         assert_eq!(
-            String::from_utf8(text.lock().unwrap().clone()).unwrap(),
+            String::from_utf8(out.bytes()).unwrap(),
             "af=0x0,ip=0x10\naf=0x1200,ip=0x11\naf=0x1234,ip=0x12\naf=0xbeef,ip=0x13\naf=0xbeff\n"
         );
-    }
-
-    /// An output whose bytes the test reads back.
-    fn shared_output() -> (impl Write, std::sync::Arc<std::sync::Mutex<Vec<u8>>>) {
-        struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-        impl Write for Shared {
-            fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-                self.0.lock().unwrap().extend_from_slice(buf);
-                Ok(buf.len())
-            }
-            fn flush(&mut self) -> io::Result<()> {
-                Ok(())
-            }
-        }
-        let text = std::sync::Arc::default();
-        (Shared(std::sync::Arc::clone(&text)), text)
     }
 
     #[test]

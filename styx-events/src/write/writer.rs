@@ -274,6 +274,31 @@ impl Write for Labeled {
     }
 }
 
+/// An output whose bytes a test reads back after its writer has them:
+/// for the formats' tests.
+#[cfg(test)]
+#[derive(Clone, Default)]
+pub(crate) struct SharedOutput(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+#[cfg(test)]
+impl SharedOutput {
+    /// What was written so far.
+    pub(crate) fn bytes(&self) -> Vec<u8> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+#[cfg(test)]
+impl Write for SharedOutput {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -754,17 +754,8 @@ mod tests {
     #[test]
     fn a_trace_past_the_ui_limit_is_said_once() {
         let header = Header::now(1, "/bin/emu", Vec::new());
-        let file = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
-        struct Shared(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
-        impl Write for Shared {
-            fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-                self.0.borrow_mut().write(buf)
-            }
-            fn flush(&mut self) -> io::Result<()> {
-                Ok(())
-            }
-        }
-        let mut writer = PerfettoWriter::new(Box::new(Shared(file.clone())), &header, false);
+        let file = crate::write::writer::SharedOutput::default();
+        let mut writer = PerfettoWriter::new(Box::new(file.clone()), &header, false);
         writer.ui_limit = 4096;
         let mut event = Event {
             header: styx_common::RecordHeader {
@@ -788,6 +779,6 @@ mod tests {
             drops: &[0; EVENT_KIND_SLOTS as usize],
         };
         writer.finish(&totals).unwrap();
-        assert_eq!(file.borrow().len() as u64, writer.written);
+        assert_eq!(file.bytes().len() as u64, writer.written);
     }
 }

@@ -9,7 +9,7 @@ use crate::record::event::{Body, Call, Event, Text};
 use crate::session::fields::Names;
 use crate::session::header::{ClockMapping, Header, UsdtInfo};
 use crate::write::buf::ByteBuf;
-use crate::write::writer::{EventWriter, Totals};
+use crate::write::writer::{EventWriter, SharedOutput, Totals};
 use styx_common::{ArgType, EventKind, RecordHeader, StrWord};
 
 fn header() -> Header {
@@ -996,20 +996,6 @@ fn blocks_the_workers_never_compress_are_stored_in_order() {
     assert!(matches!(reader.ending, Ending::Complete { events, .. } if events == n));
 }
 
-/// Bytes written to a buffer the test still holds.
-#[derive(Clone, Default)]
-struct Shared(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
-
-impl std::io::Write for Shared {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.borrow_mut().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// A capture of `events` in blocks of `per_block` events, stored as
 /// they are (so a test can spoil a record in place).
 fn write_in_blocks(events: &[Event<'_>], per_block: usize) -> Vec<u8> {
@@ -1042,7 +1028,7 @@ enum Made {
 impl Made {
     /// The output's writer on `out`; Parquet's encoder on a thread of its
     /// own when `threads` > 1, as `read --threads` has it.
-    fn writer(self, out: Shared, threads: usize) -> Box<dyn EventWriter> {
+    fn writer(self, out: SharedOutput, threads: usize) -> Box<dyn EventWriter> {
         let options = crate::Options::default();
         match self {
             Made::Lines(format) => {
@@ -1094,7 +1080,7 @@ fn read_both_ways(
         }
     };
     let serial = {
-        let out = Shared::default();
+        let out = SharedOutput::default();
         let mut writer = made.writer(out.clone(), threads);
         let mut reader = Reader::open(capture).unwrap();
         let error = loop {
@@ -1105,11 +1091,11 @@ fn read_both_ways(
             }
         };
         finish(&mut *writer, &error, reader.events);
-        let bytes = out.0.borrow().clone();
+        let bytes = out.bytes();
         (bytes, error, reader.events, reader.ending)
     };
     let parallel = {
-        let out = Shared::default();
+        let out = SharedOutput::default();
         let mut writer = made.writer(out.clone(), 2);
         let mut reader = Reader::open(capture).unwrap();
         let options = crate::Options::default();
@@ -1118,7 +1104,7 @@ fn read_both_ways(
             .err()
             .map(|e| e.to_string());
         finish(&mut *writer, &error, reader.events);
-        let bytes = out.0.borrow().clone();
+        let bytes = out.bytes();
         (bytes, error, reader.events, reader.ending)
     };
     [serial, parallel]

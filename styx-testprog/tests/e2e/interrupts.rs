@@ -6,7 +6,6 @@
 //! probe hit each.
 
 use crate::support::*;
-use std::process::{Command, Stdio};
 
 /// Interrupts among three of the batched types styx-testprog fires before
 /// them in each round (one event of each a round).
@@ -74,20 +73,11 @@ fn bpftrace_on_the_per_event_sites_counts_what_the_loader_gets_in_batches() {
     let (mut prog, loader, expect, out) = traced("interrupts-bpftrace", &["-e", "interrupt"]);
     let pid = prog.pid();
     let sites = sites_per_probe(pid)["interrupt"];
-    let bpftrace = Command::new("bpftrace")
-        .args([
-            "-p",
-            &pid.to_string(),
-            "-e",
-            "usdt::styx:interrupt { @irqs = count(); @nums = sum(arg1); @exits = sum(arg0); }",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starting bpftrace");
-    eventually("bpftrace attached too", || {
-        in_event_loop(bpftrace.id()) && perf_events_open(bpftrace.id()) >= sites as usize
-    });
+    let bpftrace = bpftrace_attached(
+        pid,
+        "usdt::styx:interrupt { @irqs = count(); @nums = sum(arg1); @exits = sum(arg0); }",
+        sites,
+    );
     // bpftrace's per-event sites in the low half, the loader's batch-enable
     // site in the high half.
     assert_eq!(semaphores(pid)["interrupt"], sites + (1 << 16));

@@ -478,6 +478,23 @@ pub fn usdt_events(path: &Path, pid: u32) -> Vec<Value> {
 /// Stops bpftrace with SIGINT (it then prints its maps) and returns what it
 /// printed (nothing if its stdout was taken); fails rather than hang if it
 /// does not end within 20 s.
+/// bpftrace running `script` on process `pid`, once it is ready: waiting
+/// in its event loop with a perf event for each of the probe's `sites`
+/// (the kernel counts one semaphore reference per attached site, however
+/// many tracers share it, so the word cannot tell).
+pub fn bpftrace_attached(pid: u32, script: &str, sites: u32) -> Child {
+    let bpftrace = Command::new("bpftrace")
+        .args(["-p", &pid.to_string(), "-e", script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting bpftrace");
+    eventually("bpftrace attached too", || {
+        in_event_loop(bpftrace.id()) && perf_events_open(bpftrace.id()) >= sites as usize
+    });
+    bpftrace
+}
+
 pub fn stop_bpftrace(bpftrace: Child) -> String {
     stop_bpftrace_poking(bpftrace, || {})
 }

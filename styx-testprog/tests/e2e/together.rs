@@ -3,7 +3,6 @@
 //! semaphores at 0 when they are all gone.
 
 use crate::support::*;
-use std::process::{Command, Stdio};
 
 #[test]
 fn two_loaders_and_bpftrace_on_one_process_each_see_every_event() {
@@ -14,23 +13,7 @@ fn two_loaders_and_bpftrace_on_one_process_each_see_every_event() {
     let args = ["--pid", &pid.to_string(), "-e", "mem_read", "-o", "jsonl"];
     let first = attach_loader(&args);
     let second = attach_loader(&args);
-    let bpftrace = Command::new("bpftrace")
-        .args([
-            "-p",
-            &pid.to_string(),
-            "-e",
-            "usdt::styx:mem_read { @events = count(); }",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starting bpftrace");
-    // The kernel counts one semaphore reference per attached site, however
-    // many tracers share it; bpftrace is ready once it waits in its event
-    // loop with a perf event per site.
-    eventually("bpftrace attached too", || {
-        in_event_loop(bpftrace.id()) && perf_events_open(bpftrace.id()) >= sites as usize
-    });
+    let bpftrace = bpftrace_attached(pid, "usdt::styx:mem_read { @events = count(); }", sites);
     // bpftrace's per-event sites in the low half, the batch-enable site in
     // the high half: one reference per attached site, however many
     // tracers share it.

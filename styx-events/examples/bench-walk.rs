@@ -39,7 +39,8 @@ fn batch(pattern: &[Fired]) -> Vec<u8> {
     let mut since_mark = usize::MAX;
     for i in 0.. {
         if since_mark > 1024 {
-            let n = write_mark(i as u64, &mut item);
+            // A clock like a machine up for ten hours: the walk finds marks by it.
+            let n = write_mark(36_000_000_000_000 + i as u64 * 20, &mut item);
             items.extend_from_slice(&item[..n]);
             since_mark = 0;
         }

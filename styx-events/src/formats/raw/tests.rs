@@ -996,6 +996,56 @@ fn blocks_the_workers_never_compress_are_stored_in_order() {
     assert!(matches!(reader.ending, Ending::Complete { events, .. } if events == n));
 }
 
+/// Workers several blocks behind the loader: while the emulator waits for
+/// the loader (`--on-full wait`, the default into a file) every block is
+/// still compressed, the loader waiting for them; while it does not, the
+/// blocks handed over past [`blocks::COMPRESS_BEHIND`] are stored at once.
+#[test]
+fn with_the_emulator_waiting_every_block_is_compressed() {
+    let per_block = 20_000;
+    let events: Vec<Event<'static>> = (0..per_block as u64 * 6)
+        .map(|i| {
+            let args = [0x400 + i % 300, 0x8000 + i * 13 % 5000, i & 0xff, 0];
+            event(1_000 + i * 7, 7, EventKind::MemRead, 1, Body::Args(args))
+        })
+        .collect();
+    for emulator_waits in [true, false] {
+        let (open, held) = crossbeam_channel::bounded::<()>(0);
+        let mut writer = CaptureWriter::with_held_worker(Vec::new(), &header(), held)
+            .unwrap()
+            .waiting_for_compression(emulator_waits);
+        for (i, e) in events.iter().enumerate() {
+            writer.event(e).unwrap();
+            if i % per_block == per_block - 1 {
+                writer.cut_block().unwrap();
+            }
+        }
+        drop(open);
+        let mut counts = [0u64; 16];
+        counts[EventKind::MemRead as usize] = events.len() as u64;
+        let totals = Totals {
+            events: &counts,
+            drops: &[0; 16],
+        };
+        writer.finish(&totals).unwrap();
+        let bytes = writer.into_inner();
+        // The six blocks of events; the last holds the END record.
+        let compressed: Vec<bool> = blocks_of(&bytes)[..6]
+            .iter()
+            .map(|&(at, _, _)| {
+                let frame = blocks::Frame::parse(bytes[at..at + 16].try_into().unwrap()).unwrap();
+                frame.stored_len < frame.payload_len
+            })
+            .collect();
+        let want: Vec<bool> = match emulator_waits {
+            true => vec![true; 6],
+            false => (0..6).map(|i| i < blocks::COMPRESS_BEHIND).collect(),
+        };
+        assert_eq!(compressed, want, "the emulator waits: {emulator_waits}");
+        assert_eq!(read(&bytes).0.len(), events.len());
+    }
+}
+
 /// A capture of `events` in blocks of `per_block` events, stored as
 /// they are (so a test can spoil a record in place).
 fn write_in_blocks(events: &[Event<'_>], per_block: usize) -> Vec<u8> {

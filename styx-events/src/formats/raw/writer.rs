@@ -105,6 +105,17 @@ impl<W: Write> CaptureWriter<W> {
         Self::with_pool(out, header, BlockPool::never_answered())
     }
 
+    /// Starts a capture whose one compressing worker starts only once
+    /// `open`'s sender is dropped.
+    #[cfg(test)]
+    pub(crate) fn with_held_worker(
+        out: W,
+        header: &Header,
+        open: crossbeam_channel::Receiver<()>,
+    ) -> io::Result<Self> {
+        Self::with_pool(out, header, BlockPool::held_until(open))
+    }
+
     fn with_pool(out: W, header: &Header, mut pool: BlockPool) -> io::Result<Self> {
         let buf = pool.buffer();
         let body = Framing::Blocks {

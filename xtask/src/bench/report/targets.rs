@@ -488,9 +488,10 @@ fn demo_file_bytes(r: &Results) -> Measured {
             file.bytes,
             file.events
         ),
-        why: "Blocks the compressing threads cannot take in time are stored as encoded, so \
-              that compressing never holds the emulator or the loader back; the threads \
-              have only the CPU time the emulator and the loader leave (`SCHED_IDLE`)."
+        why: "Blocks the compressing threads had not compressed 2 ms after the loader \
+              began to wait for them are stored as encoded: the threads have only the CPU \
+              time the emulator and the loader leave (`SCHED_IDLE`), and something else \
+              on the machine may take it."
             .into(),
     }
 }

@@ -39,9 +39,14 @@ pub fn run_top(capture: PathBuf, top: TopOptions, trace: TraceArgs) -> Result<()
 pub fn run(args: &ReadArgs) -> Result<()> {
     let name = args.file.display().to_string();
     let mut reader = open(args, &name)?;
-    let types = (!args.events.is_empty())
+    let mut types = (!args.events.is_empty())
         .then(|| event_types(&args.events, &reader.header, &name))
         .transpose()?;
+    // As tracing with -o drcov does (`TraceArgs::kinds`): a QEMU guest's
+    // description, a marker, names drcov's module.
+    if let (Some(types), Format::Drcov) = (&mut types, args.output.format) {
+        types.add_kind(EventKind::Marker);
+    }
     // Every type unless -e: a capture says which it holds only as it is read.
     let kinds = types
         .as_ref()

@@ -414,10 +414,94 @@ fn qemu_attached_later_retranslates_and_sees_the_loop_exactly() {
     assert_eq!(loop_blocks, ROUNDS);
 }
 
-/// `-o drcov` from the plugin's `block` events: each block QEMU logged
-/// running (`-d nochain,exec`) once in the table, nothing else, every
-/// block's size the bytes of its instructions (the guest loop's: its body
-/// up to the branch).
+/// Where the guest's ELF file lies as loaded, by `readelf -lW`: from its
+/// first byte (the lowest `LOAD` segment's address less its file offset)
+/// to the end of its last segment in memory. A static non-PIE guest is
+/// loaded where it was linked.
+fn loaded_span(guest: &Path) -> (u64, u64) {
+    let out = Command::new("readelf")
+        .arg("-lW")
+        .arg(guest)
+        .output()
+        .expect("running readelf");
+    assert!(out.status.success(), "{out:?}");
+    let hex = |w: &str| u64::from_str_radix(w.trim_start_matches("0x"), 16).expect("hex");
+    let loads: Vec<(u64, u64, u64)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (w.first() == Some(&"LOAD")).then(|| (hex(w[1]), hex(w[2]), hex(w[5])))
+        })
+        .collect();
+    assert!(!loads.is_empty(), "LOAD segments in {}", guest.display());
+    let base = loads
+        .iter()
+        .map(|&(off, vaddr, _)| vaddr - off)
+        .min()
+        .unwrap();
+    let end = loads
+        .iter()
+        .map(|&(_, vaddr, mem)| vaddr + mem)
+        .max()
+        .unwrap();
+    (base, end)
+}
+
+/// A drcov file's module lines (after the Columns line) and its blocks
+/// by guest address, module 0's base added, each listed once.
+fn read_drcov(path: &Path) -> (Vec<String>, BTreeMap<u64, u64>) {
+    let bytes = std::fs::read(path).expect("the drcov file");
+    let table_at = bytes
+        .windows(9)
+        .position(|w| w == b"BB Table:")
+        .expect("a BB table");
+    let header = String::from_utf8_lossy(&bytes[..table_at]);
+    let modules: Vec<String> = header
+        .lines()
+        .skip_while(|l| !l.starts_with("Columns:"))
+        .skip(1)
+        .map(str::to_string)
+        .collect();
+    let base = modules
+        .first()
+        .and_then(|l| l.strip_prefix("0, 0x"))
+        .map(|l| u64::from_str_radix(&l[..16], 16).expect("a hex base"))
+        .expect("module 0");
+    let table = &bytes[table_at..];
+    let entries = &table[table.iter().position(|&b| b == b'\n').unwrap() + 1..];
+    assert_eq!(entries.len() % 8, 0);
+    let blocks: BTreeMap<u64, u64> = entries
+        .chunks(8)
+        .map(|e| {
+            let start = u32::from_le_bytes(e[..4].try_into().unwrap()) as u64;
+            let size = u16::from_le_bytes(e[4..6].try_into().unwrap()) as u64;
+            assert_eq!(u16::from_le_bytes(e[6..8].try_into().unwrap()), 0);
+            (base + start, size)
+        })
+        .collect();
+    assert_eq!(blocks.len() * 8, entries.len(), "each block once");
+    (modules, blocks)
+}
+
+/// The module line drcov should have for the guest: its real path and
+/// where `readelf` says its file lies as loaded, for coverage tools
+/// (Lighthouse, bncov) to match by file name.
+fn guest_module_line(guest: &Path) -> String {
+    let (base, end) = loaded_span(guest);
+    let path = guest.canonicalize().expect("the guest's path");
+    format!(
+        "0, {base:#018x}, {end:#018x}, {:#018x}, {}",
+        0,
+        path.display()
+    )
+}
+
+/// `-o drcov` from the plugin's `block` events: the one module is the
+/// guest program, by its path and where its file is loaded (from the
+/// plugin's description marker, which `-o drcov` takes whatever `-e`
+/// says); each block QEMU logged running (`-d nochain,exec`) once in the
+/// table, nothing else, every block's size the bytes of its instructions
+/// (the guest loop's: its body up to the branch).
 #[test]
 fn qemu_drcov_blocks_are_the_blocks_qemu_ran() {
     require_root();
@@ -453,30 +537,8 @@ fn qemu_drcov_blocks_are_the_blocks_qemu_ran() {
     assert_eq!(summary_of(&stderr).dropped, 0, "{stderr:?}");
     let layout = layout(&String::from_utf8_lossy(&output.stdout));
 
-    let bytes = std::fs::read(&out).expect("the drcov file");
-    let table_at = bytes
-        .windows(9)
-        .position(|w| w == b"BB Table:")
-        .expect("a BB table");
-    let header = String::from_utf8_lossy(&bytes[..table_at]);
-    let base = header
-        .lines()
-        .find_map(|l| l.strip_prefix("0, 0x"))
-        .map(|l| u64::from_str_radix(&l[..16], 16).expect("a hex base"))
-        .expect("module 0");
-    let table = &bytes[table_at..];
-    let entries = &table[table.iter().position(|&b| b == b'\n').unwrap() + 1..];
-    assert_eq!(entries.len() % 8, 0);
-    let blocks: BTreeMap<u64, u64> = entries
-        .chunks(8)
-        .map(|e| {
-            let start = u32::from_le_bytes(e[..4].try_into().unwrap()) as u64;
-            let size = u16::from_le_bytes(e[4..6].try_into().unwrap()) as u64;
-            assert_eq!(u16::from_le_bytes(e[6..8].try_into().unwrap()), 0);
-            (base + start, size)
-        })
-        .collect();
-    assert_eq!(blocks.len() * 8, entries.len(), "each block once");
+    let (modules, blocks) = read_drcov(&out);
+    assert_eq!(modules, vec![guest_module_line(&guest)]);
     let ran: std::collections::BTreeSet<u64> = logged_pcs(&log).into_iter().collect();
     let listed: std::collections::BTreeSet<u64> = blocks.keys().copied().collect();
     assert_eq!(listed, ran, "drcov's blocks = the blocks QEMU ran");
@@ -484,6 +546,81 @@ fn qemu_drcov_blocks_are_the_blocks_qemu_ran() {
         blocks[&layout.touch],
         layout.end - layout.touch - X86_64.ret_len
     );
+}
+
+/// The description reaches a raw capture as it reaches a live output: an
+/// AArch64 guest traced `-e block,marker -o raw`, then `read -o drcov`,
+/// lists the guest program as its module (its path, where readelf says
+/// its file is loaded) and exactly the blocks QEMU logged running; the
+/// capture's marker names the architecture.
+#[test]
+fn qemu_drcov_from_a_capture_names_the_guest_program() {
+    require_root();
+    let dir = scratch("qemu-drcov-read");
+    let plugin = plugin_in(&dir);
+    let guest = build_guest(&dir, AARCH64);
+    let capture = dir.join("guest.styx");
+    let log = dir.join("exec.log");
+    let loader = attach_loader(&[
+        "--binary",
+        plugin.to_str().unwrap(),
+        "-e",
+        "block,marker",
+        "-o",
+        "raw",
+        "--output",
+        capture.to_str().unwrap(),
+    ]);
+    let output = Command::new(AARCH64.qemu)
+        .args(["-d", "nochain,exec", "-D"])
+        .arg(&log)
+        .arg("-plugin")
+        .arg(&plugin)
+        .arg(&guest)
+        .arg("10")
+        .stdin(Stdio::null())
+        .output()
+        .expect("running qemu-aarch64");
+    assert!(output.status.success(), "{output:?}");
+    loader.signal(libc::SIGINT);
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{}", stderr.join("\n"));
+    assert_eq!(summary_of(&stderr).dropped, 0, "{stderr:?}");
+
+    let out = dir.join("coverage.drcov");
+    let (status, _, stderr) = run_loader(&[
+        "read",
+        capture.to_str().unwrap(),
+        "-e",
+        "block",
+        "-o",
+        "drcov",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert!(status.success(), "{stderr}");
+    let (modules, blocks) = read_drcov(&out);
+    assert_eq!(modules, vec![guest_module_line(&guest)]);
+    let ran: std::collections::BTreeSet<u64> = logged_pcs(&log).into_iter().collect();
+    let listed: std::collections::BTreeSet<u64> = blocks.keys().copied().collect();
+    assert_eq!(listed, ran, "drcov's blocks = the blocks QEMU ran");
+
+    let events = dir.join("events.jsonl");
+    let (status, _, stderr) = run_loader(&[
+        "read",
+        capture.to_str().unwrap(),
+        "-e",
+        "marker",
+        "-o",
+        "jsonl",
+        "--output",
+        events.to_str().unwrap(),
+    ]);
+    assert!(status.success(), "{stderr}");
+    let markers = read_jsonl(&events);
+    assert_eq!(markers.len(), 1, "one description: {markers:?}");
+    let text = markers[0]["text"].as_str().expect("a marker's text");
+    assert!(text.starts_with("qemu aarch64 image "), "{text}");
 }
 
 /// `styx-loader -- qemu … -plugin LIB,wait=5`: the loader starts QEMU,

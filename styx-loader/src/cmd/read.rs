@@ -42,9 +42,14 @@ pub fn run(args: &ReadArgs) -> Result<()> {
     let mut types = (!args.events.is_empty())
         .then(|| event_types(&args.events, &reader.header, &name))
         .transpose()?;
-    // As tracing with -o drcov does (`TraceArgs::kinds`): a QEMU guest's
-    // description, a marker, names drcov's module.
-    if let (Some(types), Format::Drcov) = (&mut types, args.output.format) {
+    // A QEMU guest's description, a marker, names drcov's module (as
+    // tracing with -o drcov takes it: `TraceArgs::kinds`) and the guest
+    // functions `--by pc` shows.
+    let by_pc = args.count.by.is_some() && args.count.key() == "pc";
+    if let Some(types) = types
+        .as_mut()
+        .filter(|_| by_pc || args.output.format == Format::Drcov)
+    {
         types.add_kind(EventKind::Marker);
     }
     // Every type unless -e: a capture says which it holds only as it is read.

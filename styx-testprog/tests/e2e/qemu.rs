@@ -665,3 +665,105 @@ fn qemu_started_by_the_loader_waits_for_it_and_loses_nothing() {
     assert!(logged.len() > 1000, "QEMU logged {} blocks", logged.len());
     assert_eq!(pcs(&blocks), logged, "block pcs = the blocks QEMU logged");
 }
+
+/// The guest program's functions by `nm -S`: (start, size, name) of each
+/// sized code symbol (what names a pc: a symbol without a size names
+/// none).
+fn guest_functions(guest: &Path) -> Vec<(u64, u64, String)> {
+    let out = Command::new("nm")
+        .args(["-S", "--defined-only"])
+        .arg(guest)
+        .output()
+        .expect("running nm");
+    assert!(out.status.success(), "{out:?}");
+    let hex = |w: &str| u64::from_str_radix(w, 16).expect("hex");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let code = w.len() == 4 && matches!(w[2], "T" | "t" | "W" | "w" | "i");
+            (code && hex(w[1]) > 0).then(|| (hex(w[0]), hex(w[1]), w[3].to_string()))
+        })
+        .collect()
+}
+
+/// Guest symbols, read from the guest's ELF file when the capture is
+/// read (the plugin's description names it): `read --by pc` of a capture
+/// (taken `-e block,marker`, read `-e block`) names each block's pc by
+/// the function `nm` says holds it, `name+0xoffset`, and leaves a pc in
+/// none a number; the guest's `main` is among them.
+#[test]
+fn qemu_read_by_pc_names_the_guest_functions() {
+    require_root();
+    let dir = scratch("qemu-symbols");
+    let plugin = plugin_in(&dir);
+    let guest = build_guest(&dir, X86_64);
+    let capture = dir.join("guest.styx");
+    let loader = attach_loader(&[
+        "--binary",
+        plugin.to_str().unwrap(),
+        "-e",
+        "block,marker",
+        "-o",
+        "raw",
+        "--output",
+        capture.to_str().unwrap(),
+    ]);
+    let output = Command::new(X86_64.qemu)
+        .arg("-plugin")
+        .arg(&plugin)
+        .arg(&guest)
+        .arg("10")
+        .stdin(Stdio::null())
+        .output()
+        .expect("running qemu-x86_64");
+    assert!(output.status.success(), "{output:?}");
+    loader.signal(libc::SIGINT);
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{}", stderr.join("\n"));
+
+    let (status, stdout, stderr) = run_loader(&[
+        "read",
+        capture.to_str().unwrap(),
+        "-e",
+        "block",
+        "--by",
+        "pc",
+        "--max-keys",
+        "100000",
+        "-o",
+        "jsonl",
+    ]);
+    assert!(status.success(), "{stderr}");
+    let functions = guest_functions(&guest);
+    let rows: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON row"))
+        .collect();
+    assert!(rows.len() > 100, "{} rows", rows.len());
+    let mut named = Vec::new();
+    for row in &rows {
+        let pc = row["key"].as_u64().expect("a pc");
+        let holding: Vec<String> = (functions.iter())
+            .filter(|&&(start, size, _)| pc >= start && pc - start < size)
+            .map(|(start, _, name)| match pc - start {
+                0 => name.clone(),
+                offset => format!("{name}+{offset:#x}"),
+            })
+            .collect();
+        match row["key_name"].as_str() {
+            Some(name) => {
+                assert!(
+                    holding.iter().any(|h| h == name),
+                    "{pc:#x}: {name} not in {holding:?}"
+                );
+                named.push(name.to_string());
+            }
+            None => assert!(holding.is_empty(), "{pc:#x} unnamed, in {holding:?}"),
+        }
+    }
+    assert!(
+        named.iter().any(|n| n == "main" || n.starts_with("main+")),
+        "main among {named:?}"
+    );
+}

@@ -414,6 +414,70 @@ fn qemu_attached_later_retranslates_and_sees_the_loop_exactly() {
     assert_eq!(loop_blocks, ROUNDS);
 }
 
+/// Each tracer gets the guest's description, also one attaching after
+/// another left (`--pid` twice on one QEMU): the plugin fires it again
+/// after the retranslation a change of tracers brings. Both markers are
+/// the description `readelf` and the guest's path give.
+#[test]
+fn qemu_each_tracer_gets_the_guest_description() {
+    require_root();
+    let dir = scratch("qemu-described-twice");
+    let plugin = plugin_in(&dir);
+    let guest = build_guest(&dir, X86_64);
+    let mut qemu = TestProg::start(
+        Path::new(X86_64.qemu),
+        &[
+            "-plugin",
+            plugin.to_str().unwrap(),
+            guest.to_str().unwrap(),
+            "10",
+            "wait",
+        ],
+    );
+    qemu.run("", "waiting");
+    let trace = |qemu: &mut TestProg, name: &str| -> PathBuf {
+        let out = dir.join(name);
+        let loader = qemu.attach_loader(&[
+            "-e",
+            "block,marker",
+            "-o",
+            "jsonl",
+            "--output",
+            out.to_str().unwrap(),
+        ]);
+        // Its system calls: a retranslation, then translations.
+        qemu.run("ping", "pong");
+        loader.signal(libc::SIGINT);
+        let (status, stderr) = loader.finish();
+        assert!(status.success(), "{}", stderr.join("\n"));
+        out
+    };
+    let first = trace(&mut qemu, "first.jsonl");
+    // Nobody traces at this one: the plugin drops its callbacks.
+    qemu.run("ping", "pong");
+    let second = trace(&mut qemu, "second.jsonl");
+    qemu.send_only("go");
+    qemu.finish();
+
+    let (base, end) = loaded_span(&guest);
+    let path = guest.canonicalize().expect("the guest's path");
+    let described = format!("qemu x86_64 image {base:#x}-{end:#x} entry ");
+    for out in [first, second] {
+        let events = read_jsonl(&out);
+        let markers: Vec<&str> = (events.iter())
+            .filter(|e| e["event"] == "marker")
+            .map(|e| e["text"].as_str().expect("a marker's text"))
+            .collect();
+        assert_eq!(markers.len(), 1, "{}: {markers:?}", out.display());
+        assert!(markers[0].starts_with(&described), "{markers:?}");
+        assert!(
+            markers[0].ends_with(&format!(": {}", path.display())),
+            "{markers:?}"
+        );
+        assert!(!of_type(&events, "block").is_empty(), "{}", out.display());
+    }
+}
+
 /// Where the guest's ELF file lies as loaded, by `readelf -lW`: from its
 /// first byte (the lowest `LOAD` segment's address less its file offset)
 /// to the end of its last segment in memory. A static non-PIE guest is

@@ -53,9 +53,15 @@ fn plugin_in(dir: &Path) -> PathBuf {
 }
 
 fn build_guest(dir: &Path, arch: Arch) -> PathBuf {
+    build_guest_linked(dir, arch, "-static")
+}
+
+/// The guest linked by `link` (`-static`; `-pie`: loaded where QEMU
+/// chooses, with the host's C library for an x86-64 guest).
+fn build_guest_linked(dir: &Path, arch: Arch, link: &str) -> PathBuf {
     let guest = dir.join("qemu_guest");
     let status = Command::new(arch.cc)
-        .args(["-O1", "-static", "-o"])
+        .args(["-O1", link, "-o"])
         .arg(&guest)
         .arg(GUEST_SOURCE)
         .status()
@@ -730,6 +736,150 @@ fn qemu_started_by_the_loader_waits_for_it_and_loses_nothing() {
     assert_eq!(pcs(&blocks), logged, "block pcs = the blocks QEMU logged");
 }
 
+/// A position-independent, dynamically linked guest, loaded where QEMU
+/// chooses: `-o drcov`'s module is the program where it was loaded (its
+/// load bias, from where the guest says `touch` is against `nm`'s
+/// address for it, added to `readelf`'s span), holding exactly the
+/// blocks QEMU logged running in that span (those in the C library and
+/// the dynamic loader are outside it); and `read --by pc` names the pcs
+/// in it by `nm -S`'s functions moved by the same bias.
+#[test]
+fn qemu_pie_guest_is_described_where_it_was_loaded() {
+    require_root();
+    let dir = scratch("qemu-pie");
+    let plugin = plugin_in(&dir);
+    let guest = build_guest_linked(&dir, X86_64, "-pie");
+    let capture = dir.join("guest.styx");
+    let log = dir.join("exec.log");
+    let loader = attach_loader(&[
+        "--binary",
+        plugin.to_str().unwrap(),
+        "-e",
+        "block,marker",
+        "-o",
+        "raw",
+        "--output",
+        capture.to_str().unwrap(),
+    ]);
+    let output = Command::new(X86_64.qemu)
+        .args(["-d", "nochain,exec", "-D"])
+        .arg(&log)
+        .arg("-plugin")
+        .arg(&plugin)
+        .arg(&guest)
+        .arg("10")
+        .stdin(Stdio::null())
+        .output()
+        .expect("running qemu-x86_64");
+    assert!(output.status.success(), "{output:?}");
+    loader.signal(libc::SIGINT);
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{}", stderr.join("\n"));
+    assert_eq!(summary_of(&stderr).dropped, 0, "{stderr:?}");
+
+    let functions = guest_functions(&guest);
+    let touch_link = address_in_file(&guest, "touch");
+    let bias = layout(&String::from_utf8_lossy(&output.stdout)).touch - touch_link;
+    assert_ne!(bias, 0, "a PIE guest is moved");
+    let (base, end) = loaded_span(&guest);
+    let (base, end) = (base + bias, end + bias);
+
+    let out = dir.join("coverage.drcov");
+    let (status, _, stderr) = run_loader(&[
+        "read",
+        capture.to_str().unwrap(),
+        "-o",
+        "drcov",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert!(status.success(), "{stderr}");
+    let (modules, blocks) = read_drcov(&out);
+    let path = guest.canonicalize().expect("the guest's path");
+    let line = format!(
+        "0, {base:#018x}, {end:#018x}, {:#018x}, {}",
+        0,
+        path.display()
+    );
+    assert_eq!(modules, vec![line]);
+    let ran: std::collections::BTreeSet<u64> = (logged_pcs(&log).into_iter())
+        .filter(|pc| (base..end).contains(pc))
+        .collect();
+    let listed: std::collections::BTreeSet<u64> = blocks.keys().copied().collect();
+    assert!(ran.len() > 10, "{} blocks in the program", ran.len());
+    assert_eq!(
+        listed, ran,
+        "drcov's blocks = the program's blocks QEMU ran"
+    );
+
+    let (status, stdout, stderr) = run_loader(&[
+        "read",
+        capture.to_str().unwrap(),
+        "-e",
+        "block",
+        "--by",
+        "pc",
+        "--max-keys",
+        "100000",
+        "-o",
+        "jsonl",
+    ]);
+    assert!(status.success(), "{stderr}");
+    let moved: Vec<(u64, u64, String)> = (functions.into_iter())
+        .map(|(start, size, name)| (start + bias, size, name))
+        .collect();
+    let mut in_main = 0;
+    for row in stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("a row"))
+    {
+        let pc = row["key"].as_u64().expect("a pc");
+        if !(base..end).contains(&pc) {
+            continue;
+        }
+        let holding = holding(&moved, pc);
+        match row["key_name"].as_str() {
+            Some(name) => {
+                assert!(
+                    holding.iter().any(|h| h == name),
+                    "{pc:#x}: {name} not in {holding:?}"
+                );
+                in_main += usize::from(name == "main" || name.starts_with("main+"));
+            }
+            None => assert!(holding.is_empty(), "{pc:#x} unnamed, in {holding:?}"),
+        }
+    }
+    assert!(in_main > 0, "main's blocks named");
+}
+
+/// `name`'s address in the guest file, by `nm`.
+fn address_in_file(guest: &Path, name: &str) -> u64 {
+    let out = Command::new("nm")
+        .arg("--defined-only")
+        .arg(guest)
+        .output()
+        .expect("running nm");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (w.len() == 3 && w[2] == name).then(|| u64::from_str_radix(w[0], 16).expect("hex"))
+        })
+        .unwrap_or_else(|| panic!("{name} in nm's list"))
+}
+
+/// How each function of `functions` holding `pc` names it:
+/// `name+0xoffset`.
+fn holding(functions: &[(u64, u64, String)], pc: u64) -> Vec<String> {
+    (functions.iter())
+        .filter(|&&(start, size, _)| pc >= start && pc - start < size)
+        .map(|(start, _, name)| match pc - start {
+            0 => name.clone(),
+            offset => format!("{name}+{offset:#x}"),
+        })
+        .collect()
+}
+
 /// The guest program's functions by `nm -S`: (start, size, name) of each
 /// sized code symbol (what names a pc: a symbol without a size names
 /// none).
@@ -808,13 +958,7 @@ fn qemu_read_by_pc_names_the_guest_functions() {
     let mut named = Vec::new();
     for row in &rows {
         let pc = row["key"].as_u64().expect("a pc");
-        let holding: Vec<String> = (functions.iter())
-            .filter(|&&(start, size, _)| pc >= start && pc - start < size)
-            .map(|(start, _, name)| match pc - start {
-                0 => name.clone(),
-                offset => format!("{name}+{offset:#x}"),
-            })
-            .collect();
+        let holding = holding(&functions, pc);
         match row["key_name"].as_str() {
             Some(name) => {
                 assert!(

@@ -28,6 +28,7 @@ pub mod count;
 mod event;
 pub mod filter;
 pub mod guest;
+pub mod guest_marker;
 pub mod item;
 mod layout;
 pub mod schema;

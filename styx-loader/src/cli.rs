@@ -665,14 +665,20 @@ impl TraceArgs {
         )
     }
 
-    /// The selected event kinds, all of them when none were named.
+    /// The selected event kinds, all of them when none were named; with
+    /// `-o drcov`, markers too: a QEMU guest's description, which names
+    /// drcov's module, is one (`styx_common::guest_marker`), and markers
+    /// are rare.
     #[cfg_attr(not(feature = "trace"), allow(dead_code))]
     pub fn kinds(&self) -> Vec<EventKind> {
         if self.events.is_empty() {
-            EventKind::ALL.to_vec()
-        } else {
-            self.events.clone()
+            return EventKind::ALL.to_vec();
         }
+        let mut kinds = self.events.clone();
+        if self.output.format == Format::Drcov && !kinds.contains(&EventKind::Marker) {
+            kinds.push(EventKind::Marker);
+        }
+        kinds
     }
 }
 

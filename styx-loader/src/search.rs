@@ -249,6 +249,28 @@ pub fn code_names(header: &Header) -> CodeNames {
     CodeNames::new(functions)
 }
 
+/// Names for a guest's code addresses, from the functions of its images'
+/// files (a QEMU guest's program, by the path its description gives,
+/// loaded at the image's base): read when the events are, as the host's
+/// are ([`code_names`]), so tracing costs nothing more. A file that
+/// cannot be read names nothing and says so once.
+pub fn guest_code_names(guest: &Guest) -> CodeNames {
+    let mut functions = Vec::new();
+    for image in &guest.images {
+        let file = ElfFile {
+            read_at: image.name.clone().into(),
+            name: image.name.clone(),
+            // Its first byte, the ELF header, is at the base.
+            mapped_at: Some((image.base, 0)),
+        };
+        match symbols::functions_at(&file, None) {
+            Ok(found) => functions.extend(found.into_iter().map(|f| (f.start, f.size, f.name))),
+            Err(e) => log::warn!("the guest's pcs stay addresses: {e}"),
+        }
+    }
+    CodeNames::new(functions)
+}
+
 /// Bytes from hex (a build id as the header keeps it); a malformed one
 /// matches no file.
 fn unhex(text: &str) -> Vec<u8> {

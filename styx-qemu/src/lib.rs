@@ -28,6 +28,7 @@
 //! only once QEMU has loaded it.
 
 mod fire;
+mod image;
 mod plugin;
 mod records;
 mod wanted;

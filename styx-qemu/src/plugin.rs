@@ -34,6 +34,8 @@ use qemu_plugin::sys::{
 };
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::OnceLock;
+use styx_common::guest_marker::{Program, QemuGuest};
+use styx_common::MARKER_TEXT_MAX;
 
 /// The event types the code cache has been translated for since its last
 /// flush.
@@ -102,6 +104,7 @@ fn follow(id: qemu_plugin_id_t, wanted: Wanted) {
 /// The code cache is flushed and our callbacks are gone: translate from
 /// now on for what tracers hold now.
 unsafe extern "C" fn reset_done(id: qemu_plugin_id_t) {
+    ANNOUNCED.store(false, Ordering::Relaxed);
     let wanted = Wanted::now();
     CACHED.store(wanted.bits(), Ordering::Relaxed);
     register_globals(id, wanted);
@@ -151,35 +154,57 @@ unsafe extern "C" fn exiting(_id: qemu_plugin_id_t, _userdata: *mut c_void) {
     styx_probe::flush_all();
 }
 
-/// Says once, as a marker, what QEMU runs: the target and, in user mode,
-/// the guest program and where its code is, at the first translation
-/// the plugin sees (in user mode: the first with a tracer attached). Only
-/// a tracer holding markers then sees it.
+/// Whether the guest's description was fired since the code cache was
+/// last translated anew: a tracer that comes later (`--pid`, after a
+/// reset) gets it too.
+static ANNOUNCED: AtomicBool = AtomicBool::new(false);
+
+/// Fires the guest's description (`styx_common::guest_marker`: the
+/// target and, in user mode, the program's file and where it is loaded)
+/// at the first translation while markers are traced, and again after
+/// each retranslation. Once per attach, so its cost does not matter: the
+/// program headers are read from the file then.
 fn announce() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        styx_probe::marker!(|| {
-            let target = TARGET.get().map_or("?", String::as_str);
-            // SAFETY: QEMU's queries; the path is a NUL-terminated string
-            // QEMU keeps, or NULL in system mode.
-            let (path, start, end, entry) = unsafe {
-                let path = qemu_plugin_path_to_binary();
-                let path = if path.is_null() {
-                    String::from("(system)")
-                } else {
-                    core::ffi::CStr::from_ptr(path)
-                        .to_string_lossy()
-                        .into_owned()
-                };
-                (
-                    path,
-                    qemu_plugin_start_code(),
-                    qemu_plugin_end_code(),
-                    qemu_plugin_entry_code(),
-                )
-            };
-            format!("qemu {target}: {path}, code {start:#x}-{end:#x}, entry {entry:#x}")
+    if ANNOUNCED.load(Ordering::Relaxed) || !styx_probe::enabled(styx_probe::EventKind::Marker) {
+        return;
+    }
+    ANNOUNCED.store(true, Ordering::Relaxed);
+    styx_probe::marker!(|| {
+        let arch = TARGET.get().map_or("?", String::as_str);
+        // SAFETY: QEMU's queries; the path is a NUL-terminated string QEMU
+        // keeps, or NULL in system mode.
+        let (path, start_code, entry) = unsafe {
+            let path = qemu_plugin_path_to_binary();
+            let path = (!path.is_null()).then(|| {
+                core::ffi::CStr::from_ptr(path)
+                    .to_string_lossy()
+                    .into_owned()
+            });
+            (path, qemu_plugin_start_code(), qemu_plugin_entry_code())
+        };
+        let program = path.as_deref().map(|path| {
+            // Without its program headers, the code's range (API v1's).
+            // SAFETY: a query of QEMU's.
+            let (base, end) = crate::image::loaded_span(path, start_code)
+                .unwrap_or((start_code, unsafe { qemu_plugin_end_code() }));
+            (base, end, entry, path)
         });
+        // Absolute: whoever reads the capture does not know QEMU's
+        // working directory.
+        let absolute = path.as_deref().and_then(|p| std::fs::canonicalize(p).ok());
+        let absolute = absolute.as_deref().map(|p| p.to_string_lossy());
+        let guest = QemuGuest {
+            arch,
+            program: program.map(|(base, end, entry, path)| Program {
+                base,
+                end,
+                entry,
+                path: absolute.as_deref().unwrap_or(path),
+            }),
+        };
+        let mut text = [0u8; MARKER_TEXT_MAX];
+        let len = guest.write(&mut text);
+        String::from_utf8_lossy(&text[..len]).into_owned()
     });
 }
 

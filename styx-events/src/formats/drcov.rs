@@ -16,13 +16,18 @@
 //! branch joins two runs.
 //!
 //! Modules are the guest images the emulator described
-//! (`styx_probe::describe!`); without any, one module `guest` spans the
-//! executed range. A block outside every module, or that does not fit the
+//! (`styx_probe::describe!`), else the programs QEMU guests' description
+//! markers name (`styx_common::guest_marker`: a marker, as the guest is
+//! known only when QEMU runs; this file is written at the end, so a
+//! description arriving after the header was written still counts, and
+//! `read` of a capture holding the marker gives the same file), at most
+//! [`MAX_MODULES`]; without any, one module `guest` spans the executed
+//! range. A block outside every module, or that does not fit the
 //! table's fields, is left out and counted in the warning at the end. Each
 //! distinct block is written once; at most [`MAX_BLOCKS`] are kept.
 
 use crate::record::event::{Body, Event};
-use crate::session::guest::Image;
+use crate::session::guest::{Guest, Image};
 use crate::session::header::Header;
 use crate::write::writer::{Chunked, EventWriter, Totals};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -31,6 +36,9 @@ use styx_common::EventKind;
 
 /// Distinct blocks kept (16 bytes each in the set): more are counted, not kept.
 pub const MAX_BLOCKS: usize = 8 << 20;
+/// Modules taken from description markers at most (a process may fire
+/// any number of them).
+pub const MAX_MODULES: usize = 256;
 /// The longest step between two instructions of one run (x86's longest
 /// instruction is 15 bytes).
 pub const MAX_INSN_GAP: u64 = 16;
@@ -39,6 +47,10 @@ pub const MAX_INSN_GAP: u64 = 16;
 pub struct DrcovWriter {
     out: Chunked<Box<dyn Write>>,
     images: Vec<Image>,
+    /// Whether the header described the images: then markers add none.
+    described: bool,
+    /// Described images past [`MAX_MODULES`].
+    modules_over: u64,
     /// From `block` events: (start, size).
     blocks: FxHashSet<(u64, u64)>,
     /// From `insn_exec` runs, used only if no `block` event came.
@@ -53,13 +65,14 @@ pub struct DrcovWriter {
 impl DrcovWriter {
     /// A drcov file on `out` for the session `header` describes.
     pub fn new(out: Box<dyn Write>, header: &Header) -> DrcovWriter {
+        let images: Vec<Image> = (header.guest.as_ref())
+            .map(|g| g.images.clone())
+            .unwrap_or_default();
         DrcovWriter {
             out: Chunked::new(out, 64 << 10),
-            images: header
-                .guest
-                .as_ref()
-                .map(|g| g.images.clone())
-                .unwrap_or_default(),
+            described: !images.is_empty(),
+            images,
+            modules_over: 0,
             blocks: FxHashSet::default(),
             runs: FxHashSet::default(),
             open_runs: FxHashMap::default(),
@@ -75,6 +88,18 @@ impl DrcovWriter {
         }
     }
 
+    fn add_images(&mut self, images: Vec<Image>) {
+        for image in images {
+            if self.images.contains(&image) {
+                continue;
+            }
+            match self.images.len() < MAX_MODULES {
+                true => self.images.push(image),
+                false => self.modules_over += 1,
+            }
+        }
+    }
+
     fn end_run(&mut self, tid: u32) {
         if let Some((first, last, len)) = self.open_runs.remove(&tid) {
             let size = last - first + len.max(1);
@@ -85,8 +110,15 @@ impl DrcovWriter {
 
 impl EventWriter for DrcovWriter {
     fn event(&mut self, event: &Event<'_>) -> io::Result<()> {
-        let Body::Args(args) = &event.body else {
-            return Ok(());
+        let args = match &event.body {
+            Body::Args(args) => args,
+            Body::Marker(text) if !self.described => {
+                if let Some(guest) = Guest::from_marker(text.bytes, text.truncated) {
+                    self.add_images(guest.images);
+                }
+                return Ok(());
+            }
+            _ => return Ok(()),
         };
         let tid = event.header.tid;
         match event.kind {
@@ -162,6 +194,12 @@ impl EventWriter for DrcovWriter {
                 "drcov: {outside} blocks outside the modules or too large for the table, and \
                  {} past the {MAX_BLOCKS} kept, left out",
                 self.over
+            );
+        }
+        if self.modules_over > 0 {
+            log::warn!(
+                "drcov: {} described guest programs past the {MAX_MODULES} kept left out",
+                self.modules_over
             );
         }
         if from_runs && !blocks.is_empty() {
@@ -251,6 +289,69 @@ mod tests {
         // Without lengths the same skip is within the gap and joins the runs.
         assert!(follows(0x102, 0, 0x106));
         assert!(!follows(0x102, 0, 0x102 + MAX_INSN_GAP + 1));
+    }
+
+    /// A QEMU guest's description marker makes its program the module,
+    /// whenever it comes; another marker or one cut short adds nothing.
+    #[test]
+    fn a_qemu_guest_marker_names_the_module() {
+        use crate::record::event::Text;
+        use crate::write::writer::SharedOutput;
+        use styx_common::RecordHeader;
+        let marker = |text: &'static [u8], truncated| Event {
+            header: RecordHeader {
+                kind: EventKind::Marker as u8,
+                ..RecordHeader::default()
+            },
+            kind: EventKind::Marker,
+            body: Body::Marker(Text {
+                bytes: text,
+                truncated,
+            }),
+        };
+        let block = |pc| Event {
+            header: RecordHeader {
+                kind: EventKind::Block as u8,
+                ..RecordHeader::default()
+            },
+            kind: EventKind::Block,
+            body: Body::Args([pc, 4, 0, 0]),
+        };
+        let out = SharedOutput::default();
+        let header = Header::now(1, "/usr/bin/qemu-x86_64", Vec::new());
+        let mut writer = DrcovWriter::new(Box::new(out.clone()), &header);
+        let guest = b"qemu x86_64 image 0x400000-0x4c0ee8 entry 0x4015b0: /tmp/g, 64";
+        for event in [
+            block(0x401000),
+            marker(b"reset", false),
+            marker(b"qemu x86_64 image 0x0-0x10 entry 0x0: /tmp/cut", true),
+            marker(guest, false),
+            marker(guest, false),
+            block(0x4015b0),
+        ] {
+            writer.event(&event).unwrap();
+        }
+        let kinds = vec![0; EventKind::ALL.len() + 1];
+        let totals = Totals {
+            events: &kinds,
+            drops: &kinds,
+        };
+        writer.finish(&totals).unwrap();
+        let bytes = out.bytes();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            text.contains("Module Table: version 2, count 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "0, 0x0000000000400000, 0x00000000004c0ee8, 0x0000000000000000, /tmp/g_ 64\n"
+            ),
+            "{text}"
+        );
+        let table = &bytes[bytes.len() - 16..];
+        assert_eq!(table[..4], 0x1000u32.to_le_bytes());
+        assert_eq!(table[8..12], 0x15b0u32.to_le_bytes());
     }
 
     #[test]

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use styx_common::guest::{
     GUEST_NOTE_VERSION, GUEST_TAG_END, GUEST_TAG_IMAGE, GUEST_TAG_REGISTER, GUEST_TAG_SUBREGISTER,
 };
+use styx_common::guest_marker::QemuGuest;
 use thiserror::Error;
 
 /// What the emulator said about its guest.
@@ -215,6 +216,30 @@ impl Guest {
             }
         }
         (found.map(|(guest, _)| guest), problems)
+    }
+
+    /// The description a QEMU guest's marker gives
+    /// (`styx_common::guest_marker`): its architecture and, in user mode,
+    /// its program as an image named by the program's path. None for any
+    /// other marker, a malformed one, or one cut short (its path would be
+    /// wrong).
+    pub fn from_marker(text: &[u8], truncated: bool) -> Option<Guest> {
+        if truncated {
+            return None;
+        }
+        let guest = QemuGuest::parse(std::str::from_utf8(text).ok()?)?;
+        Some(Guest {
+            arch: guest.arch.to_string(),
+            pc: "pc".to_string(),
+            registers: Vec::new(),
+            images: (guest.program.iter())
+                .map(|program| Image {
+                    name: program.path.to_string(),
+                    base: program.base,
+                    size: program.end - program.base,
+                })
+                .collect(),
+        })
     }
 
     /// A line for people: `6502, registers a x y sp p, images 6502-memory`.
@@ -467,6 +492,26 @@ mod tests {
         ] {
             assert_eq!(decode_entries(&entries), Err(error));
         }
+    }
+
+    #[test]
+    fn a_qemu_guest_marker_is_a_description_with_its_program() {
+        let text = b"qemu x86_64 image 0x400000-0x4c0ee8 entry 0x4015b0: /tmp/g64";
+        let guest = Guest::from_marker(text, false).unwrap();
+        assert_eq!((guest.arch.as_str(), guest.pc.as_str()), ("x86_64", "pc"));
+        assert_eq!(
+            guest.images,
+            vec![Image {
+                name: "/tmp/g64".into(),
+                base: 0x400000,
+                size: 0xc0ee8,
+            }]
+        );
+        assert_eq!(Guest::from_marker(text, true), None, "cut short");
+        assert_eq!(Guest::from_marker(b"reset", false), None);
+        assert_eq!(Guest::from_marker(&[b'q', 0xff], false), None);
+        let system = Guest::from_marker(b"qemu aarch64 system", false).unwrap();
+        assert!(system.images.is_empty());
     }
 
     #[test]

@@ -39,9 +39,19 @@ pub fn run_top(capture: PathBuf, top: TopOptions, trace: TraceArgs) -> Result<()
 pub fn run(args: &ReadArgs) -> Result<()> {
     let name = args.file.display().to_string();
     let mut reader = open(args, &name)?;
-    let types = (!args.events.is_empty())
+    let mut types = (!args.events.is_empty())
         .then(|| event_types(&args.events, &reader.header, &name))
         .transpose()?;
+    // A QEMU guest's description, a marker, names drcov's module (as
+    // tracing with -o drcov takes it: `TraceArgs::kinds`) and the guest
+    // functions `--by pc` shows.
+    let by_pc = args.count.by.is_some() && args.count.key() == "pc";
+    if let Some(types) = types
+        .as_mut()
+        .filter(|_| by_pc || args.output.format == Format::Drcov)
+    {
+        types.add_kind(EventKind::Marker);
+    }
     // Every type unless -e: a capture says which it holds only as it is read.
     let kinds = types
         .as_ref()

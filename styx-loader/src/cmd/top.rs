@@ -9,7 +9,7 @@ use crate::cli::CountArgs;
 use crate::outputs;
 use crate::search;
 use anyhow::{bail, Context, Result};
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
 use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -18,7 +18,7 @@ use styx_common::schema::HEAP_CALLER;
 use styx_common::EventKind;
 use styx_events::Format;
 use styx_events::{heatmap, CountWriter, KeySpec, Table, TableFormat, View};
-use styx_events::{DeclaredSites, Header, RegisterNames};
+use styx_events::{DeclaredSites, Guest, Header, RegisterNames};
 
 /// What is counted, and the loader's own counts so far.
 pub struct Counter {
@@ -30,6 +30,11 @@ pub struct Counter {
     pub max_keys: usize,
     heatmap: Option<PathBuf>,
     format: TableFormat,
+    /// The guest description a marker gave (shared with the
+    /// [`CountWriter`]): `--by pc` names pcs by its program's functions.
+    guest: Rc<RefCell<Option<Guest>>>,
+    /// The first spec with those names, made once the description came.
+    named: OnceCell<KeySpec>,
 }
 
 impl Counter {
@@ -80,6 +85,8 @@ impl Counter {
             max_keys,
             heatmap: heatmap.map(Path::to_path_buf),
             format,
+            guest: Rc::default(),
+            named: OnceCell::new(),
         })
     }
 
@@ -92,6 +99,25 @@ impl Counter {
                 .cloned()
                 .zip(self.tables.iter().cloned())
                 .collect(),
+            guest: Rc::clone(&self.guest),
+        }
+    }
+
+    /// The spec the table is shown by: with `--by pc`, once a guest
+    /// description came, one naming pcs by the guest program's functions
+    /// (its file's symbols, read then, once).
+    pub fn shown_spec(&self) -> &KeySpec {
+        if let Some(named) = self.named.get() {
+            return named;
+        }
+        let guest = self.guest.borrow();
+        match guest.as_ref() {
+            Some(guest) if self.specs[0].by == "pc" => self.named.get_or_init(|| {
+                let mut spec = self.specs[0].clone();
+                spec.guest_code = search::guest_code_names(guest);
+                spec
+            }),
+            _ => &self.specs[0],
         }
     }
 
@@ -120,7 +146,7 @@ impl Counter {
         title: &str,
     ) -> Result<()> {
         let view = View {
-            spec: &self.specs[0],
+            spec: self.shown_spec(),
             table: &tables[0],
             previous: None,
             rows,
@@ -237,7 +263,7 @@ impl Screen {
         let total = tables[0].total();
         let elapsed = self.started.elapsed().as_secs_f64();
         let view = View {
-            spec: &self.counter.specs[0],
+            spec: self.counter.shown_spec(),
             table: &tables[0],
             previous,
             rows: Some(self.rows),

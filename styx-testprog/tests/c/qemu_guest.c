@@ -4,9 +4,10 @@
  * what it executes: per round a load of 8 bytes at buf, a store of 4 at
  * buf+8, a load of 1 at buf+16, a store of 2 at buf+18, a decrement and a
  * branch; then one return. Usage: qemu_guest ROUNDS [wait]; with `wait`
- * it runs the loop, says "waiting", reads a line from stdin (a system
- * call) and runs the loop again: a tracer attached meanwhile finds the
- * loop already translated without its callbacks. With `threads` two
+ * it runs the loop, says "waiting", reads lines from stdin (system calls),
+ * answering "pong" to each until one is "go", and runs the loop again: a
+ * tracer attached meanwhile finds the loop already translated without its
+ * callbacks. With `threads` two
  * threads run the loop, each on its own buffer, after meeting at a
  * barrier (so both live at once: QEMU gives a vCPU index of an exited
  * thread to the next), and the main thread joins them. */
@@ -81,8 +82,14 @@ int main(int argc, char **argv) {
         touch(rounds, buf);
         printf("waiting\n");
         fflush(stdout);
-        if (!fgets(line, sizeof line, stdin))
-            return 1;
+        for (;;) {
+            if (!fgets(line, sizeof line, stdin))
+                return 1;
+            if (strcmp(line, "go\n") == 0)
+                break;
+            printf("pong\n");
+            fflush(stdout);
+        }
     }
     touch(rounds, buf);
     return 0;

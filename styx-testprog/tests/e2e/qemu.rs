@@ -53,9 +53,15 @@ fn plugin_in(dir: &Path) -> PathBuf {
 }
 
 fn build_guest(dir: &Path, arch: Arch) -> PathBuf {
+    build_guest_linked(dir, arch, "-static")
+}
+
+/// The guest linked by `link` (`-static`; `-pie`: loaded where QEMU
+/// chooses, with the host's C library for an x86-64 guest).
+fn build_guest_linked(dir: &Path, arch: Arch, link: &str) -> PathBuf {
     let guest = dir.join("qemu_guest");
     let status = Command::new(arch.cc)
-        .args(["-O1", "-static", "-o"])
+        .args(["-O1", link, "-o"])
         .arg(&guest)
         .arg(GUEST_SOURCE)
         .status()
@@ -414,10 +420,158 @@ fn qemu_attached_later_retranslates_and_sees_the_loop_exactly() {
     assert_eq!(loop_blocks, ROUNDS);
 }
 
-/// `-o drcov` from the plugin's `block` events: each block QEMU logged
-/// running (`-d nochain,exec`) once in the table, nothing else, every
-/// block's size the bytes of its instructions (the guest loop's: its body
-/// up to the branch).
+/// Each tracer gets the guest's description, also one attaching after
+/// another left (`--pid` twice on one QEMU): the plugin fires it again
+/// after the retranslation a change of tracers brings. Both markers are
+/// the description `readelf` and the guest's path give.
+#[test]
+fn qemu_each_tracer_gets_the_guest_description() {
+    require_root();
+    let dir = scratch("qemu-described-twice");
+    let plugin = plugin_in(&dir);
+    let guest = build_guest(&dir, X86_64);
+    let mut qemu = TestProg::start(
+        Path::new(X86_64.qemu),
+        &[
+            "-plugin",
+            plugin.to_str().unwrap(),
+            guest.to_str().unwrap(),
+            "10",
+            "wait",
+        ],
+    );
+    qemu.run("", "waiting");
+    let trace = |qemu: &mut TestProg, name: &str| -> PathBuf {
+        let out = dir.join(name);
+        let loader = qemu.attach_loader(&[
+            "-e",
+            "block,marker",
+            "-o",
+            "jsonl",
+            "--output",
+            out.to_str().unwrap(),
+        ]);
+        // Its system calls: a retranslation, then translations.
+        qemu.run("ping", "pong");
+        loader.signal(libc::SIGINT);
+        let (status, stderr) = loader.finish();
+        assert!(status.success(), "{}", stderr.join("\n"));
+        out
+    };
+    let first = trace(&mut qemu, "first.jsonl");
+    // Nobody traces at this one: the plugin drops its callbacks.
+    qemu.run("ping", "pong");
+    let second = trace(&mut qemu, "second.jsonl");
+    qemu.send_only("go");
+    qemu.finish();
+
+    let (base, end) = loaded_span(&guest);
+    let path = guest.canonicalize().expect("the guest's path");
+    let described = format!("qemu x86_64 image {base:#x}-{end:#x} entry ");
+    for out in [first, second] {
+        let events = read_jsonl(&out);
+        let markers: Vec<&str> = (events.iter())
+            .filter(|e| e["event"] == "marker")
+            .map(|e| e["text"].as_str().expect("a marker's text"))
+            .collect();
+        assert_eq!(markers.len(), 1, "{}: {markers:?}", out.display());
+        assert!(markers[0].starts_with(&described), "{markers:?}");
+        assert!(
+            markers[0].ends_with(&format!(": {}", path.display())),
+            "{markers:?}"
+        );
+        assert!(!of_type(&events, "block").is_empty(), "{}", out.display());
+    }
+}
+
+/// Where the guest's ELF file lies as loaded, by `readelf -lW`: from its
+/// first byte (the lowest `LOAD` segment's address less its file offset)
+/// to the end of its last segment in memory. A static non-PIE guest is
+/// loaded where it was linked.
+fn loaded_span(guest: &Path) -> (u64, u64) {
+    let out = Command::new("readelf")
+        .arg("-lW")
+        .arg(guest)
+        .output()
+        .expect("running readelf");
+    assert!(out.status.success(), "{out:?}");
+    let hex = |w: &str| u64::from_str_radix(w.trim_start_matches("0x"), 16).expect("hex");
+    let loads: Vec<(u64, u64, u64)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (w.first() == Some(&"LOAD")).then(|| (hex(w[1]), hex(w[2]), hex(w[5])))
+        })
+        .collect();
+    assert!(!loads.is_empty(), "LOAD segments in {}", guest.display());
+    let base = loads
+        .iter()
+        .map(|&(off, vaddr, _)| vaddr - off)
+        .min()
+        .unwrap();
+    let end = loads
+        .iter()
+        .map(|&(_, vaddr, mem)| vaddr + mem)
+        .max()
+        .unwrap();
+    (base, end)
+}
+
+/// A drcov file's module lines (after the Columns line) and its blocks
+/// by guest address, module 0's base added, each listed once.
+fn read_drcov(path: &Path) -> (Vec<String>, BTreeMap<u64, u64>) {
+    let bytes = std::fs::read(path).expect("the drcov file");
+    let table_at = bytes
+        .windows(9)
+        .position(|w| w == b"BB Table:")
+        .expect("a BB table");
+    let header = String::from_utf8_lossy(&bytes[..table_at]);
+    let modules: Vec<String> = header
+        .lines()
+        .skip_while(|l| !l.starts_with("Columns:"))
+        .skip(1)
+        .map(str::to_string)
+        .collect();
+    let base = modules
+        .first()
+        .and_then(|l| l.strip_prefix("0, 0x"))
+        .map(|l| u64::from_str_radix(&l[..16], 16).expect("a hex base"))
+        .expect("module 0");
+    let table = &bytes[table_at..];
+    let entries = &table[table.iter().position(|&b| b == b'\n').unwrap() + 1..];
+    assert_eq!(entries.len() % 8, 0);
+    let blocks: BTreeMap<u64, u64> = entries
+        .chunks(8)
+        .map(|e| {
+            let start = u32::from_le_bytes(e[..4].try_into().unwrap()) as u64;
+            let size = u16::from_le_bytes(e[4..6].try_into().unwrap()) as u64;
+            assert_eq!(u16::from_le_bytes(e[6..8].try_into().unwrap()), 0);
+            (base + start, size)
+        })
+        .collect();
+    assert_eq!(blocks.len() * 8, entries.len(), "each block once");
+    (modules, blocks)
+}
+
+/// The module line drcov should have for the guest: its real path and
+/// where `readelf` says its file lies as loaded, for coverage tools
+/// (Lighthouse, bncov) to match by file name.
+fn guest_module_line(guest: &Path) -> String {
+    let (base, end) = loaded_span(guest);
+    let path = guest.canonicalize().expect("the guest's path");
+    format!(
+        "0, {base:#018x}, {end:#018x}, {:#018x}, {}",
+        0,
+        path.display()
+    )
+}
+
+/// `-o drcov` from the plugin's `block` events: the one module is the
+/// guest program, by its path and where its file is loaded (from the
+/// plugin's description marker, which `-o drcov` takes whatever `-e`
+/// says); each block QEMU logged running (`-d nochain,exec`) once in the
+/// table, nothing else, every block's size the bytes of its instructions
+/// (the guest loop's: its body up to the branch).
 #[test]
 fn qemu_drcov_blocks_are_the_blocks_qemu_ran() {
     require_root();
@@ -453,30 +607,8 @@ fn qemu_drcov_blocks_are_the_blocks_qemu_ran() {
     assert_eq!(summary_of(&stderr).dropped, 0, "{stderr:?}");
     let layout = layout(&String::from_utf8_lossy(&output.stdout));
 
-    let bytes = std::fs::read(&out).expect("the drcov file");
-    let table_at = bytes
-        .windows(9)
-        .position(|w| w == b"BB Table:")
-        .expect("a BB table");
-    let header = String::from_utf8_lossy(&bytes[..table_at]);
-    let base = header
-        .lines()
-        .find_map(|l| l.strip_prefix("0, 0x"))
-        .map(|l| u64::from_str_radix(&l[..16], 16).expect("a hex base"))
-        .expect("module 0");
-    let table = &bytes[table_at..];
-    let entries = &table[table.iter().position(|&b| b == b'\n').unwrap() + 1..];
-    assert_eq!(entries.len() % 8, 0);
-    let blocks: BTreeMap<u64, u64> = entries
-        .chunks(8)
-        .map(|e| {
-            let start = u32::from_le_bytes(e[..4].try_into().unwrap()) as u64;
-            let size = u16::from_le_bytes(e[4..6].try_into().unwrap()) as u64;
-            assert_eq!(u16::from_le_bytes(e[6..8].try_into().unwrap()), 0);
-            (base + start, size)
-        })
-        .collect();
-    assert_eq!(blocks.len() * 8, entries.len(), "each block once");
+    let (modules, blocks) = read_drcov(&out);
+    assert_eq!(modules, vec![guest_module_line(&guest)]);
     let ran: std::collections::BTreeSet<u64> = logged_pcs(&log).into_iter().collect();
     let listed: std::collections::BTreeSet<u64> = blocks.keys().copied().collect();
     assert_eq!(listed, ran, "drcov's blocks = the blocks QEMU ran");
@@ -484,6 +616,81 @@ fn qemu_drcov_blocks_are_the_blocks_qemu_ran() {
         blocks[&layout.touch],
         layout.end - layout.touch - X86_64.ret_len
     );
+}
+
+/// The description reaches a raw capture as it reaches a live output: an
+/// AArch64 guest traced `-e block,marker -o raw`, then `read -o drcov`,
+/// lists the guest program as its module (its path, where readelf says
+/// its file is loaded) and exactly the blocks QEMU logged running; the
+/// capture's marker names the architecture.
+#[test]
+fn qemu_drcov_from_a_capture_names_the_guest_program() {
+    require_root();
+    let dir = scratch("qemu-drcov-read");
+    let plugin = plugin_in(&dir);
+    let guest = build_guest(&dir, AARCH64);
+    let capture = dir.join("guest.styx");
+    let log = dir.join("exec.log");
+    let loader = attach_loader(&[
+        "--binary",
+        plugin.to_str().unwrap(),
+        "-e",
+        "block,marker",
+        "-o",
+        "raw",
+        "--output",
+        capture.to_str().unwrap(),
+    ]);
+    let output = Command::new(AARCH64.qemu)
+        .args(["-d", "nochain,exec", "-D"])
+        .arg(&log)
+        .arg("-plugin")
+        .arg(&plugin)
+        .arg(&guest)
+        .arg("10")
+        .stdin(Stdio::null())
+        .output()
+        .expect("running qemu-aarch64");
+    assert!(output.status.success(), "{output:?}");
+    loader.signal(libc::SIGINT);
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{}", stderr.join("\n"));
+    assert_eq!(summary_of(&stderr).dropped, 0, "{stderr:?}");
+
+    let out = dir.join("coverage.drcov");
+    let (status, _, stderr) = run_loader(&[
+        "read",
+        capture.to_str().unwrap(),
+        "-e",
+        "block",
+        "-o",
+        "drcov",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert!(status.success(), "{stderr}");
+    let (modules, blocks) = read_drcov(&out);
+    assert_eq!(modules, vec![guest_module_line(&guest)]);
+    let ran: std::collections::BTreeSet<u64> = logged_pcs(&log).into_iter().collect();
+    let listed: std::collections::BTreeSet<u64> = blocks.keys().copied().collect();
+    assert_eq!(listed, ran, "drcov's blocks = the blocks QEMU ran");
+
+    let events = dir.join("events.jsonl");
+    let (status, _, stderr) = run_loader(&[
+        "read",
+        capture.to_str().unwrap(),
+        "-e",
+        "marker",
+        "-o",
+        "jsonl",
+        "--output",
+        events.to_str().unwrap(),
+    ]);
+    assert!(status.success(), "{stderr}");
+    let markers = read_jsonl(&events);
+    assert_eq!(markers.len(), 1, "one description: {markers:?}");
+    let text = markers[0]["text"].as_str().expect("a marker's text");
+    assert!(text.starts_with("qemu aarch64 image "), "{text}");
 }
 
 /// `styx-loader -- qemu … -plugin LIB,wait=5`: the loader starts QEMU,
@@ -527,4 +734,244 @@ fn qemu_started_by_the_loader_waits_for_it_and_loses_nothing() {
     let logged = logged_pcs(&log);
     assert!(logged.len() > 1000, "QEMU logged {} blocks", logged.len());
     assert_eq!(pcs(&blocks), logged, "block pcs = the blocks QEMU logged");
+}
+
+/// A position-independent, dynamically linked guest, loaded where QEMU
+/// chooses: `-o drcov`'s module is the program where it was loaded (its
+/// load bias, from where the guest says `touch` is against `nm`'s
+/// address for it, added to `readelf`'s span), holding exactly the
+/// blocks QEMU logged running in that span (those in the C library and
+/// the dynamic loader are outside it); and `read --by pc` names the pcs
+/// in it by `nm -S`'s functions moved by the same bias.
+#[test]
+fn qemu_pie_guest_is_described_where_it_was_loaded() {
+    require_root();
+    let dir = scratch("qemu-pie");
+    let plugin = plugin_in(&dir);
+    let guest = build_guest_linked(&dir, X86_64, "-pie");
+    let capture = dir.join("guest.styx");
+    let log = dir.join("exec.log");
+    let loader = attach_loader(&[
+        "--binary",
+        plugin.to_str().unwrap(),
+        "-e",
+        "block,marker",
+        "-o",
+        "raw",
+        "--output",
+        capture.to_str().unwrap(),
+    ]);
+    let output = Command::new(X86_64.qemu)
+        .args(["-d", "nochain,exec", "-D"])
+        .arg(&log)
+        .arg("-plugin")
+        .arg(&plugin)
+        .arg(&guest)
+        .arg("10")
+        .stdin(Stdio::null())
+        .output()
+        .expect("running qemu-x86_64");
+    assert!(output.status.success(), "{output:?}");
+    loader.signal(libc::SIGINT);
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{}", stderr.join("\n"));
+    assert_eq!(summary_of(&stderr).dropped, 0, "{stderr:?}");
+
+    let functions = guest_functions(&guest);
+    let touch_link = address_in_file(&guest, "touch");
+    let bias = layout(&String::from_utf8_lossy(&output.stdout)).touch - touch_link;
+    assert_ne!(bias, 0, "a PIE guest is moved");
+    let (base, end) = loaded_span(&guest);
+    let (base, end) = (base + bias, end + bias);
+
+    let out = dir.join("coverage.drcov");
+    let (status, _, stderr) = run_loader(&[
+        "read",
+        capture.to_str().unwrap(),
+        "-o",
+        "drcov",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert!(status.success(), "{stderr}");
+    let (modules, blocks) = read_drcov(&out);
+    let path = guest.canonicalize().expect("the guest's path");
+    let line = format!(
+        "0, {base:#018x}, {end:#018x}, {:#018x}, {}",
+        0,
+        path.display()
+    );
+    assert_eq!(modules, vec![line]);
+    let ran: std::collections::BTreeSet<u64> = (logged_pcs(&log).into_iter())
+        .filter(|pc| (base..end).contains(pc))
+        .collect();
+    let listed: std::collections::BTreeSet<u64> = blocks.keys().copied().collect();
+    assert!(ran.len() > 10, "{} blocks in the program", ran.len());
+    assert_eq!(
+        listed, ran,
+        "drcov's blocks = the program's blocks QEMU ran"
+    );
+
+    let (status, stdout, stderr) = run_loader(&[
+        "read",
+        capture.to_str().unwrap(),
+        "-e",
+        "block",
+        "--by",
+        "pc",
+        "--max-keys",
+        "100000",
+        "-o",
+        "jsonl",
+    ]);
+    assert!(status.success(), "{stderr}");
+    let moved: Vec<(u64, u64, String)> = (functions.into_iter())
+        .map(|(start, size, name)| (start + bias, size, name))
+        .collect();
+    let mut in_main = 0;
+    for row in stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("a row"))
+    {
+        let pc = row["key"].as_u64().expect("a pc");
+        if !(base..end).contains(&pc) {
+            continue;
+        }
+        let holding = holding(&moved, pc);
+        match row["key_name"].as_str() {
+            Some(name) => {
+                assert!(
+                    holding.iter().any(|h| h == name),
+                    "{pc:#x}: {name} not in {holding:?}"
+                );
+                in_main += usize::from(name == "main" || name.starts_with("main+"));
+            }
+            None => assert!(holding.is_empty(), "{pc:#x} unnamed, in {holding:?}"),
+        }
+    }
+    assert!(in_main > 0, "main's blocks named");
+}
+
+/// `name`'s address in the guest file, by `nm`.
+fn address_in_file(guest: &Path, name: &str) -> u64 {
+    let out = Command::new("nm")
+        .arg("--defined-only")
+        .arg(guest)
+        .output()
+        .expect("running nm");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (w.len() == 3 && w[2] == name).then(|| u64::from_str_radix(w[0], 16).expect("hex"))
+        })
+        .unwrap_or_else(|| panic!("{name} in nm's list"))
+}
+
+/// How each function of `functions` holding `pc` names it:
+/// `name+0xoffset`.
+fn holding(functions: &[(u64, u64, String)], pc: u64) -> Vec<String> {
+    (functions.iter())
+        .filter(|&&(start, size, _)| pc >= start && pc - start < size)
+        .map(|(start, _, name)| match pc - start {
+            0 => name.clone(),
+            offset => format!("{name}+{offset:#x}"),
+        })
+        .collect()
+}
+
+/// The guest program's functions by `nm -S`: (start, size, name) of each
+/// sized code symbol (what names a pc: a symbol without a size names
+/// none).
+fn guest_functions(guest: &Path) -> Vec<(u64, u64, String)> {
+    let out = Command::new("nm")
+        .args(["-S", "--defined-only"])
+        .arg(guest)
+        .output()
+        .expect("running nm");
+    assert!(out.status.success(), "{out:?}");
+    let hex = |w: &str| u64::from_str_radix(w, 16).expect("hex");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let code = w.len() == 4 && matches!(w[2], "T" | "t" | "W" | "w" | "i");
+            (code && hex(w[1]) > 0).then(|| (hex(w[0]), hex(w[1]), w[3].to_string()))
+        })
+        .collect()
+}
+
+/// Guest symbols, read from the guest's ELF file when the capture is
+/// read (the plugin's description names it): `read --by pc` of a capture
+/// (taken `-e block,marker`, read `-e block`) names each block's pc by
+/// the function `nm` says holds it, `name+0xoffset`, and leaves a pc in
+/// none a number; the guest's `main` is among them.
+#[test]
+fn qemu_read_by_pc_names_the_guest_functions() {
+    require_root();
+    let dir = scratch("qemu-symbols");
+    let plugin = plugin_in(&dir);
+    let guest = build_guest(&dir, X86_64);
+    let capture = dir.join("guest.styx");
+    let loader = attach_loader(&[
+        "--binary",
+        plugin.to_str().unwrap(),
+        "-e",
+        "block,marker",
+        "-o",
+        "raw",
+        "--output",
+        capture.to_str().unwrap(),
+    ]);
+    let output = Command::new(X86_64.qemu)
+        .arg("-plugin")
+        .arg(&plugin)
+        .arg(&guest)
+        .arg("10")
+        .stdin(Stdio::null())
+        .output()
+        .expect("running qemu-x86_64");
+    assert!(output.status.success(), "{output:?}");
+    loader.signal(libc::SIGINT);
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{}", stderr.join("\n"));
+
+    let (status, stdout, stderr) = run_loader(&[
+        "read",
+        capture.to_str().unwrap(),
+        "-e",
+        "block",
+        "--by",
+        "pc",
+        "--max-keys",
+        "100000",
+        "-o",
+        "jsonl",
+    ]);
+    assert!(status.success(), "{stderr}");
+    let functions = guest_functions(&guest);
+    let rows: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON row"))
+        .collect();
+    assert!(rows.len() > 100, "{} rows", rows.len());
+    let mut named = Vec::new();
+    for row in &rows {
+        let pc = row["key"].as_u64().expect("a pc");
+        let holding = holding(&functions, pc);
+        match row["key_name"].as_str() {
+            Some(name) => {
+                assert!(
+                    holding.iter().any(|h| h == name),
+                    "{pc:#x}: {name} not in {holding:?}"
+                );
+                named.push(name.to_string());
+            }
+            None => assert!(holding.is_empty(), "{pc:#x} unnamed, in {holding:?}"),
+        }
+    }
+    assert!(
+        named.iter().any(|n| n == "main" || n.starts_with("main+")),
+        "main among {named:?}"
+    );
 }

@@ -198,6 +198,18 @@ pub fn results(scenario: Scenario) -> Results {
     f.written = 2000 - lost.min(5);
     f.lost = lost.min(5);
 
+    let q = &mut r.qemu;
+    q.plain = around(0.49);
+    q.plain_wall = around(0.5);
+    q.detached = around(0.49 * if met { 1.0 } else { 1.02 });
+    q.detached_wall = around(0.5);
+    q.ratio = around(if met { 1.0 } else { 1.02 });
+    q.traced = around(0.64);
+    q.rate = around(80.0);
+    q.logged = around(2.13);
+    q.log_rate = around(1.5);
+    q.lost = lost;
+
     let w = &mut r.workload;
     w.current.compiled_out = around(60.0);
     w.current.detached = around(58.0);
@@ -319,6 +331,7 @@ mod tests {
                 "## 7. ",
                 "## 8. ",
                 "## 9. ",
+                "## 10. QEMU guests",
                 "## Machine",
             ] {
                 assert!(md.contains(section), "no {section:?} in\n{md}");

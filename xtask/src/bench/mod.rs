@@ -19,7 +19,9 @@
 //!   with `--probe-baseline REV` also built against REV's probes
 //!   ([`baseline`]), for the detached cost before and after; and REV's
 //!   own styx-loader and styx-bench, for the stream's batched cost before
-//!   and after (case 2).
+//!   and after (case 2);
+//! - case 10, [`qemu`]: styx-qemu, the QEMU plugin, on a CPU-bound guest:
+//!   QEMU without it, with it detached, traced, and QEMU's own block log.
 
 mod baseline;
 mod consumers;
@@ -144,6 +146,8 @@ pub struct Binaries {
     /// styx-rv, and with every probe compiled out.
     pub rv: PathBuf,
     pub rv_off: PathBuf,
+    /// The QEMU case's guest and plugin.
+    pub qemu: qemu::Programs,
     /// `--probe-baseline REV`'s builds: styx-rv against REV's probes, and
     /// REV's own styx-loader and styx-bench.
     pub baseline: Option<baseline::Baseline>,
@@ -157,6 +161,7 @@ pub struct Results {
     pub questions: questions::Results,
     pub functions: functions::Results,
     pub workload: workload::Results,
+    pub qemu: qemu::Results,
     /// The detached probe in styx-bench's loop, from its disassembly.
     pub site: site::Detached,
     /// What the CPUs did meanwhile.
@@ -195,6 +200,7 @@ pub fn run(root: &Path, quick: bool, probe_baseline: Option<&str>) -> Result<()>
         questions::round(&bins, &plan, &mut results.questions)?;
         functions::round(&bins, &plan, &mut results.functions)?;
         workload::round(&bins, &plan, &mut results.workload)?;
+        qemu::round(&bins.loader, &bins.qemu, round - 1, &mut results.qemu)?;
     }
     eprintln!("xtask bench: a batched run with the kernel's eBPF statistics on");
     results.breakdown = stream::breakdown(&bins, &plan)?;
@@ -229,6 +235,8 @@ fn build(root: &Path) -> Result<Binaries> {
         "styx-demo",
         "-p",
         "styx-rv",
+        "-p",
+        "styx-qemu",
     ])?;
     cargo(&["build", "--release", "-p", "styx-bench"])?;
     cargo(&[
@@ -276,6 +284,7 @@ fn build(root: &Path) -> Result<Binaries> {
             root.join("target/probes-off/release/styx-rv"),
             "styx-rv-probes-off",
         )?,
+        qemu: qemu::prepare(root)?,
         baseline: None,
     })
 }

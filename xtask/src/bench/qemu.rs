@@ -10,22 +10,23 @@
 //! of GB), the text logging styx replaces, on fewer still. Times
 //! are the QEMU process's CPU time (user + system, from `wait4`), which
 //! other work on the machine disturbs less than wall time; wall time is
-//! printed beside it. Prints the figures; writes no report.
+//! given beside it. Section 10 of `cargo xtask bench`'s report; `cargo
+//! xtask bench-qemu` runs it alone and prints that section.
 
 use super::stats::Samples;
 use anyhow::{ensure, Context, Result};
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 use styx_testkit::{Loader, Summary};
 
-/// The guest's rounds per run: about a second under QEMU here.
-const GUEST_ROUNDS: &str = "200";
-/// Traced with every type: about 45 times slower.
-const TRACED_ROUNDS: &str = "10";
+/// The guest's rounds per run: about half a second under QEMU here.
+pub const GUEST_ROUNDS: &str = "200";
+/// Traced with every type: about 26 times slower.
+pub const TRACED_ROUNDS: &str = "10";
 /// QEMU's own block log: slower still.
-const LOGGED_ROUNDS: &str = "2";
+pub const LOGGED_ROUNDS: &str = "2";
 
 /// One run of QEMU: its CPU and wall seconds.
 struct Run {
@@ -33,13 +34,50 @@ struct Run {
     wall: f64,
 }
 
-pub fn run(root: &Path, rounds: usize) -> Result<()> {
-    crate::setup::require_root("bench-qemu")?;
-    crate::run_checked(
-        Command::new("cargo")
-            .args(["build", "--release", "-p", "styx-qemu", "-p", "styx-loader"])
-            .current_dir(root),
-    )?;
+/// What the QEMU case measures: per round, CPU seconds of the QEMU
+/// process (and wall seconds where said).
+#[derive(Default)]
+pub struct Results {
+    /// Without the plugin, [`GUEST_ROUNDS`] guest rounds.
+    pub plain: Samples,
+    pub plain_wall: Samples,
+    /// With the plugin loaded and nobody tracing.
+    pub detached: Samples,
+    pub detached_wall: Samples,
+    /// Detached over plain, per round.
+    pub ratio: Samples,
+    /// Traced with every type API v1 gives, [`TRACED_ROUNDS`] guest
+    /// rounds, and its M events/s (wall).
+    pub traced: Samples,
+    pub rate: Samples,
+    /// QEMU's own block log, [`LOGGED_ROUNDS`] guest rounds, and its M
+    /// blocks logged/s (wall).
+    pub logged: Samples,
+    pub log_rate: Samples,
+    /// Events lost over the traced runs.
+    pub lost: u64,
+}
+
+impl Results {
+    /// A run's slowdown per guest round against QEMU without the plugin.
+    pub fn per_round_slowdown(&self, samples: &Samples, rounds: &str) -> f64 {
+        let per_round = |samples: &Samples, rounds: &str| {
+            samples.median() / rounds.parse::<f64>().expect("a number of rounds")
+        };
+        per_round(samples, rounds) / per_round(&self.plain, GUEST_ROUNDS)
+    }
+}
+
+/// The programs the case runs, built and copied under `target/bench/qemu`.
+pub struct Programs {
+    guest: PathBuf,
+    /// A copy of its own: `--binary` traces every process mapping the file.
+    plugin: PathBuf,
+}
+
+/// Builds the guest and copies the plugin (built by the caller: `cargo
+/// build --release -p styx-qemu`).
+pub fn prepare(root: &Path) -> Result<Programs> {
     let dir = root.join("target/bench/qemu");
     std::fs::create_dir_all(&dir)?;
     let guest = dir.join("cpu_guest");
@@ -49,111 +87,81 @@ pub fn run(root: &Path, rounds: usize) -> Result<()> {
             .arg(&guest)
             .arg(root.join("styx-qemu/bench/cpu_guest.c")),
     )?;
-    // A copy of its own: `--binary` traces every process mapping the file.
     let plugin = dir.join("libstyx_qemu.so");
     crate::run_checked(
         Command::new("cp")
             .arg(root.join("target/release/libstyx_qemu.so"))
             .arg(&plugin),
     )?;
+    Ok(Programs { guest, plugin })
+}
+
+/// `cargo xtask bench-qemu`: the case alone, its figures printed as the
+/// full benchmark's report gives them.
+pub fn run(root: &Path, rounds: usize) -> Result<()> {
+    crate::setup::require_root("bench-qemu")?;
+    crate::run_checked(
+        Command::new("cargo")
+            .args(["build", "--release", "-p", "styx-qemu", "-p", "styx-loader"])
+            .current_dir(root),
+    )?;
+    let programs = prepare(root)?;
     let loader = root.join("target/release/styx-loader");
-
-    let (mut plain, mut detached, mut ratio) =
-        (Samples::default(), Samples::default(), Samples::default());
-    let (mut plain_wall, mut detached_wall) = (Samples::default(), Samples::default());
-    let (mut traced, mut rate, mut logged, mut log_rate) = (
-        Samples::default(),
-        Samples::default(),
-        Samples::default(),
-        Samples::default(),
-    );
-    let mut lost = 0;
+    let mut results = Results::default();
     for round in 0..rounds {
-        // Alternate which goes first: a machine warming up or slowing
-        // down favours neither.
-        let (without, with) = if round % 2 == 0 {
-            let without = qemu(&guest, GUEST_ROUNDS, &[])?;
-            (
-                without,
-                qemu(
-                    &guest,
-                    GUEST_ROUNDS,
-                    &[OsString::from("-plugin"), plugin.clone().into()],
-                )?,
-            )
-        } else {
-            let with = qemu(
-                &guest,
-                GUEST_ROUNDS,
-                &[OsString::from("-plugin"), plugin.clone().into()],
-            )?;
-            (qemu(&guest, GUEST_ROUNDS, &[])?, with)
-        };
-        plain.push(without.cpu);
-        detached.push(with.cpu);
-        plain_wall.push(without.wall);
-        detached_wall.push(with.wall);
-        ratio.push(with.cpu / without.cpu);
-
-        let (run, summary) = traced_run(&loader, &guest, &plugin)?;
-        let traced_cpu = run.cpu;
-        traced.push(run.cpu);
-        rate.push(summary.events as f64 / run.wall / 1e6);
-        lost += summary.dropped;
-
-        let args = [
-            OsString::from("-d"),
-            "nochain,exec".into(),
-            "-D".into(),
-            "/dev/null".into(),
-        ];
-        let run = qemu(&guest, LOGGED_ROUNDS, &args)?;
-        // One line a block run: as many as the traced run's blocks, per
-        // guest round.
-        let blocks = summary.events_of("block") as f64 * logged_per_traced();
-        logged.push(run.cpu);
-        log_rate.push(blocks / run.wall / 1e6);
-        println!(
-            "round {}: plain {:.3} s, plugin detached {:.3} s ({:.4}x), traced {:.3} s, QEMU's exec log {:.3} s",
-            round + 1,
-            without.cpu,
-            with.cpu,
-            with.cpu / without.cpu,
-            traced_cpu,
-            run.cpu
-        );
+        self::round(&loader, &programs, round, &mut results)?;
     }
     println!();
-    println!("styx-qemu on qemu-x86_64, guest cpu_guest {GUEST_ROUNDS} rounds, {rounds} rounds alternating; CPU seconds, median (min–max):");
-    println!(
-        "  QEMU without the plugin              {} s (wall {} s)",
-        plain.show(3),
-        plain_wall.show(3)
-    );
-    println!(
-        "  plugin loaded, nobody tracing        {} s (wall {} s)",
-        detached.show(3),
-        detached_wall.show(3)
-    );
-    println!("  detached / without, per round        {}x", ratio.show(4));
-    let per_round = |samples: &Samples, rounds: &str| {
-        samples.median() / rounds.parse::<f64>().expect("a number of rounds")
+    let mut md = String::new();
+    super::report::cases::qemu(&mut md, rounds, &results);
+    println!("{md}");
+    Ok(())
+}
+
+/// One round: without the plugin and with it detached, the first of the
+/// two alternating with `round`'s parity (a machine warming up or slowing
+/// down favours neither); traced; QEMU's own log.
+pub fn round(loader: &Path, programs: &Programs, round: usize, r: &mut Results) -> Result<()> {
+    let Programs { guest, plugin } = programs;
+    let with_plugin = [OsString::from("-plugin"), plugin.clone().into()];
+    let (without, with) = if round.is_multiple_of(2) {
+        let without = qemu(guest, GUEST_ROUNDS, &[])?;
+        (without, qemu(guest, GUEST_ROUNDS, &with_plugin)?)
+    } else {
+        let with = qemu(guest, GUEST_ROUNDS, &with_plugin)?;
+        (qemu(guest, GUEST_ROUNDS, &[])?, with)
     };
-    let plain_round = per_round(&plain, GUEST_ROUNDS);
-    println!(
-        "  slowdown per guest round: traced {:.1}x, QEMU's own block log {:.1}x",
-        per_round(&traced, TRACED_ROUNDS) / plain_round,
-        per_round(&logged, LOGGED_ROUNDS) / plain_round
-    );
-    println!(
-        "  traced, every v1 event type          {} s ({TRACED_ROUNDS} guest rounds): {} M events/s, {lost} lost",
-        traced.show(3),
-        rate.show(1)
-    );
-    println!(
-        "  QEMU's own -d nochain,exec log       {} s ({LOGGED_ROUNDS} guest rounds): {} M blocks logged/s",
-        logged.show(3),
-        log_rate.show(1)
+    r.plain.push(without.cpu);
+    r.detached.push(with.cpu);
+    r.plain_wall.push(without.wall);
+    r.detached_wall.push(with.wall);
+    r.ratio.push(with.cpu / without.cpu);
+
+    let (traced, summary) = traced_run(loader, guest, plugin)?;
+    r.traced.push(traced.cpu);
+    r.rate.push(summary.events as f64 / traced.wall / 1e6);
+    r.lost += summary.dropped;
+
+    let args = [
+        OsString::from("-d"),
+        "nochain,exec".into(),
+        "-D".into(),
+        "/dev/null".into(),
+    ];
+    let logged = qemu(guest, LOGGED_ROUNDS, &args)?;
+    // One line a block run: as many as the traced run's blocks, per
+    // guest round.
+    let blocks = summary.events_of("block") as f64 * logged_per_traced();
+    r.logged.push(logged.cpu);
+    r.log_rate.push(blocks / logged.wall / 1e6);
+    eprintln!(
+        "qemu round {}: plain {:.3} s, plugin detached {:.3} s ({:.4}x), traced {:.3} s, QEMU's exec log {:.3} s",
+        round + 1,
+        without.cpu,
+        with.cpu,
+        with.cpu / without.cpu,
+        traced.cpu,
+        logged.cpu
     );
     Ok(())
 }

@@ -16,7 +16,7 @@ use crate::record::event::{Body, Event};
 use crate::session::code::CodeNames;
 use crate::session::declared::{DeclaredField, DeclaredSites};
 use crate::session::fields::{declared_arg, read_as, Arg};
-use crate::session::guest::RegisterNames;
+use crate::session::guest::{Guest, RegisterNames};
 use crate::session::reading::Reading;
 use crate::write::escape;
 use crate::write::human::si;
@@ -58,6 +58,10 @@ pub struct KeySpec {
     /// Names of the traced process's functions, for `--by caller` of the
     /// heap's types.
     pub code: CodeNames,
+    /// Names of the guest program's functions, for `--by pc`: a QEMU
+    /// guest's, from its file's symbols once its description came
+    /// ([`CountWriter::guest`]).
+    pub guest_code: CodeNames,
     /// The session's declared types; those counted have the field.
     declared: Vec<DeclaredSites>,
     /// Per declared type: counted by its field of this index (`--by
@@ -95,6 +99,7 @@ impl KeySpec {
             keys: [None; EVENT_KIND_SLOTS as usize],
             registers: RegisterNames::default(),
             code: CodeNames::default(),
+            guest_code: CodeNames::default(),
             declared: declared.iter().take(DECLARED_TYPES).cloned().collect(),
             declared_fields: Vec::new(),
             declared_by_spec: FxHashMap::default(),
@@ -215,13 +220,15 @@ impl KeySpec {
     }
 
     /// The name of a key: a register's, where the guest names it, a
-    /// declared enum value's, or the function an allocation's caller is
-    /// in (JSON gives it as `key_name`).
+    /// declared enum value's, the function an allocation's caller is in,
+    /// or the guest function a pc is in (JSON gives it as `key_name`).
     pub fn key_name(&self, table_type: u8, key: u64) -> Option<Cow<'_, str>> {
         let Some((declared, field)) = self.declared_of(table_type) else {
-            return self
-                .register(EventKind::from_id(table_type)?, key)
-                .map(Cow::Borrowed);
+            let kind = EventKind::from_id(table_type)?;
+            return match self.register(kind, key) {
+                Some(name) => Some(Cow::Borrowed(name)),
+                None => self.guest_function(&self.by, key).map(Cow::Owned),
+            };
         };
         let field = &declared.event.fields[field?];
         match field.kind {
@@ -271,7 +278,8 @@ impl KeySpec {
                 .map(|f| Reading::of(f.ty))
             {
                 Some(Reading::Number(kind)) => {
-                    key_text(read_as(kind, key, None, &self.registers), None)
+                    let code = self.guest_function(field, key);
+                    key_text(read_as(kind, key, None, &self.registers), code)
                 }
                 _ => match field_of(kind, field) {
                     Some(FieldRef::Value { names, .. }) if !names.is_empty() => names
@@ -282,6 +290,13 @@ impl KeySpec {
                 },
             },
         }
+    }
+
+    /// The guest function holding `key` when counting by `pc`.
+    fn guest_function(&self, field: &str, key: u64) -> Option<String> {
+        (field == "pc")
+            .then(|| self.guest_code.name_of(key))
+            .flatten()
     }
 
     /// The register name of `key` when counting a type's register field.
@@ -567,10 +582,20 @@ fn name(kind: u8) -> &'static str {
 pub struct CountWriter {
     /// What each table counts, and the table.
     pub tables: Vec<(KeySpec, Rc<RefCell<Table>>)>,
+    /// The first guest description a marker gave (a QEMU guest's:
+    /// `Guest::from_marker`), shared with whoever shows the tables, which
+    /// names pcs by its program's functions ([`KeySpec::guest_code`]).
+    pub guest: Rc<RefCell<Option<Guest>>>,
 }
 
 impl EventWriter for CountWriter {
     fn event(&mut self, event: &Event<'_>) -> io::Result<()> {
+        if let Body::Marker(text) = &event.body {
+            let mut guest = self.guest.borrow_mut();
+            if guest.is_none() {
+                *guest = Guest::from_marker(text.bytes, text.truncated);
+            }
+        }
         for (spec, table) in &self.tables {
             if let Some((table_type, key)) = spec.count_key(event) {
                 table.borrow_mut().add(table_type, key, 1);
@@ -602,6 +627,50 @@ mod tests {
             kind,
             body: Body::Args(args),
         }
+    }
+
+    /// `--by pc` names a pc by the guest function holding it, once the
+    /// guest's description came in a marker (the loader then reads the
+    /// program's symbols).
+    #[test]
+    fn pcs_are_named_by_the_guest_functions_holding_them() {
+        let mut spec = KeySpec::new("pc", 4096, &[EventKind::Block], &[]).unwrap();
+        spec.guest_code = CodeNames::new([(0x401000, 0x20, "touch".to_string())]);
+        let block = EventKind::Block as u8;
+        assert_eq!(spec.show_key(block, 0x401004), "touch+0x4");
+        assert_eq!(spec.key_name(block, 0x401000).as_deref(), Some("touch"));
+        assert_eq!(spec.show_key(block, 0x402000), "0x402000");
+        assert_eq!(spec.key_name(block, 0x402000), None);
+
+        let guest = Rc::default();
+        let mut writer = CountWriter {
+            tables: Vec::new(),
+            guest: Rc::clone(&guest),
+        };
+        let marker = |text: &'static [u8]| Event {
+            header: RecordHeader {
+                kind: EventKind::Marker as u8,
+                ..RecordHeader::default()
+            },
+            kind: EventKind::Marker,
+            body: Body::Marker(crate::record::event::Text {
+                bytes: text,
+                truncated: false,
+            }),
+        };
+        writer.event(&marker(b"reset")).unwrap();
+        assert!(guest.borrow().is_none());
+        writer
+            .event(&marker(
+                b"qemu x86_64 image 0x400000-0x4c0ee8 entry 0x4015b0: /g",
+            ))
+            .unwrap();
+        writer
+            .event(&marker(
+                b"qemu aarch64 image 0x400000-0x4c0ee8 entry 0x4015b0: /h",
+            ))
+            .unwrap();
+        assert_eq!(guest.borrow().as_ref().unwrap().arch, "x86_64", "the first");
     }
 
     #[test]

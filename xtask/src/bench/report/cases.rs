@@ -1,10 +1,12 @@
 //! The report's method, and its sections on whole programs and on what
 //! styx does besides streaming: the demo (1), the consumers (5), asking
-//! questions (6), function tracing (8), the realistic workload (9).
+//! questions (6), function tracing (8), the realistic workload (9), QEMU
+//! guests (10).
 
 use super::figures::{slower, table, times, verdict};
 use super::Facts;
 use crate::bench::demo::{Capture, IntoFile, Row, Variant};
+use crate::bench::qemu::{self, GUEST_ROUNDS, LOGGED_ROUNDS, TRACED_ROUNDS};
 use crate::bench::questions::{label, Asked, DELIVERIES, QUESTIONS};
 use crate::bench::tracer::{delivery_arg, Question};
 use crate::bench::{workload, Plan, Results};
@@ -477,5 +479,60 @@ fn baseline(
          (which goes first alternating by round):\n\n{}",
         b.rev,
         table(header, rows),
+    );
+}
+
+/// Section 10: styx-qemu on a CPU-bound guest, `rounds` rounds (also what
+/// `cargo xtask bench-qemu` prints).
+pub fn qemu(md: &mut String, rounds: usize, q: &qemu::Results) {
+    let rows = [
+        [
+            format!("QEMU without the plugin ({GUEST_ROUNDS} guest rounds)"),
+            q.plain.show(3),
+            q.plain_wall.show(3),
+        ],
+        [
+            "plugin loaded, nobody tracing".to_string(),
+            q.detached.show(3),
+            q.detached_wall.show(3),
+        ],
+        [
+            "loaded / without, per round".to_string(),
+            times(&q.ratio, 3),
+            String::new(),
+        ],
+        [
+            format!(
+                "traced, all four v1 types, `--pid --on-full wait`, raw to /dev/null \
+                 ({TRACED_ROUNDS} guest rounds): {} M events/s, {} lost, {:.0}× slower per \
+                 guest round",
+                q.rate.show(1),
+                q.lost,
+                q.per_round_slowdown(&q.traced, TRACED_ROUNDS)
+            ),
+            q.traced.show(3),
+            String::new(),
+        ],
+        [
+            format!(
+                "QEMU's own `-d nochain,exec` block log to /dev/null ({LOGGED_ROUNDS} guest \
+                 rounds): {} M blocks/s, {:.0}× slower per guest round",
+                q.log_rate.show(1),
+                q.per_round_slowdown(&q.logged, LOGGED_ROUNDS)
+            ),
+            q.logged.show(3),
+            String::new(),
+        ],
+    ];
+    let _ = writeln!(
+        md,
+        "## 10. QEMU guests (styx-qemu)\n\n\
+         styx-qemu, the QEMU TCG plugin, under qemu-x86_64 on a CPU-bound static guest (a \
+         sieve, an insertion sort and a checksum, `styx-qemu/bench/cpu_guest.c`), {rounds} \
+         rounds, QEMU without the plugin and with it loaded alternating which goes first. \
+         Figures are the QEMU process's CPU seconds (user + system); M events/s and M \
+         blocks/s are over wall time. Traced runs attach with `--pid` while the guest waits \
+         for a line, so the guest waits for room rather than lose events.\n\n{}",
+        table(["", "CPU s", "wall s"], rows),
     );
 }

@@ -3,7 +3,7 @@
 //! elsewhere (the machine's CPUs and kernel, styx's batch size and event
 //! types), never written in by hand.
 
-mod cases;
+pub(crate) mod cases;
 mod figures;
 mod stream;
 mod targets;
@@ -93,6 +93,7 @@ pub fn render(machine: &Machine, plan: &Plan, results: &Results, took: Duration)
     stream::encoding(&mut md, &r.stream);
     cases::functions(&mut md, plan, r);
     cases::workload(&mut md, plan, r);
+    cases::qemu(&mut md, plan.rounds, &r.qemu);
     let _ = writeln!(
         md,
         "## Machine\n\n- {}\n- Linux {}\n- {}\n- {}\n",

@@ -20,6 +20,7 @@ const ROUNDS: u64 = 6;
 enum Build {
     C11,
     Cxx17,
+    Shared,
 }
 
 /// The test program built as `build` into `dir`, its declarations' header
@@ -39,6 +40,7 @@ fn build(build: Build, dir: &Path) -> PathBuf {
     let (compiler, mut args): (&str, Vec<String>) = match build {
         Build::C11 => ("cc", vec!["-std=c11".into()]),
         Build::Cxx17 => ("c++", vec!["-std=c++17".into(), "-x".into(), "c++".into()]),
+        Build::Shared => ("cc", vec!["-std=c11".into(), "-DSTYX_PROBE_SHARED".into()]),
     };
     args.extend(["-O2", "-Wall", "-Werror", "-I", INCLUDE, "-I"].map(String::from));
     args.push(dir.to_str().unwrap().into());
@@ -46,7 +48,17 @@ fn build(build: Build, dir: &Path) -> PathBuf {
     if let Build::Cxx17 = build {
         args.extend(["-x".into(), "none".into()]);
     }
-    args.push(lib.to_str().unwrap().into());
+    match build {
+        Build::Shared => {
+            let lib_dir = lib.parent().unwrap().to_str().unwrap();
+            args.extend([
+                format!("-L{lib_dir}"),
+                "-lstyx_probe_c".into(),
+                format!("-Wl,-rpath,{lib_dir}"),
+            ]);
+        }
+        _ => args.push(lib.to_str().unwrap().into()),
+    }
     args.extend(["-lpthread", "-ldl", "-lm"].map(String::from));
     let status = Command::new(compiler).args(&args).status().unwrap();
     assert!(status.success(), "{compiler} {args:?}");
@@ -168,6 +180,32 @@ fn a_c_programs_declared_types_arrive_by_field_name_batched_and_per_event() {
         );
         assert_eq!(events(&out), expected(), "{kind:?} per event");
     }
+}
+
+/// With the shared library the declared types' sites and words are the
+/// program's, the flush site the library's: the loader takes their
+/// events one at a time, the catalogue's in batches, all of them whole.
+#[test]
+fn the_shared_library_fires_declared_types_one_at_a_time() {
+    require_root();
+    let dir = scratch("c-declared-shared");
+    let program = build(Build::Shared, &dir);
+    let out = dir.join("trace.jsonl");
+    let (said, stderr) = traced(&program, &out, "jsonl", &[]);
+    assert!(said.contains(&format!("evaluated {ROUNDS}")), "{said}");
+    // The library's flush and reg_write's batch-enable sites, the
+    // program's four per-event sites.
+    assert!(stderr.contains("attached 6 probe sites"), "{stderr}");
+    // Two streams, each in order: the declared types' and reg_write's.
+    let (declared, registers): (Vec<Value>, Vec<Value>) =
+        expected().into_iter().partition(|e| e["event"] == "usdt");
+    let (got_declared, got_registers): (Vec<Value>, Vec<Value>) =
+        events(&out).into_iter().partition(|e| e["event"] == "usdt");
+    assert_eq!(got_declared, declared);
+    assert_eq!(got_registers, registers);
+    let (_, stderr) = traced(&program, &out, "jsonl", &["--delivery", "per-event"]);
+    assert!(stderr.contains("attached 5 probe sites"), "{stderr}");
+    assert_eq!(events(&out), expected());
 }
 
 #[test]
@@ -306,4 +344,31 @@ fn bpftrace_sees_the_c_declared_types_with_their_arguments() {
     ] {
         assert!(said.lines().any(|l| l == line), "{line:?} in {said}");
     }
+}
+
+/// A mistaken declaration file: styx-declare says where and what, writes
+/// no header, and exits with an error rather than a crash.
+#[test]
+fn styx_declare_names_a_mistakes_file_and_line() {
+    let dir = scratch("c-declared-mistake");
+    let file = dir.join("bad.styx");
+    std::fs::write(&file, "provider emu;\nevent x(a: u128);\n").unwrap();
+    let header = dir.join("bad.h");
+    let output = Command::new(beside_testprog("styx-declare", "styx-probe-c"))
+        .arg(&file)
+        .arg("-o")
+        .arg(&header)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("in {}", file.display())),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("line 2: \"u128\" is not a field type"),
+        "{stderr}"
+    );
+    assert!(!header.exists());
 }

@@ -372,6 +372,112 @@ pub fn parse(text: &str) -> Result<Declarations, DeclareError> {
     Ok(d)
 }
 
+/// Words of C11 and C++17 a parameter may not be named, and the prefix
+/// the generated functions' own names have.
+const C_KEYWORDS: &[&str] = &[
+    "alignas",
+    "alignof",
+    "and",
+    "and_eq",
+    "asm",
+    "auto",
+    "bitand",
+    "bitor",
+    "bool",
+    "break",
+    "case",
+    "catch",
+    "char",
+    "char16_t",
+    "char32_t",
+    "class",
+    "compl",
+    "const",
+    "const_cast",
+    "constexpr",
+    "continue",
+    "decltype",
+    "default",
+    "delete",
+    "do",
+    "double",
+    "dynamic_cast",
+    "else",
+    "enum",
+    "explicit",
+    "export",
+    "extern",
+    "false",
+    "float",
+    "for",
+    "friend",
+    "goto",
+    "if",
+    "inline",
+    "int",
+    "long",
+    "mutable",
+    "namespace",
+    "new",
+    "noexcept",
+    "not",
+    "not_eq",
+    "nullptr",
+    "operator",
+    "or",
+    "or_eq",
+    "private",
+    "protected",
+    "public",
+    "register",
+    "reinterpret_cast",
+    "restrict",
+    "return",
+    "short",
+    "signed",
+    "sizeof",
+    "static",
+    "static_assert",
+    "static_cast",
+    "struct",
+    "switch",
+    "template",
+    "this",
+    "thread_local",
+    "throw",
+    "true",
+    "try",
+    "typedef",
+    "typeid",
+    "typename",
+    "union",
+    "unsigned",
+    "using",
+    "virtual",
+    "void",
+    "volatile",
+    "wchar_t",
+    "while",
+    "xor",
+    "xor_eq",
+];
+
+/// A field's name is a parameter of its fire function: not a keyword,
+/// nor one of the function's own names (`styx_…`).
+fn check_c_name(name: &str) -> Result<(), String> {
+    if C_KEYWORDS.contains(&name) || name.starts_with('_') {
+        return Err(format!(
+            "{name:?} is a word of C or C++ (or reserved): name the field otherwise"
+        ));
+    }
+    if name.starts_with("styx_") {
+        return Err(format!(
+            "{name:?}: names starting styx_ are the generated code's"
+        ));
+    }
+    Ok(())
+}
+
 /// Names the USDT world already means something by.
 fn check_provider(provider: &str) -> Result<(), String> {
     match provider {
@@ -424,6 +530,7 @@ fn event_declaration(p: &mut Parser, d: &mut Declarations) -> Result<(), Declare
     let mut fields: Vec<DeclaredField> = Vec::new();
     while !p.eat(')') {
         let field = p.word("a field's name")?;
+        check_c_name(&field).map_err(|m| p.back(m))?;
         if fields.iter().any(|f| f.name == field) {
             return Err(p.back(format!("field {field} twice in {name}")));
         }
@@ -773,9 +880,9 @@ fn definition(h: &mut String, d: &Declarations, event: &Event) -> Result<(), Dec
         h,
         "/* Called by STYX_FIRE only while a tracer is attached. */\n\
          __attribute__((noinline, cold)) void styx_fire_{c_name}({params})\n{{\n    \
-         const uint64_t values[{len}] = {{{values}}};\n    \
-         static const uint8_t widths[{len}] = {{{widths}}};\n    \
-         styx_fire_declared(&{semaphore}, styx_site_{c_name}, values, widths, {n});\n}}\n",
+         const uint64_t styx_values[{len}] = {{{values}}};\n    \
+         static const uint8_t styx_widths[{len}] = {{{widths}}};\n    \
+         styx_fire_declared(&{semaphore}, styx_site_{c_name}, styx_values, styx_widths, {n});\n}}\n",
         len = n.max(1),
     );
     Ok(())

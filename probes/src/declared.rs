@@ -511,13 +511,33 @@ pub fn wide(
     values: [u64; MAX_FIELDS],
     widths: &[usize],
 ) {
+    let semaphore = semaphore as *const SemaphoreWord as u64;
+    foreign(
+        word,
+        semaphore,
+        || site(values),
+        &values[..widths.len()],
+        widths,
+    );
+}
+
+/// Fires an event of a declared type whose semaphore word, at address
+/// `semaphore`, and per-event site are not styx-probe's: a C emulator's,
+/// written by styx-probe-c's generator. `site` runs the per-event site
+/// while one tracer takes events one by one; while a batch tracer holds
+/// the type the values are appended in their `widths` (each 1, 2, 4 or 8,
+/// as many as `values`), behind the tag of a semaphore in this module
+/// (the static library linked into the emulator).
+#[doc(hidden)]
+#[cfg(not(feature = "disabled"))]
+pub fn foreign(word: u32, semaphore: u64, site: impl FnOnce(), values: &[u64], widths: &[usize]) {
     if word & PER_EVENT != 0 {
-        site(values);
+        site();
     }
     if word > PER_EVENT {
         let flush = &raw const crate::batch::FLUSH as u64;
-        let tag = styx_common::schema::declared_tag(semaphore as *const _ as u64, flush);
-        crate::batch::push_declared(tag, &values[..widths.len()], widths);
+        let tag = styx_common::schema::declared_tag(semaphore, flush);
+        crate::batch::push_declared(tag, values, widths);
     }
 }
 

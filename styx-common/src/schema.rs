@@ -164,52 +164,143 @@ const fn desc_len(provider: &str, name: &str, fields: &[FieldEntry]) -> usize {
 }
 
 /// The declared type's note, at compile time. `N` is [`note_len`] of the
-/// same arguments; more than [`MAX_FIELDS`] fields, a width other than 1,
-/// 2, 4 or 8, an enum of more than [`MAX_ENUM_VALUES`] values, or a name
-/// with a NUL byte in it does not compile.
+/// same arguments; what [`check`] rejects does not compile.
 pub const fn note<const N: usize>(provider: &str, name: &str, fields: &[FieldEntry]) -> [u8; N] {
-    use crate::guest::{pad4, put, put_name, GUEST_NOTE_OWNER};
     assert!(N == note_len(provider, name, fields), "note length");
-    assert!(
-        fields.len() <= MAX_FIELDS,
-        "a styx event has at most 8 fields"
-    );
+    if let Err(why) = check(provider, name, fields) {
+        panic!("{}", why);
+    }
     let mut out = [0u8; N];
-    let owner = GUEST_NOTE_OWNER.len() + 1;
-    let mut at = put(&mut out, 0, &(owner as u32).to_le_bytes());
-    let desc = desc_len(provider, name, fields) as u32;
-    at = put(&mut out, at, &desc.to_le_bytes());
-    at = put(&mut out, at, &NT_STYX_EVENT.to_le_bytes());
-    put(&mut out, at, GUEST_NOTE_OWNER);
-    at = 12 + pad4(owner);
-    at = put(&mut out, at, &[EVENT_NOTE_VERSION]);
-    at = put_name(&mut out, at, provider);
-    at = put_name(&mut out, at, name);
-    at = put(&mut out, at, &[fields.len() as u8]);
+    write_note(&mut out, provider, name, fields);
+    out
+}
+
+/// Writes the note into `out`, [`note_len`] bytes, at run time: for a
+/// description made outside Rust (styx-probe-c's generator for C
+/// emulators). What [`check`] rejects, or `out` of another length, is the
+/// error.
+pub fn write_checked(
+    out: &mut [u8],
+    provider: &str,
+    name: &str,
+    fields: &[FieldEntry],
+) -> Result<(), &'static str> {
+    check(provider, name, fields)?;
+    if out.len() != note_len(provider, name, fields) {
+        return Err("note length");
+    }
+    write_note(out, provider, name, fields);
+    Ok(())
+}
+
+/// Why a declared type cannot be written: more than [`MAX_FIELDS`]
+/// fields, a width other than 1, 2, 4 or 8, an enum of more than
+/// [`MAX_ENUM_VALUES`] values, or a name with a NUL byte in it.
+pub const fn check(provider: &str, name: &str, fields: &[FieldEntry]) -> Result<(), &'static str> {
+    use crate::guest::{has_nul, NUL_IN_NAME};
+    if fields.len() > MAX_FIELDS {
+        return Err("a styx event has at most 8 fields");
+    }
+    if has_nul(provider) || has_nul(name) {
+        return Err(NUL_IN_NAME);
+    }
     let mut i = 0;
     while i < fields.len() {
         let (field, kind, bytes, enum_name, values) = fields[i];
-        assert!(
-            matches!(bytes, 1 | 2 | 4 | 8),
-            "a styx event field is 1, 2, 4 or 8 bytes wide"
-        );
-        at = put(&mut out, at, &[kind as u8, bytes as u8]);
-        at = put_name(&mut out, at, field);
+        if !matches!(bytes, 1 | 2 | 4 | 8) {
+            return Err("a styx event field is 1, 2, 4 or 8 bytes wide");
+        }
+        if has_nul(field) {
+            return Err(NUL_IN_NAME);
+        }
         if let FieldKind::Enum = kind {
-            assert!(
-                values.len() <= MAX_ENUM_VALUES,
-                "an enum of a styx event names at most 1024 values"
-            );
-            at = put_name(&mut out, at, enum_name);
-            at = put(&mut out, at, &(values.len() as u16).to_le_bytes());
+            if values.len() > MAX_ENUM_VALUES {
+                return Err("an enum of a styx event names at most 1024 values");
+            }
+            if has_nul(enum_name) {
+                return Err(NUL_IN_NAME);
+            }
             let mut v = 0;
             while v < values.len() {
-                at = put(&mut out, at, &values[v].0.to_le_bytes());
-                at = put_name(&mut out, at, values[v].1);
+                if has_nul(values[v].1) {
+                    return Err(NUL_IN_NAME);
+                }
                 v += 1;
             }
         }
         i += 1;
     }
-    out
+    Ok(())
+}
+
+/// Writes the note [`check`] accepted into `out`, [`note_len`] bytes.
+const fn write_note(out: &mut [u8], provider: &str, name: &str, fields: &[FieldEntry]) {
+    use crate::guest::{pad4, put, put_name, GUEST_NOTE_OWNER};
+    let owner = GUEST_NOTE_OWNER.len() + 1;
+    let mut at = put(out, 0, &(owner as u32).to_le_bytes());
+    let desc = desc_len(provider, name, fields) as u32;
+    at = put(out, at, &desc.to_le_bytes());
+    at = put(out, at, &NT_STYX_EVENT.to_le_bytes());
+    put(out, at, GUEST_NOTE_OWNER);
+    at = 12 + pad4(owner);
+    at = put(out, at, &[EVENT_NOTE_VERSION]);
+    at = put_name(out, at, provider);
+    at = put_name(out, at, name);
+    at = put(out, at, &[fields.len() as u8]);
+    let mut i = 0;
+    while i < fields.len() {
+        let (field, kind, bytes, enum_name, values) = fields[i];
+        at = put(out, at, &[kind as u8, bytes as u8]);
+        at = put_name(out, at, field);
+        if let FieldKind::Enum = kind {
+            at = put_name(out, at, enum_name);
+            at = put(out, at, &(values.len() as u16).to_le_bytes());
+            let mut v = 0;
+            while v < values.len() {
+                at = put(out, at, &values[v].0.to_le_bytes());
+                at = put_name(out, at, values[v].1);
+                v += 1;
+            }
+        }
+        i += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FIELDS: &[FieldEntry] = &[
+        ("pc", FieldKind::Unsigned, 4, "", &[]),
+        (
+            "device",
+            FieldKind::Enum,
+            1,
+            "Device",
+            &[(0, "Uart"), (7, "Dma")],
+        ),
+        ("delta", FieldKind::Signed, 2, "", &[]),
+    ];
+
+    #[test]
+    fn the_run_time_writer_writes_the_compile_time_note() {
+        const LEN: usize = note_len("emu", "mmio_write", FIELDS);
+        const NOTE: [u8; LEN] = note("emu", "mmio_write", FIELDS);
+        let mut out = [0u8; LEN];
+        assert_eq!(write_checked(&mut out, "emu", "mmio_write", FIELDS), Ok(()));
+        assert_eq!(out, NOTE);
+    }
+
+    #[test]
+    fn the_run_time_writer_refuses_what_would_not_compile() {
+        let nine = [("a", FieldKind::Unsigned, 1, "", &[][..]); 9];
+        let mut out = [0u8; 256];
+        let len = |f: &[FieldEntry]| note_len("emu", "x", f);
+        assert!(write_checked(&mut out[..len(&nine)], "emu", "x", &nine).is_err());
+        let three = [("a", FieldKind::Unsigned, 3, "", &[][..])];
+        assert!(write_checked(&mut out[..len(&three)], "emu", "x", &three).is_err());
+        let nul = [("a\0b", FieldKind::Unsigned, 1, "", &[][..])];
+        assert!(write_checked(&mut out[..len(&nul)], "emu", "x", &nul).is_err());
+        assert!(write_checked(&mut out[..3], "emu", "x", &[]).is_err());
+    }
 }

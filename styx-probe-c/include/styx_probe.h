@@ -103,6 +103,24 @@ extern const volatile uint32_t styx_probe_v0_1_semaphore_marker;
  * to gate work no probe's arguments can hold. */
 #define STYX_ENABLED(type) (STYX_PROBE_WORD_##type != 0)
 
+/* Fires event type `type` with the values that follow, evaluated only
+ * while a tracer is attached: STYX_FIRE(mem_read, pc, addr, val, 1), or
+ * for a type styx-declare declared, PROVIDER_NAME:
+ * STYX_FIRE(emu_mmio_write, pc, EMU_DEVICE_UART, addr, val). */
+#define STYX_FIRE(type, ...) \
+    do { \
+        if (STYX_PROBE_UNLIKELY(STYX_PROBE_WORD_##type != 0)) \
+            styx_fire_##type(__VA_ARGS__); \
+    } while (0)
+
+/* What the functions styx-declare generates call: 0, or -1 for a null
+ * pointer, more than 8 values or a width other than 1, 2, 4 or 8 bytes
+ * (nothing fired). */
+int styx_fire_declared(const volatile uint32_t *semaphore,
+                       void (*site)(const uint64_t *values),
+                       const uint64_t *values, const uint8_t *widths,
+                       uint32_t count);
+
 /* styx:insn_fetch(pc, insn, len) */
 void styx_fire_insn_fetch(uint64_t pc, uint64_t insn, uint8_t len);
 #define STYX_INSN_FETCH(pc, insn, len) \

@@ -73,6 +73,29 @@ extern "C" {
 #endif
 "#;
 
+/// The generic check, for the catalogue's types and those a declaration
+/// file declares (`styx-declare`), and the entry point the latter's
+/// generated functions call.
+const FIRE: &str = r#"
+/* Fires event type `type` with the values that follow, evaluated only
+ * while a tracer is attached: STYX_FIRE(mem_read, pc, addr, val, 1), or
+ * for a type styx-declare declared, PROVIDER_NAME:
+ * STYX_FIRE(emu_mmio_write, pc, EMU_DEVICE_UART, addr, val). */
+#define STYX_FIRE(type, ...) \
+    do { \
+        if (STYX_PROBE_UNLIKELY(STYX_PROBE_WORD_##type != 0)) \
+            styx_fire_##type(__VA_ARGS__); \
+    } while (0)
+
+/* What the functions styx-declare generates call: 0, or -1 for a null
+ * pointer, more than 8 values or a width other than 1, 2, 4 or 8 bytes
+ * (nothing fired). */
+int styx_fire_declared(const volatile uint32_t *semaphore,
+                       void (*site)(const uint64_t *values),
+                       const uint64_t *values, const uint8_t *widths,
+                       uint32_t count);
+"#;
+
 const POSTSCRIPT: &str = r#"
 /* Hands this thread's batched events to the tracer now, rather than when
  * its batch fills or the thread or process exits: for an emulator that
@@ -132,6 +155,7 @@ pub fn header() -> String {
          * to gate work no probe's arguments can hold. */\n\
          #define STYX_ENABLED(type) (STYX_PROBE_WORD_##type != 0)\n",
     );
+    h.push_str(FIRE);
     for &(kind, _) in SEMAPHORE_SYMBOLS {
         probe(&mut h, kind);
     }

@@ -19,7 +19,15 @@
 //! as `u64`s (a memory access's value in its size's width). The header is
 //! generated from the event catalogue ([`header`]); a test keeps the
 //! committed file equal to it.
+//!
+//! Event types a C emulator declares itself are written in a declaration
+//! file that `styx-declare` ([`declare`]) turns into a header of their
+//! own: each type's semaphore word, its note (the bytes styx-probe's
+//! `event!` writes, by the same writer), its per-event and batch-enable
+//! sites, and a function that hands the values to
+//! [`styx_fire_declared`], which fires them as `event!`'s types fire.
 
+pub mod declare;
 mod header;
 
 pub use header::header;
@@ -166,6 +174,59 @@ pub unsafe extern "C" fn styx_fire_marker(message: *const c_char) {
     styx_probe::marker!(|| message.as_ref());
 }
 
+/// Fires an event of a type the emulator declared (`styx-declare`'s
+/// generated code calls it, only while `semaphore`'s word is raised):
+/// `count` values, each in `widths` bytes (1, 2, 4 or 8) in a batch, and
+/// `site`, the type's per-event site, run with the values while a tracer
+/// takes its events one by one. 0, or -1 for what no generated code
+/// passes (a null pointer, more than 8 values, another width): nothing is
+/// fired then.
+///
+/// # Safety
+/// `semaphore` is the type's semaphore word; `values` and `widths` hold
+/// `count` elements each (either may be null for 0).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn styx_fire_declared(
+    semaphore: *const u32,
+    site: Option<unsafe extern "C" fn(values: *const u64)>,
+    values: *const u64,
+    widths: *const u8,
+    count: u32,
+) -> i32 {
+    use styx_common::schema::MAX_FIELDS;
+    let count = count as usize;
+    let (Some(site), false) = (site, semaphore.is_null()) else {
+        return -1;
+    };
+    if count > MAX_FIELDS || (count > 0 && (values.is_null() || widths.is_null())) {
+        return -1;
+    }
+    let (values, given) = match count {
+        0 => (&[][..], &[][..]),
+        // SAFETY: the caller's promise, the pointers checked not null.
+        _ => unsafe {
+            (
+                core::slice::from_raw_parts(values, count),
+                core::slice::from_raw_parts(widths, count),
+            )
+        },
+    };
+    let mut bytes = [0usize; MAX_FIELDS];
+    for (bytes, &given) in bytes.iter_mut().zip(given) {
+        if !matches!(given, 1 | 2 | 4 | 8) {
+            return -1;
+        }
+        *bytes = given.into();
+    }
+    // SAFETY: the caller's promise; the kernel writes the word, so read it
+    // as the inline check does, volatile.
+    let word = unsafe { core::ptr::read_volatile(semaphore) };
+    // SAFETY: the site reads the `count` values it was generated for.
+    let fire_site = || unsafe { site(values.as_ptr()) };
+    styx_probe::__declared::foreign(word, semaphore as u64, fire_site, values, &bytes[..count]);
+    0
+}
+
 /// A fresh span id, unique in the process (never 0).
 #[unsafe(no_mangle)]
 pub extern "C" fn styx_next_span_id() -> u64 {
@@ -204,3 +265,49 @@ macro_rules! semaphore_table {
     };
 }
 styx_common::event_catalogue!(semaphore_table);
+
+#[cfg(test)]
+mod tests {
+    use super::styx_fire_declared;
+
+    unsafe extern "C" fn site(_: *const u64) {
+        panic!("no site runs for what is refused");
+    }
+
+    #[test]
+    fn what_no_generated_code_passes_is_refused_not_fired() {
+        // Raised as by a per-event tracer: were the call accepted, the
+        // site would run.
+        let word = 1u32;
+        let values = [1u64; 9];
+        let widths = [1u8, 3, 1, 1, 1, 1, 1, 1, 1];
+        // SAFETY: each pointer is null or holds `count` elements.
+        unsafe {
+            use core::ptr::null;
+            assert_eq!(
+                styx_fire_declared(null(), Some(site), values.as_ptr(), widths.as_ptr(), 1),
+                -1
+            );
+            assert_eq!(
+                styx_fire_declared(&word, None, values.as_ptr(), widths.as_ptr(), 1),
+                -1
+            );
+            assert_eq!(
+                styx_fire_declared(&word, Some(site), null(), widths.as_ptr(), 1),
+                -1
+            );
+            assert_eq!(
+                styx_fire_declared(&word, Some(site), values.as_ptr(), null(), 1),
+                -1
+            );
+            assert_eq!(
+                styx_fire_declared(&word, Some(site), values.as_ptr(), widths.as_ptr(), 9),
+                -1
+            );
+            assert_eq!(
+                styx_fire_declared(&word, Some(site), values.as_ptr(), widths.as_ptr(), 2),
+                -1
+            );
+        }
+    }
+}

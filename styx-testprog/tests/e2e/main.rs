@@ -19,6 +19,7 @@ mod alloc;
 mod batched;
 mod binary;
 mod bpftrace;
+mod c_declared;
 mod c_header;
 mod capture;
 mod compile_out;

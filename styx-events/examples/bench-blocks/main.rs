@@ -1,0 +1,521 @@
+//! How a raw capture's blocks are best stored (issue 28): zstd of the
+//! payload as the workers do today (level 1), against transforms of the
+//! payload's batch items then a general compressor:
+//!
+//! - columns (`columns.rs`): the items' tags in one stream, their values in
+//!   one stream per (event kind, value index), each a zigzag varint of its
+//!   difference from the stream's previous value; time marks as deltas;
+//!   batch headers in a stream of their own; every other byte as it is.
+//! - fixed columns: the same, each delta in its value's own width.
+//! - deltas (`deltas.rs`): the payload's own layout, each value replaced
+//!   in place by its delta in its own width.
+//!
+//! Reads a version 3 capture's blocks (`[BLOCKS]`: the first so many),
+//! decompresses them, and times each way on one thread, best of 5 passes:
+//! encoding (transform, then compression) and decoding, per event, checking
+//! that every block comes back byte for byte; `[WAY]` keeps only the ways
+//! whose names hold it. Every transform is total: a batch whose items do not
+//! read makes `encode` say so (the block would then be stored as today).
+//!
+//! ```text
+//! cargo run --release -p styx-events --example bench-blocks -- CAPTURE [BLOCKS [WAY]]
+//! ```
+//!
+//! On the 2-CPU machine of issue 28 (another job running), the demo's
+//! capture (`styx-loader -o raw --output X -- styx-demo --quiet --repeat
+//! 100`, its first 120 blocks: 15.4 M events, 8.24 payload bytes an event)
+//! and styx-rv's (`-- styx-rv --quiet --repeat 30`: 11.5 M events, 64-bit
+//! values, 13.5 bytes an event), bytes stored and ns an event:
+//!
+//! ```text
+//!                          demo                      styx-rv
+//! way                      bytes  encode  decode     bytes  encode  decode
+//! zstd 1 (today)           0.503    5.72    2.71     0.896    8.56    3.80
+//! zstd -1                  0.571    5.14    2.55     1.034    7.18    3.42
+//! zstd -5                  1.027    4.91    2.48     1.756    6.02    3.03
+//! snappy                   1.371    4.70    2.43     2.275    6.12    2.52
+//! columns alone            7.398    9.30   14.96     9.052   13.26   16.25
+//! columns + zstd 1         0.721   15.12   16.90     0.545   15.08   17.58
+//! columns + zstd -1        0.825   14.23   16.72     0.646   14.64   17.09
+//! columns + zstd -5        1.014   13.87   16.67     0.832   14.01   17.00
+//! columns + snappy         1.271   12.60   16.35     1.199   13.39   16.32
+//! deltas alone             8.240    7.99    7.98    13.500    7.60    6.90
+//! deltas + zstd 1          0.708   13.83   10.84     0.820   14.22    9.52
+//! deltas + zstd -1         0.746   13.56   10.11     0.916   13.11    9.11
+//! fixed columns + zstd 1   0.715   15.97   29.81     0.536   14.93   30.82
+//! ```
+//!
+//! So the columns are not adopted as a block codec:
+//!
+//! - On the demo every transform stores more bytes (0.71–0.72 against
+//!   0.50 at zstd 1): its four programs repeat, and zstd finds the raw
+//!   items' long repeats better than the deltas'. Nor does zstd work less:
+//!   it takes ~5.5–6 ns an event of the transformed bytes, as of the raw
+//!   ones, so no transform, however cheap, gives the 25% less CPU sought.
+//! - On styx-rv the columns store 40% fewer bytes (0.545 against 0.896),
+//!   and zstd takes only ~2–4 ns an event of them, but the transform itself
+//!   takes ~9–13 ns: walking the items and touching each value (deltas
+//!   alone, no streams: ~7.6 ns) costs as much as zstd of the whole payload.
+//!   It would pay only at under ~5 ns an event.
+mod columns;
+mod deltas;
+
+use columns::Columns;
+use std::time::Instant;
+
+const FRAME_BYTES: usize = 16;
+
+struct Block {
+    payload: Vec<u8>,
+    events: u64,
+}
+
+/// The capture's blocks, decompressed (at most `most`).
+fn blocks(path: &str, most: usize) -> anyhow::Result<Vec<Block>> {
+    let bytes = std::fs::read(path)?;
+    anyhow::ensure!(bytes.get(..8) == Some(b"STYXCAP\0"), "not a capture");
+    let word = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+    anyhow::ensure!(word(8) == 3, "a capture of version {}, not 3", word(8));
+    let mut at = 16 + word(12);
+    let mut blocks = Vec::new();
+    while at + FRAME_BYTES <= bytes.len() && blocks.len() < most {
+        let (codec, stored_len, payload_len, events) =
+            (bytes[at], word(at + 4), word(at + 8), word(at + 12));
+        let stored = &bytes[at + FRAME_BYTES..at + FRAME_BYTES + stored_len];
+        let payload = match codec {
+            0 => stored.to_vec(),
+            1 => zstd::bulk::decompress(stored, payload_len)?,
+            _ => anyhow::bail!("codec {codec}"),
+        };
+        blocks.push(Block {
+            payload,
+            events: events as u64,
+        });
+        at += FRAME_BYTES + stored_len;
+    }
+    Ok(blocks)
+}
+
+/// A way of storing a payload.
+#[derive(Clone, Copy)]
+enum Way {
+    Zstd(i32),
+    ColumnsZstd(i32),
+    Snappy,
+    ColumnsSnappy,
+    /// The transform alone (its bytes, uncompressed).
+    ColumnsOnly,
+    DeltasZstd(i32),
+    DeltasOnly,
+    /// Columns of deltas in their values' widths, then zstd.
+    FixedZstd(i32),
+    FixedOnly,
+}
+
+impl Way {
+    fn name(self) -> String {
+        match self {
+            Way::Zstd(level) => format!("zstd {level}"),
+            Way::ColumnsZstd(level) => format!("columns + zstd {level}"),
+            Way::Snappy => "snappy".into(),
+            Way::ColumnsSnappy => "columns + snappy".into(),
+            Way::ColumnsOnly => "columns alone".into(),
+            Way::DeltasZstd(level) => format!("deltas + zstd {level}"),
+            Way::DeltasOnly => "deltas alone".into(),
+            Way::FixedZstd(level) => format!("fixed columns + zstd {level}"),
+            Way::FixedOnly => "fixed columns alone".into(),
+        }
+    }
+}
+
+struct Coder {
+    columns: Columns,
+    fixed: Columns,
+    scratch: Vec<u8>,
+    snappy: snap::raw::Encoder,
+}
+
+impl Coder {
+    fn encode(&mut self, way: Way, payload: &[u8], zstd: &mut zstd::bulk::Compressor) -> Vec<u8> {
+        match way {
+            Way::Zstd(_) => zstd.compress(payload).unwrap(),
+            Way::ColumnsZstd(_) => {
+                assert!(self.columns.encode(payload, &mut self.scratch));
+                zstd.compress(&self.scratch).unwrap()
+            }
+            Way::Snappy => self.snappy.compress_vec(payload).unwrap(),
+            Way::ColumnsSnappy => {
+                assert!(self.columns.encode(payload, &mut self.scratch));
+                self.snappy.compress_vec(&self.scratch).unwrap()
+            }
+            Way::ColumnsOnly => {
+                assert!(self.columns.encode(payload, &mut self.scratch));
+                self.scratch.clone()
+            }
+            Way::DeltasZstd(_) => {
+                assert!(deltas::encode(payload, &mut self.scratch));
+                zstd.compress(&self.scratch).unwrap()
+            }
+            Way::DeltasOnly => {
+                assert!(deltas::encode(payload, &mut self.scratch));
+                self.scratch.clone()
+            }
+            Way::FixedZstd(_) => {
+                assert!(self.fixed.encode(payload, &mut self.scratch));
+                zstd.compress(&self.scratch).unwrap()
+            }
+            Way::FixedOnly => {
+                assert!(self.fixed.encode(payload, &mut self.scratch));
+                self.scratch.clone()
+            }
+        }
+    }
+
+    fn decode(
+        &mut self,
+        way: Way,
+        stored: &[u8],
+        payload_len: usize,
+        out: &mut Vec<u8>,
+        zstd: &mut zstd::bulk::Decompressor,
+    ) {
+        // The transform's bytes are at most this many (varints of u64 deltas).
+        let columns_most = 2 * payload_len + 4096;
+        match way {
+            Way::Zstd(_) => {
+                out.resize(payload_len, 0);
+                zstd.decompress_to_buffer(stored, out).unwrap();
+            }
+            Way::ColumnsZstd(_) => {
+                self.scratch.resize(columns_most, 0);
+                let n = zstd
+                    .decompress_to_buffer(stored, &mut self.scratch)
+                    .unwrap();
+                self.columns
+                    .decode(&self.scratch[..n], payload_len, out)
+                    .unwrap();
+            }
+            Way::Snappy => {
+                out.resize(payload_len, 0);
+                snap::raw::Decoder::new().decompress(stored, out).unwrap();
+            }
+            Way::ColumnsSnappy => {
+                self.scratch.resize(columns_most, 0);
+                let n = snap::raw::Decoder::new()
+                    .decompress(stored, &mut self.scratch)
+                    .unwrap();
+                self.columns
+                    .decode(&self.scratch[..n], payload_len, out)
+                    .unwrap();
+            }
+            Way::ColumnsOnly => self.columns.decode(stored, payload_len, out).unwrap(),
+            Way::DeltasZstd(_) => {
+                out.resize(payload_len, 0);
+                zstd.decompress_to_buffer(stored, out).unwrap();
+                deltas::decode(out).unwrap();
+            }
+            Way::DeltasOnly => {
+                out.clear();
+                out.extend_from_slice(stored);
+                deltas::decode(out).unwrap();
+            }
+            Way::FixedZstd(_) => {
+                self.scratch.resize(columns_most, 0);
+                let n = zstd
+                    .decompress_to_buffer(stored, &mut self.scratch)
+                    .unwrap();
+                self.fixed
+                    .decode(&self.scratch[..n], payload_len, out)
+                    .unwrap();
+            }
+            Way::FixedOnly => self.fixed.decode(stored, payload_len, out).unwrap(),
+        }
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let path = args
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("usage: bench-blocks CAPTURE [BLOCKS [WAY]]"))?;
+    let most = match args.next() {
+        Some(n) => n.parse()?,
+        None => usize::MAX,
+    };
+    // Only the ways whose names hold this.
+    let only = args.next().unwrap_or_default();
+    let blocks = blocks(&path, most)?;
+    let events: u64 = blocks.iter().map(|b| b.events).sum();
+    let payload: usize = blocks.iter().map(|b| b.payload.len()).sum();
+    println!(
+        "{} blocks, {events} events, payload {:.2} bytes/event",
+        blocks.len(),
+        payload as f64 / events as f64
+    );
+    let ways = [
+        Way::Zstd(1),
+        Way::Zstd(-1),
+        Way::Zstd(-5),
+        Way::Snappy,
+        Way::ColumnsOnly,
+        Way::ColumnsZstd(1),
+        Way::ColumnsZstd(-1),
+        Way::ColumnsZstd(-5),
+        Way::ColumnsSnappy,
+        Way::DeltasOnly,
+        Way::DeltasZstd(1),
+        Way::DeltasZstd(-1),
+        Way::DeltasZstd(-5),
+        Way::FixedOnly,
+        Way::FixedZstd(1),
+        Way::FixedZstd(-1),
+        Way::FixedZstd(-5),
+    ];
+    println!(
+        "{:<22} {:>11} {:>13} {:>13}",
+        "way", "bytes/event", "encode ns/ev", "decode ns/ev"
+    );
+    let mut coder = Coder {
+        columns: Columns::default(),
+        fixed: Columns::fixed_width(),
+        scratch: Vec::new(),
+        snappy: snap::raw::Encoder::new(),
+    };
+    let mut decompressor = zstd::bulk::Decompressor::new()?;
+    let mut out = Vec::new();
+    for way in ways.into_iter().filter(|way| way.name().contains(&only)) {
+        let level = match way {
+            Way::Zstd(level)
+            | Way::ColumnsZstd(level)
+            | Way::DeltasZstd(level)
+            | Way::FixedZstd(level) => level,
+            _ => 1,
+        };
+        let mut compressor = zstd::bulk::Compressor::new(level)?;
+        compressor.include_checksum(true)?;
+        let mut stored = Vec::new();
+        let mut encode = f64::MAX;
+        for _ in 0..5 {
+            let start = Instant::now();
+            stored = (blocks.iter())
+                .map(|b| coder.encode(way, &b.payload, &mut compressor))
+                .collect::<Vec<_>>();
+            encode = encode.min(start.elapsed().as_nanos() as f64);
+        }
+        let mut decode = f64::MAX;
+        for _ in 0..5 {
+            let start = Instant::now();
+            for (block, stored) in blocks.iter().zip(&stored) {
+                coder.decode(
+                    way,
+                    stored,
+                    block.payload.len(),
+                    &mut out,
+                    &mut decompressor,
+                );
+            }
+            decode = decode.min(start.elapsed().as_nanos() as f64);
+        }
+        for (block, stored) in blocks.iter().zip(&stored) {
+            coder.decode(
+                way,
+                stored,
+                block.payload.len(),
+                &mut out,
+                &mut decompressor,
+            );
+            assert!(
+                out == block.payload,
+                "{} does not give the payload back",
+                way.name()
+            );
+        }
+        let bytes: usize = stored.iter().map(|s| s.len() + FRAME_BYTES).sum();
+        println!(
+            "{:<22} {:>11.3} {:>13.2} {:>13.2}",
+            way.name(),
+            bytes as f64 / events as f64,
+            encode / events as f64,
+            decode / events as f64
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{columns::Columns, deltas};
+    use styx_common::batch::{BatchRecord, BATCH_MAGIC, BATCH_RECORD_KIND};
+    use styx_common::item::{write_declared, write_event, write_mark, MAX_DECLARED_ITEM_BYTES};
+    use styx_common::item::{CATALOGUE_TAG, MAX_ITEM_BYTES};
+    use styx_common::{EventKind, RecordHeader};
+
+    /// A BATCH record (tag, length, record) of `items`, with `trailing`
+    /// bytes past them as ring records may have.
+    fn batch_entry(items: &[u8], trailing: &[u8]) -> Vec<u8> {
+        let mut record = BatchRecord {
+            header: RecordHeader {
+                kind: BATCH_RECORD_KIND,
+                ts_ns: 77,
+                ..RecordHeader::default()
+            },
+            len: items.len() as u32,
+            ..BatchRecord::default()
+        };
+        record.head.magic = BATCH_MAGIC;
+        let record = [bytemuck::bytes_of(&record), items, trailing].concat();
+        let mut entry = vec![0x20];
+        let mut len = record.len();
+        while len >= 0x80 {
+            entry.push(len as u8 | 0x80);
+            len >>= 7;
+        }
+        entry.push(len as u8);
+        entry.extend_from_slice(&record);
+        entry
+    }
+
+    /// Items of every sort: marks, catalogue events of each width (values
+    /// going up and down, to the widths' ends), declared types' items.
+    fn items(seed: u64) -> Vec<u8> {
+        let mut items = Vec::new();
+        let mut item = [0u8; MAX_ITEM_BYTES];
+        let mut declared = [0u8; MAX_DECLARED_ITEM_BYTES];
+        for i in 0..300u64 {
+            let wobble = (i * 7919 + seed).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            let n = match i % 6 {
+                0 => write_mark(1_000_000 + i * 50 - (i % 4) * 80, &mut item),
+                1 => write_event(
+                    EventKind::MemRead,
+                    &[
+                        (0x100 + i, 2),
+                        (wobble & 0xffff, 2),
+                        (wobble >> 56, 1),
+                        (1, 1),
+                    ],
+                    &mut item,
+                ),
+                2 => write_event(
+                    EventKind::MemWrite,
+                    &[
+                        (u64::MAX - i, 8),
+                        (wobble, 8),
+                        (wobble as u32 as u64, 4),
+                        (8, 1),
+                    ],
+                    &mut item,
+                ),
+                3 => write_event(
+                    EventKind::InsnExec,
+                    &[(wobble >> 1, 8), (i, 4), (4, 1)],
+                    &mut item,
+                ),
+                4 => write_event(
+                    EventKind::RegWrite,
+                    &[(i, 2), (3, 1), (wobble, 8), (0xff, 1)],
+                    &mut item,
+                ),
+                _ => {
+                    let n = write_declared(0x10, &[i, wobble & 0xff], &[4, 1], &mut declared);
+                    items.extend_from_slice(&declared[..n]);
+                    continue;
+                }
+            };
+            items.extend_from_slice(&item[..n]);
+        }
+        items
+    }
+
+    /// A payload as a block holds it: a THREAD record, an event record
+    /// whose bytes hold the BATCH tag, batches (one with bytes past its
+    /// items, one empty), a look-alike of a batch's header in a marker's
+    /// text, and an END record.
+    fn payload() -> Vec<u8> {
+        let mut payload = vec![0x00, 0x9a, 0xa9, 0x01, 0x9a, 0xa9, 0x01];
+        payload.extend_from_slice(&[0x0b, 0x20, 0x20, 0x05, b'h', b'i', 0x20]);
+        payload.extend(batch_entry(&items(1), &[]));
+        payload.extend(batch_entry(&items(2), &[0xaa; 63]));
+        payload.extend(batch_entry(&[], &[1, 2, 3]));
+        payload.extend_from_slice(&[0x0c, 0x20, 0x81]);
+        payload.extend(batch_entry(&items(3), &[]));
+        payload.extend_from_slice(&[0x10, 0x05, 0x00, 0x00]);
+        payload
+    }
+
+    /// Round-trips `payload` through every transform; whether deltas
+    /// changed any of its bytes.
+    fn round_trip(payload: &[u8]) -> bool {
+        let mut encoded = Vec::new();
+        assert!(deltas::encode(payload, &mut encoded));
+        assert_eq!(encoded.len(), payload.len());
+        let turned = encoded != payload;
+        deltas::decode(&mut encoded).unwrap();
+        assert!(encoded == payload, "deltas do not give the payload back");
+        for mut columns in [Columns::default(), Columns::fixed_width()] {
+            let mut encoded = Vec::new();
+            assert!(columns.encode(payload, &mut encoded));
+            // Batches split into columns, not all kept as they are.
+            assert!(turned == (encoded.len() < payload.len() || !encoded.ends_with(payload)));
+            let mut decoded = Vec::new();
+            columns
+                .decode(&encoded, payload.len(), &mut decoded)
+                .unwrap();
+            assert!(decoded == payload, "columns do not give the payload back");
+        }
+        turned
+    }
+
+    #[test]
+    fn every_transform_gives_the_payload_back() {
+        assert!(round_trip(&payload()), "no value was turned into a delta");
+        round_trip(&[]);
+        // Records that are not batches alone, and a batch cut short.
+        round_trip(&payload()[..20]);
+        round_trip(&payload()[..400]);
+    }
+
+    #[test]
+    fn a_batch_whose_items_do_not_read_is_refused() {
+        // A catalogue tag naming no kind a batch holds.
+        let bad = (CATALOGUE_TAG | 0x7f00).to_le_bytes();
+        for items in [
+            [&items(4)[..], &bad].concat(),
+            items(5)[..items(5).len() - 1].to_vec(),
+        ] {
+            let payload = batch_entry(&items, &[]);
+            assert!(!Columns::default().encode(&payload, &mut Vec::new()));
+            assert!(!Columns::fixed_width().encode(&payload, &mut Vec::new()));
+            assert!(!deltas::encode(&payload, &mut Vec::new()));
+        }
+    }
+
+    #[test]
+    fn damaged_columns_are_refused_without_panic() {
+        let payload = payload();
+        for mut columns in [Columns::default(), Columns::fixed_width()] {
+            let mut encoded = Vec::new();
+            assert!(columns.encode(&payload, &mut encoded));
+            let mut decoded = Vec::new();
+            for cut in 0..encoded.len() {
+                assert!(columns
+                    .decode(&encoded[..cut], payload.len(), &mut decoded)
+                    .is_err());
+            }
+            for at in 0..encoded.len() {
+                let mut damaged = encoded.clone();
+                damaged[at] ^= 0x5a;
+                // Either refused or a payload of the length asked for.
+                if columns
+                    .decode(&damaged, payload.len(), &mut decoded)
+                    .is_ok()
+                {
+                    assert_eq!(decoded.len(), payload.len());
+                }
+                assert!(decoded.capacity() <= 2 * payload.len());
+            }
+            assert!(columns
+                .decode(&encoded, payload.len() - 1, &mut decoded)
+                .is_err());
+        }
+    }
+}

@@ -175,3 +175,26 @@ pub fn decode(bytes: &mut [u8]) -> Result<(), DeltasError> {
         false => Err(DeltasError),
     }
 }
+
+/// The items of every batch in `payload` skimmed (`item::skim`, as the
+/// loader checks a batch it keeps whole), touching no value: what any
+/// transform's walk costs at least. The number of items.
+pub fn skim(payload: &[u8]) -> usize {
+    let mut walked = 0;
+    let mut pos = 0;
+    while let Some(found) = memchr::memchr(TAG_BATCH, &payload[pos..]) {
+        let tag_at = pos + found;
+        let Some((items, end)) = batch_at(payload, tag_at) else {
+            pos = tag_at + 1;
+            continue;
+        };
+        let items = &payload[items];
+        let mut at = 0;
+        while let Ok((_, len)) = item::skim(&items[at..]) {
+            walked += 1;
+            at += len;
+        }
+        pos = end;
+    }
+    walked
+}

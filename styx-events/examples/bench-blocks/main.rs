@@ -27,7 +27,8 @@
 //! capture (`styx-loader -o raw --output X -- styx-demo --quiet --repeat
 //! 100`, its first 120 blocks: 15.4 M events, 8.24 payload bytes an event)
 //! and styx-rv's (`-- styx-rv --quiet --repeat 30`: 11.5 M events, 64-bit
-//! values, 13.5 bytes an event), bytes stored and ns an event:
+//! values, 13.5 bytes an event), bytes stored and ns an event (the
+//! "alone" rows include a copy of their output, as kept to decode):
 //!
 //! ```text
 //!                          demo                      styx-rv
@@ -56,11 +57,12 @@
 //!   it takes ~5.5–6 ns an event of the transformed bytes, as of the raw
 //!   ones, so no transform, however cheap, gives the 25% less CPU sought.
 //! - On styx-rv the columns store 40% fewer bytes (0.545 against 0.896),
-//!   and zstd takes only ~2–4 ns an event of them, but the transform itself
+//!   and zstd takes only ~2–5 ns an event of them, but the transform itself
 //!   takes ~9–13 ns: walking the items and touching each value (deltas
 //!   alone, no streams: ~7.6 ns) costs as much as zstd of the whole payload,
 //!   and the bare walk (items skimmed) 3.4 ns. It would pay only at under
 //!   ~5 ns an event, little more than the walk.
+
 mod columns;
 mod deltas;
 

@@ -76,6 +76,7 @@ pub fn results(scenario: Scenario) -> Results {
         if !way.untraced() {
             row.consumer_ns_per_event = around(if met { 3.0 } else { 20.0 + i as f64 });
             row.consumer_system_share = around(0.5);
+            row.compressing_ns_per_event = around(if met { 1.0 } else { 6.0 });
             row.events = 1_000_000;
             row.lost = lost;
             row.reported_lost = row.lost + u64::from(way == Way::BatchedFile && !met);

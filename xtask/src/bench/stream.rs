@@ -204,6 +204,8 @@ pub struct Row {
     pub ns_per_event: Samples,
     /// CPU the consumer (tracer or reader process) spent per event it got.
     pub consumer_ns_per_event: Samples,
+    /// Of it, what styx-loader's threads compressing the capture spent.
+    pub compressing_ns_per_event: Samples,
     /// Tracers: the share of their CPU time spent in the kernel (from
     /// 10 ms ticks: coarse for short runs).
     pub consumer_system_share: Samples,
@@ -404,9 +406,11 @@ fn traced(bins: &Binaries, plan: &Plan, way: Way, row: &mut Row) -> Result<f64> 
     let mut workload = Workload::spawn(build.bench)?;
     let session = Session::start(tracer, build.loader, &mut workload)?;
     let cpu_before = session.cpu_seconds()?;
+    let compressing_before = session.compressing_cpu_seconds();
     let split_before = session.cpu_split()?;
     let run = workload.run(way.via(), n)?;
     let cpu = session.cpu_seconds_when_idle()? - cpu_before;
+    let compressing = session.compressing_cpu_seconds() - compressing_before;
     let split_after = session.cpu_split()?;
     let (user, system) = (
         split_after.0 - split_before.0,
@@ -427,6 +431,8 @@ fn traced(bins: &Binaries, plan: &Plan, way: Way, row: &mut Row) -> Result<f64> 
         _ => n,
     };
     row.consumer_ns_per_event.push(cpu * 1e9 / handled as f64);
+    row.compressing_ns_per_event
+        .push(compressing * 1e9 / handled as f64);
     if user + system > 0.0 {
         row.consumer_system_share.push(system / (user + system));
     }

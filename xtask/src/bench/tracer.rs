@@ -354,6 +354,18 @@ impl Session {
         cpu_seconds(self.pid())
     }
 
+    /// CPU time styx-loader's threads compressing a capture
+    /// (`styx-capture-N`) have used so far, in seconds (0 for bpftrace).
+    pub fn compressing_cpu_seconds(&self) -> f64 {
+        match &self.process {
+            Process::Styx(loader) => threads_ns(loader.pid(), |name| {
+                name.starts_with(COMPRESSING_THREAD)
+            })
+            .map_or(0.0, |ns| ns as f64 / 1e9),
+            Process::Bpftrace { .. } => 0.0,
+        }
+    }
+
     /// The tracer's (user, system) CPU time so far, in 10 ms ticks' seconds.
     pub fn cpu_split(&self) -> Result<(f64, f64)> {
         cpu_split(self.pid())
@@ -510,9 +522,22 @@ pub fn cpu_split(pid: u32) -> Result<(f64, f64)> {
 /// each `/proc/PID/task/TID/schedstat`). The tracers keep their threads for
 /// the length of a run, so the difference of two readings is the run's.
 fn schedstat_ns(pid: u32) -> Option<u64> {
+    threads_ns(pid, |_| true)
+}
+
+/// What styx-loader names the threads compressing a capture, then a number.
+const COMPRESSING_THREAD: &str = "styx-capture-";
+
+/// [`schedstat_ns`] of the threads whose name `named` takes.
+fn threads_ns(pid: u32, named: impl Fn(&str) -> bool) -> Option<u64> {
     let mut total = 0;
     for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
-        let text = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
+        let task = task.ok()?.path();
+        let name = std::fs::read_to_string(task.join("comm")).unwrap_or_default();
+        if !named(name.trim_end()) {
+            continue;
+        }
+        let text = std::fs::read_to_string(task.join("schedstat")).ok()?;
         total += text.split_whitespace().next()?.parse::<u64>().ok()?;
     }
     Some(total)

@@ -4,7 +4,7 @@
 //! unbuffered file or stdout), [`Tee`] and [`Labeled`].
 
 use crate::record::event::Event;
-use crate::session::header::Header;
+use crate::session::header::{Header, MappedFile};
 use crate::write::buf::ByteBuf;
 use std::io::{self, Write};
 
@@ -68,6 +68,15 @@ pub trait EventWriter {
     fn header_grew(&mut self, header: &Header) -> bool {
         let _ = header;
         false
+    }
+    /// Where the traced process mapped its files, known only once a
+    /// command the loader started is past its `exec` (after the output
+    /// opened): what names the heap's callers. Whether this output keeps
+    /// it: one that does not name callers needs nothing (yes); a capture
+    /// says no once it has written its header.
+    fn process_mapped(&mut self, mapped: &[MappedFile]) -> bool {
+        let _ = mapped;
+        true
     }
 }
 
@@ -221,6 +230,13 @@ impl EventWriter for Tee {
         let mut all = true;
         for writer in self.writers.iter_mut().flatten() {
             all &= writer.header_grew(header);
+        }
+        all
+    }
+    fn process_mapped(&mut self, mapped: &[MappedFile]) -> bool {
+        let mut all = true;
+        for writer in self.writers.iter_mut().flatten() {
+            all &= writer.process_mapped(mapped);
         }
         all
     }

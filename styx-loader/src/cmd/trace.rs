@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use styx_common::{Delivery, EventKind};
 use styx_events::Filters;
-use styx_events::{DeclaredInfo, DeclaredSites, EventType, Header, UsdtInfo};
+use styx_events::{DeclaredInfo, DeclaredSites, EventType, Header, MappedFile, UsdtInfo};
 use styx_events::{EventWriter, Tee};
 use styx_events::{FlightRecorder, Limits, OpenDump, Recording};
 use styx_events::{Format, Options, Output};
@@ -42,7 +42,7 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
     let asked = asked_later(&args, &target, top.is_some())?;
     let (selection, guest, declared, waiting) =
         find_sites(&args, &target, searched, asked.is_some())?;
-    let header = header_of(&args, &target, &selection, guest, &declared);
+    let mut header = header_of(&args, &target, &selection, guest, &declared);
     // Bad expressions stop here: nothing is attached yet. Register fields
     // take the names the guest description gives, declared types' fields
     // the declaration's.
@@ -122,7 +122,17 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
     let spawned = held.is_some();
     let own_session = held.as_ref().is_some_and(|h| h.own_session);
     if let Some(held) = held {
+        let (pid, program) = (held.pid, held.program.clone());
         held.release()?;
+        if header.traces_heap() {
+            header.mapped = mapped_after_exec(pid, &program, &header);
+            if !header.mapped.is_empty() && !session.process_mapped(&header.mapped) {
+                log::warn!(
+                    "callers stay addresses: this output wrote its header before the command \
+                     mapped its files"
+                );
+            }
+        }
     }
     let stop = session.stream().await?;
     if let (Stop::Interrupted, true, Some(pid)) = (&stop, own_session, target.pid) {
@@ -221,6 +231,19 @@ fn header_of(
     header.uretprobe_exits = args.function_exits == FunctionExitsArg::Uretprobe;
     header.mapped = mapped_files(target, &header);
     header
+}
+
+/// Where the command the loader started mapped its files, once it is past
+/// its `exec` (the header was made before it ran): what names the heap's
+/// callers. Nothing if it did not get there in time, or exited.
+fn mapped_after_exec(pid: u32, program: &std::path::Path, header: &Header) -> Vec<MappedFile> {
+    if !spawn::wait_for_exec(pid, program) {
+        return Vec::new();
+    }
+    match Target::from_pid(pid) {
+        Ok(running) => mapped_files(&running, header),
+        Err(_) => Vec::new(),
+    }
 }
 
 /// Whether batches wait for the loader: `--on-full wait` (or

@@ -108,6 +108,12 @@ impl Sink {
         self.out.header_grew(header)
     }
 
+    /// Where the process mapped its files (see
+    /// `EventWriter::process_mapped`): whether the output keeps it.
+    pub fn process_mapped(&mut self, mapped: &[styx_events::MappedFile]) -> bool {
+        self.out.process_mapped(mapped)
+    }
+
     /// Events go to `out`; `keep` filters those the kernel did not, and
     /// with `split_batches` batches are always split to be filtered.
     /// Batches may hold events of the `declared` types.

@@ -207,6 +207,16 @@ impl Session {
         self.follow = Some(follow);
     }
 
+    /// Where the process mapped its files, once a command is past its
+    /// `exec`: for the outputs (`EventWriter::process_mapped`) and the
+    /// header libraries mapped later grow; whether the outputs keep it.
+    pub fn process_mapped(&mut self, mapped: &[styx_events::MappedFile]) -> bool {
+        if let Some(follow) = self.follow.as_mut() {
+            follow.header.mapped = mapped.to_vec();
+        }
+        self.sink.process_mapped(mapped)
+    }
+
     /// The session's header as libraries mapped later made it grow (None
     /// when not following).
     pub fn grown_header(&self) -> Option<&styx_events::Header> {

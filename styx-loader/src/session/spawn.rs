@@ -25,7 +25,9 @@ use nix::unistd::{pipe2, Pid};
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// A forked child waiting to `exec` its command.
 pub struct Held {
@@ -277,11 +279,43 @@ impl Held {
     }
 }
 
+/// How long a released command is given to be past its `exec`.
+const EXEC_WITHIN: Duration = Duration::from_secs(1);
+
+/// Waits until the released child `pid` is past its `exec` (its
+/// executable no longer the loader's: the kernel has mapped the new one),
+/// at most [`EXEC_WITHIN`]; whether it then runs `program` (not if the
+/// `exec` failed, which leaves a child exiting 127, or ran an
+/// interpreter for a script).
+pub fn wait_for_exec(pid: u32, program: &Path) -> bool {
+    let identity = |path: &Path| std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
+    let loader = identity(Path::new("/proc/self/exe"));
+    let exe = PathBuf::from(format!("/proc/{pid}/exe"));
+    let until = Instant::now() + EXEC_WITHIN;
+    while Instant::now() < until {
+        match identity(&exe) {
+            Some(now) if Some(now) != loader => return Some(now) == identity(program),
+            // A zombie's (a failed exec's) exe reads as nothing.
+            None if !alive(pid) => return false,
+            _ => std::thread::sleep(Duration::from_micros(200)),
+        }
+    }
+    false
+}
+
 /// Ctrl-C stopped the loader: the command in a session of its own (which
 /// the terminal does not signal) gets SIGINT too, as it would have.
 pub fn interrupt(pid: u32) {
     // Our own child, not yet waited for: it cannot have gone.
     let _ = kill(Pid::from_raw(pid as i32), Signal::SIGINT);
+}
+
+/// Whether process `pid` exists and has not exited (a zombie has).
+fn alive(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The state follows the command name, in parentheses that may hold anything.
+    stat.rsplit_once(") ")
+        .is_some_and(|(_, rest)| !rest.starts_with(['Z', 'X']))
 }
 
 /// Waits for the child and turns its end into an exit code, as a shell does.

@@ -6,8 +6,10 @@
 use crate::support::*;
 use object::{Object, ObjectSymbol};
 use serde_json::Value;
+use std::io::Write;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
 
 fn program() -> PathBuf {
     beside_testprog("styx-alloc", "styx-alloc")
@@ -249,7 +251,49 @@ fn traced_allocator_events_per_event() {
 fn traced_allocator_capture_reads_back_and_counts_by_caller() {
     let run = traced("alloc-capture", &["-o", "raw"]);
     assert_known_allocations(&run.events, &run.known);
-    let capture = run.output.to_str().unwrap();
+    by_caller_names_the_known_callers(run.output.to_str().unwrap(), &run.known);
+}
+
+/// Started by the loader (`-- CMD`), styx-alloc maps its files only after
+/// the capture opened: the loader waits for its `exec` before the capture
+/// writes its header, which then says where, and `read --by caller` names
+/// the known function's call sites as for a running process.
+#[test]
+fn a_command_the_loader_starts_has_its_heap_callers_named() {
+    require_root();
+    let dir = scratch("alloc-command");
+    let out = dir.join("run.styx");
+    let mut loader = loader_command()
+        .args(["--probes", "styx_alloc:*", "-o", "raw", "--output"])
+        .arg(&out)
+        .arg("--")
+        .arg(program())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting styx-loader");
+    let commands = format!("where\nallocate {BLOCKS}\nquit\n");
+    let mut stdin = loader.stdin.take().expect("stdin");
+    stdin.write_all(commands.as_bytes()).unwrap();
+    drop(stdin);
+    let output = loader.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(!stderr.contains("callers stay addresses"), "{stderr}");
+    let answers = String::from_utf8_lossy(&output.stdout);
+    let start = (answers.lines())
+        .find_map(|l| l.strip_prefix("known 0x"))
+        .unwrap_or_else(|| panic!("no known ADDR in {answers:?}"));
+    let known = known_range(&program(), u64::from_str_radix(start, 16).unwrap());
+    by_caller_names_the_known_callers(out.to_str().unwrap(), &known);
+}
+
+/// `read CAPTURE --by caller`: the known function's two allocating loops,
+/// `BLOCKS` each, ahead of every other call site, each named by its
+/// function and the offset into it from the executable the capture's
+/// header says the process mapped.
+fn by_caller_names_the_known_callers(capture: &str, known: &Range<u64>) {
     let (status, stdout, stderr) = run_loader(&["read", capture, "--by", "caller", "-o", "jsonl"]);
     assert!(status.success() && stderr.is_empty(), "{stderr}");
     let rows: Vec<(u64, u64)> = parse_jsonl(&stdout)
@@ -259,7 +303,7 @@ fn traced_allocator_capture_reads_back_and_counts_by_caller() {
         .collect();
     let (top, rest) = rows.split_at(2);
     for &(caller, count) in top {
-        assert!(run.known.contains(&caller) && count == BLOCKS, "{rows:x?}");
+        assert!(known.contains(&caller) && count == BLOCKS, "{rows:x?}");
     }
     assert_ne!(top[0].0, top[1].0);
     assert!(rest.iter().all(|&(_, count)| count < BLOCKS), "{rows:x?}");
@@ -277,7 +321,7 @@ fn traced_allocator_capture_reads_back_and_counts_by_caller() {
         })
         .collect();
     for (caller, name) in &named {
-        let offset = caller - run.known.start;
+        let offset = caller - known.start;
         assert_eq!(*name, format!("styx_alloc::known_allocations+{offset:#x}"));
     }
     let (status, text, stderr) = run_loader(&["read", capture, "--by", "caller"]);

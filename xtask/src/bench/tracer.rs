@@ -358,10 +358,10 @@ impl Session {
     /// (`styx-capture-N`) have used so far, in seconds (0 for bpftrace).
     pub fn compressing_cpu_seconds(&self) -> f64 {
         match &self.process {
-            Process::Styx(loader) => threads_ns(loader.pid(), |name| {
-                name.starts_with(COMPRESSING_THREAD)
-            })
-            .map_or(0.0, |ns| ns as f64 / 1e9),
+            Process::Styx(loader) => {
+                threads_ns(loader.pid(), |name| name.starts_with(COMPRESSING_THREAD))
+                    .map_or(0.0, |ns| ns as f64 / 1e9)
+            }
             Process::Bpftrace { .. } => 0.0,
         }
     }

@@ -58,7 +58,10 @@
 //! reader warns that it was cut short, how many trailing bytes it dropped
 //! and, from a whole frame, how many events they held. Blocks are
 //! compressed on worker threads (`blocks.rs`) and, being independent, read
-//! in parallel (`parallel.rs`). The writer
+//! in parallel (`parallel.rs`). A version 3 capture's header is written
+//! with its first block (or its end), not as it opens: a command the
+//! loader starts maps its files only after that, and the header says
+//! where (the heap's callers are named by it). The writer
 //! keeps a fixed amount of state (the previous values, one buffer, the thread
 //! table), so memory stays bounded however long it runs.
 

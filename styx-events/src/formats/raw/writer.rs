@@ -9,7 +9,7 @@ use super::STREAM_VERSION;
 use super::{aux_code, ARG_SLOTS, AUX_EXPLICIT, AUX_SHIFT, BLOCK_TARGET, MAGIC, MAX_BATCH_RECORD};
 use super::{TAG_BATCH, TAG_END, TAG_THREAD, TAG_THREAD_FOLLOWS, VERSION};
 use crate::record::event::{Body, Call, Event, Text};
-use crate::session::header::Header;
+use crate::session::header::{Header, MappedFile};
 use crate::write::buf::ByteBuf;
 use crate::write::writer::{EventWriter, Totals};
 use std::collections::HashMap;
@@ -81,6 +81,11 @@ pub struct CaptureWriter<W: Write> {
     buf: ByteBuf,
     deltas: Deltas,
     body: Framing,
+    /// A capture of blocks holds its header back until its first block
+    /// (or its end): a command the loader started maps its files only
+    /// after the capture opened, and the header says where
+    /// ([`EventWriter::process_mapped`]).
+    unwritten: Option<Header>,
 }
 
 impl<W: Write> CaptureWriter<W> {
@@ -145,17 +150,28 @@ impl<W: Write> CaptureWriter<W> {
         buf: ByteBuf,
         body: Framing,
     ) -> io::Result<Self> {
-        let json = serde_json::to_vec(header)?;
-        out.write_all(MAGIC)?;
-        out.write_all(&version.to_le_bytes())?;
-        out.write_all(&(json.len() as u32).to_le_bytes())?;
-        out.write_all(&json)?;
+        let unwritten = match body {
+            Framing::Blocks { .. } => Some(header.clone()),
+            Framing::Stream => {
+                write_prelude(&mut out, version, header)?;
+                None
+            }
+        };
         Ok(CaptureWriter {
             out,
             buf,
             deltas: Deltas::default(),
             body,
+            unwritten,
         })
+    }
+
+    /// Writes the header held back, if it still is.
+    fn write_header(&mut self) -> io::Result<()> {
+        match self.unwritten.take() {
+            Some(header) => write_prelude(&mut self.out, VERSION, &header),
+            None => Ok(()),
+        }
     }
 
     /// Gives the output back (for tests and tools), after [`EventWriter::finish`].
@@ -195,6 +211,9 @@ impl<W: Write> CaptureWriter<W> {
         };
         if self.buf.len() == 0 {
             return Ok(());
+        }
+        if let Some(header) = self.unwritten.take() {
+            write_prelude(&mut self.out, VERSION, &header)?;
         }
         let buf = pool.buffer();
         let full = std::mem::replace(&mut self.buf, buf);
@@ -264,6 +283,16 @@ impl<W: Write> CaptureWriter<W> {
 }
 
 /// A call's numbers as a capture stores them (see the module above).
+/// The capture's first bytes: magic, version, the header's length and
+/// the header.
+fn write_prelude(out: &mut impl Write, version: u32, header: &Header) -> io::Result<()> {
+    let json = serde_json::to_vec(header)?;
+    out.write_all(MAGIC)?;
+    out.write_all(&version.to_le_bytes())?;
+    out.write_all(&(json.len() as u32).to_le_bytes())?;
+    out.write_all(&json)
+}
+
 fn call_args(call: &Call) -> [u64; 5] {
     [
         call.function.into(),
@@ -329,6 +358,16 @@ impl<W: Write> EventWriter for CaptureWriter<W> {
         true
     }
 
+    fn process_mapped(&mut self, mapped: &[MappedFile]) -> bool {
+        match &mut self.unwritten {
+            Some(header) => {
+                header.mapped = mapped.to_vec();
+                true
+            }
+            None => false,
+        }
+    }
+
     fn batch(&mut self, record: &[u8], batch_events: u64) -> io::Result<()> {
         // Its items end within the longest record (the caller checked
         // them); bytes past that, which no ring record has, would make the
@@ -360,6 +399,7 @@ impl<W: Write> EventWriter for CaptureWriter<W> {
         }
         buf.push(0);
         if let Framing::Blocks { .. } = self.body {
+            self.write_header()?;
             self.cut_block()?;
             if let Framing::Blocks { pool, .. } = &mut self.body {
                 pool.drain(&mut self.out)?;

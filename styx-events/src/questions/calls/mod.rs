@@ -277,6 +277,9 @@ impl EventWriter for CallTracker {
         self.table.borrow_mut().grow(header.functions.len());
         self.inner.header_grew(header)
     }
+    fn process_mapped(&mut self, mapped: &[crate::session::header::MappedFile]) -> bool {
+        self.inner.process_mapped(mapped)
+    }
 }
 
 #[cfg(test)]

@@ -110,26 +110,58 @@ fn traced_run(
     let guest = build_guest(&dir, arch);
     let out = dir.join("events.jsonl");
     let log = dir.join("exec.log");
-    let loader = attach_loader(&[
-        "--binary",
-        plugin.to_str().unwrap(),
+    let loader_args = [
         "--probes",
         "styx_qemu:*",
         "-o",
         "jsonl",
         "--output",
         out.to_str().unwrap(),
-    ]);
+    ];
+    let (output, stderr) = run_traced(
+        arch,
+        &plugin,
+        &guest,
+        guest_args,
+        Some(&log),
+        singlestep,
+        &loader_args,
+    );
+    assert!(summary_of(&stderr).loss.is_none(), "{stderr:?}");
+    let events = read_jsonl(&out);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    check_syscalls(&events, arch, stdout.len() as u64);
+    (events, log, layout(&stdout))
+}
+
+/// QEMU for `arch` running `guest guest_args` with the plugin (its own
+/// block log, `-d nochain,exec`, to `log` if given; one instruction a
+/// block with `singlestep`), traced by styx-loader on the plugin
+/// (`--binary`, started first) with `loader_args`: QEMU's output and the
+/// loader's stderr, both ended well and nothing dropped.
+fn run_traced(
+    arch: Arch,
+    plugin: &Path,
+    guest: &Path,
+    guest_args: &[&str],
+    log: Option<&Path>,
+    singlestep: bool,
+    loader_args: &[&str],
+) -> (std::process::Output, Vec<String>) {
+    let mut args = vec!["--binary", plugin.to_str().unwrap()];
+    args.extend_from_slice(loader_args);
+    let loader = attach_loader(&args);
     let mut qemu = Command::new(arch.qemu);
     if singlestep {
         qemu.arg("-singlestep");
     }
+    if let Some(log) = log {
+        qemu.args(["-d", "nochain,exec", "-D"]).arg(log);
+    }
     let output = qemu
-        .args(["-d", "nochain,exec", "-D"])
-        .arg(&log)
         .arg("-plugin")
-        .arg(&plugin)
-        .arg(&guest)
+        .arg(plugin)
+        .arg(guest)
         .args(guest_args)
         .stdin(Stdio::null())
         .output()
@@ -138,23 +170,25 @@ fn traced_run(
     loader.signal(libc::SIGINT);
     let (status, stderr) = loader.finish();
     assert!(status.success(), "{}", stderr.join("\n"));
-    let summary = summary_of(&stderr);
-    assert_eq!(summary.dropped, 0, "nothing lost: {stderr:?}");
-    assert!(summary.loss.is_none(), "{stderr:?}");
-    let events = read_jsonl(&out);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    check_syscalls(&events, arch, stdout.len() as u64);
-    (events, log, layout(&stdout))
+    assert_eq!(summary_of(&stderr).dropped, 0, "nothing lost: {stderr:?}");
+    (output, stderr)
 }
 
 /// The guest's system calls as the plugin's `syscall`/`syscall_ret`
 /// events: its one `write` of `written` bytes to stdout, answered with
-/// `written`; `exit_group(0)` last, never returning.
+/// `written`; `exit_group(0)` last, never returning. Of the thread that
+/// wrote: other threads' batches arrive in their own turn.
 fn check_syscalls(events: &[Value], arch: Arch, written: u64) {
-    let calls: Vec<&Value> = events
+    let all: Vec<&Value> = events
         .iter()
         .filter(|e| e["event"] == "usdt" && e["provider"] == "styx_qemu")
         .collect();
+    let writer = all
+        .iter()
+        .find(|c| c["probe"] == "syscall" && c["num"] == arch.write)
+        .expect("the guest's write")["tid"]
+        .clone();
+    let calls: Vec<&Value> = all.into_iter().filter(|c| c["tid"] == writer).collect();
     assert!(calls.len() > 4, "{calls:?}");
     let write = calls
         .iter()
@@ -580,31 +614,23 @@ fn qemu_drcov_blocks_are_the_blocks_qemu_ran() {
     let guest = build_guest(&dir, X86_64);
     let out = dir.join("coverage.drcov");
     let log = dir.join("exec.log");
-    let loader = attach_loader(&[
-        "--binary",
-        plugin.to_str().unwrap(),
+    let loader_args = [
         "-e",
         "block",
         "-o",
         "drcov",
         "--output",
         out.to_str().unwrap(),
-    ]);
-    let output = Command::new(X86_64.qemu)
-        .args(["-d", "nochain,exec", "-D"])
-        .arg(&log)
-        .arg("-plugin")
-        .arg(&plugin)
-        .arg(&guest)
-        .arg("100")
-        .stdin(Stdio::null())
-        .output()
-        .expect("running qemu-x86_64");
-    assert!(output.status.success(), "{output:?}");
-    loader.signal(libc::SIGINT);
-    let (status, stderr) = loader.finish();
-    assert!(status.success(), "{}", stderr.join("\n"));
-    assert_eq!(summary_of(&stderr).dropped, 0, "{stderr:?}");
+    ];
+    let (output, _) = run_traced(
+        X86_64,
+        &plugin,
+        &guest,
+        &["100"],
+        Some(&log),
+        false,
+        &loader_args,
+    );
     let layout = layout(&String::from_utf8_lossy(&output.stdout));
 
     let (modules, blocks) = read_drcov(&out);
@@ -631,31 +657,23 @@ fn qemu_drcov_from_a_capture_names_the_guest_program() {
     let guest = build_guest(&dir, AARCH64);
     let capture = dir.join("guest.styx");
     let log = dir.join("exec.log");
-    let loader = attach_loader(&[
-        "--binary",
-        plugin.to_str().unwrap(),
+    let loader_args = [
         "-e",
         "block,marker",
         "-o",
         "raw",
         "--output",
         capture.to_str().unwrap(),
-    ]);
-    let output = Command::new(AARCH64.qemu)
-        .args(["-d", "nochain,exec", "-D"])
-        .arg(&log)
-        .arg("-plugin")
-        .arg(&plugin)
-        .arg(&guest)
-        .arg("10")
-        .stdin(Stdio::null())
-        .output()
-        .expect("running qemu-aarch64");
-    assert!(output.status.success(), "{output:?}");
-    loader.signal(libc::SIGINT);
-    let (status, stderr) = loader.finish();
-    assert!(status.success(), "{}", stderr.join("\n"));
-    assert_eq!(summary_of(&stderr).dropped, 0, "{stderr:?}");
+    ];
+    run_traced(
+        AARCH64,
+        &plugin,
+        &guest,
+        &["10"],
+        Some(&log),
+        false,
+        &loader_args,
+    );
 
     let out = dir.join("coverage.drcov");
     let (status, _, stderr) = run_loader(&[
@@ -751,31 +769,23 @@ fn qemu_pie_guest_is_described_where_it_was_loaded() {
     let guest = build_guest_linked(&dir, X86_64, "-pie");
     let capture = dir.join("guest.styx");
     let log = dir.join("exec.log");
-    let loader = attach_loader(&[
-        "--binary",
-        plugin.to_str().unwrap(),
+    let loader_args = [
         "-e",
         "block,marker",
         "-o",
         "raw",
         "--output",
         capture.to_str().unwrap(),
-    ]);
-    let output = Command::new(X86_64.qemu)
-        .args(["-d", "nochain,exec", "-D"])
-        .arg(&log)
-        .arg("-plugin")
-        .arg(&plugin)
-        .arg(&guest)
-        .arg("10")
-        .stdin(Stdio::null())
-        .output()
-        .expect("running qemu-x86_64");
-    assert!(output.status.success(), "{output:?}");
-    loader.signal(libc::SIGINT);
-    let (status, stderr) = loader.finish();
-    assert!(status.success(), "{}", stderr.join("\n"));
-    assert_eq!(summary_of(&stderr).dropped, 0, "{stderr:?}");
+    ];
+    let (output, _) = run_traced(
+        X86_64,
+        &plugin,
+        &guest,
+        &["10"],
+        Some(&log),
+        false,
+        &loader_args,
+    );
 
     let functions = guest_functions(&guest);
     let touch_link = address_in_file(&guest, "touch");
@@ -913,28 +923,15 @@ fn qemu_read_by_pc_names_the_guest_functions() {
     let plugin = plugin_in(&dir);
     let guest = build_guest(&dir, X86_64);
     let capture = dir.join("guest.styx");
-    let loader = attach_loader(&[
-        "--binary",
-        plugin.to_str().unwrap(),
+    let loader_args = [
         "-e",
         "block,marker",
         "-o",
         "raw",
         "--output",
         capture.to_str().unwrap(),
-    ]);
-    let output = Command::new(X86_64.qemu)
-        .arg("-plugin")
-        .arg(&plugin)
-        .arg(&guest)
-        .arg("10")
-        .stdin(Stdio::null())
-        .output()
-        .expect("running qemu-x86_64");
-    assert!(output.status.success(), "{output:?}");
-    loader.signal(libc::SIGINT);
-    let (status, stderr) = loader.finish();
-    assert!(status.success(), "{}", stderr.join("\n"));
+    ];
+    run_traced(X86_64, &plugin, &guest, &["10"], None, false, &loader_args);
 
     let (status, stdout, stderr) = run_loader(&[
         "read",

@@ -5,6 +5,7 @@
 //! in jsonl, text, Parquet and Tenet, registers by the description's
 //! names), listed by `list`, and traced by bpftrace.
 
+use crate::support::CBuild as Build;
 use crate::support::*;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -12,16 +13,7 @@ use std::process::{Command, Stdio};
 
 const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/c/c_declared.c");
 const DECLARATIONS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/c/c_declared.styx");
-const INCLUDE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../styx-probe-c/include");
 const ROUNDS: u64 = 6;
-
-/// How the test program is built.
-#[derive(Clone, Copy, Debug)]
-enum Build {
-    C11,
-    Cxx17,
-    Shared,
-}
 
 /// The test program built as `build` into `dir`, its declarations' header
 /// made there by styx-declare.
@@ -36,33 +28,7 @@ fn build(build: Build, dir: &Path) -> PathBuf {
         .unwrap();
     assert!(status.success(), "{} {DECLARATIONS}", declare.display());
     let out = dir.join(format!("c_declared_{build:?}"));
-    let lib = testprog_path().with_file_name("libstyx_probe_c.a");
-    let (compiler, mut args): (&str, Vec<String>) = match build {
-        Build::C11 => ("cc", vec!["-std=c11".into()]),
-        Build::Cxx17 => ("c++", vec!["-std=c++17".into(), "-x".into(), "c++".into()]),
-        Build::Shared => ("cc", vec!["-std=c11".into(), "-DSTYX_PROBE_SHARED".into()]),
-    };
-    args.extend(["-O2", "-Wall", "-Werror", "-I", INCLUDE, "-I"].map(String::from));
-    args.push(dir.to_str().unwrap().into());
-    args.extend(["-o".into(), out.to_str().unwrap().into(), SOURCE.into()]);
-    if let Build::Cxx17 = build {
-        args.extend(["-x".into(), "none".into()]);
-    }
-    match build {
-        Build::Shared => {
-            let lib_dir = lib.parent().unwrap().to_str().unwrap();
-            args.extend([
-                format!("-L{lib_dir}"),
-                "-lstyx_probe_c".into(),
-                format!("-Wl,-rpath,{lib_dir}"),
-            ]);
-        }
-        _ => args.push(lib.to_str().unwrap().into()),
-    }
-    args.extend(["-lpthread", "-ldl", "-lm"].map(String::from));
-    let status = Command::new(compiler).args(&args).status().unwrap();
-    assert!(status.success(), "{compiler} {args:?}");
-    out
+    build_c(build, SOURCE, &out, Some(dir))
 }
 
 /// What the program fires in round `i`, as JSON lines show it (without

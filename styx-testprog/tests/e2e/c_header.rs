@@ -3,6 +3,7 @@
 //! library and as C against the shared one, traced by styx-loader (values
 //! exact, in order) and by bpftrace (the same probes).
 
+use crate::support::CBuild as Build;
 use crate::support::*;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
@@ -10,45 +11,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/c/c_probes.c");
-const INCLUDE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../styx-probe-c/include");
 const ROUNDS: u64 = 6;
-
-/// How the test program is built.
-#[derive(Clone, Copy, Debug)]
-enum Build {
-    C11,
-    Cxx17,
-    Shared,
-}
 
 /// The test program built as `build` into `dir`.
 fn build(build: Build, dir: &Path) -> PathBuf {
-    let out = dir.join(format!("c_probes_{build:?}"));
-    let libs = testprog_path().with_file_name("libstyx_probe_c.a");
-    let lib_dir = libs.parent().unwrap().to_str().unwrap().to_string();
-    let (compiler, mut args): (&str, Vec<String>) = match build {
-        Build::C11 => ("cc", vec!["-std=c11".into()]),
-        Build::Cxx17 => ("c++", vec!["-std=c++17".into(), "-x".into(), "c++".into()]),
-        Build::Shared => ("cc", vec!["-std=c11".into(), "-DSTYX_PROBE_SHARED".into()]),
-    };
-    args.extend(["-O2", "-Wall", "-Werror", "-I", INCLUDE, "-o"].map(String::from));
-    args.push(out.to_str().unwrap().into());
-    args.push(SOURCE.into());
-    if let Build::Cxx17 = build {
-        args.extend(["-x".into(), "none".into()]);
-    }
-    match build {
-        Build::Shared => args.extend([
-            format!("-L{lib_dir}"),
-            "-lstyx_probe_c".into(),
-            format!("-Wl,-rpath,{lib_dir}"),
-        ]),
-        _ => args.push(libs.to_str().unwrap().into()),
-    }
-    args.extend(["-lpthread", "-ldl", "-lm"].map(String::from));
-    let status = Command::new(compiler).args(&args).status().unwrap();
-    assert!(status.success(), "{compiler} {args:?}");
-    out
+    build_c(
+        build,
+        SOURCE,
+        &dir.join(format!("c_probes_{build:?}")),
+        None,
+    )
 }
 
 /// What the program fires in round `i`, as JSON lines show it (without

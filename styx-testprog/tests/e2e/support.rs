@@ -552,3 +552,48 @@ pub fn duckdb(sql: &str) -> Vec<Vec<Value>> {
     assert!(output.status.success(), "{sql}: {stderr}");
     serde_json::from_slice(&output.stdout).unwrap()
 }
+
+/// How a C test program is built against styx-probe-c.
+#[derive(Clone, Copy, Debug)]
+pub enum CBuild {
+    C11,
+    Cxx17,
+    /// C against the shared library (`-DSTYX_PROBE_SHARED`).
+    Shared,
+}
+
+/// `source` built as `build` into `out` (`-O2 -Wall -Werror`) against
+/// `styx_probe.h` and styx-probe-c's static or shared library; headers
+/// also looked for in `include`.
+pub fn build_c(build: CBuild, source: &str, out: &Path, include: Option<&Path>) -> PathBuf {
+    const HEADERS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../styx-probe-c/include");
+    let lib = testprog_path().with_file_name("libstyx_probe_c.a");
+    let (compiler, mut args): (&str, Vec<String>) = match build {
+        CBuild::C11 => ("cc", vec!["-std=c11".into()]),
+        CBuild::Cxx17 => ("c++", vec!["-std=c++17".into(), "-x".into(), "c++".into()]),
+        CBuild::Shared => ("cc", vec!["-std=c11".into(), "-DSTYX_PROBE_SHARED".into()]),
+    };
+    args.extend(["-O2", "-Wall", "-Werror", "-I", HEADERS].map(String::from));
+    if let Some(include) = include {
+        args.extend(["-I".into(), include.to_str().unwrap().into()]);
+    }
+    args.extend(["-o".into(), out.to_str().unwrap().into(), source.into()]);
+    if let CBuild::Cxx17 = build {
+        args.extend(["-x".into(), "none".into()]);
+    }
+    match build {
+        CBuild::Shared => {
+            let lib_dir = lib.parent().unwrap().to_str().unwrap();
+            args.extend([
+                format!("-L{lib_dir}"),
+                "-lstyx_probe_c".into(),
+                format!("-Wl,-rpath,{lib_dir}"),
+            ]);
+        }
+        _ => args.push(lib.to_str().unwrap().into()),
+    }
+    args.extend(["-lpthread", "-ldl", "-lm"].map(String::from));
+    let status = Command::new(compiler).args(&args).status().unwrap();
+    assert!(status.success(), "{compiler} {args:?}");
+    out.to_path_buf()
+}

@@ -306,11 +306,22 @@ pub fn read(bytes: &[u8]) -> Result<(Item<'_>, usize), ItemError> {
     Ok((item, len))
 }
 
-/// A little-endian value of up to 8 bytes.
+/// A little-endian value of up to 8 bytes. The widths items have are read
+/// by one load each: a copy of a length known only here is a call to
+/// `memmove`, which was most of the time of reading a value.
+#[inline]
 fn value(bytes: &[u8]) -> u64 {
-    let mut word = [0u8; 8];
-    word[..bytes.len()].copy_from_slice(bytes);
-    u64::from_le_bytes(word)
+    match *bytes {
+        [b] => b.into(),
+        [b0, b1] => u16::from_le_bytes([b0, b1]).into(),
+        [b0, b1, b2, b3] => u32::from_le_bytes([b0, b1, b2, b3]).into(),
+        [b0, b1, b2, b3, b4, b5, b6, b7] => u64::from_le_bytes([b0, b1, b2, b3, b4, b5, b6, b7]),
+        _ => {
+            let mut word = [0u8; 8];
+            word[..bytes.len()].copy_from_slice(bytes);
+            u64::from_le_bytes(word)
+        }
+    }
 }
 
 /// An event of `kind` from its probe's argument values.
@@ -319,8 +330,14 @@ fn event(kind: EventKind, values: [u64; MAX_ITEM_VALUES]) -> Item<'static> {
         Shape::ArgsAux(n) => (n, values[n] as u8),
         shape => (shape.record_args(), 0),
     };
-    let mut record = [0u64; MAX_ITEM_VALUES];
-    record[..args].copy_from_slice(&values[..args]);
+    // The values past the record's arguments cleared, not a copy of a
+    // length known only here (a call to `memmove`).
+    let mut record = values;
+    for (i, value) in record.iter_mut().enumerate() {
+        if i >= args {
+            *value = 0;
+        }
+    }
     Item::Event {
         kind,
         aux,

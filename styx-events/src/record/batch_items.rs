@@ -16,6 +16,7 @@
 
 use crate::record::batch::DeclaredTypes;
 use bytemuck::pod_read_unaligned;
+use memchr::memmem::Finder;
 use std::mem::size_of;
 use styx_common::batch::{BatchRecord, BATCH_BYTES};
 use styx_common::item::{self, Codec, Skimmed, CATALOGUE_TAG, TAG_BYTES, TIME_TAG};
@@ -179,6 +180,7 @@ fn counts_in_chains(items: &[u8]) -> Option<KindCounts> {
     {
         return None;
     }
+    let high = Finder::new(&high);
     for piece in 1..CHAINS {
         let from = (items.len() * piece / CHAINS).max(start[piece - 1]);
         start[piece] = mark_from(items, from, &high).unwrap_or(start[piece - 1]);
@@ -229,14 +231,11 @@ fn counts_in_chains(items: &[u8]) -> Option<KindCounts> {
 
 /// The offset of what looks like the first time mark at or past `from`:
 /// a mark's tag, then a clock whose high half is `high`.
-fn mark_from(items: &[u8], from: usize, high: &[u8; 4]) -> Option<usize> {
+fn mark_from(items: &[u8], from: usize, high: &Finder<'_>) -> Option<usize> {
     // A mark is its tag, the low half, the high half.
     const HIGH_AT: usize = TAG_BYTES + 4;
     let mut look = from + HIGH_AT;
-    while let Some(found) = items
-        .get(look..)
-        .and_then(|rest| memchr::memmem::find(rest, high))
-    {
+    while let Some(found) = items.get(look..).and_then(|rest| high.find(rest)) {
         let mark = look + found - HIGH_AT;
         if items[mark..mark + TAG_BYTES] == TIME_TAG.to_le_bytes() {
             return Some(mark);

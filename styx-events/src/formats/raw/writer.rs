@@ -282,7 +282,6 @@ impl<W: Write> CaptureWriter<W> {
     }
 }
 
-/// A call's numbers as a capture stores them (see the module above).
 /// The capture's first bytes: magic, version, the header's length and
 /// the header.
 fn write_prelude(out: &mut impl Write, version: u32, header: &Header) -> io::Result<()> {
@@ -293,6 +292,7 @@ fn write_prelude(out: &mut impl Write, version: u32, header: &Header) -> io::Res
     out.write_all(&json)
 }
 
+/// A call's numbers as a capture stores them (see the module above).
 fn call_args(call: &Call) -> [u64; 5] {
     [
         call.function.into(),

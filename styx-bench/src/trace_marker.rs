@@ -43,6 +43,8 @@ pub fn run(n: u64) -> Result<Ran> {
         }
     }
     let ran = finished(n, started, reader);
+    // An instance whose trace_marker is open is busy: it would stay.
+    drop(marker);
     let _ = std::fs::remove_dir(&dir);
     ran
 }
@@ -56,6 +58,7 @@ fn instance() -> Result<PathBuf> {
             .status()?;
         anyhow::ensure!(status.success(), "cannot mount tracefs at {TRACEFS}");
     }
+    remove_stale_instances(&tracefs.join("instances"));
     let dir = tracefs.join(format!("instances/styx-bench-{}", std::process::id()));
     std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let cpus = std::thread::available_parallelism()?.get() as u64;
@@ -65,6 +68,22 @@ fn instance() -> Result<PathBuf> {
     )?;
     std::fs::write(dir.join("tracing_on"), "1")?;
     Ok(dir)
+}
+
+/// Removes the instances of styx-bench processes that are gone (one that
+/// failed, or an older build that left its instance busy), whose names a
+/// later process with the same pid would find taken.
+fn remove_stale_instances(instances: &Path) {
+    let Ok(entries) = std::fs::read_dir(instances) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let pid = name.to_str().and_then(|n| n.strip_prefix("styx-bench-"));
+        if let Some(pid) = pid.filter(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
+            let _ = std::fs::remove_dir(instances.join(format!("styx-bench-{pid}")));
+        }
+    }
 }
 
 /// The reader process: counts the marker lines from `trace_pipe` until `n`

@@ -54,8 +54,24 @@ extern "C" {
 #define STYX_INTERRUPT_ENTRY 0
 #define STYX_INTERRUPT_EXIT 1
 
-/* The semaphore words: nonzero while a tracer is attached to the type. */
-#ifdef STYX_PROBE_SHARED
+/* The semaphore words: nonzero while a tracer is attached to the type.
+ * With STYX_PROBES_OFF defined every check is the constant 0: the
+ * probes compile to nothing (the Rust crate's `probes-off`). */
+#if defined(STYX_PROBES_OFF)
+#define STYX_PROBE_WORD_insn_fetch 0
+#define STYX_PROBE_WORD_insn_exec 0
+#define STYX_PROBE_WORD_block 0
+#define STYX_PROBE_WORD_mem_read 0
+#define STYX_PROBE_WORD_mem_write 0
+#define STYX_PROBE_WORD_reg_read 0
+#define STYX_PROBE_WORD_reg_write 0
+#define STYX_PROBE_WORD_branch 0
+#define STYX_PROBE_WORD_interrupt 0
+#define STYX_PROBE_WORD_control 0
+#define STYX_PROBE_WORD_span_begin 0
+#define STYX_PROBE_WORD_span_end 0
+#define STYX_PROBE_WORD_marker 0
+#elif defined(STYX_PROBE_SHARED)
 extern const volatile uint32_t *const styx_probe_semaphores[16];
 #define STYX_PROBE_WORD_insn_fetch (*styx_probe_semaphores[1])
 #define STYX_PROBE_WORD_insn_exec (*styx_probe_semaphores[2])
@@ -225,6 +241,11 @@ void styx_fire_marker(const char *text);
             styx_fire_marker((text)); \
     } while (0)
 
+#ifdef STYX_PROBES_OFF
+/* Compiled out: nothing to hand over, and any id will do. */
+static inline void styx_flush(void) {}
+static inline uint64_t styx_next_span_id(void) { return 1; }
+#else
 /* Hands this thread's batched events to the tracer now, rather than when
  * its batch fills or the thread or process exits: for an emulator that
  * pauses and wants the reader to have everything so far. */
@@ -233,6 +254,7 @@ void styx_flush(void);
 /* A fresh span id, unique in the process (never 0), for
  * STYX_SPAN_BEGIN and STYX_SPAN_END. */
 uint64_t styx_next_span_id(void);
+#endif
 
 #ifdef __cplusplus
 }

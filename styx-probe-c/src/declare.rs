@@ -782,7 +782,11 @@ fn declaration(h: &mut String, d: &Declarations, event: &Event) {
         h,
         "\n/* {}:{}({}) */\n\
          extern const volatile uint32_t {semaphore} __attribute__((visibility(\"hidden\")));\n\
+         #ifdef STYX_PROBES_OFF\n\
+         #define STYX_PROBE_WORD_{c_name} 0\n\
+         #else\n\
          #define STYX_PROBE_WORD_{c_name} {semaphore}\n\
+         #endif\n\
          void styx_fire_{c_name}({params}) __attribute__((visibility(\"hidden\")));\n",
         d.provider,
         event.name,

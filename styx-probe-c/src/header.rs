@@ -97,6 +97,11 @@ int styx_fire_declared(const volatile uint32_t *semaphore,
 "#;
 
 const POSTSCRIPT: &str = r#"
+#ifdef STYX_PROBES_OFF
+/* Compiled out: nothing to hand over, and any id will do. */
+static inline void styx_flush(void) {}
+static inline uint64_t styx_next_span_id(void) { return 1; }
+#else
 /* Hands this thread's batched events to the tracer now, rather than when
  * its batch fills or the thread or process exits: for an emulator that
  * pauses and wants the reader to have everything so far. */
@@ -105,6 +110,7 @@ void styx_flush(void);
 /* A fresh span id, unique in the process (never 0), for
  * STYX_SPAN_BEGIN and STYX_SPAN_END. */
 uint64_t styx_next_span_id(void);
+#endif
 
 #ifdef __cplusplus
 }
@@ -128,11 +134,19 @@ pub fn header() -> String {
         let name = kind.name().to_uppercase();
         let _ = writeln!(h, "#define STYX_INTERRUPT_{name} {}", kind as u8);
     }
-    let _ = write!(
+    h.push_str(
+        "\n/* The semaphore words: nonzero while a tracer is attached to the type.\n \
+         * With STYX_PROBES_OFF defined every check is the constant 0: the\n \
+         * probes compile to nothing (the Rust crate's `probes-off`). */\n\
+         #if defined(STYX_PROBES_OFF)\n",
+    );
+    for &(kind, _) in SEMAPHORE_SYMBOLS {
+        let _ = writeln!(h, "#define STYX_PROBE_WORD_{} 0", kind.probe_name());
+    }
+    let _ = writeln!(
         h,
-        "\n/* The semaphore words: nonzero while a tracer is attached to the type. */\n\
-         #ifdef STYX_PROBE_SHARED\n\
-         extern const volatile uint32_t *const styx_probe_semaphores[{}];\n",
+        "#elif defined(STYX_PROBE_SHARED)\n\
+         extern const volatile uint32_t *const styx_probe_semaphores[{}];",
         styx_common::EVENT_KIND_SLOTS
     );
     for &(kind, _) in SEMAPHORE_SYMBOLS {

@@ -107,6 +107,35 @@ fn a_c_program_fires_every_type_through_the_header_exactly() {
     }
 }
 
+/// `-DSTYX_PROBES_OFF`: every macro compiles to nothing, so the program
+/// links without the library, has no probe sites for a tracer to find,
+/// and evaluates no probe's arguments.
+#[test]
+fn with_probes_off_a_c_program_has_no_probes() {
+    require_root();
+    let dir = scratch("c-header-off");
+    let program = build(Build::ProbesOff, &dir);
+    let run = Command::new(&program)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{run:?}");
+    let said = String::from_utf8_lossy(&run.stdout);
+    assert!(said.contains("evaluated 0"), "{said}");
+    let notes = Command::new("readelf")
+        .arg("-n")
+        .arg(&program)
+        .output()
+        .unwrap();
+    let notes = String::from_utf8_lossy(&notes.stdout);
+    assert!(!notes.contains("stapsdt"), "{notes}");
+    let (status, _, stderr) = run_loader(&["list", program.to_str().unwrap()]);
+    assert!(
+        !status.success() && stderr.contains("no USDT probes"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn the_shared_library_is_traced_in_a_running_process_and_a_command() {
     require_root();

@@ -560,6 +560,8 @@ pub enum CBuild {
     Cxx17,
     /// C against the shared library (`-DSTYX_PROBE_SHARED`).
     Shared,
+    /// C with the probes compiled out (`-DSTYX_PROBES_OFF`), no library.
+    ProbesOff,
 }
 
 /// `source` built as `build` into `out` (`-O2 -Wall -Werror`) against
@@ -572,6 +574,7 @@ pub fn build_c(build: CBuild, source: &str, out: &Path, include: Option<&Path>) 
         CBuild::C11 => ("cc", vec!["-std=c11".into()]),
         CBuild::Cxx17 => ("c++", vec!["-std=c++17".into(), "-x".into(), "c++".into()]),
         CBuild::Shared => ("cc", vec!["-std=c11".into(), "-DSTYX_PROBE_SHARED".into()]),
+        CBuild::ProbesOff => ("cc", vec!["-std=c11".into(), "-DSTYX_PROBES_OFF".into()]),
     };
     args.extend(["-O2", "-Wall", "-Werror", "-I", HEADERS].map(String::from));
     if let Some(include) = include {
@@ -590,6 +593,7 @@ pub fn build_c(build: CBuild, source: &str, out: &Path, include: Option<&Path>) 
                 format!("-Wl,-rpath,{lib_dir}"),
             ]);
         }
+        CBuild::ProbesOff => {}
         _ => args.push(lib.to_str().unwrap().into()),
     }
     args.extend(["-lpthread", "-ldl", "-lm"].map(String::from));

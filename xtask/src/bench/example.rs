@@ -211,6 +211,13 @@ pub fn results(scenario: Scenario) -> Results {
     q.log_rate = around(1.5);
     q.lost = lost;
 
+    let c = &mut r.c;
+    c.off = around(0.38);
+    c.with_static = around(0.5);
+    c.with_shared = around(0.5);
+    c.static_ratio = around(1.3);
+    c.shared_ratio = around(1.3);
+
     let w = &mut r.workload;
     w.current.compiled_out = around(60.0);
     w.current.detached = around(58.0);

@@ -21,9 +21,12 @@
 //!   own styx-loader and styx-bench, for the stream's batched cost before
 //!   and after (case 2);
 //! - case 10, [`qemu`]: styx-qemu, the QEMU plugin, on a CPU-bound guest:
-//!   QEMU without it, with it detached, traced, and QEMU's own block log.
+//!   QEMU without it, with it detached, traced, and QEMU's own block log;
+//! - case 11, [`c_probes`]: `styx_probe.h`'s check in a C loop while
+//!   nobody traces, against the probes compiled out.
 
 mod baseline;
+pub mod c_probes;
 mod consumers;
 mod demo;
 mod disk;
@@ -148,6 +151,8 @@ pub struct Binaries {
     pub rv_off: PathBuf,
     /// The QEMU case's guest and plugin.
     pub qemu: qemu::Programs,
+    /// The C loop, built three ways.
+    pub c: c_probes::Programs,
     /// `--probe-baseline REV`'s builds: styx-rv against REV's probes, and
     /// REV's own styx-loader and styx-bench.
     pub baseline: Option<baseline::Baseline>,
@@ -162,6 +167,7 @@ pub struct Results {
     pub functions: functions::Results,
     pub workload: workload::Results,
     pub qemu: qemu::Results,
+    pub c: c_probes::Results,
     /// The detached probe in styx-bench's loop, from its disassembly.
     pub site: site::Detached,
     /// What the CPUs did meanwhile.
@@ -201,6 +207,7 @@ pub fn run(root: &Path, quick: bool, probe_baseline: Option<&str>) -> Result<()>
         functions::round(&bins, &plan, &mut results.functions)?;
         workload::round(&bins, &plan, &mut results.workload)?;
         qemu::round(&bins.loader, &bins.qemu, round - 1, &mut results.qemu)?;
+        c_probes::round(&bins.c, round - 1, plan.detached_events, &mut results.c)?;
     }
     eprintln!("xtask bench: a batched run with the kernel's eBPF statistics on");
     results.breakdown = stream::breakdown(&bins, &plan)?;
@@ -237,6 +244,8 @@ fn build(root: &Path) -> Result<Binaries> {
         "styx-rv",
         "-p",
         "styx-qemu",
+        "-p",
+        "styx-probe-c",
     ])?;
     cargo(&["build", "--release", "-p", "styx-bench"])?;
     cargo(&[
@@ -285,6 +294,7 @@ fn build(root: &Path) -> Result<Binaries> {
             "styx-rv-probes-off",
         )?,
         qemu: qemu::prepare(root)?,
+        c: c_probes::prepare(root)?,
         baseline: None,
     })
 }

@@ -5,6 +5,7 @@
 
 use super::figures::{slower, table, times, verdict};
 use super::Facts;
+use crate::bench::c_probes;
 use crate::bench::demo::{Capture, IntoFile, Row, Variant};
 use crate::bench::qemu::{self, GUEST_ROUNDS, LOGGED_ROUNDS, TRACED_ROUNDS};
 use crate::bench::questions::{label, Asked, DELIVERIES, QUESTIONS};
@@ -534,5 +535,37 @@ pub fn qemu(md: &mut String, rounds: usize, q: &qemu::Results) {
          blocks/s are over wall time. Traced runs attach with `--pid` while the guest waits \
          for a line, so the guest waits for room rather than lose events.\n\n{}",
         table(["", "CPU s", "wall s"], rows),
+    );
+}
+
+/// Section 11: `styx_probe.h`'s check in a C loop while nobody traces.
+pub fn c_probes(md: &mut String, plan: &Plan, c: &c_probes::Results) {
+    let rows = [
+        [
+            "probes compiled out (`-DSTYX_PROBES_OFF`)".to_string(),
+            c.off.show(3),
+            "1".to_string(),
+        ],
+        [
+            "static library, detached (one load of the word, a branch)".to_string(),
+            c.with_static.show(3),
+            times(&c.static_ratio, 2),
+        ],
+        [
+            "shared library, detached (`-DSTYX_PROBE_SHARED`: the word's address first)"
+                .to_string(),
+            c.with_shared.show(3),
+            times(&c.shared_ratio, 2),
+        ],
+    ];
+    let _ = writeln!(
+        md,
+        "## 11. C emulators (styx_probe.h)\n\n\
+         `styx-probe-c/bench/detached_loop.c`: a tight loop of one `STYX_MEM_READ` an \
+         iteration (as styx-bench's Rust loop fires `mem_read!`), built with gcc -O2 three \
+         ways, {} iterations a run, each build once a round in rotating order. Nobody \
+         traces: this is what a C emulator pays per probe for having them.\n\n{}",
+        plan.detached_events,
+        table(["", "ns per iteration", "vs compiled out"], rows),
     );
 }

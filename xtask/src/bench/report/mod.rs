@@ -94,6 +94,7 @@ pub fn render(machine: &Machine, plan: &Plan, results: &Results, took: Duration)
     cases::functions(&mut md, plan, r);
     cases::workload(&mut md, plan, r);
     cases::qemu(&mut md, plan.rounds, &r.qemu);
+    cases::c_probes(&mut md, plan, &r.c);
     let _ = writeln!(
         md,
         "## Machine\n\n- {}\n- Linux {}\n- {}\n- {}\n",

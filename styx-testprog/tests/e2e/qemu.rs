@@ -711,6 +711,146 @@ fn qemu_drcov_from_a_capture_names_the_guest_program() {
     assert!(text.starts_with("qemu aarch64 image "), "{text}");
 }
 
+/// `-o parquet` of a QEMU guest, queried with DuckDB against QEMU's own
+/// log of the same run (`-d nochain,exec`): the `block` rows' pcs in time
+/// order are exactly the blocks QEMU logged running, the loop's block
+/// once a round with its bytes as `size`; the plugin's declared
+/// `styx_qemu:syscall`/`syscall_ret` rows have typed columns by name
+/// (`num`, `a1`…`a6` and `ret`): the guest's one `write` to stdout of as
+/// many bytes as QEMU's stdout got, answered with that count, every call
+/// answered but `exit_group(0)`, the last; all on the thread that ran the
+/// blocks. The description marker's `text` names the guest program where
+/// `readelf` says it is loaded.
+#[test]
+fn qemu_parquet_queried_with_duckdb_matches_qemus_own_log() {
+    require_root();
+    let dir = scratch("qemu-parquet");
+    let plugin = plugin_in(&dir);
+    let guest = build_guest(&dir, X86_64);
+    let out = dir.join("guest.parquet");
+    let log = dir.join("exec.log");
+    const ROUNDS: u64 = 200;
+    let loader_args = [
+        "-e",
+        "block,marker",
+        "--probes",
+        "styx_qemu:*",
+        "-o",
+        "parquet",
+        "--output",
+        out.to_str().unwrap(),
+    ];
+    let (output, _) = run_traced(
+        X86_64,
+        &plugin,
+        &guest,
+        &[&ROUNDS.to_string()],
+        Some(&log),
+        false,
+        &loader_args,
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let layout = layout(&stdout);
+    let written = stdout.len() as u64;
+    let file = out.display();
+    let int = |v: &Value| v.as_i64().unwrap_or_else(|| panic!("an integer: {v}"));
+
+    let logged = logged_pcs(&log);
+    assert!(logged.len() > 1000, "QEMU logged {} blocks", logged.len());
+    let blocks: Vec<u64> = duckdb(&format!(
+        "SELECT pc FROM '{file}' WHERE event = 'block' ORDER BY ts_ns"
+    ))
+    .iter()
+    .map(|r| r[0].as_u64().expect("a block's pc"))
+    .collect();
+    assert_eq!(blocks, logged, "block pcs = the blocks QEMU logged");
+    assert_eq!(
+        duckdb(&format!(
+            "SELECT size, count(*) FROM '{file}' WHERE event = 'block' AND pc = {} GROUP BY size",
+            layout.touch
+        )),
+        vec![vec![
+            Value::from(layout.end - layout.touch - X86_64.ret_len),
+            Value::from(ROUNDS)
+        ]],
+        "the loop's block: its body up to the branch, once a round"
+    );
+
+    // The declared types' fields, typed columns by name.
+    let types = duckdb(&format!(
+        "SELECT column_name, column_type FROM (DESCRIBE SELECT num, a1, a3, ret FROM '{file}')"
+    ));
+    let want = [
+        ["num", "BIGINT"],
+        ["a1", "UBIGINT"],
+        ["a3", "UBIGINT"],
+        ["ret", "BIGINT"],
+    ];
+    assert_eq!(
+        types,
+        want.map(|row| row.map(Value::from).to_vec()).to_vec()
+    );
+    let write = X86_64.write;
+    let writes = duckdb(&format!(
+        "SELECT a1, a3, tid FROM '{file}' \
+         WHERE provider = 'styx_qemu' AND probe = 'syscall' AND num = {write}"
+    ));
+    assert_eq!(writes.len(), 1, "the guest's one write: {writes:?}");
+    assert_eq!(
+        writes[0][..2],
+        [Value::from(1), Value::from(written)],
+        "write(1, buf, {written})"
+    );
+    let tid = int(&writes[0][2]);
+    assert_eq!(
+        duckdb(&format!(
+            "SELECT ret FROM '{file}' WHERE probe = 'syscall_ret' AND num = {write}"
+        )),
+        vec![vec![Value::from(written)]],
+        "write returned what QEMU's stdout got"
+    );
+    let last = duckdb(&format!(
+        "SELECT probe, num, a1 FROM '{file}' WHERE provider = 'styx_qemu' \
+         ORDER BY ts_ns DESC LIMIT 1"
+    ));
+    assert_eq!(
+        last,
+        vec![vec![
+            Value::from("syscall"),
+            Value::from(X86_64.exit_group),
+            Value::from(0)
+        ]]
+    );
+    let answered = duckdb(&format!(
+        "SELECT count(*) FILTER (probe = 'syscall'), count(*) FILTER (probe = 'syscall_ret'), \
+         count(DISTINCT tid), min(tid) FROM '{file}' WHERE provider = 'styx_qemu'"
+    ));
+    let [calls, returns, threads, only] = &answered[0][..] else {
+        panic!("{answered:?}")
+    };
+    assert!(int(calls) > 4, "{answered:?}");
+    assert_eq!(int(returns), int(calls) - 1, "all but exit_group return");
+    assert_eq!((int(threads), int(only)), (1, tid), "{answered:?}");
+    assert_eq!(
+        duckdb(&format!(
+            "SELECT count(DISTINCT tid), min(tid) FROM '{file}' WHERE event = 'block'"
+        )),
+        vec![vec![Value::from(1), Value::from(tid)]],
+        "the blocks ran on the thread that wrote"
+    );
+
+    let (base, end) = loaded_span(&guest);
+    let path = guest.canonicalize().expect("the guest's path");
+    let markers = duckdb(&format!("SELECT text FROM '{file}' WHERE event = 'marker'"));
+    assert_eq!(markers.len(), 1, "one description: {markers:?}");
+    let text = markers[0][0].as_str().expect("a marker's text");
+    assert!(
+        text.starts_with(&format!("qemu x86_64 image {base:#x}-{end:#x} entry ")),
+        "{text}"
+    );
+    assert!(text.ends_with(&format!(": {}", path.display())), "{text}");
+}
+
 /// `styx-loader -- qemu … -plugin LIB,wait=5`: the loader starts QEMU,
 /// finds the plugin once QEMU has loaded it (a library mapped later), and
 /// the plugin holds the guest back until then: every block QEMU logged

@@ -355,16 +355,16 @@ fn loader_cpu(r: &Results, facts: &Facts, way: Way) -> Measured {
     let row = r.stream.row(way);
     let why = if way.to_file() {
         let disk = &r.stream.disk;
-        let bytes = lossless_bytes(r);
+        let bytes = row.file_bytes_per_event.median();
         format!(
-            "Of it, {:.2} ns is the threads compressing the capture: into a file the \
-             emulator waits for the loader, so every block is compressed (zstd) on the \
-             cores the emulator leaves, where to /dev/null the blocks they are behind \
-             with are stored. The rest, the loader's own thread, includes writing {bytes:.1} \
-             bytes per event ({:.2} ns per byte in plain 256 KiB `write`s to this disk \
-             this round).",
+            "Of it, {:.2} ns is the threads compressing the capture (with `--on-full drop`, \
+             this way, they take the blocks they can and the rest are stored). The rest, \
+             the loader's own thread, is mostly writing {bytes:.1} bytes per event: this \
+             round's plain 256 KiB `write`s to the same disk cost {:.2} ns per byte, {:.1} \
+             ns per event at that size.",
             row.compressing_ns_per_event.median(),
             disk.cpu_ns_per_byte.median(),
+            disk.cpu_ns_per_byte.median() * bytes,
         )
     } else {
         format!(

@@ -33,6 +33,8 @@
 //! naming its line rather than a wall of macro expansions.
 
 use std::fmt::Write;
+use std::iter::Peekable;
+use std::str::CharIndices;
 use styx_common::guest::{ImageEntry, RegisterEntry};
 use styx_common::schema::{EnumValue, FieldEntry, FieldKind, MAX_FIELDS};
 use styx_probe::{Addr, Field, Reg};
@@ -180,25 +182,11 @@ fn tokens(text: &str) -> Result<Vec<(usize, Token)>, DeclareError> {
                 '#' => break,
                 c if c.is_whitespace() => continue,
                 c if c.is_ascii_alphabetic() || c == '_' => {
-                    let mut end = start + 1;
-                    while let Some(&(i, c)) = chars.peek() {
-                        if !(c.is_ascii_alphanumeric() || c == '_') {
-                            break;
-                        }
-                        end = i + 1;
-                        chars.next();
-                    }
+                    let end = word_end(&mut chars, start);
                     Token::Word(line[start..end].to_string())
                 }
                 c if c.is_ascii_digit() => {
-                    let mut end = start + 1;
-                    while let Some(&(i, c)) = chars.peek() {
-                        if !(c.is_ascii_alphanumeric() || c == '_') {
-                            break;
-                        }
-                        end = i + 1;
-                        chars.next();
-                    }
+                    let end = word_end(&mut chars, start);
                     let literal = line[start..end].replace('_', "");
                     let number = match literal.strip_prefix("0x") {
                         Some(hex) => u64::from_str_radix(hex, 16),
@@ -233,6 +221,20 @@ fn tokens(text: &str) -> Result<Vec<(usize, Token)>, DeclareError> {
         }
     }
     Ok(out)
+}
+
+/// Where the word or number that starts at `start` ends: past its last
+/// letter, digit or `_`, taken from `chars`.
+fn word_end(chars: &mut Peekable<CharIndices<'_>>, start: usize) -> usize {
+    let mut end = start + 1;
+    while let Some(&(i, c)) = chars.peek() {
+        if !(c.is_ascii_alphanumeric() || c == '_') {
+            break;
+        }
+        end = i + 1;
+        chars.next();
+    }
+    end
 }
 
 /// Reads a declaration file's tokens.

@@ -115,12 +115,7 @@ fn a_c_programs_declared_types_arrive_by_field_name_batched_and_per_event() {
     for kind in [Build::C11, Build::Cxx17] {
         let program = build(kind, &dir);
         // Untraced, no argument of a declared type was evaluated.
-        let untraced = Command::new(&program)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        let said = String::from_utf8_lossy(&untraced.stdout);
-        assert!(said.contains("evaluated 0"), "{kind:?}: {said}");
+        untraced_evaluates_nothing(&program);
         let out = dir.join("trace.jsonl");
         // Batched: the flush site and the batch-enable sites of
         // reg_write and the four declared types.

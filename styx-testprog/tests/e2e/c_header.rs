@@ -92,12 +92,7 @@ fn a_c_program_fires_every_type_through_the_header_exactly() {
     for kind in [Build::C11, Build::Cxx17] {
         let program = build(kind, &dir);
         // Untraced, no probe's arguments were evaluated.
-        let untraced = Command::new(&program)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        let said = String::from_utf8_lossy(&untraced.stdout);
-        assert!(said.contains("evaluated 0"), "{kind:?}: {said}");
+        untraced_evaluates_nothing(&program);
         let (traced, said) = traced_from_start(&program, &dir);
         assert_eq!(traced, expected(), "{kind:?}");
         assert!(
@@ -115,13 +110,7 @@ fn with_probes_off_a_c_program_has_no_probes() {
     require_root();
     let dir = scratch("c-header-off");
     let program = build(Build::ProbesOff, &dir);
-    let run = Command::new(&program)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(run.status.success(), "{run:?}");
-    let said = String::from_utf8_lossy(&run.stdout);
-    assert!(said.contains("evaluated 0"), "{said}");
+    untraced_evaluates_nothing(&program);
     let notes = Command::new("readelf")
         .arg("-n")
         .arg(&program)

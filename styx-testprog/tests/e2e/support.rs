@@ -553,6 +553,19 @@ pub fn duckdb(sql: &str) -> Vec<Vec<Value>> {
     serde_json::from_slice(&output.stdout).unwrap()
 }
 
+/// Runs a C test program (c_probes.c, c_declared.c) with no tracer: it
+/// ends well and says it evaluated no probe's arguments.
+pub fn untraced_evaluates_nothing(program: &Path) {
+    let run = Command::new(program).stdin(Stdio::null()).output().unwrap();
+    assert!(run.status.success(), "{}: {run:?}", program.display());
+    let said = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        said.contains("evaluated 0"),
+        "{}: {said}",
+        program.display()
+    );
+}
+
 /// How a C test program is built against styx-probe-c.
 #[derive(Clone, Copy, Debug)]
 pub enum CBuild {

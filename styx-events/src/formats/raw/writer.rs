@@ -166,14 +166,6 @@ impl<W: Write> CaptureWriter<W> {
         })
     }
 
-    /// Writes the header held back, if it still is.
-    fn write_header(&mut self) -> io::Result<()> {
-        match self.unwritten.take() {
-            Some(header) => write_prelude(&mut self.out, VERSION, &header),
-            None => Ok(()),
-        }
-    }
-
     /// Gives the output back (for tests and tools), after [`EventWriter::finish`].
     pub fn into_inner(mut self) -> W {
         // Blocks hold no reference to the output: a writer never finished
@@ -212,9 +204,7 @@ impl<W: Write> CaptureWriter<W> {
         if self.buf.len() == 0 {
             return Ok(());
         }
-        if let Some(header) = self.unwritten.take() {
-            write_prelude(&mut self.out, VERSION, &header)?;
-        }
+        write_held_header(&mut self.unwritten, &mut self.out)?;
         let buf = pool.buffer();
         let full = std::mem::replace(&mut self.buf, buf);
         let result = pool.submit(full, std::mem::take(events), &mut self.out);
@@ -290,6 +280,14 @@ fn write_prelude(out: &mut impl Write, version: u32, header: &Header) -> io::Res
     out.write_all(&version.to_le_bytes())?;
     out.write_all(&(json.len() as u32).to_le_bytes())?;
     out.write_all(&json)
+}
+
+/// Writes the header a capture of blocks held back, if it still is.
+fn write_held_header(unwritten: &mut Option<Header>, out: &mut impl Write) -> io::Result<()> {
+    match unwritten.take() {
+        Some(header) => write_prelude(out, VERSION, &header),
+        None => Ok(()),
+    }
 }
 
 /// A call's numbers as a capture stores them (see the module above).
@@ -399,7 +397,7 @@ impl<W: Write> EventWriter for CaptureWriter<W> {
         }
         buf.push(0);
         if let Framing::Blocks { .. } = self.body {
-            self.write_header()?;
+            write_held_header(&mut self.unwritten, &mut self.out)?;
             self.cut_block()?;
             if let Framing::Blocks { pool, .. } = &mut self.body {
                 pool.drain(&mut self.out)?;

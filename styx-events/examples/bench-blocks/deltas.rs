@@ -179,6 +179,33 @@ pub fn decode(bytes: &mut [u8]) -> Result<(), DeltasError> {
 /// The items of every batch in `payload` skimmed (`item::skim`, as the
 /// loader checks a batch it keeps whole), touching no value: what any
 /// transform's walk costs at least. The number of items.
+/// Events in the payload's BATCH records, as the loader counts a batch it
+/// keeps whole (`batch_items::counts_by_type`: in chains, checked).
+pub fn counted(payload: &[u8]) -> u64 {
+    let declared = styx_events::DeclaredTypes::default();
+    let mut by_spec = Vec::new();
+    let mut events = 0;
+    let mut pos = 0;
+    while let Some(found) = memchr::memchr(TAG_BATCH, &payload[pos..]) {
+        let tag_at = pos + found;
+        let Some((items, end)) = batch_at(payload, tag_at) else {
+            pos = tag_at + 1;
+            continue;
+        };
+        let record = &payload[items.start - HEADER_BYTES..items.end];
+        let counts = styx_events::batch_items::counts_by_type(
+            record,
+            item::Codec::Current,
+            &declared,
+            &mut by_spec,
+        )
+        .expect("a batch whose items read");
+        events += counts[1..].iter().sum::<u64>();
+        pos = end;
+    }
+    events
+}
+
 pub fn skim(payload: &[u8]) -> usize {
     let mut walked = 0;
     let mut pos = 0;

@@ -12,7 +12,8 @@
 //! found by the high half of its clock, see [`counts_in_chains`]). A piece
 //! is proved by the one before ending exactly at its start; where one does
 //! not (a guess that was no mark, a batch of declared types or a malformed
-//! one), the plain walk from the start decides.
+//! one), the plain walk from the start decides. The batch's cache lines
+//! are all asked for first ([`prefetch`]).
 
 use crate::record::batch::DeclaredTypes;
 use bytemuck::pod_read_unaligned;
@@ -51,6 +52,7 @@ pub fn counts_by_type(
     }
     let items = record.get(FIXED..FIXED + len)?;
     let file = batch.header.aux;
+    prefetch(items);
     if codec == Codec::Current {
         if let Some(found) = counts_in_chains(items) {
             // Tests and the fuzzer hold the chains to the one walk.
@@ -243,6 +245,24 @@ fn mark_from(items: &[u8], from: usize, high: &Finder<'_>) -> Option<usize> {
         look += found + 1;
     }
     None
+}
+
+/// Asks the CPU for every cache line of `bytes` at once. A batch comes
+/// from the ring, written on the emulator's CPU: from the shared cache or
+/// memory, the chains' eight short streams were too short for the
+/// hardware's prefetcher to follow, and their loads waited in turn (the
+/// demo's capture: 2.9 ns an event from L3, 3.3 from memory; 1.8 either
+/// way with this, as from L2).
+fn prefetch(bytes: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in bytes.chunks(64) {
+        // SAFETY: a prefetch is a hint; the address is in `bytes`.
+        unsafe {
+            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+                line.as_ptr().cast(),
+            )
+        };
+    }
 }
 
 /// Adds `n` events of spec id `spec_id` to `by_spec` (a batch, or a

@@ -263,6 +263,9 @@ fn prefetch(bytes: &[u8]) {
             )
         };
     }
+    // Elsewhere the walk goes without.
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
 }
 
 /// Adds `n` events of spec id `spec_id` to `by_spec` (a batch, or a

@@ -16,10 +16,10 @@ use styx_common::{ArgType, EventKind, Shape, StrWord, MAX_USDT_ARGS, USDT_STR_MA
 /// One field of an event, with how people like to read it.
 #[allow(missing_docs)] // each variant is (name, value)
 pub enum Field<'a> {
-    /// A number of the catalogue's, as its kind reads ([`read_as`]: an
-    /// address or value in hex, a count or size in decimal, a register by
-    /// its name where the guest description gives one): what a declared
-    /// field of that kind shows, in every format.
+    /// A number field of the event's schema (the catalogue's or a
+    /// declared type's), as its kind reads ([`read_as`]: an address or
+    /// value in hex, a count or size in decimal, a register by its name
+    /// where the guest description gives one, an enum value by its name).
     Value(&'a str, Arg<'a>),
     /// A decoded kind (`call`, `entry`, …): text shows it bare, as the
     /// event's verb.
@@ -60,8 +60,9 @@ pub enum Arg<'a> {
 }
 
 /// How a value of each field kind reads: the one table every format (and
-/// `--filter`, `--by`) follows, for declared fields ([`declared_arg`]) and
-/// the catalogue's numbers (`FieldType::kind`). `value` is as the record
+/// `--filter`, `--by`) follows, for every schema's number fields
+/// (`FieldSchema::number`, the walk) and `top`'s declared keys
+/// ([`declared_arg`]). `value` is as the record
 /// holds it, signed ones sign-extended; `values` an enum's names.
 pub fn read_as<'a>(
     kind: FieldKind,

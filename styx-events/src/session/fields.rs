@@ -225,6 +225,7 @@ impl Names {
 /// Calls `each` with every field of `event` after the common ones
 /// (`ts_ns`, `pid`, `tid`, `event`), as its type's schema lists them (see
 /// `schema` for the shapes that are not lists of numbers).
+#[inline(always)]
 pub fn for_each_field<'a, E>(
     event: &'a Event<'a>,
     names: &'a Names,
@@ -232,7 +233,7 @@ pub fn for_each_field<'a, E>(
 ) -> Result<(), E> {
     let registers = &names.registers;
     match &event.body {
-        Body::Args(args) => walk(
+        Body::Args(args) => walk::<_, false>(
             schema::catalogue(event.kind),
             args,
             event.header.aux,
@@ -259,7 +260,7 @@ pub fn for_each_field<'a, E>(
             each(Field::Str("provider", provider))?;
             each(Field::Str("probe", probe))?;
             if let Some(schema) = site.and_then(|s| s.schema(args.len())) {
-                return walk(schema, args, 0, registers, &mut each);
+                return walk::<_, true>(schema, args, 0, registers, &mut each);
             }
             each(Field::Args(UsdtArgs {
                 values: args,
@@ -308,9 +309,12 @@ pub fn is_plain(kind: EventKind) -> bool {
 
 /// Calls `each` with the fields `schema` lists, each value from the
 /// record's `args` or `aux` as its source says: the catalogue's kinds and
-/// declared types' sites alike.
+/// declared types' sites alike. `CUT`: values are cut to their fields'
+/// widths first (a declared site's); the catalogue's are whole as the
+/// record holds them (`schema`'s test checks it), and its walk is the hot
+/// path of the formats that take it.
 #[inline(always)]
-fn walk<'a, E>(
+fn walk<'a, E, const CUT: bool>(
     schema: &'a [FieldSchema],
     args: &[u64],
     aux: u8,
@@ -324,7 +328,8 @@ fn walk<'a, E>(
             // Strings never come in an argument record.
             Source::Text(_) => continue,
         };
-        read_field(field, field.value(raw), registers, each)?;
+        let value = if CUT { field.value(raw) } else { raw };
+        read_field(field, value, registers, each)?;
     }
     Ok(())
 }

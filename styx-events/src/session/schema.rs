@@ -4,10 +4,12 @@
 //! an enum's names. The catalogue's kinds are the default schemas, built
 //! once from `EventKind::fields` (styx-common's `event_catalogue!`, the
 //! one definition); a declared type's site gets its schema from the
-//! type's note and the site's argument names. The field walk
-//! (`fields::for_each_field`), Parquet's columns, `--filter` and
-//! `top --by` look fields up here, so no second route says what the
-//! fields of "user" events are.
+//! type's note and the site's argument names (`UsdtProbe::fields`). The
+//! field walk (`fields::for_each_field`: one walk for both) and Parquet's
+//! columns follow these schemas, `--filter`'s and `top --by`'s catalogue
+//! fields are looked up here, so no second route says what an event's
+//! fields are or how they read. A test checks the default schemas against
+//! the catalogue's rows.
 //!
 //! What stays apart, and why: spans, markers and traced function calls
 //! are not lists of numbers (borrowed strings with a cut flag, a call's
@@ -18,7 +20,11 @@
 //! (`fields::UsdtArgs`). And the record keeps its two bodies
 //! (`Body::Args`, a fixed array, for the hot path; `Body::Usdt` for a
 //! site's arguments): both are "values by position", which a schema's
-//! [`Source`] indexes.
+//! [`Source`] indexes. `--filter` and `top --by` still resolve a declared
+//! type's field through `DeclaredSites` beside the catalogue's: not how
+//! it reads (both follow `reading` and `fields::read_as`) but where its
+//! value goes, the loader's own value slots and table types, where the
+//! catalogue's compile to the eBPF programs' slots.
 
 use crate::session::declared::{DeclaredField, EnumValues};
 use crate::session::reading::Reading;

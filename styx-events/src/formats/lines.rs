@@ -10,6 +10,8 @@ use super::text::text;
 use crate::record::event::Event;
 use crate::session::fields::{is_plain, Names};
 use crate::session::header::{ClockMapping, Header};
+use crate::session::reading::Reading;
+use crate::session::schema;
 use crate::write::buf::ByteBuf;
 use crate::write::writer::{Chunked, EventWriter, FormatBlock, Formatted, Totals};
 use std::io::{self, Write};
@@ -191,14 +193,13 @@ impl Repeats {
         let json_keys = (0..EVENT_KIND_SLOTS as u8)
             .map(|id| {
                 let kind = EventKind::from_id(id).filter(|&k| is_plain(k))?;
-                let named_reg = kind
-                    .fields()
-                    .iter()
-                    .any(|f| f.ty.kind() == Some(FieldKind::Register));
+                let fields = schema::catalogue(kind);
+                let named_reg =
+                    (fields.iter()).any(|f| f.reading == Reading::Number(FieldKind::Register));
                 if named_reg && !names.registers.is_empty() {
                     return None;
                 }
-                let names: Vec<&str> = kind.fields().iter().map(|f| f.name).collect();
+                let names: Vec<&str> = fields.iter().map(|f| &*f.name).collect();
                 let mut keys =
                     vec![format!("{}\",\"{}\":", kind.probe_name(), names[0]).into_bytes()];
                 keys.extend(names[1..].iter().map(|n| format!(",\"{n}\":").into_bytes()));

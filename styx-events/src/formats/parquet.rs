@@ -41,6 +41,7 @@ use crate::record::event::{Body, Event};
 use crate::session::fields::{for_each_field, is_plain, plain_values, Arg, Field, Names};
 use crate::session::header::Header;
 use crate::session::reading::{Reading, Shows, Stored};
+use crate::session::schema::{self, FieldSchema};
 use crate::session::usdt::UsdtProbes;
 use crate::write::writer::{EventWriter, FormatBlock, Formatted, Totals};
 use crossbeam_channel::{bounded, Receiver, Sender};
@@ -55,7 +56,7 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 use styx_common::schema::FieldKind;
-use styx_common::{EventKind, Shape, EVENT_KIND_SLOTS};
+use styx_common::{EventKind, EVENT_KIND_SLOTS};
 
 /// Columns of few-valued strings, dictionary-coded (as are declared enum
 /// fields' columns); `event`'s hashing per row costs more than its plain
@@ -1143,12 +1144,11 @@ fn styx_columns() -> Vec<ColumnInfo> {
             columns.push(ColumnInfo::new(name, ty, false));
         }
     };
-    for kind in EventKind::ALL.iter().filter(|k| k.shape() != Shape::Usdt) {
-        for field in kind.fields() {
-            for part in Reading::of(field.ty).parts() {
-                let name = part.name.unwrap_or(field.name);
-                add(name, column(part.shows));
-                if part.shows == Shows::Number(FieldKind::Register) {
+    for &kind in EventKind::ALL {
+        for field in schema::catalogue(kind) {
+            for (name, ty, register) in field_columns(field) {
+                add(name, ty);
+                if register {
                     add(&format!("{name}_name"), ColumnType::Str);
                 }
             }
@@ -1187,11 +1187,14 @@ fn usdt_columns(header: &Header) -> Vec<(String, ColumnType, bool)> {
             continue;
         };
         for (i, (name, ty)) in probe.args.iter().enumerate() {
-            match probe.declared_field(i).map(|f| f.kind) {
-                Some(kind) => {
-                    add(name, column(Shows::Number(kind)), kind == FieldKind::Enum);
-                    if kind == FieldKind::Register && registers_named {
-                        add(&format!("{name}_name"), ColumnType::Str, true);
+            match probe.declared_field(i) {
+                Some(field) => {
+                    let dictionary = field.reading == Reading::Number(FieldKind::Enum);
+                    for (name, ty, register) in field_columns(field) {
+                        add(name, ty, dictionary);
+                        if register && registers_named {
+                            add(&format!("{name}_name"), ColumnType::Str, true);
+                        }
                     }
                 }
                 None if ty.is_string() => add(name, ColumnType::Str, false),
@@ -1210,12 +1213,26 @@ fn may_be_negative(header: &Header, name: &str) -> bool {
         (probe.args.iter().enumerate()).any(|(i, (arg, ty))| {
             arg == name
                 && match probe.declared_field(i) {
-                    Some(field) => field.kind == FieldKind::Signed,
+                    Some(field) => field.reading == Reading::Number(FieldKind::Signed),
                     None => ty.is_signed(),
                 }
         })
     });
     signed
+}
+
+/// The columns of a field of a schema (the catalogue's or a declared
+/// type's): each part's name and column, and whether it is a register
+/// (whose name goes beside it in `NAME_name`).
+fn field_columns(field: &FieldSchema) -> impl Iterator<Item = (&str, ColumnType, bool)> {
+    field.reading.parts().iter().map(|part| {
+        let register = part.shows == Shows::Number(FieldKind::Register);
+        (
+            part.name.unwrap_or(&field.name),
+            column(part.shows),
+            register,
+        )
+    })
 }
 
 /// The column of a part of a field (see `reading`): of a declared field,
@@ -1269,13 +1286,13 @@ fn plain_columns(by_name: &FxHashMap<String, usize>) -> Vec<Option<PlainColumns>
         .map(|id| {
             let kind = EventKind::from_id(id).filter(|&k| is_plain(k))?;
             Some(
-                kind.fields()
+                schema::catalogue(kind)
                     .iter()
                     .map(|f| {
-                        let reg_name = (f.ty.kind() == Some(FieldKind::Register))
+                        let reg_name = (f.reading == Reading::Number(FieldKind::Register))
                             .then(|| by_name.get(format!("{}_name", f.name).as_str()).copied())
                             .flatten();
-                        (by_name[f.name], reg_name)
+                        (by_name[&*f.name], reg_name)
                     })
                     .collect(),
             )

@@ -1,34 +1,37 @@
 //! An event's fields in order, named as in the JSON output: the one walk
-//! every format uses, driven by the event catalogue (styx-common's
-//! `event_catalogue!`), so a new event type needs no change here.
+//! every format uses, driven by the event type's schema (`schema`: the
+//! catalogue's kinds and declared types alike), so a new event type
+//! needs no change here.
 
 use crate::record::event::{Body, Event, Text};
 use crate::session::declared::{DeclaredField, EnumValues};
 use crate::session::guest::RegisterNames;
 use crate::session::header::{Header, DEFAULT_ARG_NAMES};
 use crate::session::reading::{Reading, Shows};
+use crate::session::schema::{self, FieldSchema, Source};
 use crate::session::usdt::UsdtProbes;
 use styx_common::schema::FieldKind;
-use styx_common::{ArgType, EventKind, FieldType, Shape, StrWord, MAX_USDT_ARGS, USDT_STR_MAX};
+use styx_common::{ArgType, EventKind, Shape, StrWord, MAX_USDT_ARGS, USDT_STR_MAX};
 
 /// One field of an event, with how people like to read it.
 #[allow(missing_docs)] // each variant is (name, value)
 pub enum Field<'a> {
-    /// A number of the catalogue's, as its kind reads ([`read_as`]: an
-    /// address or value in hex, a count or size in decimal, a register by
-    /// its name where the guest description gives one): what a declared
-    /// field of that kind shows, in every format.
-    Value(&'static str, Arg<'a>),
+    /// A number field of the event's schema (the catalogue's or a
+    /// declared type's), as its kind reads ([`read_as`]: an address or
+    /// value in hex, a count or size in decimal, a register by its name
+    /// where the guest description gives one, an enum value by its name).
+    Value(&'a str, Arg<'a>),
     /// A decoded kind (`call`, `entry`, …): text shows it bare, as the
     /// event's verb.
-    Name(&'static str, &'static str),
+    Name(&'a str, &'static str),
     /// A flag such as `conditional`: text shows only a set one.
-    Flag(&'static str, bool),
+    Flag(&'a str, bool),
     /// A string the probe passed (span category and name, marker text).
     Text(&'static str, &'a Text<'a>),
     /// A name from the probe's note (provider, probe).
     Str(&'static str, &'a str),
-    /// Another provider's probe arguments, in order.
+    /// Another provider's probe arguments, in order, where no declared
+    /// type's schema names them all (see `UsdtProbe::schema`).
     Args(UsdtArgs<'a>),
 }
 
@@ -57,8 +60,9 @@ pub enum Arg<'a> {
 }
 
 /// How a value of each field kind reads: the one table every format (and
-/// `--filter`, `--by`) follows, for declared fields ([`declared_arg`]) and
-/// the catalogue's numbers (`FieldType::kind`). `value` is as the record
+/// `--filter`, `--by`) follows, for every schema's number fields
+/// (`FieldSchema::number`, the walk) and `top`'s declared keys
+/// ([`declared_arg`]). `value` is as the record
 /// holds it, signed ones sign-extended; `values` an enum's names.
 pub fn read_as<'a>(
     kind: FieldKind,
@@ -83,6 +87,18 @@ pub fn declared_arg<'a>(
     registers: &'a RegisterNames,
 ) -> Arg<'a> {
     read_as(field.kind, value, field.values.as_ref(), registers)
+}
+
+impl FieldSchema {
+    /// How its `value` (already cut to its width) reads as a number
+    /// ([`read_as`] by the kind its reading gives; a field that is not a
+    /// number, which no declared type has, as the number it is).
+    pub fn number<'a>(&'a self, value: u64, registers: &'a RegisterNames) -> Arg<'a> {
+        match self.reading {
+            Reading::Number(kind) => read_as(kind, value, self.values.as_ref(), registers),
+            _ => Arg::Unsigned(value),
+        }
+    }
 }
 
 /// A string argument as the record keeps it.
@@ -117,8 +133,8 @@ impl UsdtStr<'_> {
 pub struct UsdtArgs<'a> {
     values: &'a [u64],
     types: &'a [(String, ArgType)],
-    /// A declared type's fields: how each argument reads.
-    declared: &'a [DeclaredField],
+    /// A declared type's schema: how each argument reads.
+    schema: &'a [FieldSchema],
     registers: &'a RegisterNames,
     strings: &'a [u8],
     index: usize,
@@ -137,10 +153,10 @@ impl<'a> Iterator for UsdtArgs<'a> {
             Some((name, ty)) => (name.as_str(), *ty),
             None => (DEFAULT_ARG_NAMES[self.index % MAX_USDT_ARGS], U64),
         };
-        let declared = self.declared.get(self.index);
+        let declared = self.schema.get(self.index);
         self.index += 1;
         let arg = match (ty.cast(value), declared) {
-            (Some(value), Some(field)) => declared_arg(field, value, self.registers),
+            (Some(value), Some(field)) => field.number(value, self.registers),
             // The eBPF program sign-extended signed values to 64 bits.
             (Some(value), None) if ty.is_signed() => Arg::Signed(value as i64),
             (Some(value), None) => Arg::Unsigned(value),
@@ -206,30 +222,24 @@ impl Names {
     }
 }
 
-// Over 80 lines: one match over the catalogue's record shapes, each arm a
-// few lines; every format's per-event path, kept in one place on purpose.
 /// Calls `each` with every field of `event` after the common ones
-/// (`ts_ns`, `pid`, `tid`, `event`), as the event catalogue lists them.
+/// (`ts_ns`, `pid`, `tid`, `event`), as its type's schema lists them (see
+/// `schema` for the shapes that are not lists of numbers).
+#[inline(always)]
 pub fn for_each_field<'a, E>(
     event: &'a Event<'a>,
     names: &'a Names,
     mut each: impl FnMut(Field<'a>) -> Result<(), E>,
 ) -> Result<(), E> {
+    let registers = &names.registers;
     match &event.body {
-        Body::Args(a) => {
-            let mut args = a.iter().copied();
-            for field in event.kind.fields() {
-                let raw = match field.ty {
-                    // The size is in the header's aux byte, not an argument.
-                    FieldType::Size => event.header.aux.into(),
-                    // Strings never come in an argument record.
-                    FieldType::Text => continue,
-                    _ => args.next().unwrap_or(0),
-                };
-                read_field(field.name, Reading::of(field.ty), raw, names, &mut each)?;
-            }
-            Ok(())
-        }
+        Body::Args(args) => walk::<_, false>(
+            schema::catalogue(event.kind),
+            args,
+            event.header.aux,
+            registers,
+            &mut each,
+        ),
         Body::Span { id, category, name } => {
             each(Field::Text("category", category))?;
             each(Field::Text("name", name))?;
@@ -249,13 +259,14 @@ pub fn for_each_field<'a, E>(
             let (provider, probe) = site.map_or(("?", "?"), |s| (&s.provider, &s.probe));
             each(Field::Str("provider", provider))?;
             each(Field::Str("probe", probe))?;
+            if let Some(schema) = site.and_then(|s| s.schema(args.len())) {
+                return walk::<_, true>(schema, args, 0, registers, &mut each);
+            }
             each(Field::Args(UsdtArgs {
                 values: args,
                 types: site.map_or(&[][..], |s| &s.args[..]),
-                declared: site
-                    .and_then(|s| s.declared.as_ref())
-                    .map_or(&[][..], |d| &d.fields[..]),
-                registers: &names.registers,
+                schema: site.map_or(&[][..], |s| &s.fields[..]),
+                registers,
                 strings,
                 index: 0,
                 string_index: 0,
@@ -291,8 +302,36 @@ impl Names {
 /// `aux`): formats may then write them without the walk. Not for kinds with
 /// decoded fields (branch, interrupt), strings, or USDT.
 pub fn is_plain(kind: EventKind) -> bool {
-    let number = |ty| matches!(Reading::of(ty), Reading::Number(_));
-    !kind.fields().is_empty() && kind.fields().iter().all(|f| number(f.ty))
+    let schema = schema::catalogue(kind);
+    let number = |f: &FieldSchema| matches!(f.reading, Reading::Number(_));
+    !schema.is_empty() && schema.iter().all(number)
+}
+
+/// Calls `each` with the fields `schema` lists, each value from the
+/// record's `args` or `aux` as its source says: the catalogue's kinds and
+/// declared types' sites alike. `CUT`: values are cut to their fields'
+/// widths first (a declared site's); the catalogue's are whole as the
+/// record holds them (`schema`'s test checks it), and its walk is the hot
+/// path of the formats that take it.
+#[inline(always)]
+fn walk<'a, E, const CUT: bool>(
+    schema: &'a [FieldSchema],
+    args: &[u64],
+    aux: u8,
+    registers: &'a RegisterNames,
+    each: &mut impl FnMut(Field<'a>) -> Result<(), E>,
+) -> Result<(), E> {
+    for field in schema {
+        let raw = match field.source {
+            Source::Arg(i) => args.get(i as usize).copied().unwrap_or(0),
+            Source::Aux => aux.into(),
+            // Strings never come in an argument record.
+            Source::Text(_) => continue,
+        };
+        let value = if CUT { field.value(raw) } else { raw };
+        read_field(field, value, registers, each)?;
+    }
+    Ok(())
 }
 
 /// A plain event's values, in field order (see [`is_plain`]).
@@ -306,28 +345,27 @@ pub fn plain_values(event: &Event<'_>, args: &[u64; 4]) -> [u64; 4] {
     }
 }
 
-/// A kind value no styx probe writes: said plainly, with the raw value.
-/// Calls `each` with the parts of a field `name` whose value is `raw`, as
-/// its reading says (see `reading`): a number as its kind reads, a decoded
+/// Calls `each` with the parts of `field` whose value is `raw`, as its
+/// reading says (see `reading`): a number as its kind reads, a decoded
 /// kind by its name, a flag; a kind no probe writes as unknown, with the
 /// raw value.
+#[inline(always)]
 fn read_field<'a, E>(
-    name: &'static str,
-    reading: Reading,
+    field: &'a FieldSchema,
     raw: u64,
-    names: &'a Names,
+    registers: &'a RegisterNames,
     each: &mut impl FnMut(Field<'a>) -> Result<(), E>,
 ) -> Result<(), E> {
-    if !reading.decodes(raw) {
+    if !field.reading.decodes(raw) {
         return unknown_kind(each, raw);
     }
-    for part in reading.parts() {
-        let name = part.name.unwrap_or(name);
+    for part in field.reading.parts() {
+        let name = part.name.unwrap_or(&field.name);
         let value = part.of(raw);
         match part.shows {
             Shows::Number(kind) => each(Field::Value(
                 name,
-                read_as(kind, value, None, &names.registers),
+                read_as(kind, value, field.values.as_ref(), registers),
             ))?,
             Shows::Name(values) => each(Field::Name(name, Shows::name_of(values, value)))?,
             Shows::Flag => each(Field::Flag(name, value != 0))?,
@@ -463,7 +501,14 @@ mod tests {
             };
             let mut seen = Vec::new();
             let _ = for_each_field(&event, &names, |field| {
-                if let Field::Args(args) = field {
+                // Named fields come one by one, as the catalogue's do;
+                // a site whose names are not all given, as a list.
+                let args: Vec<(&str, Arg<'_>)> = match field {
+                    Field::Value(name, arg) => vec![(name, arg)],
+                    Field::Args(args) => args.collect(),
+                    _ => Vec::new(),
+                };
+                {
                     for (name, arg) in args {
                         seen.push(match arg {
                             Arg::Signed(v) => format!("{name}={v}"),
@@ -511,6 +556,64 @@ mod tests {
         assert_eq!(walk(&header, &[0])[0], "device=enum 0 Some(\"Uart\")");
     }
 
+    /// A declared type with a catalogue kind's fields walks as that kind
+    /// does: the same fields, named and read alike, one by one (the one
+    /// route); only `provider` and `probe` come before them.
+    #[test]
+    fn a_declared_type_walks_as_the_catalogue_kind_of_its_fields() {
+        use crate::session::declared::{DeclaredField, EventType};
+        use crate::session::guest::Guest;
+        let kind = EventKind::RegWrite;
+        let declared = EventType {
+            provider: "emu".into(),
+            name: "my_reg_write".into(),
+            fields: schema::catalogue(kind)
+                .iter()
+                .map(|f| {
+                    let Reading::Number(k) = f.reading else {
+                        panic!("reg_write's fields are numbers")
+                    };
+                    DeclaredField::new(&f.name, k, 8, None)
+                })
+                .collect(),
+        };
+        let mut header = Header::now(1, "exe", vec![UsdtInfo::declared(0, &declared)]);
+        header.guest = Some(Guest::naming(2, "sp"));
+        let names = Names::new(&header);
+        let args = [0x1000, 2, 0xfeed, 0xbeef];
+        let walk = |event: &Event<'_>| {
+            let mut seen = Vec::new();
+            let _ = for_each_field(event, &names, |field| {
+                seen.push(match field {
+                    Field::Value(name, Arg::Addr(v)) => format!("{name}=addr {v:#x}"),
+                    Field::Value(name, Arg::Reg(v, reg)) => format!("{name}=reg {v} {reg:?}"),
+                    Field::Str(name, v) => format!("{name}={v}"),
+                    _ => "another field".to_string(),
+                });
+                Ok::<(), ()>(())
+            });
+            seen
+        };
+        let catalogue = Event {
+            header: RecordHeader {
+                kind: kind as u8,
+                ..RecordHeader::default()
+            },
+            kind,
+            body: Body::Args(args),
+        };
+        let site = Event::usdt(0, &args);
+        let want = [
+            "pc=addr 0x1000",
+            "reg=reg 2 Some(\"sp\")",
+            "val=addr 0xfeed",
+            "old=addr 0xbeef",
+        ];
+        assert_eq!(walk(&catalogue), want);
+        assert_eq!(walk(&site)[..2], ["provider=emu", "probe=my_reg_write"]);
+        assert_eq!(walk(&site)[2..], want);
+    }
+
     /// The shortcut says what the full walk says, for every kind it covers.
     #[test]
     fn plain_fields_match_the_full_walk() {
@@ -527,7 +630,8 @@ mod tests {
                 body: Body::Args(args),
             };
             let mut walked = Vec::new();
-            let _ = for_each_field(&event, &Names::default(), |field| {
+            let none = Names::default();
+            let _ = for_each_field(&event, &none, |field| {
                 match field {
                     Field::Value(name, Arg::Addr(v) | Arg::Dec(v) | Arg::Reg(v, _)) => {
                         walked.push((name, v))

@@ -5,6 +5,7 @@
 
 use crate::session::declared::EventType;
 use crate::session::header::{default_arg_name, Header, UsdtInfo};
+use crate::session::schema::FieldSchema;
 use std::collections::HashMap;
 use styx_common::{is_arg_name, ArgType};
 
@@ -19,8 +20,15 @@ pub struct UsdtProbe {
     /// field of its own, not in an `args` list.
     pub named: bool,
     /// The declaration of an event type the emulator declared, which says
-    /// how each argument reads (see `fields::declared_arg`).
+    /// how each argument reads.
     pub declared: Option<EventType>,
+    /// The declared type's fields as this site names and casts its
+    /// arguments: its schema, walked as a catalogue kind's is (see
+    /// `session::schema`). Empty for a probe no type declared.
+    pub fields: Vec<FieldSchema>,
+    /// The site's arguments are the schema's fields, one each, named and
+    /// integers: outputs show them as fields, as the catalogue's.
+    by_schema: bool,
 }
 
 /// The probes of a session, by spec id.
@@ -45,8 +53,9 @@ impl UsdtProbes {
     pub fn from_header(header: &Header) -> UsdtProbes {
         let mut probes = UsdtProbes::from_infos(&header.usdt);
         for info in &header.declared {
-            if let Some(probe) = probes.by_id.get_mut(&info.spec_id) {
-                probe.declared.get_or_insert_with(|| info.event.clone());
+            match probes.by_id.get_mut(&info.spec_id) {
+                Some(probe) if probe.declared.is_none() => probe.declare(info.event.clone()),
+                _ => {}
             }
         }
         probes
@@ -84,19 +93,50 @@ impl UsdtProbe {
             .iter()
             .enumerate()
             .any(|(i, (name, _))| *name != default_arg_name(i));
-        UsdtProbe {
+        let mut probe = UsdtProbe {
             provider: info.provider.clone(),
             probe: info.probe.clone(),
             args,
             named,
-            declared: info.declared.clone(),
+            declared: None,
+            fields: Vec::new(),
+            by_schema: false,
+        };
+        if let Some(event) = &info.declared {
+            probe.declare(event.clone());
         }
+        probe
+    }
+
+    /// Takes `event` as the site's declaration: its fields, named as the
+    /// site names its arguments, become the site's schema.
+    fn declare(&mut self, event: EventType) {
+        let arg = |i: usize| match self.args.get(i) {
+            Some((name, ty)) => (name.clone(), *ty),
+            None => (default_arg_name(i), U64),
+        };
+        self.fields = (event.fields.iter().enumerate())
+            .map(|(i, field)| {
+                let (name, ty) = arg(i);
+                FieldSchema::declared(i, &name, ty, field)
+            })
+            .collect();
+        let integers = self.args.iter().all(|(_, ty)| !ty.is_string());
+        self.by_schema = self.named && integers && self.args.len() == self.fields.len();
+        self.declared = Some(event);
+    }
+
+    /// Its schema, if a record of `values` arguments is walked by it (else
+    /// its arguments show by position, `fields::UsdtArgs`).
+    #[inline]
+    pub fn schema(&self, values: usize) -> Option<&[FieldSchema]> {
+        (self.by_schema && values == self.fields.len()).then_some(&self.fields[..])
     }
 
     /// The declaration of argument `i`, if its probe is a declared type's
     /// with that many fields.
-    pub fn declared_field(&self, i: usize) -> Option<&crate::session::declared::DeclaredField> {
-        self.declared.as_ref()?.fields.get(i)
+    pub fn declared_field(&self, i: usize) -> Option<&FieldSchema> {
+        self.fields.get(i)
     }
 }
 

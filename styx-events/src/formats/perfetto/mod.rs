@@ -45,6 +45,8 @@ use crate::questions::filter::{fields_of, values, FieldRef};
 use crate::record::event::{Body, Event};
 use crate::session::fields::{for_each_field, Arg, Field, Names};
 use crate::session::header::Header;
+use crate::session::reading::Reading;
+use crate::session::schema;
 use crate::write::writer::{Chunked, EventWriter, Totals};
 use flate2::write::GzEncoder;
 use std::collections::{HashMap, HashSet};
@@ -173,7 +175,8 @@ struct Compact {
 /// Also the register field, if the type has one.
 fn compact_fields(kind: EventKind) -> (Vec<(&'static str, FieldRef)>, Option<FieldRef>) {
     let register = |name: &str| {
-        (kind.fields().iter()).any(|f| f.name == name && f.ty.kind() == Some(FieldKind::Register))
+        schema::catalogue_field(kind, name)
+            .is_some_and(|f| f.reading == Reading::Number(FieldKind::Register))
     };
     let slot_is = |f: &FieldRef, slots: &[u8]| matches!(f, FieldRef::Value { slot, .. } if slots.contains(slot));
     let all = fields_of(kind);

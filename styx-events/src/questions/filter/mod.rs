@@ -35,6 +35,7 @@ use crate::record::event::{Body, Event};
 use crate::session::declared::DeclaredSites;
 use crate::session::guest::RegisterNames;
 use crate::session::reading::{Reading, BOOLS};
+use crate::session::schema::{self, Source};
 use parse::{Expr, Op, Parsed, Test, Value};
 use std::collections::HashMap;
 use std::fmt;
@@ -43,7 +44,7 @@ use styx_common::filter::{
     SLOT_PID, SLOT_SIZE, SLOT_TID, SLOT_TS, VALUE_SLOTS,
 };
 use styx_common::schema::FieldKind;
-use styx_common::{EventKind, FieldType, EVENT_KIND_SLOTS};
+use styx_common::{EventKind, EVENT_KIND_SLOTS};
 
 /// What is wrong with a filter, and where: one line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,32 +123,31 @@ pub fn fields_of(kind: EventKind) -> Vec<(&'static str, FieldRef)> {
     if kind == EventKind::Usdt {
         return out;
     }
-    let mut arg = 0u8;
-    let mut text = 0u8;
     let value = |slot, shift, mask, names| FieldRef::Value {
         slot,
         shift,
         mask,
         names,
     };
-    for field in kind.fields() {
-        // The size is in the header's aux byte, not an argument.
-        if field.ty == FieldType::Size {
-            out.push((field.name, value(SLOT_SIZE, 0, 0xff, &[][..])));
-            continue;
-        }
-        let reading = Reading::of(field.ty);
-        if reading == Reading::Text {
-            out.push((field.name, FieldRef::Text(text)));
-            text += 1;
-            continue;
-        }
-        for part in reading.parts() {
+    for field in schema::catalogue(kind) {
+        let name: &'static str = &field.name;
+        let arg = match field.source {
+            // The size is in the header's aux byte, not an argument.
+            Source::Aux => {
+                out.push((name, value(SLOT_SIZE, 0, 0xff, &[][..])));
+                continue;
+            }
+            Source::Text(text) => {
+                out.push((name, FieldRef::Text(text)));
+                continue;
+            }
+            Source::Arg(arg) => arg,
+        };
+        for part in field.reading.parts() {
             let names = part.shows.names();
-            let name = part.name.unwrap_or(field.name);
+            let name = part.name.unwrap_or(name);
             out.push((name, value(arg, part.shift, part.mask, names)));
         }
-        arg += 1;
     }
     out.push(("tid", value(SLOT_TID, 0, u64::MAX, &[][..])));
     out.push(("pid", value(SLOT_PID, 0, u64::MAX, &[][..])));
@@ -498,9 +498,7 @@ impl Filters {
             let names: Vec<&str> = fields_of(kind).iter().map(|(n, _)| *n).collect();
             return Err(no_field(column, kind.probe_name(), name, &names));
         };
-        let reading = (kind.fields().iter())
-            .find(|f| f.name == name)
-            .map(|f| Reading::of(f.ty));
+        let reading = schema::catalogue_field(kind, name).map(|f| f.reading);
         let names = match (reading, field) {
             (Some(Reading::Number(kind)), _) => names_of_kind(kind, ValueNames::None),
             (_, FieldRef::Value { names, .. }) if !names.is_empty() => ValueNames::Fixed(names),

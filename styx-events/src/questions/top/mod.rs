@@ -18,6 +18,7 @@ use crate::session::declared::{DeclaredField, DeclaredSites};
 use crate::session::fields::{declared_arg, read_as, Arg};
 use crate::session::guest::{Guest, RegisterNames};
 use crate::session::reading::Reading;
+use crate::session::schema;
 use crate::write::escape;
 use crate::write::human::si;
 use crate::write::writer::{EventWriter, Totals};
@@ -271,12 +272,7 @@ impl KeySpec {
         match self.by.as_str() {
             "event" => kind.probe_name().to_string(),
             "page" => format!("{:#x}", key << self.page_bits),
-            field => match kind
-                .fields()
-                .iter()
-                .find(|f| f.name == field)
-                .map(|f| Reading::of(f.ty))
-            {
+            field => match schema::catalogue_field(kind, field).map(|f| f.reading) {
                 Some(Reading::Number(kind)) => {
                     let code = self.guest_function(field, key);
                     key_text(read_as(kind, key, None, &self.registers), code)
@@ -301,8 +297,8 @@ impl KeySpec {
 
     /// The register name of `key` when counting a type's register field.
     pub fn register(&self, kind: EventKind, key: u64) -> Option<&str> {
-        let field = kind.fields().iter().find(|f| f.name == self.by)?;
-        (Reading::of(field.ty) == Reading::Number(FieldKind::Register))
+        let field = schema::catalogue_field(kind, &self.by)?;
+        (field.reading == Reading::Number(FieldKind::Register))
             .then(|| self.registers.get(key))
             .flatten()
     }

@@ -29,12 +29,14 @@
 //! Parallel `read` gathers each block's rows on a worker ([`RowGatherer`]),
 //! with each event's type and bytes of strings; the writer cuts them into
 //! the row groups it would have made of the events one by one and hands
-//! each group, a few blocks' rows, to the encoder, which puts a type's
-//! rows of a column from several blocks in one run before writing them,
-//! as one writer would have gathered them: the file is byte for byte the
-//! serial one. Blocks' rows go to the encoder as they were gathered (not
-//! copied on the calling thread: that copy, and the cache lines it
-//! passed between cores, cost more than the encoding it overlapped).
+//! each group, a few blocks' rows, to the encoder, which writes a type's
+//! rows of a column from several blocks as the one call a writer that
+//! gathered them all would make ([`Run`]: whole write batches straight
+//! from each block's rows, only a batch across two blocks copied): the
+//! file is byte for byte the serial one. Blocks' rows go to the encoder
+//! as they were gathered (not copied on the calling thread: that copy,
+//! and the cache lines it passed between cores, cost more than the
+//! encoding it overlapped).
 
 use crate::formats::output::{create_file, Output};
 use crate::record::event::{Body, Event};
@@ -45,7 +47,8 @@ use crate::session::usdt::UsdtProbes;
 use crate::write::writer::{EventWriter, FormatBlock, Formatted, Totals};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use parquet::basic::{Compression, Encoding};
-use parquet::data_type::{BoolType, ByteArray, ByteArrayType, Int64Type};
+use parquet::column::writer::ColumnWriterImpl;
+use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DataType, Int64Type};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
@@ -332,8 +335,8 @@ struct Encoder {
     nulls: Vec<i16>,
     /// … and of one it has in every row.
     ones: Vec<i16>,
-    /// A type's values of a column from several pieces, in one run.
-    run: Values,
+    /// The rows of a write batch that straddles pieces ([`Run`]).
+    carry: Values,
     event_names: Vec<ByteArray>,
     /// Per kind: its name repeated, the `event` column of its rows.
     event_column: Vec<Vec<ByteArray>>,
@@ -409,7 +412,7 @@ impl ParquetWriter {
         let encoder = Box::new(Encoder {
             nulls: Vec::new(),
             ones: Vec::new(),
-            run: Values::default(),
+            carry: Values::default(),
             event_column: vec![Vec::new(); EVENT_KIND_SLOTS as usize],
             columns,
             event_names: (0..EVENT_KIND_SLOTS as u8)
@@ -822,44 +825,21 @@ impl Encoder {
                     written.map_err(io::Error::other)?;
                     continue;
                 }
-                let mut parts = (pieces.iter_mut())
-                    .map(|piece| &mut piece.parts[kind])
-                    .filter(|part| part.rows > 0);
-                let first = parts.next().expect("a part with the kind's rows");
-                let col = match parts.next() {
-                    None => &mut first.columns[c],
-                    // Several pieces' rows: in one run, handed over in one
-                    // call as one writer's would be (where a call ends
-                    // changes where pages end).
-                    Some(second) => {
-                        let run = &mut self.run;
-                        run.clear();
-                        let mut own_rows = 0;
-                        for part in [first, second].into_iter().chain(parts) {
-                            run.take_front(own_rows, &mut part.columns[c], part.rows);
-                            own_rows += part.rows;
-                        }
-                        run
-                    }
-                };
-                let values = col.len();
-                let Values {
-                    def,
-                    ints,
-                    strs,
-                    bools,
-                } = col;
-                let def = match (info.required, values) {
-                    (true, _) => None,
-                    (false, 0) => Some(&self.nulls[..rows]),
-                    (false, _) => Some(levels(def, values, rows, &self.ones)),
+                let run = Run {
+                    kind,
+                    column: c,
+                    required: info.required,
+                    batch: self.properties.write_batch_size(),
+                    nulls: &self.nulls,
+                    ones: &self.ones,
+                    carry: &mut self.carry,
                 };
                 let written = match info.ty {
                     ColumnType::U64 | ColumnType::I64 => {
-                        column.typed::<Int64Type>().write_batch(ints, def, None)
+                        run.write(column.typed::<Int64Type>(), pieces)
                     }
-                    ColumnType::Str => column.typed::<ByteArrayType>().write_batch(strs, def, None),
-                    ColumnType::Bool => column.typed::<BoolType>().write_batch(bools, def, None),
+                    ColumnType::Str => run.write(column.typed::<ByteArrayType>(), pieces),
+                    ColumnType::Bool => run.write(column.typed::<BoolType>(), pieces),
                 };
                 written.map_err(io::Error::other)?;
             }
@@ -912,6 +892,152 @@ impl Encoder {
     fn file_writer(&self) -> io::Result<SerializedFileWriter<Vec<u8>>> {
         SerializedFileWriter::new(Vec::new(), self.schema.clone(), self.properties.clone())
             .map_err(io::Error::other)
+    }
+}
+
+/// A column's values of one physical type, as its column writer takes
+/// them.
+trait Held: DataType {
+    fn of(values: &Values) -> &[Self::T];
+    fn extend(values: &mut Values, from: &[Self::T]);
+}
+
+impl Held for Int64Type {
+    fn of(values: &Values) -> &[i64] {
+        &values.ints
+    }
+    fn extend(values: &mut Values, from: &[i64]) {
+        values.ints.extend_from_slice(from)
+    }
+}
+
+impl Held for ByteArrayType {
+    fn of(values: &Values) -> &[ByteArray] {
+        &values.strs
+    }
+    fn extend(values: &mut Values, from: &[ByteArray]) {
+        values.strs.extend_from_slice(from)
+    }
+}
+
+impl Held for BoolType {
+    fn of(values: &Values) -> &[bool] {
+        &values.bools
+    }
+    fn extend(values: &mut Values, from: &[bool]) {
+        values.bools.extend_from_slice(from)
+    }
+}
+
+/// One type's rows of one column of a row group, in the pieces that hold
+/// them, to write as one `write_batch` call over them all would.
+///
+/// The column writer cuts a call's levels into batches of `batch`
+/// (`write_batch_size`) from where the call begins, and only ever ends a
+/// page after a batch: calls that each begin `batch` levels after the last
+/// one began cut the same batches as one call, so the pages are the same.
+/// So each piece's rows go straight from where it holds them, in calls of
+/// whole batches, and only a batch that straddles two pieces is copied
+/// (into `carry`): not the whole run, which cost the encoder a copy of
+/// nearly every row of a row group gathered on parallel `read`'s workers.
+struct Run<'a> {
+    kind: usize,
+    column: usize,
+    required: bool,
+    batch: usize,
+    /// Levels of all nulls and of all values, at least a part's rows long.
+    nulls: &'a [i16],
+    ones: &'a [i16],
+    carry: &'a mut Values,
+}
+
+impl Run<'_> {
+    fn write<T: Held>(
+        self,
+        writer: &mut ColumnWriterImpl<'_, T>,
+        pieces: &mut [Box<GatheredRows>],
+    ) -> parquet::errors::Result<()> {
+        let Run {
+            kind,
+            column,
+            required,
+            batch,
+            nulls,
+            ones,
+            carry,
+        } = self;
+        let last = pieces.iter().rposition(|p| p.parts[kind].rows > 0);
+        let last = last.expect("a part with the kind's rows");
+        carry.clear();
+        // Rows in `carry` (its levels, when the column has them).
+        let mut carried = 0;
+        for (i, piece) in pieces.iter_mut().enumerate().take(last + 1) {
+            let part = &mut piece.parts[kind];
+            let rows = part.rows;
+            if rows == 0 {
+                continue;
+            }
+            let col = &mut part.columns[column];
+            let values = col.len();
+            if !required && values > 0 {
+                levels(&mut col.def, values, rows, ones);
+            }
+            let col = &*col;
+            let def = match (required, values) {
+                (true, _) => None,
+                (false, 0) => Some(&nulls[..rows]),
+                // Every row has a value: no levels of its own.
+                (false, _) if col.def.is_empty() => Some(&ones[..rows]),
+                (false, _) => Some(&col.def[..rows]),
+            };
+            let held = T::of(col);
+            // Values before level `at`, and of the levels `range`.
+            let count = |range: std::ops::Range<usize>| {
+                def.map_or(range.len(), |d| {
+                    d[range].iter().filter(|&&l| l == 1).count()
+                })
+            };
+            let (mut at, mut value) = (0, 0);
+            // The batch begun in the pieces before, filled from this one.
+            if carried > 0 {
+                let take = (batch - carried).min(rows);
+                let n = count(0..take);
+                if let Some(d) = def {
+                    carry.def.extend_from_slice(&d[..take]);
+                }
+                T::extend(carry, &held[..n]);
+                (at, value, carried) = (take, n, carried + take);
+                if carried == batch || (i == last && at == rows) {
+                    let def = (!required).then_some(&carry.def[..]);
+                    writer.write_batch(T::of(carry), def, None)?;
+                    carry.clear();
+                    carried = 0;
+                }
+            }
+            // Whole batches straight from the piece; the last piece's rows
+            // all.
+            let left = rows - at;
+            let straight = match i == last {
+                true => left,
+                false => left / batch * batch,
+            };
+            if straight > 0 {
+                let n = count(at..at + straight);
+                let def = def.map(|d| &d[at..at + straight]);
+                writer.write_batch(&held[value..value + n], def, None)?;
+                (at, value) = (at + straight, value + n);
+            }
+            // The rest begins the next batch.
+            if at < rows {
+                if let Some(d) = def {
+                    carry.def.extend_from_slice(&d[at..rows]);
+                }
+                T::extend(carry, &held[value..]);
+                carried += rows - at;
+            }
+        }
+        debug_assert_eq!(carried, 0);
+        Ok(())
     }
 }
 

@@ -44,8 +44,8 @@ use crate::session::fields::{for_each_field, is_plain, plain_values, Arg, Field,
 use crate::session::header::Header;
 use crate::session::reading::{Reading, Shows, Stored};
 use crate::session::usdt::UsdtProbes;
-use crate::write::writer::{EventWriter, FormatBlock, Formatted, Totals};
-use crossbeam_channel::{bounded, Receiver, Sender};
+use crate::write::writer::{EventWriter, FormatBlock, Formatted, Helper, Totals};
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use parquet::basic::{Compression, Encoding};
 use parquet::column::writer::ColumnWriterImpl;
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DataType, Int64Type};
@@ -54,9 +54,10 @@ use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
 use parquet::schema::types::{ColumnPath, Type};
 use rustc_hash::FxHashMap;
+use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 use styx_common::schema::FieldKind;
 use styx_common::{EventKind, Shape, EVENT_KIND_SLOTS};
 
@@ -252,6 +253,8 @@ pub struct ParquetWriter {
     /// Columns of the schema.
     columns: usize,
     encoding: EncodeOn,
+    /// Encode on a thread of its own once there is a row group.
+    own_thread: bool,
     sink: Sink,
     rows: usize,
     /// Rows per group: [`ROW_GROUP_ROWS`], fewer when rolling small files
@@ -377,6 +380,69 @@ enum EncodeOn {
         /// The last bytes written, for the encoder to reuse.
         buffer: Vec<u8>,
     },
+    /// Only while the encoder moves from `Here` to where it goes next.
+    Moving,
+    /// Parallel `read`: encoded by whichever thread finds a group waiting
+    /// and the encoder free (the workers between blocks, the writer when
+    /// it waits for a group's bytes), not by a thread of its own: one of
+    /// those, needing over a third of the cores' time, got only its fair
+    /// share of two cores against two workers, and the workers then
+    /// waited for it with a core idle.
+    Shared {
+        shared: Arc<Shared>,
+        answers: Receiver<Answer>,
+        /// Groups handed over and not answered yet.
+        in_flight: usize,
+        /// The last bytes written, for the encoder to reuse.
+        buffer: Vec<u8>,
+    },
+}
+
+/// The encoder and the row groups waiting for it ([`EncodeOn::Shared`]).
+struct Shared {
+    encoder: Mutex<Box<Encoder>>,
+    /// Groups to encode, in order, each with a buffer for its bytes.
+    waiting: Mutex<VecDeque<(Group, Vec<u8>)>>,
+    /// Each group's answer, in order (sent holding the encoder).
+    answers: Sender<Answer>,
+}
+
+impl Shared {
+    /// Encodes the next waiting group, if there is one and (unless
+    /// `wait`) no other thread is encoding; whether it did.
+    fn help(&self, wait: bool) -> bool {
+        let mut encoder = match wait {
+            true => self.encoder.lock().unwrap_or_else(PoisonError::into_inner),
+            false => match self.encoder.try_lock() {
+                Ok(encoder) => encoder,
+                Err(TryLockError::Poisoned(e)) => e.into_inner(),
+                Err(TryLockError::WouldBlock) => return false,
+            },
+        };
+        // Taken holding the encoder: groups are encoded in their order.
+        let next = (self.waiting.lock().unwrap_or_else(PoisonError::into_inner)).pop_front();
+        let Some((mut pieces, buffer)) = next else {
+            return false;
+        };
+        encoder.reuse(buffer);
+        let encoded = encoder.group(&mut pieces);
+        // The writer gone (a failed read) wants no answer.
+        let _ = self.answers.send((pieces, encoded));
+        true
+    }
+
+    /// The oldest group's answer: encoding the groups waiting meanwhile.
+    fn answer(&self, answers: &Receiver<Answer>) -> io::Result<Answer> {
+        loop {
+            if let Ok(answer) = answers.try_recv() {
+                return Ok(answer);
+            }
+            if !self.help(true) {
+                // None waiting: the groups handed over are answered.
+                return answer(answers);
+            }
+        }
+    }
 }
 
 impl ParquetWriter {
@@ -427,16 +493,16 @@ impl ParquetWriter {
             writer: None,
             roll_bytes: sink_is_dir.then_some(roll_bytes),
         });
-        let encoding = match threads > 1 {
-            true => EncodeOn::thread(encoder)?,
-            false => EncodeOn::Here(encoder),
-        };
+        let encoding = EncodeOn::Here(encoder);
         Ok(ParquetWriter {
             gatherer,
             group: Vec::new(),
             pool: Vec::new(),
             columns: column_count,
             encoding,
+            // Started with the first row group, unless parallel `read`'s
+            // workers encode them (`helper`).
+            own_thread: threads > 1,
             sink,
             rows: 0,
             // Parquet of styx events is ~10 bytes a row.
@@ -472,6 +538,13 @@ impl ParquetWriter {
         }
         self.rows = 0;
         self.text_bytes = 0;
+        if std::mem::take(&mut self.own_thread) {
+            let here = std::mem::replace(&mut self.encoding, EncodeOn::Moving);
+            self.encoding = match here {
+                EncodeOn::Here(encoder) => EncodeOn::thread(encoder)?,
+                other => other,
+            };
+        }
         let mut full = std::mem::take(&mut self.group);
         let (done, encoded) = match &mut self.encoding {
             EncodeOn::Here(encoder) => {
@@ -499,6 +572,30 @@ impl ParquetWriter {
                 }
                 before
             }
+            EncodeOn::Shared {
+                shared,
+                answers,
+                in_flight,
+                buffer,
+            } => {
+                let waiting = (full, std::mem::take(buffer));
+                (shared
+                    .waiting
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner))
+                .push_back(waiting);
+                match *in_flight == GROUPS_IN_FLIGHT {
+                    true => {
+                        let (done, encoded) = shared.answer(answers)?;
+                        (Some(done), encoded)
+                    }
+                    false => {
+                        *in_flight += 1;
+                        (None, Ok(None))
+                    }
+                }
+            }
+            EncodeOn::Moving => unreachable!("the encoder moved"),
         };
         if let Some(done) = done {
             self.recycle(done);
@@ -571,7 +668,8 @@ impl ParquetWriter {
         bytes.clear();
         match &mut self.encoding {
             EncodeOn::Here(encoder) => encoder.reuse(bytes),
-            EncodeOn::Thread { buffer, .. } => *buffer = bytes,
+            EncodeOn::Thread { buffer, .. } | EncodeOn::Shared { buffer, .. } => *buffer = bytes,
+            EncodeOn::Moving => unreachable!("the encoder moved"),
         }
         Ok(())
     }
@@ -597,6 +695,24 @@ impl ParquetWriter {
                     }
                     break answer(answers)?.1?;
                 }
+                EncodeOn::Shared {
+                    shared,
+                    answers,
+                    in_flight,
+                    ..
+                } if *in_flight > 0 => {
+                    *in_flight -= 1;
+                    let before = shared.answer(answers)?.1?;
+                    self.hand_on(before)?;
+                }
+                EncodeOn::Shared { shared, .. } => {
+                    let mut encoder = shared
+                        .encoder
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner);
+                    break encoder.close(empty_file)?;
+                }
+                EncodeOn::Moving => unreachable!("the encoder moved"),
             }
         };
         self.hand_on(last)
@@ -991,11 +1107,12 @@ impl Run<'_> {
                 (false, _) => Some(&col.def[..rows]),
             };
             let held = T::of(col);
-            // Values before level `at`, and of the levels `range`.
-            let count = |range: std::ops::Range<usize>| {
-                def.map_or(range.len(), |d| {
-                    d[range].iter().filter(|&&l| l == 1).count()
-                })
+            // Values of the levels `range` (counted only when some rows
+            // have one and some not).
+            let count = |range: std::ops::Range<usize>| match (values, def) {
+                (0, _) => 0,
+                (_, Some(d)) if values < rows => d[range].iter().filter(|&&l| l == 1).count(),
+                _ => range.len(),
             };
             let (mut at, mut value) = (0, 0);
             // The batch begun in the pieces before, filled from this one.
@@ -1022,10 +1139,14 @@ impl Run<'_> {
                 false => left / batch * batch,
             };
             if straight > 0 {
-                let n = count(at..at + straight);
-                let def = def.map(|d| &d[at..at + straight]);
-                writer.write_batch(&held[value..value + n], def, None)?;
-                (at, value) = (at + straight, value + n);
+                // The column writer counts the values the levels take.
+                let written = match def {
+                    None => writer.write_batch(&held[value..value + straight], None, None)?,
+                    Some(d) => {
+                        writer.write_batch(&held[value..], Some(&d[at..at + straight]), None)?
+                    }
+                };
+                (at, value) = (at + straight, value + written);
             }
             // The rest begins the next batch.
             if at < rows {
@@ -1170,6 +1291,36 @@ impl EventWriter for ParquetWriter {
     // Rows cut into the row groups a serial writer makes (see `formatted`).
     fn formats_apart(&self) -> bool {
         true
+    }
+
+    // The row groups encoded by the workers between blocks, and by this
+    // writer while it waits (see EncodeOn::Shared), when it was to have a
+    // thread of its own and has not started it.
+    fn helper(&mut self) -> Option<Helper> {
+        if !self.own_thread {
+            return None;
+        }
+        self.own_thread = false;
+        let here = std::mem::replace(&mut self.encoding, EncodeOn::Moving);
+        let EncodeOn::Here(encoder) = here else {
+            self.encoding = here;
+            return None;
+        };
+        let (answers_to, answers) = unbounded();
+        let shared = Arc::new(Shared {
+            encoder: Mutex::new(encoder),
+            waiting: Mutex::new(VecDeque::new()),
+            answers: answers_to,
+        });
+        self.encoding = EncodeOn::Shared {
+            shared: shared.clone(),
+            answers,
+            in_flight: 0,
+            buffer: Vec::new(),
+        };
+        Some(Arc::new(move || {
+            shared.help(false);
+        }))
     }
 
     fn formatted(&mut self, piece: &mut Formatted) -> io::Result<()> {

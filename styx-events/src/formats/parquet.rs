@@ -36,7 +36,10 @@
 //! file is byte for byte the serial one. Blocks' rows go to the encoder
 //! as they were gathered (not copied on the calling thread: that copy,
 //! and the cache lines it passed between cores, cost more than the
-//! encoding it overlapped).
+//! encoding it overlapped). The workers also encode the row groups, one
+//! at a time and in order, between blocks ([`EncodeOn::Shared`]): an
+//! encoder thread of its own, needing over a third of two cores' time,
+//! got its fair share against two workers and no more, and held them up.
 
 use crate::formats::output::{create_file, Output};
 use crate::record::event::{Body, Event};
@@ -267,14 +270,15 @@ pub struct ParquetWriter {
 }
 
 /// A row group's rows, in order: per piece, per kind id, a [`Part`]. The
-/// encoder writes each type's rows of each column in one call, as one
-/// writer gathering them all would: they encode to the same bytes.
+/// encoder writes each type's rows of each column as the one call of a
+/// writer gathering them all ([`Run`]): they encode to the same bytes.
 type Group = Vec<Box<GatheredRows>>;
 
-/// Row groups handed to the encoder's thread before the writer waits for
-/// it: with two, parallel `read`'s workers go on gathering the next group
-/// while it encodes one and the other waits (with one, the writer waiting
-/// for it left them idle when they were ahead).
+/// Row groups handed to the encoder (its thread, or parallel `read`'s
+/// workers) before the writer waits for one's bytes: with two, the workers
+/// go on gathering the next group while one is encoded and the other
+/// waits (with one, the writer waiting left them idle when they were
+/// ahead).
 const GROUPS_IN_FLIGHT: usize = 2;
 
 /// Emptied pieces kept to gather into again.
@@ -366,7 +370,8 @@ type Answer = (Group, io::Result<Option<Encoded>>);
 /// Where row groups are encoded.
 ///
 /// A second thread, when allowed, encodes each full row group while the
-/// writer gathers the next (double buffering, one group in flight): the
+/// writer gathers the next (double buffering); on parallel `read`, the
+/// workers do, one group at a time, between blocks. Either way the
 /// encoder sees the same row groups in the same order as when it runs on
 /// the caller's thread, so the bytes are the same.
 enum EncodeOn {
@@ -448,7 +453,8 @@ impl Shared {
 impl ParquetWriter {
     /// Parquet on `out`, or files of about `roll_bytes` rolled in `output`
     /// when it is a directory (`--output DIR/`); row groups encoded on a
-    /// second thread when `threads` > 1.
+    /// second thread when `threads` > 1 (unless parallel `read`'s workers
+    /// encode them, see `helper`).
     pub fn new(
         out: Box<dyn Write>,
         header: &Header,

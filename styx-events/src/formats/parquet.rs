@@ -281,12 +281,6 @@ type Group = Vec<Box<GatheredRows>>;
 /// ahead).
 const GROUPS_IN_FLIGHT: usize = 2;
 
-/// … when the workers encode them ([`EncodeOn::Shared`]): one, as the
-/// writer waiting for its bytes encodes the next itself, so no core idles
-/// for it, and a row group fewer held (~0.5 GB resident on the demo's
-/// capture against ~0.65 GB with two, in as much time).
-const SHARED_GROUPS_IN_FLIGHT: usize = 1;
-
 /// Emptied pieces kept to gather into again.
 const POOL_PIECES: usize = 8;
 
@@ -402,8 +396,7 @@ enum EncodeOn {
     Shared {
         shared: Arc<Shared>,
         answers: Receiver<Answer>,
-        /// Groups handed over and not answered yet (at most
-        /// [`SHARED_GROUPS_IN_FLIGHT`]).
+        /// Groups handed over and not answered yet.
         in_flight: usize,
         /// The last bytes written, for the encoder to reuse.
         buffer: Vec<u8>,
@@ -597,7 +590,7 @@ impl ParquetWriter {
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner))
                 .push_back(waiting);
-                match *in_flight == SHARED_GROUPS_IN_FLIGHT {
+                match *in_flight == GROUPS_IN_FLIGHT {
                     true => {
                         let (done, encoded) = shared.answer(answers)?;
                         (Some(done), encoded)

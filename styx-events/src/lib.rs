@@ -56,4 +56,4 @@ pub use session::guest::{Guest, GuestError, Image, Register, RegisterNames, With
 pub use session::header::{clock_ns, ClockId, DeclaredInfo, Header, MappedFile, UsdtInfo};
 pub use write::escape;
 pub use write::human::si;
-pub use write::writer::{Discard, EventWriter, FormatBlock, Formatted, Tee, Totals};
+pub use write::writer::{Discard, EventWriter, FormatBlock, Formatted, Helper, Tee, Totals};

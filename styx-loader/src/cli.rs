@@ -235,9 +235,9 @@ pub struct ReadArgs {
     /// core). A capture of blocks (written since version 3) with -o jsonl,
     /// text or parquet and no cut (--from, --to, -e), --filter, --sample,
     /// --by or traced functions is read in parallel, its output byte for
-    /// byte the one thread's (Parquet's row groups encoded on a thread of
-    /// their own, also when not read in parallel); anything else on one
-    /// thread.
+    /// byte the one thread's (Parquet's row groups encoded by the workers
+    /// between blocks, or on a thread of their own when not read in
+    /// parallel); anything else on one thread.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub threads: Option<u64>,
 }

@@ -124,7 +124,8 @@ pub struct Options {
     /// loses events.
     pub wait_for_compression: bool,
     /// Threads the writer may use besides the caller's: Parquet encodes
-    /// row groups on a second thread when more than 1 (same bytes).
+    /// row groups on a second thread when more than 1 (same bytes; on
+    /// parallel `read`, on its workers instead).
     pub threads: usize,
 }
 

@@ -29,12 +29,17 @@
 //! Parallel `read` gathers each block's rows on a worker ([`RowGatherer`]),
 //! with each event's type and bytes of strings; the writer cuts them into
 //! the row groups it would have made of the events one by one and hands
-//! each group, a few blocks' rows, to the encoder, which puts a type's
-//! rows of a column from several blocks in one run before writing them,
-//! as one writer would have gathered them: the file is byte for byte the
-//! serial one. Blocks' rows go to the encoder as they were gathered (not
-//! copied on the calling thread: that copy, and the cache lines it
-//! passed between cores, cost more than the encoding it overlapped).
+//! each group, a few blocks' rows, to the encoder, which writes a type's
+//! rows of a column from several blocks as the one call a writer that
+//! gathered them all would make ([`Run`]: whole write batches straight
+//! from each block's rows, only a batch across two blocks copied): the
+//! file is byte for byte the serial one. Blocks' rows go to the encoder
+//! as they were gathered (not copied on the calling thread: that copy,
+//! and the cache lines it passed between cores, cost more than the
+//! encoding it overlapped). The workers also encode the row groups, one
+//! at a time and in order, between blocks ([`EncodeOn::Shared`]): an
+//! encoder thread of its own, needing over a third of two cores' time,
+//! got its fair share against two workers and no more, and held them up.
 
 use crate::formats::output::{create_file, Output};
 use crate::record::event::{Body, Event};
@@ -43,18 +48,20 @@ use crate::session::header::Header;
 use crate::session::reading::{Reading, Shows, Stored};
 use crate::session::schema::{self, FieldSchema};
 use crate::session::usdt::UsdtProbes;
-use crate::write::writer::{EventWriter, FormatBlock, Formatted, Totals};
-use crossbeam_channel::{bounded, Receiver, Sender};
+use crate::write::writer::{EventWriter, FormatBlock, Formatted, Helper, Totals};
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use parquet::basic::{Compression, Encoding};
-use parquet::data_type::{BoolType, ByteArray, ByteArrayType, Int64Type};
+use parquet::column::writer::ColumnWriterImpl;
+use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DataType, Int64Type};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
 use parquet::schema::types::{ColumnPath, Type};
 use rustc_hash::FxHashMap;
+use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 use styx_common::schema::FieldKind;
 use styx_common::{EventKind, EVENT_KIND_SLOTS};
 
@@ -250,6 +257,8 @@ pub struct ParquetWriter {
     /// Columns of the schema.
     columns: usize,
     encoding: EncodeOn,
+    /// Encode on a thread of its own once there is a row group.
+    own_thread: bool,
     sink: Sink,
     rows: usize,
     /// Rows per group: [`ROW_GROUP_ROWS`], fewer when rolling small files
@@ -262,14 +271,15 @@ pub struct ParquetWriter {
 }
 
 /// A row group's rows, in order: per piece, per kind id, a [`Part`]. The
-/// encoder writes each type's rows of each column in one call, as one
-/// writer gathering them all would: they encode to the same bytes.
+/// encoder writes each type's rows of each column as the one call of a
+/// writer gathering them all ([`Run`]): they encode to the same bytes.
 type Group = Vec<Box<GatheredRows>>;
 
-/// Row groups handed to the encoder's thread before the writer waits for
-/// it: with two, parallel `read`'s workers go on gathering the next group
-/// while it encodes one and the other waits (with one, the writer waiting
-/// for it left them idle when they were ahead).
+/// Row groups handed to the encoder (its thread, or parallel `read`'s
+/// workers) before the writer waits for one's bytes: with two, the workers
+/// go on gathering the next group while one is encoded and the other
+/// waits (with one, the writer waiting left them idle when they were
+/// ahead).
 const GROUPS_IN_FLIGHT: usize = 2;
 
 /// Emptied pieces kept to gather into again.
@@ -333,8 +343,8 @@ struct Encoder {
     nulls: Vec<i16>,
     /// … and of one it has in every row.
     ones: Vec<i16>,
-    /// A type's values of a column from several pieces, in one run.
-    run: Values,
+    /// The rows of a write batch that straddles pieces ([`Run`]).
+    carry: Values,
     event_names: Vec<ByteArray>,
     /// Per kind: its name repeated, the `event` column of its rows.
     event_column: Vec<Vec<ByteArray>>,
@@ -361,7 +371,8 @@ type Answer = (Group, io::Result<Option<Encoded>>);
 /// Where row groups are encoded.
 ///
 /// A second thread, when allowed, encodes each full row group while the
-/// writer gathers the next (double buffering, one group in flight): the
+/// writer gathers the next (double buffering); on parallel `read`, the
+/// workers do, one group at a time, between blocks. Either way the
 /// encoder sees the same row groups in the same order as when it runs on
 /// the caller's thread, so the bytes are the same.
 enum EncodeOn {
@@ -375,12 +386,76 @@ enum EncodeOn {
         /// The last bytes written, for the encoder to reuse.
         buffer: Vec<u8>,
     },
+    /// Only while the encoder moves from `Here` to where it goes next.
+    Moving,
+    /// Parallel `read`: encoded by whichever thread finds a group waiting
+    /// and the encoder free (the workers between blocks, the writer when
+    /// it waits for a group's bytes), not by a thread of its own: one of
+    /// those, needing over a third of the cores' time, got only its fair
+    /// share of two cores against two workers, and the workers then
+    /// waited for it with a core idle.
+    Shared {
+        shared: Arc<Shared>,
+        answers: Receiver<Answer>,
+        /// Groups handed over and not answered yet.
+        in_flight: usize,
+        /// The last bytes written, for the encoder to reuse.
+        buffer: Vec<u8>,
+    },
+}
+
+/// The encoder and the row groups waiting for it ([`EncodeOn::Shared`]).
+struct Shared {
+    encoder: Mutex<Box<Encoder>>,
+    /// Groups to encode, in order, each with a buffer for its bytes.
+    waiting: Mutex<VecDeque<(Group, Vec<u8>)>>,
+    /// Each group's answer, in order (sent holding the encoder).
+    answers: Sender<Answer>,
+}
+
+impl Shared {
+    /// Encodes the next waiting group, if there is one and (unless
+    /// `wait`) no other thread is encoding; whether it did.
+    fn help(&self, wait: bool) -> bool {
+        let mut encoder = match wait {
+            true => self.encoder.lock().unwrap_or_else(PoisonError::into_inner),
+            false => match self.encoder.try_lock() {
+                Ok(encoder) => encoder,
+                Err(TryLockError::Poisoned(e)) => e.into_inner(),
+                Err(TryLockError::WouldBlock) => return false,
+            },
+        };
+        // Taken holding the encoder: groups are encoded in their order.
+        let next = (self.waiting.lock().unwrap_or_else(PoisonError::into_inner)).pop_front();
+        let Some((mut pieces, buffer)) = next else {
+            return false;
+        };
+        encoder.reuse(buffer);
+        let encoded = encoder.group(&mut pieces);
+        // The writer gone (a failed read) wants no answer.
+        let _ = self.answers.send((pieces, encoded));
+        true
+    }
+
+    /// The oldest group's answer: encoding the groups waiting meanwhile.
+    fn answer(&self, answers: &Receiver<Answer>) -> io::Result<Answer> {
+        loop {
+            if let Ok(answer) = answers.try_recv() {
+                return Ok(answer);
+            }
+            if !self.help(true) {
+                // None waiting: the groups handed over are answered.
+                return answer(answers);
+            }
+        }
+    }
 }
 
 impl ParquetWriter {
     /// Parquet on `out`, or files of about `roll_bytes` rolled in `output`
     /// when it is a directory (`--output DIR/`); row groups encoded on a
-    /// second thread when `threads` > 1.
+    /// second thread when `threads` > 1 (unless parallel `read`'s workers
+    /// encode them, see `helper`).
     pub fn new(
         out: Box<dyn Write>,
         header: &Header,
@@ -410,7 +485,7 @@ impl ParquetWriter {
         let encoder = Box::new(Encoder {
             nulls: Vec::new(),
             ones: Vec::new(),
-            run: Values::default(),
+            carry: Values::default(),
             event_column: vec![Vec::new(); EVENT_KIND_SLOTS as usize],
             columns,
             event_names: (0..EVENT_KIND_SLOTS as u8)
@@ -425,16 +500,16 @@ impl ParquetWriter {
             writer: None,
             roll_bytes: sink_is_dir.then_some(roll_bytes),
         });
-        let encoding = match threads > 1 {
-            true => EncodeOn::thread(encoder)?,
-            false => EncodeOn::Here(encoder),
-        };
+        let encoding = EncodeOn::Here(encoder);
         Ok(ParquetWriter {
             gatherer,
             group: Vec::new(),
             pool: Vec::new(),
             columns: column_count,
             encoding,
+            // Started with the first row group, unless parallel `read`'s
+            // workers encode them (`helper`).
+            own_thread: threads > 1,
             sink,
             rows: 0,
             // Parquet of styx events is ~10 bytes a row.
@@ -470,6 +545,13 @@ impl ParquetWriter {
         }
         self.rows = 0;
         self.text_bytes = 0;
+        if std::mem::take(&mut self.own_thread) {
+            let here = std::mem::replace(&mut self.encoding, EncodeOn::Moving);
+            self.encoding = match here {
+                EncodeOn::Here(encoder) => EncodeOn::thread(encoder)?,
+                other => other,
+            };
+        }
         let mut full = std::mem::take(&mut self.group);
         let (done, encoded) = match &mut self.encoding {
             EncodeOn::Here(encoder) => {
@@ -497,6 +579,30 @@ impl ParquetWriter {
                 }
                 before
             }
+            EncodeOn::Shared {
+                shared,
+                answers,
+                in_flight,
+                buffer,
+            } => {
+                let waiting = (full, std::mem::take(buffer));
+                (shared
+                    .waiting
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner))
+                .push_back(waiting);
+                match *in_flight == GROUPS_IN_FLIGHT {
+                    true => {
+                        let (done, encoded) = shared.answer(answers)?;
+                        (Some(done), encoded)
+                    }
+                    false => {
+                        *in_flight += 1;
+                        (None, Ok(None))
+                    }
+                }
+            }
+            EncodeOn::Moving => unreachable!("the encoder moved"),
         };
         if let Some(done) = done {
             self.recycle(done);
@@ -569,7 +675,8 @@ impl ParquetWriter {
         bytes.clear();
         match &mut self.encoding {
             EncodeOn::Here(encoder) => encoder.reuse(bytes),
-            EncodeOn::Thread { buffer, .. } => *buffer = bytes,
+            EncodeOn::Thread { buffer, .. } | EncodeOn::Shared { buffer, .. } => *buffer = bytes,
+            EncodeOn::Moving => unreachable!("the encoder moved"),
         }
         Ok(())
     }
@@ -595,6 +702,24 @@ impl ParquetWriter {
                     }
                     break answer(answers)?.1?;
                 }
+                EncodeOn::Shared {
+                    shared,
+                    answers,
+                    in_flight,
+                    ..
+                } if *in_flight > 0 => {
+                    *in_flight -= 1;
+                    let before = shared.answer(answers)?.1?;
+                    self.hand_on(before)?;
+                }
+                EncodeOn::Shared { shared, .. } => {
+                    let mut encoder = shared
+                        .encoder
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner);
+                    break encoder.close(empty_file)?;
+                }
+                EncodeOn::Moving => unreachable!("the encoder moved"),
             }
         };
         self.hand_on(last)
@@ -823,44 +948,21 @@ impl Encoder {
                     written.map_err(io::Error::other)?;
                     continue;
                 }
-                let mut parts = (pieces.iter_mut())
-                    .map(|piece| &mut piece.parts[kind])
-                    .filter(|part| part.rows > 0);
-                let first = parts.next().expect("a part with the kind's rows");
-                let col = match parts.next() {
-                    None => &mut first.columns[c],
-                    // Several pieces' rows: in one run, handed over in one
-                    // call as one writer's would be (where a call ends
-                    // changes where pages end).
-                    Some(second) => {
-                        let run = &mut self.run;
-                        run.clear();
-                        let mut own_rows = 0;
-                        for part in [first, second].into_iter().chain(parts) {
-                            run.take_front(own_rows, &mut part.columns[c], part.rows);
-                            own_rows += part.rows;
-                        }
-                        run
-                    }
-                };
-                let values = col.len();
-                let Values {
-                    def,
-                    ints,
-                    strs,
-                    bools,
-                } = col;
-                let def = match (info.required, values) {
-                    (true, _) => None,
-                    (false, 0) => Some(&self.nulls[..rows]),
-                    (false, _) => Some(levels(def, values, rows, &self.ones)),
+                let run = Run {
+                    kind,
+                    column: c,
+                    required: info.required,
+                    batch: self.properties.write_batch_size(),
+                    nulls: &self.nulls,
+                    ones: &self.ones,
+                    carry: &mut self.carry,
                 };
                 let written = match info.ty {
                     ColumnType::U64 | ColumnType::I64 => {
-                        column.typed::<Int64Type>().write_batch(ints, def, None)
+                        run.write(column.typed::<Int64Type>(), pieces)
                     }
-                    ColumnType::Str => column.typed::<ByteArrayType>().write_batch(strs, def, None),
-                    ColumnType::Bool => column.typed::<BoolType>().write_batch(bools, def, None),
+                    ColumnType::Str => run.write(column.typed::<ByteArrayType>(), pieces),
+                    ColumnType::Bool => run.write(column.typed::<BoolType>(), pieces),
                 };
                 written.map_err(io::Error::other)?;
             }
@@ -913,6 +1015,157 @@ impl Encoder {
     fn file_writer(&self) -> io::Result<SerializedFileWriter<Vec<u8>>> {
         SerializedFileWriter::new(Vec::new(), self.schema.clone(), self.properties.clone())
             .map_err(io::Error::other)
+    }
+}
+
+/// A column's values of one physical type, as its column writer takes
+/// them.
+trait Held: DataType {
+    fn of(values: &Values) -> &[Self::T];
+    fn extend(values: &mut Values, from: &[Self::T]);
+}
+
+impl Held for Int64Type {
+    fn of(values: &Values) -> &[i64] {
+        &values.ints
+    }
+    fn extend(values: &mut Values, from: &[i64]) {
+        values.ints.extend_from_slice(from)
+    }
+}
+
+impl Held for ByteArrayType {
+    fn of(values: &Values) -> &[ByteArray] {
+        &values.strs
+    }
+    fn extend(values: &mut Values, from: &[ByteArray]) {
+        values.strs.extend_from_slice(from)
+    }
+}
+
+impl Held for BoolType {
+    fn of(values: &Values) -> &[bool] {
+        &values.bools
+    }
+    fn extend(values: &mut Values, from: &[bool]) {
+        values.bools.extend_from_slice(from)
+    }
+}
+
+/// One type's rows of one column of a row group, in the pieces that hold
+/// them, to write as one `write_batch` call over them all would.
+///
+/// The column writer cuts a call's levels into batches of `batch`
+/// (`write_batch_size`) from where the call begins, and only ever ends a
+/// page after a batch: calls that each begin `batch` levels after the last
+/// one began cut the same batches as one call, so the pages are the same.
+/// So each piece's rows go straight from where it holds them, in calls of
+/// whole batches, and only a batch that straddles two pieces is copied
+/// (into `carry`): not the whole run, which cost the encoder a copy of
+/// nearly every row of a row group gathered on parallel `read`'s workers.
+struct Run<'a> {
+    kind: usize,
+    column: usize,
+    required: bool,
+    batch: usize,
+    /// Levels of all nulls and of all values, at least a part's rows long.
+    nulls: &'a [i16],
+    ones: &'a [i16],
+    carry: &'a mut Values,
+}
+
+impl Run<'_> {
+    fn write<T: Held>(
+        self,
+        writer: &mut ColumnWriterImpl<'_, T>,
+        pieces: &mut [Box<GatheredRows>],
+    ) -> parquet::errors::Result<()> {
+        let Run {
+            kind,
+            column,
+            required,
+            batch,
+            nulls,
+            ones,
+            carry,
+        } = self;
+        let last = pieces.iter().rposition(|p| p.parts[kind].rows > 0);
+        let last = last.expect("a part with the kind's rows");
+        carry.clear();
+        // Rows in `carry` (its levels, when the column has them).
+        let mut carried = 0;
+        for (i, piece) in pieces.iter_mut().enumerate().take(last + 1) {
+            let part = &mut piece.parts[kind];
+            let rows = part.rows;
+            if rows == 0 {
+                continue;
+            }
+            let col = &mut part.columns[column];
+            let values = col.len();
+            if !required && values > 0 {
+                levels(&mut col.def, values, rows, ones);
+            }
+            let col = &*col;
+            let def = match (required, values) {
+                (true, _) => None,
+                (false, 0) => Some(&nulls[..rows]),
+                // Every row has a value: no levels of its own.
+                (false, _) if col.def.is_empty() => Some(&ones[..rows]),
+                (false, _) => Some(&col.def[..rows]),
+            };
+            let held = T::of(col);
+            // Values of the levels `range` (counted only when some rows
+            // have one and some not).
+            let count = |range: std::ops::Range<usize>| match (values, def) {
+                (0, _) => 0,
+                (_, Some(d)) if values < rows => d[range].iter().filter(|&&l| l == 1).count(),
+                _ => range.len(),
+            };
+            let (mut at, mut value) = (0, 0);
+            // The batch begun in the pieces before, filled from this one.
+            if carried > 0 {
+                let take = (batch - carried).min(rows);
+                let n = count(0..take);
+                if let Some(d) = def {
+                    carry.def.extend_from_slice(&d[..take]);
+                }
+                T::extend(carry, &held[..n]);
+                (at, value, carried) = (take, n, carried + take);
+                if carried == batch || (i == last && at == rows) {
+                    let def = (!required).then_some(&carry.def[..]);
+                    writer.write_batch(T::of(carry), def, None)?;
+                    carry.clear();
+                    carried = 0;
+                }
+            }
+            // Whole batches straight from the piece; the last piece's rows
+            // all.
+            let left = rows - at;
+            let straight = match i == last {
+                true => left,
+                false => left / batch * batch,
+            };
+            if straight > 0 {
+                // The column writer counts the values the levels take.
+                let written = match def {
+                    None => writer.write_batch(&held[value..value + straight], None, None)?,
+                    Some(d) => {
+                        writer.write_batch(&held[value..], Some(&d[at..at + straight]), None)?
+                    }
+                };
+                (at, value) = (at + straight, value + written);
+            }
+            // The rest begins the next batch.
+            if at < rows {
+                if let Some(d) = def {
+                    carry.def.extend_from_slice(&d[at..rows]);
+                }
+                T::extend(carry, &held[value..]);
+                carried += rows - at;
+            }
+        }
+        debug_assert_eq!(carried, 0);
+        Ok(())
     }
 }
 
@@ -1045,6 +1298,36 @@ impl EventWriter for ParquetWriter {
     // Rows cut into the row groups a serial writer makes (see `formatted`).
     fn formats_apart(&self) -> bool {
         true
+    }
+
+    // The row groups encoded by the workers between blocks, and by this
+    // writer while it waits (see EncodeOn::Shared), when it was to have a
+    // thread of its own and has not started it.
+    fn helper(&mut self) -> Option<Helper> {
+        if !self.own_thread {
+            return None;
+        }
+        self.own_thread = false;
+        let here = std::mem::replace(&mut self.encoding, EncodeOn::Moving);
+        let EncodeOn::Here(encoder) = here else {
+            self.encoding = here;
+            return None;
+        };
+        let (answers_to, answers) = unbounded();
+        let shared = Arc::new(Shared {
+            encoder: Mutex::new(encoder),
+            waiting: Mutex::new(VecDeque::new()),
+            answers: answers_to,
+        });
+        self.encoding = EncodeOn::Shared {
+            shared: shared.clone(),
+            answers,
+            in_flight: 0,
+            buffer: Vec::new(),
+        };
+        Some(Arc::new(move || {
+            shared.help(false);
+        }))
     }
 
     fn formatted(&mut self, piece: &mut Formatted) -> io::Result<()> {

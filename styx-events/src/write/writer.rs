@@ -51,6 +51,12 @@ pub trait EventWriter {
             "this output formats its events itself",
         ))
     }
+    /// Parallel `read` (before its first piece): work of this writer's
+    /// that the workers may do between blocks, so that it takes no thread
+    /// of its own competing with them for the cores (Parquet's encoding).
+    fn helper(&mut self) -> Option<Helper> {
+        None
+    }
     /// After [`EventWriter::event`] or [`EventWriter::flush`] failed:
     /// whether part of the output still works, so that it should still be
     /// [`EventWriter::finish`]ed (a [`Tee`] whose other writers do). A
@@ -79,6 +85,9 @@ pub trait EventWriter {
         true
     }
 }
+
+/// Work a writer lets parallel `read`'s workers do ([`EventWriter::helper`]).
+pub type Helper = std::sync::Arc<dyn Fn() + Send + Sync>;
 
 /// One block's events as a [`FormatBlock`] made them, for the writer of
 /// the output ([`EventWriter::formatted`]).

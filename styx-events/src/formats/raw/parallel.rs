@@ -17,7 +17,7 @@
 
 use super::reader::{Block, CaptureError, Ending, Reader};
 use crate::record::batch::BatchError;
-use crate::write::writer::{EventWriter, FormatBlock, Formatted};
+use crate::write::writer::{EventWriter, FormatBlock, Formatted, Helper};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use std::collections::BTreeMap;
 use std::io::{self, Read};
@@ -74,11 +74,12 @@ pub fn read_blocks<R: Read>(
     let (results, done) = bounded::<Done>(workers * IN_FLIGHT_PER_WORKER);
     let (spare, spares) = bounded::<Formatted>(workers);
     let header = reader.header.clone();
+    let helper = out.helper();
     std::thread::scope(|scope| {
         for _ in 0..workers {
             let (queue, results, spares) = (queue.clone(), results.clone(), spares.clone());
-            let header = header.clone();
-            scope.spawn(move || work(header, make, &queue, &results, &spares));
+            let (header, helper) = (header.clone(), helper.clone());
+            scope.spawn(move || work(header, make, &queue, &results, &spares, helper));
         }
         drop((queue, results, spares));
         let outcome = hand_out(reader, jobs, &done, &spare, out);
@@ -172,6 +173,7 @@ fn work(
     queue: &Receiver<(u64, Block)>,
     results: &Sender<Done>,
     spares: &Receiver<Formatted>,
+    helper: Option<Helper>,
 ) {
     let setup = Reader::<io::Empty>::for_blocks(header).and_then(|reader| Ok((reader, make()?)));
     let (mut reader, mut writer) = match setup {
@@ -217,6 +219,10 @@ fn work(
         };
         if results.send(done).is_err() {
             return;
+        }
+        // The writer's work waiting, between blocks (see EventWriter::helper).
+        if let Some(help) = &helper {
+            help();
         }
     }
 }

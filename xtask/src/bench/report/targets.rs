@@ -509,13 +509,13 @@ fn read_two_threads(r: &Results, format: &str) -> Measured {
             rate(1)
         ),
         why: match format {
-            "parquet" => "Blocks are decoded and their rows gathered on worker threads, and row \
-                          groups encoded on a thread of their own (a third of the work), but \
-                          the parallel read does more work in all than the serial one: blocks \
-                          and gathered rows handed between threads, a working set several \
-                          times bigger faulted in (by hand, `/usr/bin/time` on this capture: \
-                          ~12% more CPU time, ~0.5 GB resident against ~0.1 GB), which on two \
-                          cores leaves at most ~1.8×."
+            "parquet" => "Blocks are decoded, their rows gathered and the row groups encoded \
+                          (a third of the work, one group at a time) on the worker threads, \
+                          but the parallel read does more work in all than the serial one: \
+                          the workers' gathering costs more, into a working set several \
+                          times bigger (by hand, `/usr/bin/time` on the demo's ~160 M-event \
+                          capture: ~7% more CPU time, ~0.65 GB resident against ~0.13 GB), \
+                          which on two cores leaves at most ~1.85×."
                 .into(),
             _ => "Blocks are decoded and formatted on worker threads, but reading the file, \
                   handing blocks out and writing the results in order stay on one thread."

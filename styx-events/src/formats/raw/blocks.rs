@@ -54,11 +54,10 @@ pub const FRAME_BYTES: usize = 16;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Compression {
-    /// zstd at its fastest level, on worker threads of the lowest priority,
-    /// as far as they keep up: a block handed over while two others still
-    /// wait for them is stored as encoded, so compressing never slows the
-    /// emulator or the loader (on a machine whose cores the emulator keeps
-    /// busy, more blocks are stored).
+    /// zstd at its fastest level, on worker threads of the lowest priority:
+    /// every block when the emulator waits for the loader (it may then run
+    /// at the workers' pace); else as far as they keep up, a block handed
+    /// over while two others still wait for them stored as encoded.
     #[default]
     Zstd,
     /// Stored as encoded (~10–30 bytes an event): for a fast disk when

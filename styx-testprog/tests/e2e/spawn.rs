@@ -178,10 +178,16 @@ fn a_user_command_cannot_type_into_the_loaders_terminal() {
         .stdout(Stdio::from(slave.try_clone().unwrap()))
         .stderr(Stdio::from(slave));
     // SAFETY: only system calls between fork and exec: a session of its
-    // own whose controlling terminal (in the foreground) is the pty.
+    // own whose controlling terminal (in the foreground) is the pty, and
+    // SIGINT as a terminal's shell leaves it. Tests started in the
+    // background by a script have it ignored, which the loader and then
+    // the command would inherit: the command would not end of Ctrl-C.
     unsafe {
         command.pre_exec(|| {
-            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
+            if libc::setsid() < 0
+                || libc::ioctl(0, libc::TIOCSCTTY, 0) != 0
+                || libc::signal(libc::SIGINT, libc::SIG_DFL) == libc::SIG_ERR
+            {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())

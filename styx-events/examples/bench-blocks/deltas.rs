@@ -176,15 +176,9 @@ pub fn decode(bytes: &mut [u8]) -> Result<(), DeltasError> {
     }
 }
 
-/// The items of every batch in `payload` skimmed (`item::skim`, as the
-/// loader checks a batch it keeps whole), touching no value: what any
-/// transform's walk costs at least. The number of items.
-/// Events in the payload's BATCH records, as the loader counts a batch it
-/// keeps whole (`batch_items::counts_by_type`: in chains, checked).
-pub fn counted(payload: &[u8]) -> u64 {
-    let declared = styx_events::DeclaredTypes::default();
-    let mut by_spec = Vec::new();
-    let mut events = 0;
+/// Calls `each` with every BATCH record in `payload` up to its items' end
+/// (its fixed part, then its items).
+fn each_batch(payload: &[u8], mut each: impl FnMut(&[u8])) {
     let mut pos = 0;
     while let Some(found) = memchr::memchr(TAG_BATCH, &payload[pos..]) {
         let tag_at = pos + found;
@@ -192,7 +186,18 @@ pub fn counted(payload: &[u8]) -> u64 {
             pos = tag_at + 1;
             continue;
         };
-        let record = &payload[items.start - HEADER_BYTES..items.end];
+        each(&payload[items.start - HEADER_BYTES..items.end]);
+        pos = end;
+    }
+}
+
+/// Events in the payload's BATCH records, as the loader counts a batch it
+/// keeps whole (`batch_items::counts_by_type`: in chains, checked).
+pub fn counted(payload: &[u8]) -> u64 {
+    let declared = styx_events::DeclaredTypes::default();
+    let mut by_spec = Vec::new();
+    let mut events = 0;
+    each_batch(payload, |record| {
         let counts = styx_events::batch_items::counts_by_type(
             record,
             item::Codec::Current,
@@ -201,27 +206,22 @@ pub fn counted(payload: &[u8]) -> u64 {
         )
         .expect("a batch whose items read");
         events += counts[1..].iter().sum::<u64>();
-        pos = end;
-    }
+    });
     events
 }
 
+/// The items of every batch in `payload` skimmed (`item::skim`, as the
+/// loader checks a batch it keeps whole), touching no value: what any
+/// transform's walk costs at least. The number of items.
 pub fn skim(payload: &[u8]) -> usize {
     let mut walked = 0;
-    let mut pos = 0;
-    while let Some(found) = memchr::memchr(TAG_BATCH, &payload[pos..]) {
-        let tag_at = pos + found;
-        let Some((items, end)) = batch_at(payload, tag_at) else {
-            pos = tag_at + 1;
-            continue;
-        };
-        let items = &payload[items];
+    each_batch(payload, |record| {
+        let items = &record[HEADER_BYTES..];
         let mut at = 0;
         while let Ok((_, len)) = item::skim(&items[at..]) {
             walked += 1;
             at += len;
         }
-        pos = end;
-    }
+    });
     walked
 }

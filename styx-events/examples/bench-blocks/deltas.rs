@@ -72,12 +72,7 @@ fn turn(bytes: &mut [u8], turn: Turn) -> bool {
     let mut prev = [0u64; SLOTS];
     let mut prev_mark = 0u64;
     let mut pos = 0;
-    while let Some(found) = memchr::memchr(TAG_BATCH, &bytes[pos..]) {
-        let tag_at = pos + found;
-        let Some((items, end)) = batch_at(bytes, tag_at) else {
-            pos = tag_at + 1;
-            continue;
-        };
+    while let Some((items, end)) = next_batch(bytes, pos) {
         let items = &mut bytes[items];
         let mut at = 0;
         while at < items.len() {
@@ -176,16 +171,24 @@ pub fn decode(bytes: &mut [u8]) -> Result<(), DeltasError> {
     }
 }
 
+/// The items of the first BATCH record at or past `pos` in `payload`, and
+/// where that record ends.
+fn next_batch(payload: &[u8], mut pos: usize) -> Option<(core::ops::Range<usize>, usize)> {
+    while let Some(found) = memchr::memchr(TAG_BATCH, &payload[pos..]) {
+        let tag_at = pos + found;
+        match batch_at(payload, tag_at) {
+            Some(batch) => return Some(batch),
+            None => pos = tag_at + 1,
+        }
+    }
+    None
+}
+
 /// Calls `each` with every BATCH record in `payload` up to its items' end
 /// (its fixed part, then its items).
 fn each_batch(payload: &[u8], mut each: impl FnMut(&[u8])) {
     let mut pos = 0;
-    while let Some(found) = memchr::memchr(TAG_BATCH, &payload[pos..]) {
-        let tag_at = pos + found;
-        let Some((items, end)) = batch_at(payload, tag_at) else {
-            pos = tag_at + 1;
-            continue;
-        };
+    while let Some((items, end)) = next_batch(payload, pos) {
         each(&payload[items.start - HEADER_BYTES..items.end]);
         pos = end;
     }

@@ -199,3 +199,38 @@ fn closed_stdout_pipe_ends_quietly() {
     assert!(!stderr.iter().any(|l| l.contains("error")), "{stderr:?}");
     prog.quit();
 }
+
+/// A child forked while a per-event tracer is attached runs its parent's
+/// code, probe sites included, and must survive firing them. It is why
+/// styx-probe's site stays a 1-byte `nop` (README, "Why the site is a
+/// 1-byte nop"): Linux 6.18 rewrites a uprobe on a 5-byte nop into a
+/// `call` to a `[uprobes-trampoline]` page it does not copy into a forked
+/// child, while the child keeps the rewritten text: its first hit died
+/// with SIGSEGV when the sites were 5-byte nops. (Batched delivery's
+/// flush site: `lossless::a_forked_child_never_waits_for_credit`.)
+#[test]
+fn a_forked_child_survives_the_sites_its_parent_was_traced_at() {
+    require_root();
+    let mut prog = TestProg::spawn(None);
+    let loader = prog.attach_loader(&[
+        "-e",
+        "mem_read",
+        "--delivery",
+        "per-event",
+        "-o",
+        "raw",
+        "--output",
+        "/dev/null",
+    ]);
+    // Hit the parent's site first: a kernel that optimizes it does so now.
+    prog.fire(2, 1);
+    let answer = prog.ask("fork-child 1");
+    assert_eq!(
+        answer.trim(),
+        "forked status=0",
+        "the forked child died firing mem_read (status 11: SIGSEGV)"
+    );
+    prog.quit();
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "loader failed: {}", stderr.join("\n"));
+}

@@ -401,7 +401,11 @@ pub fn encoding(md: &mut String, s: &Results) {
          hit. On a 5-byte `nop` Linux 6.18 may rewrite the site after its first hit into a call \
          to a trampoline that enters the kernel with the `uprobe` syscall instead. Same probe \
          name and arguments, same loop; the 5-byte site is a plain USDT site with a 16-bit \
-         semaphore of its own, so batched delivery does not attach it. {}\n\n{}",
+         semaphore of its own, so batched delivery does not attach it, and `%rsp` is moved \
+         past the red zone around it (the call writes below `%rsp`). styx-probe stays on the \
+         1-byte `nop` whatever this shows: on Linux 6.18 a child forked while such a site is \
+         optimized keeps the call but not the trampoline, and dies at its first hit (README, \
+         \"Why the site is a 1-byte nop\"). {}\n\n{}",
         trampolines(s),
         table(header, rows),
     );

@@ -847,7 +847,8 @@ pub struct Keep {
     filters: Filters,
     /// Per type id: the eBPF programs already applied its program.
     in_kernel: Vec<bool>,
-    /// Events of each (thread, type id) that passed the filters so far.
+    /// Events of each sampled (thread, type id) that passed the filters
+    /// so far.
     passed: HashMap<(u32, TypeId), u64>,
     /// Events left out here, per kind id.
     pub left_out: [u64; EVENT_KIND_SLOTS as usize],
@@ -879,16 +880,21 @@ impl Keep {
         }
         let sample_every = program.sample_every;
         let pass = self.filters.pass(t, event);
-        let keep = pass && {
-            let n = self.passed.entry((event.header.tid, t)).or_insert(0);
-            let first_of_n = sample_every <= 1 || n.is_multiple_of(sample_every);
-            *n += 1;
-            first_of_n
-        };
+        let keep = pass && (sample_every <= 1 || self.sampled(event.header.tid, t, sample_every));
         if !keep {
             self.left_out[event.kind as usize] += 1;
         }
         keep
+    }
+
+    /// Whether a passing event of thread `tid` and type `t`, sampled 1 in
+    /// `every`, is one kept: events are counted only where sampled.
+    #[inline(never)]
+    fn sampled(&mut self, tid: u32, t: TypeId, every: u64) -> bool {
+        let n = self.passed.entry((tid, t)).or_insert(0);
+        let first_of_n = n.is_multiple_of(every);
+        *n += 1;
+        first_of_n
     }
 }
 

@@ -6,10 +6,10 @@
 //! one definition); a declared type's site gets its schema from the
 //! type's note and the site's argument names (`UsdtProbe::fields`). The
 //! field walk (`fields::for_each_field`: one walk for both) and Parquet's
-//! columns follow these schemas, `--filter`'s and `top --by`'s catalogue
-//! fields are looked up here, so no second route says what an event's
-//! fields are or how they read. A test checks the default schemas against
-//! the catalogue's rows.
+//! columns follow these schemas, and `--filter`'s and `top --by`'s fields,
+//! catalogue or declared, are looked up in them ([`Types`]), so no second
+//! route says what an event's fields are or how they read. A test checks
+//! the default schemas against the catalogue's rows.
 //!
 //! A session's types ([`Types`]) are the catalogue's kinds with their
 //! default schemas and, past them, the types the emulator declared with

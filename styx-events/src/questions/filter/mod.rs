@@ -264,7 +264,7 @@ pub fn types_with_field(
 /// Every type's program, and the strings their text tests use.
 #[derive(Clone)]
 pub struct Filters {
-    /// Per type id ([`Types`]: the catalogue kinds' ids, the eBPF
+    /// Per type id (`schema::Types`: the catalogue kinds' ids, the eBPF
     /// programs' programs, then the declared types').
     pub programs: Vec<FilterProgram>,
     /// Per type id: what its program's value slots hold.

@@ -9,7 +9,7 @@ use std::io::Write;
 
 /// Another provider's arguments, `name=value` each: signed numbers in
 /// decimal, unsigned in hex, a declared type's fields as their kinds
-/// read (see `fields::declared_arg`: addresses in hex, other unsigned
+/// read (see `fields::read_as`: addresses in hex, other unsigned
 /// numbers in decimal, enum values and registers by name, true or
 /// false), strings quoted (JSON as it is when it
 /// parses), `<unreadable: errno N>` for a string that could not be read;

@@ -47,8 +47,9 @@ pub struct EnumValues {
 
 /// An event type the emulator declared, as a session has it: the
 /// declaration and the spec ids of its sites (each traced per event, and
-/// the one its batches' items are named by). What `--filter` and `--by`
-/// may name beside the catalogue's types.
+/// the one its batches' items are named by). A session's types
+/// (`schema::Types`, what `--filter` and `--by` look fields up in) are
+/// the catalogue's and these, with the schemas of their notes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeclaredSites {
     /// The declaration.
@@ -81,11 +82,6 @@ impl DeclaredSites {
         }
         types
     }
-
-    /// The index of its field `name`.
-    pub fn field(&self, name: &str) -> Option<usize> {
-        self.event.fields.iter().position(|f| f.name == name)
-    }
 }
 
 impl DeclaredField {
@@ -98,12 +94,6 @@ impl DeclaredField {
             bytes,
             values,
         }
-    }
-
-    /// A value as the record holds it, cut to the field's width (signed
-    /// ones sign-extended to 64 bits), as every output reads it.
-    pub fn value(&self, raw: u64) -> u64 {
-        styx_common::widen(raw, self.bytes, self.kind == FieldKind::Signed)
     }
 }
 

@@ -4,7 +4,7 @@
 //! needs no change here.
 
 use crate::record::event::{Body, Event, Text};
-use crate::session::declared::{DeclaredField, EnumValues};
+use crate::session::declared::EnumValues;
 use crate::session::guest::RegisterNames;
 use crate::session::header::{Header, DEFAULT_ARG_NAMES};
 use crate::session::reading::{Reading, Shows};
@@ -61,9 +61,8 @@ pub enum Arg<'a> {
 
 /// How a value of each field kind reads: the one table every format (and
 /// `--filter`, `--by`) follows, for every schema's number fields
-/// (`FieldSchema::number`, the walk) and `top`'s declared keys
-/// ([`declared_arg`]). `value` is as the record
-/// holds it, signed ones sign-extended; `values` an enum's names.
+/// (`FieldSchema::number`, the walk) and `top`'s keys. `value` is as the
+/// record holds it, signed ones sign-extended; `values` an enum's names.
 pub fn read_as<'a>(
     kind: FieldKind,
     value: u64,
@@ -78,15 +77,6 @@ pub fn read_as<'a>(
         FieldKind::Register => Arg::Reg(value, registers.get(value)),
         FieldKind::Enum => Arg::Enum(value, values.and_then(|e| e.name_of(value))),
     }
-}
-
-/// How a declared field reads ([`read_as`] by its kind).
-pub fn declared_arg<'a>(
-    field: &'a DeclaredField,
-    value: u64,
-    registers: &'a RegisterNames,
-) -> Arg<'a> {
-    read_as(field.kind, value, field.values.as_ref(), registers)
 }
 
 impl FieldSchema {

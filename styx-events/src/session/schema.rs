@@ -6,10 +6,20 @@
 //! one definition); a declared type's site gets its schema from the
 //! type's note and the site's argument names (`UsdtProbe::fields`). The
 //! field walk (`fields::for_each_field`: one walk for both) and Parquet's
-//! columns follow these schemas, `--filter`'s and `top --by`'s catalogue
-//! fields are looked up here, so no second route says what an event's
-//! fields are or how they read. A test checks the default schemas against
-//! the catalogue's rows.
+//! columns follow these schemas, and `--filter`'s and `top --by`'s fields,
+//! catalogue or declared, are looked up in them ([`Types`]), so no second
+//! route says what an event's fields are or how they read. A test checks
+//! the default schemas against the catalogue's rows.
+//!
+//! A session's types ([`Types`]) are the catalogue's kinds with their
+//! default schemas and, past them, the types the emulator declared with
+//! the schemas of their notes: `--filter`, the flight recorder's
+//! `--trigger` and `top --by` look a field up in a type's schema alike,
+//! whichever kind of type it is. Where its value then goes differs only
+//! as the records and the kernel make it: a catalogue kind's values are in
+//! the eBPF programs' fixed value slots (the kernel fills them for
+//! per-event delivery), a declared type's events are USDT events, which
+//! only the loader filters and counts.
 //!
 //! What stays apart, and why: spans, markers and traced function calls
 //! are not lists of numbers (borrowed strings with a cut flag, a call's
@@ -17,18 +27,16 @@
 //! own shapes; their catalogue schemas still say their fields' names and
 //! readings for filters. Other providers' probes (`--probes`) without a
 //! declaration are positional arguments with C types, strings among them
-//! (`fields::UsdtArgs`). And the record keeps its two bodies
-//! (`Body::Args`, a fixed array, for the hot path; `Body::Usdt` for a
-//! site's arguments): both are "values by position", which a schema's
-//! [`Source`] indexes. `--filter` and `top --by` still resolve a declared
-//! type's field through `DeclaredSites` beside the catalogue's: not how
-//! it reads (both follow `reading` and `fields::read_as`) but where its
-//! value goes, the loader's own value slots and table types, where the
-//! catalogue's compile to the eBPF programs' slots.
+//! (`fields::UsdtArgs`): the `usdt` kind has no schema. And the record
+//! keeps its two bodies (`Body::Args`, a fixed array, for the hot path;
+//! `Body::Usdt` for a site's arguments): both are "values by position",
+//! which a schema's [`Source`] indexes.
 
-use crate::session::declared::{DeclaredField, EnumValues};
+use crate::session::declared::{DeclaredField, DeclaredSites, EnumValues};
 use crate::session::reading::Reading;
+use std::ops::Range;
 use std::sync::LazyLock;
+use styx_common::schema::FieldKind;
 use styx_common::{widen, ArgType, EventKind, FieldType, EVENT_KIND_SLOTS};
 
 /// One field of an event type.
@@ -83,6 +91,99 @@ impl FieldSchema {
             bytes,
             signed,
             values: field.values.clone(),
+        }
+    }
+    /// Field `index` of a declared type, as its note describes it: cut to
+    /// its declared width (a signed one sign-extended).
+    pub fn of_note(index: usize, field: &DeclaredField) -> FieldSchema {
+        FieldSchema {
+            name: field.name.clone(),
+            reading: Reading::Number(field.kind),
+            source: Source::Arg(index as u8),
+            bytes: field.bytes,
+            signed: field.kind == FieldKind::Signed,
+            values: field.values.clone(),
+        }
+    }
+}
+
+/// A type's id in a session ([`Types`]): a catalogue kind's id, or past
+/// them ([`EVENT_KIND_SLOTS`] + i) the session's i-th declared type.
+pub type TypeId = usize;
+
+/// A session's event types, each with its schema: the catalogue's kinds
+/// (the default schemas), then the types the emulator declared (their
+/// notes'). What `--filter`, `--trigger` and `top --by` look fields up in.
+#[derive(Clone, Debug, Default)]
+pub struct Types {
+    declared: Vec<(DeclaredSites, Vec<FieldSchema>)>,
+}
+
+impl Types {
+    /// The catalogue's kinds and the `declared` types.
+    pub fn new(declared: &[DeclaredSites]) -> Types {
+        let schema = |d: &DeclaredSites| {
+            let fields = d.event.fields.iter().enumerate();
+            fields.map(|(i, f)| FieldSchema::of_note(i, f)).collect()
+        };
+        Types {
+            declared: declared.iter().map(|d| (d.clone(), schema(d))).collect(),
+        }
+    }
+
+    /// One past the last type's id.
+    pub fn len(&self) -> usize {
+        EVENT_KIND_SLOTS as usize + self.declared.len()
+    }
+
+    /// Every type's id: the catalogue's kinds (in `EventKind::ALL`'s
+    /// order), then the declared types.
+    pub fn ids(&self) -> impl Iterator<Item = TypeId> + '_ {
+        let kinds = EventKind::ALL.iter().map(|&k| k as TypeId);
+        kinds.chain(self.declared_ids())
+    }
+
+    /// The declared types' ids.
+    pub fn declared_ids(&self) -> Range<TypeId> {
+        EVENT_KIND_SLOTS as usize..self.len()
+    }
+
+    /// The catalogue kind `t` is, if it is one.
+    pub fn kind(&self, t: TypeId) -> Option<EventKind> {
+        u8::try_from(t).ok().and_then(EventKind::from_id)
+    }
+
+    /// The kind its events are: a declared type's are USDT events.
+    pub fn event_kind(&self, t: TypeId) -> Option<EventKind> {
+        match self.declared(t) {
+            Some(_) => Some(EventKind::Usdt),
+            None => self.kind(t),
+        }
+    }
+
+    /// The declared type `t` is, if it is one.
+    pub fn declared(&self, t: TypeId) -> Option<&DeclaredSites> {
+        let d = t.checked_sub(EVENT_KIND_SLOTS as usize)?;
+        self.declared.get(d).map(|(sites, _)| sites)
+    }
+
+    /// Its name: its probe's (`?` for an id no type has).
+    pub fn name(&self, t: TypeId) -> &str {
+        match self.declared(t) {
+            Some(d) => &d.event.name,
+            None => self.kind(t).map_or("?", EventKind::probe_name),
+        }
+    }
+
+    /// Its schema; none for the `usdt` kind (other providers' probes:
+    /// positional arguments, `fields::UsdtArgs`) and ids no type has.
+    pub fn fields(&self, t: TypeId) -> Option<&[FieldSchema]> {
+        if let Some(d) = t.checked_sub(EVENT_KIND_SLOTS as usize) {
+            return self.declared.get(d).map(|(_, fields)| fields.as_slice());
+        }
+        match self.kind(t)? {
+            EventKind::Usdt => None,
+            kind => Some(catalogue(kind)),
         }
     }
 }

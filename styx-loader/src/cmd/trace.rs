@@ -318,7 +318,7 @@ fn counting_outputs(
             .specs
             .iter()
             .map(|spec| {
-                let mut keys = spec.keys;
+                let mut keys = spec.kernel_keys();
                 for &kind in EventKind::ALL {
                     if batched(kind) {
                         keys[kind as usize] = None;

@@ -1,23 +1,29 @@
 //! Which events to keep: `--filter EXPR` and `--sample N`.
 //!
-//! An expression ([`parse`]) is checked against the event catalogue: each
-//! field it names must be a field of the types it applies to (those it
-//! names before `:`, else every selected type that has all its fields).
-//! It is then compiled, per event type, into a
-//! [`styx_common::filter::FilterProgram`]: the same bytes the eBPF
-//! programs run for per-event delivery (a filtered-out event writes nothing
-//! to the ring) and the loader runs with [`Keep`] for what the kernel
-//! cannot filter: batched events (the kernel copies a batch whole), text
-//! fields, programs longer than the kernel's bound.
-//!
-//! Event types the emulator declared (`styx_probe::event!`) are filtered
-//! by their fields too (`mmio_write: device == Uart && addr in
-//! 0x10..0x20`), always by the loader: their events are USDT events, whose
-//! sites' programs do not filter. A declared field compares as its kind
-//! reads: an enum value by its name (as written, else ignoring ASCII
-//! case), a bool with `true`/`false`, a register by the guest's name for
-//! it, numbers as they are (a signed field's value as its 64-bit two's
+//! An expression ([`parse`]) is checked against the session's event types
+//! ([`Types`]: the catalogue's kinds and the types the emulator declared
+//! with `styx_probe::event!`, alike): each field it names must be a field
+//! of the types it applies to (those it names before `:`, else every
+//! selected type that has all its fields). A type's field is looked up in
+//! its schema ([`FieldSchema`]): its [`Source`] says which value to test
+//! (a part of it, for a branch's `kind` and `conditional`), its reading
+//! which names its values go by: an enum value by its name (as written,
+//! else ignoring ASCII case), a bool with `true`/`false`, a register by
+//! the guest's name for it, a branch's kind by its name, numbers as they
+//! are (a signed field's value, cut to its width, as its 64-bit two's
 //! complement: `==` and `!=` for negative values, ranges for others).
+//!
+//! It is then compiled, per type, into a
+//! [`styx_common::filter::FilterProgram`] that tests value slots. A
+//! catalogue kind's values are in the eBPF programs' fixed slots: its
+//! program is the same bytes the eBPF programs run for per-event delivery
+//! (a filtered-out event writes nothing to the ring), and the loader runs
+//! it with [`Keep`] for what the kernel cannot filter: batched events (the
+//! kernel copies a batch whole), text fields, programs longer than the
+//! kernel's bound. A declared type's events are USDT events, whose sites'
+//! programs do not filter: always the loader's, its program's slots hold
+//! the values it tests, in the order it names them (its fields, with
+//! `tid`, `pid` and `ts_ns`, outnumber the slots).
 //!
 //! Every type also has `event` (its type's name: `event == mem_write`,
 //! `event != usdt`, a declared type's name; known when the program is
@@ -32,10 +38,10 @@
 pub mod parse;
 
 use crate::record::event::{Body, Event};
-use crate::session::declared::DeclaredSites;
+use crate::session::declared::{DeclaredSites, EnumValues};
 use crate::session::guest::RegisterNames;
-use crate::session::reading::{Reading, BOOLS};
-use crate::session::schema::{self, Source};
+use crate::session::reading::Shows;
+use crate::session::schema::{FieldSchema, Source, TypeId, Types};
 use parse::{Expr, Op, Parsed, Test, Value};
 use std::collections::HashMap;
 use std::fmt;
@@ -44,7 +50,7 @@ use styx_common::filter::{
     SLOT_PID, SLOT_SIZE, SLOT_TID, SLOT_TS, VALUE_SLOTS,
 };
 use styx_common::schema::FieldKind;
-use styx_common::{EventKind, EVENT_KIND_SLOTS};
+use styx_common::{widen, EventKind, EVENT_KIND_SLOTS};
 
 /// What is wrong with a filter, and where: one line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,7 +78,7 @@ impl fmt::Display for FilterError {
 
 impl std::error::Error for FilterError {}
 
-/// Where a field's value is, for one event type.
+/// Where a catalogue kind's field is in the eBPF programs' value slots.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FieldRef {
     /// A number: `(slot >> shift) & mask`, with names for its values.
@@ -91,97 +97,156 @@ pub enum FieldRef {
     Text(u8),
 }
 
+/// Where a value filters and `--by` read is in a record: a schema
+/// field's [`Source`] (an argument, `aux`, a string), or the header's
+/// thread, process and time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum At {
+    /// The record's argument of this index.
+    Arg(u8),
+    /// The header's `aux` byte.
+    Aux,
+    /// The record's string of this index.
+    Text(u8),
+    Tid,
+    Pid,
+    Ts,
+}
+
+impl From<Source> for At {
+    fn from(source: Source) -> At {
+        match source {
+            Source::Arg(i) => At::Arg(i),
+            Source::Aux => At::Aux,
+            Source::Text(i) => At::Text(i),
+        }
+    }
+}
+
+impl At {
+    /// The value slot the eBPF programs (and [`values`]) give it.
+    pub const fn fixed_slot(self) -> Option<u8> {
+        match self {
+            At::Arg(i) if i < SLOT_SIZE => Some(i),
+            At::Aux => Some(SLOT_SIZE),
+            At::Tid => Some(SLOT_TID),
+            At::Pid => Some(SLOT_PID),
+            At::Ts => Some(SLOT_TS),
+            At::Arg(_) | At::Text(_) => None,
+        }
+    }
+
+    /// Its value in `event`, as the record holds it (0 where it has none).
+    #[inline(always)]
+    pub fn read(self, event: &Event<'_>) -> u64 {
+        match (self, &event.body) {
+            (At::Arg(i), Body::Args(args)) => args.get(i as usize).copied().unwrap_or(0),
+            (At::Arg(i), Body::Usdt { args, .. }) => args.get(i as usize).copied().unwrap_or(0),
+            (At::Arg(0), Body::Span { id, .. }) => *id,
+            (At::Aux, _) => event.header.aux.into(),
+            (At::Tid, _) => event.header.tid.into(),
+            (At::Pid, _) => event.header.pid.into(),
+            (At::Ts, _) => event.header.ts_ns,
+            _ => 0,
+        }
+    }
+}
+
+/// A field filters and `--by` can name in a type: a part of one of its
+/// schema's fields, or the header's `tid` or `pid`.
+#[derive(Debug, Clone, Copy)]
+pub struct Named<'a> {
+    /// Its name (a part's own, a branch's `conditional`).
+    pub name: &'a str,
+    /// Where its value is.
+    pub at: At,
+    /// The part: `(value >> shift) & mask`.
+    pub shift: u8,
+    /// See `shift`.
+    pub mask: u64,
+    /// How the part reads.
+    pub shows: Shows,
+    /// Its schema field and that field's index; None: `tid`, `pid`.
+    pub field: Option<(usize, &'a FieldSchema)>,
+}
+
+/// The fields filters and `--by` can name in type `t`, with where they
+/// are: its schema's fields' parts (a branch's `kind` and `conditional`
+/// apart), then `tid` and `pid`; none for a type without a schema.
+pub fn named(types: &Types, t: TypeId) -> impl Iterator<Item = Named<'_>> {
+    let fields = types.fields(t);
+    let header = [("tid", At::Tid), ("pid", At::Pid)].map(|(name, at)| Named {
+        name,
+        at,
+        shift: 0,
+        mask: u64::MAX,
+        shows: Shows::Number(FieldKind::Unsigned),
+        field: None,
+    });
+    let parts = (fields.unwrap_or(&[]).iter().enumerate()).flat_map(|(i, field)| {
+        field.reading.parts().iter().map(move |part| Named {
+            name: part.name.unwrap_or(&field.name),
+            at: field.source.into(),
+            shift: part.shift,
+            // The size is the header's byte.
+            mask: match field.source {
+                Source::Aux => part.mask & 0xff,
+                _ => part.mask,
+            },
+            shows: part.shows,
+            field: Some((i, field)),
+        })
+    });
+    let header = fields.is_some().then_some(header).into_iter().flatten();
+    parts.chain(header)
+}
+
+/// The field `name` of type `t`.
+pub fn named_field<'a>(types: &'a Types, t: TypeId, name: &str) -> Option<Named<'a>> {
+    named(types, t).find(|f| f.name == name)
+}
+
 /// The field naming an event's type, which every type has.
 const EVENT_FIELD: &str = "event";
 /// The field of an event's time, which every type has.
 const TS_FIELD: &str = "ts_ns";
-/// `ts_ns`'s place: its own slot, which only the loader fills.
-const TS_REF: FieldRef = FieldRef::Value {
-    slot: SLOT_TS,
-    shift: 0,
-    mask: u64::MAX,
-    names: &[],
-};
 
-/// The names a field of `kind` compares by (the catalogue's numbers by
-/// their kind too, `FieldType::kind`): an enum's values' (`enum_names`),
-/// `true` and `false`, the guest's registers; numbers by none.
-fn names_of_kind(kind: FieldKind, enum_names: ValueNames) -> ValueNames {
-    match kind {
-        FieldKind::Enum => enum_names,
-        FieldKind::Bool => ValueNames::Fixed(BOOLS),
-        FieldKind::Register => ValueNames::Register,
-        FieldKind::Unsigned | FieldKind::Signed | FieldKind::Address => ValueNames::None,
-    }
-}
+/// The catalogue's types, for the functions that take no session.
+static CATALOGUE: std::sync::LazyLock<Types> = std::sync::LazyLock::new(Types::default);
 
-/// The fields filters and `top --by` can use for `kind`, with where they are:
-/// the catalogue's fields (a branch's `kind` and `conditional` apart), then
-/// `tid` and `pid`.
+/// The fields filters and `top --by` can use for catalogue kind `kind`,
+/// with where the eBPF programs' value slots have them ([`named`]).
 pub fn fields_of(kind: EventKind) -> Vec<(&'static str, FieldRef)> {
-    let mut out = Vec::new();
-    if kind == EventKind::Usdt {
-        return out;
-    }
-    let value = |slot, shift, mask, names| FieldRef::Value {
-        slot,
-        shift,
-        mask,
-        names,
-    };
-    for field in schema::catalogue(kind) {
-        let name: &'static str = &field.name;
-        let arg = match field.source {
-            // The size is in the header's aux byte, not an argument.
-            Source::Aux => {
-                out.push((name, value(SLOT_SIZE, 0, 0xff, &[][..])));
-                continue;
-            }
-            Source::Text(text) => {
-                out.push((name, FieldRef::Text(text)));
-                continue;
-            }
-            Source::Arg(arg) => arg,
+    let fields = named(&CATALOGUE, kind as TypeId).filter_map(|f| {
+        let at = match f.at {
+            At::Text(text) => return Some((f.name, FieldRef::Text(text))),
+            at => at.fixed_slot()?,
         };
-        for part in field.reading.parts() {
-            let names = part.shows.names();
-            let name = part.name.unwrap_or(name);
-            out.push((name, value(arg, part.shift, part.mask, names)));
-        }
-    }
-    out.push(("tid", value(SLOT_TID, 0, u64::MAX, &[][..])));
-    out.push(("pid", value(SLOT_PID, 0, u64::MAX, &[][..])));
-    out
+        let value = FieldRef::Value {
+            slot: at,
+            shift: f.shift,
+            mask: f.mask,
+            names: f.shows.names(),
+        };
+        Some((f.name, value))
+    });
+    fields.collect()
 }
 
-/// The field `name` of `kind`.
-pub fn field_of(kind: EventKind, name: &str) -> Option<FieldRef> {
-    fields_of(kind)
-        .into_iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, f)| f)
-}
-
-/// The selected types that have field `name`, or an error saying which
-/// types have it.
+/// The types among `candidates` that have field `name`, or an error
+/// saying which types have it.
 pub fn types_with_field(
+    types: &Types,
     name: &str,
     column: usize,
-    selected: &[EventKind],
-) -> Result<Vec<EventKind>, FilterError> {
-    let having: Vec<EventKind> = selected
-        .iter()
-        .copied()
-        .filter(|&k| field_of(k, name).is_some())
-        .collect();
+    candidates: &[TypeId],
+) -> Result<Vec<TypeId>, FilterError> {
+    let has = |t: &TypeId| named_field(types, *t, name).is_some();
+    let having: Vec<TypeId> = candidates.iter().copied().filter(has).collect();
     if !having.is_empty() {
         return Ok(having);
     }
-    let anywhere: Vec<&str> = EventKind::ALL
-        .iter()
-        .filter(|&&k| field_of(k, name).is_some())
-        .map(|k| k.probe_name())
-        .collect();
+    let anywhere: Vec<&str> = types.ids().filter(has).map(|t| types.name(t)).collect();
     Err(FilterError::at(
         column,
         if anywhere.is_empty() {
@@ -196,48 +261,68 @@ pub fn types_with_field(
     ))
 }
 
-/// Every selected type's program, and the strings their text tests use.
+/// Every type's program, and the strings their text tests use.
 #[derive(Clone)]
 pub struct Filters {
-    /// Indexed by event kind id.
-    pub programs: [FilterProgram; EVENT_KIND_SLOTS as usize],
+    /// Per type id (`schema::Types`: the catalogue kinds' ids, the eBPF
+    /// programs' programs, then the declared types').
+    pub programs: Vec<FilterProgram>,
+    /// Per type id: what its program's value slots hold.
+    layouts: Vec<Layout>,
     texts: Vec<String>,
     /// Register names a comparison may use (`reg == sp`).
     registers: RegisterNames,
-    /// The session's declared types, and the program of each.
-    declared: Vec<DeclaredSites>,
-    declared_programs: Vec<DeclaredProgram>,
-    /// Index in `declared` of each filtered declared type's sites, by spec id.
-    declared_by_spec: HashMap<u32, usize>,
+    /// The session's types.
+    types: Types,
+    /// The filtered declared type of each of its sites, by spec id.
+    by_spec: HashMap<u32, TypeId>,
 }
 
-/// An event type a filter applies to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Target {
-    /// One of the catalogue's.
-    Kind(EventKind),
-    /// One the emulator declared: its index in the session's.
-    Declared(usize),
+/// What a type's program's value slots hold.
+#[derive(Clone, Debug)]
+enum Layout {
+    /// What [`values`] (and the eBPF programs) put in them: a catalogue
+    /// kind's.
+    Fixed,
+    /// The values its programs test, in the order they name them, each
+    /// cut to its width: a declared type's, whose fields, `tid`, `pid` and
+    /// `ts_ns` outnumber the slots and which the kernel never filters.
+    Chosen(Vec<(At, u8, bool)>),
 }
 
-/// A declared type's program, and what each value slot it tests holds:
-/// its fields are as many as the slots, so each program takes the slots
-/// for the fields it uses, in the order it names them.
-#[derive(Clone, Debug, Default)]
-struct DeclaredProgram {
-    ops: Vec<FilterOp>,
-    program: FilterProgram,
-    slots: Vec<Slot>,
-}
+impl Layout {
+    /// The slot of the value `at` (of schema field `field`): a chosen
+    /// layout takes the next free one; None when none is.
+    fn slot(&mut self, at: At, field: Option<&FieldSchema>) -> Option<u8> {
+        let slots = match self {
+            Layout::Fixed => return at.fixed_slot(),
+            Layout::Chosen(slots) => slots,
+        };
+        if let Some(at) = slots.iter().position(|s| s.0 == at) {
+            return Some(at as u8);
+        }
+        if slots.len() == VALUE_SLOTS {
+            return None;
+        }
+        let (bytes, signed) = field.map_or((8, false), |f| (f.bytes, f.signed));
+        slots.push((at, bytes, signed));
+        Some(slots.len() as u8 - 1)
+    }
 
-/// What a declared type's value slot holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Slot {
-    /// Its field of this index.
-    Field(usize),
-    Tid,
-    Pid,
-    Ts,
+    /// `event`'s value slots.
+    #[inline(always)]
+    fn values(&self, event: &Event<'_>) -> [u64; VALUE_SLOTS] {
+        match self {
+            Layout::Fixed => values(event),
+            Layout::Chosen(slots) => {
+                let mut values = [0u64; VALUE_SLOTS];
+                for (value, &(at, bytes, signed)) in values.iter_mut().zip(slots) {
+                    *value = widen(at.read(event), bytes, signed);
+                }
+                values
+            }
+        }
+    }
 }
 
 /// The names a field's values go by in a comparison.
@@ -248,8 +333,21 @@ enum ValueNames {
     Fixed(&'static [(&'static str, u64)]),
     /// The guest's register names.
     Register,
-    /// Declared type `.0`'s enum field `.1`.
-    Enum(usize, usize),
+    /// Type `.0`'s enum field `.1`'s.
+    Enum(TypeId, usize),
+}
+
+impl ValueNames {
+    /// The names of field `field`'s values: an enum's, `true` and
+    /// `false`, the guest's registers, a decoded kind's; numbers by none.
+    fn of(t: TypeId, field: &Named<'_>) -> ValueNames {
+        match (field.shows, field.field) {
+            (Shows::Number(FieldKind::Enum), Some((i, _))) => ValueNames::Enum(t, i),
+            (Shows::Number(FieldKind::Register), _) => ValueNames::Register,
+            (shows, _) if !shows.names().is_empty() => ValueNames::Fixed(shows.names()),
+            _ => ValueNames::None,
+        }
+    }
 }
 
 impl Filters {
@@ -273,69 +371,57 @@ impl Filters {
         registers: RegisterNames,
         declared: &[DeclaredSites],
     ) -> Result<Filters, (String, FilterError)> {
+        let types = Types::new(declared);
+        let layouts = (0..types.len()).map(|t| match types.declared(t) {
+            Some(_) => Layout::Chosen(Vec::new()),
+            None => Layout::Fixed,
+        });
         let mut out = Filters {
-            programs: [FilterProgram::default(); EVENT_KIND_SLOTS as usize],
+            programs: vec![FilterProgram::default(); types.len()],
+            layouts: layouts.collect(),
             texts: Vec::new(),
             registers,
-            declared: declared.to_vec(),
-            declared_programs: vec![DeclaredProgram::default(); declared.len()],
-            declared_by_spec: HashMap::new(),
+            by_spec: HashMap::new(),
+            types,
         };
-        // Per kind: the programs' ops before they are cut to the kernel's bound.
-        let mut ops: Vec<Vec<FilterOp>> = vec![Vec::new(); EVENT_KIND_SLOTS as usize];
+        // Per type: the programs' ops before they are cut to the kernel's bound.
+        let mut ops: Vec<Vec<FilterOp>> = vec![Vec::new(); out.types.len()];
         for text in filters {
             let compiled = out.one(text, selected, &mut ops);
             compiled.map_err(|e| (text.clone(), e))?;
         }
-        for &kind in selected {
-            let program = &mut out.programs[kind as usize];
-            let kind_ops = &ops[kind as usize];
-            if kind_ops.len() > FILTER_MAX_OPS {
-                let all = filters.join("' --filter '");
-                return Err((
-                    all,
-                    FilterError::at(
-                        1,
-                        format!(
-                            "{} needs {} operations, more than the {FILTER_MAX_OPS} a filter program holds",
-                            kind.probe_name(),
-                            kind_ops.len()
-                        ),
-                    ),
-                ));
-            }
-            program.ops[..kind_ops.len()].copy_from_slice(kind_ops);
-            program.len = kind_ops.len() as u32;
-            program.sample_every = sample;
-            // Text and time are the loader's to test; a USDT site's program
-            // neither filters nor samples.
-            let loader_only = kind_ops.iter().any(|op| {
-                op.code == FilterOp::TEXT || (op.code == FilterOp::TEST && op.slot == SLOT_TS)
-            }) || kind == EventKind::Usdt;
-            if !loader_only {
-                program.flags |= FilterProgram::KERNEL;
-            }
-        }
-        for (d, declared) in out.declared_programs.iter_mut().enumerate() {
-            if declared.ops.is_empty() {
-                continue;
-            }
-            let event = &out.declared[d];
-            if declared.ops.len() > FILTER_MAX_OPS {
+        // Every selected kind's program (sampling them, filtered or not),
+        // and each filtered declared type's.
+        let declared = out.types.declared_ids().filter(|&t| !ops[t].is_empty());
+        let compiled: Vec<TypeId> = (selected.iter().map(|&k| k as TypeId))
+            .chain(declared)
+            .collect();
+        for t in compiled {
+            let type_ops = &ops[t];
+            if type_ops.len() > FILTER_MAX_OPS {
                 let all = filters.join("' --filter '");
                 let needs = format!(
                     "{} needs {} operations, more than the {FILTER_MAX_OPS} a filter program holds",
-                    event.event.name,
-                    declared.ops.len()
+                    out.types.name(t),
+                    type_ops.len()
                 );
                 return Err((all, FilterError::at(1, needs)));
             }
-            let program = &mut declared.program;
-            program.ops[..declared.ops.len()].copy_from_slice(&declared.ops);
-            program.len = declared.ops.len() as u32;
+            let program = &mut out.programs[t];
+            program.ops[..type_ops.len()].copy_from_slice(type_ops);
+            program.len = type_ops.len() as u32;
             program.sample_every = sample;
-            for &spec_id in &event.spec_ids {
-                out.declared_by_spec.insert(spec_id, d);
+            // Text and time are the loader's to test; a USDT site's program
+            // (a declared type's events are USDT events) neither filters
+            // nor samples.
+            let loader_only = type_ops.iter().any(|op| {
+                op.code == FilterOp::TEXT || (op.code == FilterOp::TEST && op.slot == SLOT_TS)
+            }) || out.types.event_kind(t) == Some(EventKind::Usdt);
+            if !loader_only {
+                program.flags |= FilterProgram::KERNEL;
+            }
+            if let Some(sites) = out.types.declared(t) {
+                out.by_spec.extend(sites.spec_ids.iter().map(|&id| (id, t)));
             }
         }
         Ok(out)
@@ -357,13 +443,10 @@ impl Filters {
             }
             targets
         };
-        for target in targets {
+        for t in targets {
             let mut program = Vec::new();
-            self.emit(&expr, target, &mut program)?;
-            let all = match target {
-                Target::Kind(kind) => &mut ops[kind as usize],
-                Target::Declared(d) => &mut self.declared_programs[d].ops,
-            };
+            self.emit(&expr, t, &mut program)?;
+            let all = &mut ops[t];
             let and = !all.is_empty();
             all.extend(program);
             if and {
@@ -373,72 +456,54 @@ impl Filters {
         Ok(())
     }
 
-    /// The types `name` (before a filter's `:`) names: the catalogue's
-    /// type of that name if traced, and the declared types of that name.
+    /// The types `name` (before a filter's `:`) names: those of that name
+    /// that are traced (the catalogue's if selected, declared ones).
     fn named_type(
         &self,
         name: &str,
         column: usize,
         selected: &[EventKind],
-    ) -> Result<Vec<Target>, FilterError> {
-        let catalogue = EventKind::ALL
-            .iter()
-            .copied()
-            .find(|k| k.probe_name() == name && *k != EventKind::Usdt);
-        let mut targets: Vec<Target> = (self.declared.iter().enumerate())
-            .filter(|(_, d)| d.event.name == name)
-            .map(|(d, _)| Target::Declared(d))
+    ) -> Result<Vec<TypeId>, FilterError> {
+        let types = &self.types;
+        let named: Vec<TypeId> = (types.ids())
+            .filter(|&t| types.name(t) == name && types.kind(t) != Some(EventKind::Usdt))
             .collect();
-        match catalogue {
-            Some(kind) if selected.contains(&kind) => targets.push(Target::Kind(kind)),
-            Some(_) if targets.is_empty() => {
-                return Err(FilterError::at(
-                    column,
-                    format!("{name} is not traced (add it to -e)"),
-                ))
-            }
-            None if targets.is_empty() => {
-                let names: Vec<&str> = EventKind::ALL[..EventKind::ALL.len() - 1]
-                    .iter()
-                    .map(|k| k.probe_name())
-                    .chain(self.declared.iter().map(|d| d.event.name.as_str()))
-                    .collect();
-                return Err(FilterError::at(
-                    column,
-                    format!("no event type '{name}' (types: {})", names.join(" ")),
-                ));
-            }
-            _ => {}
+        let traced = |t: &&TypeId| types.kind(**t).is_none_or(|k| selected.contains(&k));
+        let targets: Vec<TypeId> = named.iter().filter(traced).copied().collect();
+        if !targets.is_empty() {
+            return Ok(targets);
         }
-        Ok(targets)
+        if !named.is_empty() {
+            return Err(FilterError::at(
+                column,
+                format!("{name} is not traced (add it to -e)"),
+            ));
+        }
+        let names: Vec<&str> = (types.ids())
+            .filter(|&t| types.kind(t) != Some(EventKind::Usdt))
+            .map(|t| types.name(t))
+            .collect();
+        Err(FilterError::at(
+            column,
+            format!("no event type '{name}' (types: {})", names.join(" ")),
+        ))
     }
 
     /// The selected types, and the declared ones, that have every field
     /// `expr` uses.
-    fn applies_to(&self, expr: &Expr, selected: &[EventKind]) -> Result<Vec<Target>, FilterError> {
+    fn applies_to(&self, expr: &Expr, selected: &[EventKind]) -> Result<Vec<TypeId>, FilterError> {
         let mut fields = Vec::new();
         tests(expr, &mut |t| fields.push((t.field.clone(), t.column)));
-        // A declared type's fields, and every type's tid and pid.
-        let declared_with = |name: &str| {
-            (self.declared.iter().enumerate())
-                .filter(|(_, d)| d.field(name).is_some() || ["tid", "pid"].contains(&name))
-                .map(|(d, _)| Target::Declared(d))
-                .collect::<Vec<_>>()
-        };
-        let mut targets: Vec<Target> = selected.iter().map(|&k| Target::Kind(k)).collect();
-        targets.extend((0..self.declared.len()).map(Target::Declared));
+        let candidates: Vec<TypeId> = (selected.iter().map(|&k| k as TypeId))
+            .chain(self.types.declared_ids())
+            .collect();
+        let mut targets = candidates.clone();
         // `event` and `ts_ns` every type has.
         let typed = fields
             .iter()
             .filter(|(n, _)| n != EVENT_FIELD && n != TS_FIELD);
         for (name, column) in typed {
-            let declared = declared_with(name);
-            let mut having: Vec<Target> = match types_with_field(name, *column, selected) {
-                Ok(kinds) => kinds.into_iter().map(Target::Kind).collect(),
-                Err(_) if !declared.is_empty() => Vec::new(),
-                Err(e) => return Err(e),
-            };
-            having.extend(declared);
+            let having = types_with_field(&self.types, name, *column, &candidates)?;
             targets.retain(|t| having.contains(t));
         }
         if targets.is_empty() {
@@ -454,17 +519,12 @@ impl Filters {
         Ok(targets)
     }
 
-    /// Appends `expr`'s ops for `target`, postfix.
-    fn emit(
-        &mut self,
-        expr: &Expr,
-        target: Target,
-        out: &mut Vec<FilterOp>,
-    ) -> Result<(), FilterError> {
+    /// Appends `expr`'s ops for type `t`, postfix.
+    fn emit(&mut self, expr: &Expr, t: TypeId, out: &mut Vec<FilterOp>) -> Result<(), FilterError> {
         match expr {
             Expr::And(a, b) | Expr::Or(a, b) => {
-                self.emit(a, target, out)?;
-                self.emit(b, target, out)?;
+                self.emit(a, t, out)?;
+                self.emit(b, t, out)?;
                 let code = if matches!(expr, Expr::And(..)) {
                     FilterOp::AND
                 } else {
@@ -473,87 +533,63 @@ impl Filters {
                 out.push(op(code, 0, 0, 0, 0, 0));
             }
             Expr::Not(a) => {
-                self.emit(a, target, out)?;
+                self.emit(a, t, out)?;
                 out.push(op(FilterOp::NOT, 0, 0, 0, 0, 0));
             }
-            Expr::Test(test) => self.test(test, target, out)?,
+            Expr::Test(test) => self.test(test, t, out)?,
         }
         Ok(())
     }
 
-    /// Where `target`'s field `name` is and the names its values go by;
-    /// a declared type's field takes the next free value slot.
+    /// Where type `t`'s field `name` is in its program's value slots, and
+    /// the names its values go by.
     fn resolve(
         &mut self,
-        target: Target,
+        t: TypeId,
         name: &str,
         column: usize,
     ) -> Result<(FieldRef, ValueNames), FilterError> {
-        let kind = match target {
-            Target::Kind(_) if name == TS_FIELD => return Ok((TS_REF, ValueNames::None)),
-            Target::Kind(kind) => kind,
-            Target::Declared(d) => return self.resolve_declared(d, name, column),
+        let (at, shift, mask, names, field) = if name == TS_FIELD {
+            (At::Ts, 0, u64::MAX, ValueNames::None, None)
+        } else {
+            let Some(f) = named_field(&self.types, t, name) else {
+                let names: Vec<&str> = named(&self.types, t).map(|f| f.name).collect();
+                return Err(no_field(column, self.types.name(t), name, &names));
+            };
+            let names = ValueNames::of(t, &f);
+            (
+                f.at,
+                f.shift,
+                f.mask,
+                names,
+                f.field.map(|(_, f)| f.clone()),
+            )
         };
-        let Some(field) = field_of(kind, name) else {
-            let names: Vec<&str> = fields_of(kind).iter().map(|(n, _)| *n).collect();
-            return Err(no_field(column, kind.probe_name(), name, &names));
+        if let At::Text(index) = at {
+            return Ok((FieldRef::Text(index), names));
+        }
+        let Some(slot) = self.layouts[t].slot(at, field.as_ref()) else {
+            return Err(FilterError::at(
+                column,
+                format!(
+                    "filters of {} use more than {VALUE_SLOTS} of its fields, tid and pid",
+                    self.types.name(t)
+                ),
+            ));
         };
-        let reading = schema::catalogue_field(kind, name).map(|f| f.reading);
-        let names = match (reading, field) {
-            (Some(Reading::Number(kind)), _) => names_of_kind(kind, ValueNames::None),
-            (_, FieldRef::Value { names, .. }) if !names.is_empty() => ValueNames::Fixed(names),
-            _ => ValueNames::None,
+        let field = FieldRef::Value {
+            slot,
+            shift,
+            mask,
+            names: &[],
         };
         Ok((field, names))
     }
 
-    /// [`Filters::resolve`] for declared type `d`: its fields, then `tid`
-    /// and `pid`.
-    fn resolve_declared(
-        &mut self,
-        d: usize,
-        name: &str,
-        column: usize,
-    ) -> Result<(FieldRef, ValueNames), FilterError> {
-        let event = &self.declared[d].event;
-        let (slot, names) = match self.declared[d].field(name) {
-            Some(i) => {
-                let names = names_of_kind(event.fields[i].kind, ValueNames::Enum(d, i));
-                (Slot::Field(i), names)
-            }
-            None if name == "tid" => (Slot::Tid, ValueNames::None),
-            None if name == "pid" => (Slot::Pid, ValueNames::None),
-            None if name == TS_FIELD => (Slot::Ts, ValueNames::None),
-            None => {
-                let fields = event.fields.iter().map(|f| f.name.as_str());
-                let names: Vec<&str> = fields.chain(["tid", "pid"]).collect();
-                return Err(no_field(column, &event.name, name, &names));
-            }
-        };
-        let slots = &mut self.declared_programs[d].slots;
-        let at = match slots.iter().position(|s| *s == slot) {
-            Some(at) => at,
-            None if slots.len() < VALUE_SLOTS => {
-                slots.push(slot);
-                slots.len() - 1
-            }
-            None => {
-                return Err(FilterError::at(
-                    column,
-                    format!(
-                        "filters of {} use more than {VALUE_SLOTS} of its fields, tid and pid",
-                        event.name
-                    ),
-                ))
-            }
-        };
-        let field = FieldRef::Value {
-            slot: at as u8,
-            shift: 0,
-            mask: u64::MAX,
-            names: &[],
-        };
-        Ok((field, names))
+    /// An enum field's values.
+    fn enum_values(&self, t: TypeId, i: usize) -> Option<&EnumValues> {
+        let field = self.types.fields(t)?.get(i)?;
+        field.values.as_ref()
     }
 
     /// The value `name` names for a field whose values go by `names`.
@@ -562,10 +598,7 @@ impl Filters {
             ValueNames::None => None,
             ValueNames::Fixed(fixed) => fixed.iter().find(|(n, _)| *n == name).map(|(_, v)| *v),
             ValueNames::Register => self.registers.num_of(name),
-            ValueNames::Enum(d, i) => self.declared[d].event.fields[i]
-                .values
-                .as_ref()
-                .and_then(|e| e.value_of(name)),
+            ValueNames::Enum(t, i) => self.enum_values(t, i)?.value_of(name),
         }
     }
 
@@ -575,7 +608,7 @@ impl Filters {
             ValueNames::None => Vec::new(),
             ValueNames::Fixed(fixed) => fixed.iter().map(|(n, _)| *n).collect(),
             ValueNames::Register => self.registers.names(),
-            ValueNames::Enum(d, i) => (self.declared[d].event.fields[i].values.iter())
+            ValueNames::Enum(t, i) => (self.enum_values(t, i).iter())
                 .flat_map(|e| e.values.iter().map(|(_, n)| n.as_str()))
                 .collect(),
         }
@@ -584,16 +617,11 @@ impl Filters {
     // Over 80 lines: one test's checks against the type (field, mask,
     // operator, values), each error pointing at its column, in the order
     // the expression reads.
-    fn test(
-        &mut self,
-        test: &Test,
-        target: Target,
-        out: &mut Vec<FilterOp>,
-    ) -> Result<(), FilterError> {
+    fn test(&mut self, test: &Test, t: TypeId, out: &mut Vec<FilterOp>) -> Result<(), FilterError> {
         if test.field == EVENT_FIELD {
-            return self.event_test(test, target, out);
+            return self.event_test(test, t, out);
         }
-        let (field, value_names) = self.resolve(target, &test.field, test.column)?;
+        let (field, value_names) = self.resolve(t, &test.field, test.column)?;
         let number_only = |what: &str| {
             FilterError::at(test.column, format!("'{}' is a number: {what}", test.field))
         };
@@ -664,13 +692,13 @@ impl Filters {
         Ok(())
     }
 
-    /// `event == NAME` or `event != NAME` for `target`: whether its type is
+    /// `event == NAME` or `event != NAME` for type `t`: whether it is
     /// called so is known here, so the test is a constant (a masked-out
     /// value compared with 0), which the kernel can run too.
     fn event_test(
         &self,
         test: &Test,
-        target: Target,
+        t: TypeId,
         out: &mut Vec<FilterOp>,
     ) -> Result<(), FilterError> {
         let (eq, name, column) = match &test.op {
@@ -685,9 +713,7 @@ impl Filters {
                 ))
             }
         };
-        let catalogue = EventKind::ALL.iter().map(|k| k.probe_name());
-        let declared = self.declared.iter().map(|d| d.event.name.as_str());
-        let names: Vec<&str> = catalogue.chain(declared).collect();
+        let names: Vec<&str> = self.types.ids().map(|t| self.types.name(t)).collect();
         if !names.contains(&name.as_str()) {
             return Err(FilterError::at(
                 column,
@@ -695,10 +721,8 @@ impl Filters {
             ));
         }
         // A declared type's events are USDT events: `usdt` names them too.
-        let is = match target {
-            Target::Kind(kind) => kind.probe_name() == name,
-            Target::Declared(d) => name == "usdt" || self.declared[d].event.name == *name,
-        };
+        let is = self.types.name(t) == name
+            || (self.types.event_kind(t)).is_some_and(|k| k.probe_name() == name);
         let cmp = if is == eq { CMP_EQ } else { CMP_NE };
         out.push(op(FilterOp::TEST, 0, cmp, 0, 0, 0));
         Ok(())
@@ -711,54 +735,43 @@ impl Filters {
 
     /// Whether any type is filtered or sampled.
     pub fn any(&self) -> bool {
-        self.programs.iter().any(|p| !p.keeps_all()) || self.any_declared()
+        self.programs.iter().any(|p| !p.keeps_all())
     }
 
     /// Whether a declared type is filtered (by the loader, in batches
     /// split for it).
     pub fn any_declared(&self) -> bool {
-        !self.declared_by_spec.is_empty()
+        !self.by_spec.is_empty()
     }
 
-    /// For an event of a filtered declared type: the type's index and
-    /// whether the event passes its program (sampling aside).
-    fn declared_pass(&self, event: &Event<'_>) -> Option<(usize, bool)> {
-        let Body::Usdt { spec_id, args, .. } = &event.body else {
-            return None;
-        };
-        let &d = self.declared_by_spec.get(spec_id)?;
-        let declared = &self.declared_programs[d];
-        let fields = &self.declared[d].event.fields;
-        let mut values = [0u64; VALUE_SLOTS];
-        for (value, slot) in values.iter_mut().zip(&declared.slots) {
-            *value = match *slot {
-                Slot::Field(i) => {
-                    let raw = args.get(i).copied().unwrap_or(0);
-                    fields.get(i).map_or(raw, |f| f.value(raw))
-                }
-                Slot::Tid => event.header.tid.into(),
-                Slot::Pid => event.header.pid.into(),
-                Slot::Ts => event.header.ts_ns,
-            };
+    /// The type whose program `event` passes: a filtered declared type's,
+    /// else its kind's.
+    #[inline(always)]
+    fn type_of(&self, event: &Event<'_>) -> TypeId {
+        if let Body::Usdt { spec_id, .. } = &event.body {
+            if let Some(&t) = self.by_spec.get(spec_id) {
+                return t;
+            }
         }
-        Some((d, declared.program.keeps(&values, |_, _, _| false)))
+        event.kind as TypeId
+    }
+
+    /// Whether `event` passes type `t`'s program (sampling aside).
+    #[inline(always)]
+    fn pass(&self, t: TypeId, event: &Event<'_>) -> bool {
+        let texts = &self.texts;
+        let values = self.layouts[t].values(event);
+        self.programs[t].keeps(&values, |field, cmp, index| {
+            let wanted = texts.get(index as usize).map_or("", String::as_str);
+            text_test(event, field, cmp, wanted.as_bytes())
+        })
     }
 
     /// Whether `event` matches its type's expressions (sampling aside);
     /// None when none applies to its type (`--trigger`).
     pub fn matches(&self, event: &Event<'_>) -> Option<bool> {
-        if let Some((_, pass)) = self.declared_pass(event) {
-            return Some(pass);
-        }
-        let program = &self.programs[event.kind as usize];
-        if program.len == 0 {
-            return None;
-        }
-        let texts = &self.texts;
-        Some(program.keeps(&values(event), |field, cmp, index| {
-            let wanted = texts.get(index as usize).map_or("", String::as_str);
-            text_test(event, field, cmp, wanted.as_bytes())
-        }))
+        let t = self.type_of(event);
+        (self.programs[t].len != 0).then(|| self.pass(t, event))
     }
 
     /// Whether the kernel can apply `kind`'s program (numbers only, short enough).
@@ -799,6 +812,20 @@ fn op(code: u8, slot: u8, cmp: u8, shift: u8, mask: u64, value: u64) -> FilterOp
     }
 }
 
+/// An event's value slot `slot`: [`values`]' one.
+#[inline(always)]
+pub fn value_slot(event: &Event<'_>, slot: u8) -> u64 {
+    match (slot, &event.body) {
+        (slot @ 0..=3, Body::Args(args)) => args[slot as usize],
+        (0, Body::Span { id, .. }) => *id,
+        (SLOT_SIZE, _) => event.header.aux.into(),
+        (SLOT_TID, _) => event.header.tid.into(),
+        (SLOT_PID, _) => event.header.pid.into(),
+        (SLOT_TS, _) => event.header.ts_ns,
+        _ => 0,
+    }
+}
+
 /// An event's value slots (see [`styx_common::filter`]).
 pub fn values(event: &Event<'_>) -> [u64; VALUE_SLOTS] {
     let mut values = [0u64; VALUE_SLOTS];
@@ -818,11 +845,11 @@ pub fn values(event: &Event<'_>) -> [u64; VALUE_SLOTS] {
 /// did not already filter (batched ones, text tests), kept or left out.
 pub struct Keep {
     filters: Filters,
-    /// Per kind id: the eBPF programs already applied its program.
-    in_kernel: [bool; EVENT_KIND_SLOTS as usize],
-    /// Events of each (thread, kind id or, past the kinds, declared
-    /// type) that passed the filters so far.
-    passed: HashMap<(u32, usize), u64>,
+    /// Per type id: the eBPF programs already applied its program.
+    in_kernel: Vec<bool>,
+    /// Events of each sampled (thread, type id) that passed the filters
+    /// so far.
+    passed: HashMap<(u32, TypeId), u64>,
     /// Events left out here, per kind id.
     pub left_out: [u64; EVENT_KIND_SLOTS as usize],
 }
@@ -831,7 +858,7 @@ impl Keep {
     /// Applies `filters` to every kind but those `in_kernel` says the eBPF
     /// programs filter.
     pub fn new(filters: Filters, in_kernel: impl Fn(EventKind) -> bool) -> Keep {
-        let mut kernel = [false; EVENT_KIND_SLOTS as usize];
+        let mut kernel = vec![false; filters.programs.len()];
         for &kind in EventKind::ALL {
             kernel[kind as usize] = in_kernel(kind);
         }
@@ -846,38 +873,28 @@ impl Keep {
     /// Whether to keep `event`.
     #[inline]
     pub fn keeps(&mut self, event: &Event<'_>) -> bool {
-        let k = event.kind as usize;
-        let (pass, sampled_as, sample_every) = match self.filters.declared_pass(event) {
-            Some((d, pass)) => {
-                let every = self.filters.declared_programs[d].program.sample_every;
-                (pass, EVENT_KIND_SLOTS as usize + d, every)
-            }
-            None => {
-                let program = &self.filters.programs[k];
-                if self.in_kernel[k] || program.keeps_all() {
-                    return true;
-                }
-                let texts = &self.filters.texts;
-                let pass = program.keeps(&values(event), |field, cmp, index| {
-                    let wanted = texts.get(index as usize).map_or("", String::as_str);
-                    text_test(event, field, cmp, wanted.as_bytes())
-                });
-                (pass, k, program.sample_every)
-            }
-        };
-        let keep = pass && {
-            let n = self
-                .passed
-                .entry((event.header.tid, sampled_as))
-                .or_insert(0);
-            let first_of_n = sample_every <= 1 || n.is_multiple_of(sample_every);
-            *n += 1;
-            first_of_n
-        };
+        let t = self.filters.type_of(event);
+        let program = &self.filters.programs[t];
+        if self.in_kernel[t] || program.keeps_all() {
+            return true;
+        }
+        let sample_every = program.sample_every;
+        let pass = self.filters.pass(t, event);
+        let keep = pass && (sample_every <= 1 || self.sampled(event.header.tid, t, sample_every));
         if !keep {
-            self.left_out[k] += 1;
+            self.left_out[event.kind as usize] += 1;
         }
         keep
+    }
+
+    /// Whether a passing event of thread `tid` and type `t`, sampled 1 in
+    /// `every`, is one kept: events are counted only where sampled.
+    #[inline(never)]
+    fn sampled(&mut self, tid: u32, t: TypeId, every: u64) -> bool {
+        let n = self.passed.entry((tid, t)).or_insert(0);
+        let first_of_n = n.is_multiple_of(every);
+        *n += 1;
+        first_of_n
     }
 }
 
@@ -1189,6 +1206,76 @@ mod tests {
         assert_eq!(filters.matches(&usdt(3, &[2, 0, 0, 0, 0])), Some(true));
         assert_eq!(filters.matches(&usdt(3, &[1, 0, 0, 0, 0])), Some(false));
         assert!(filters.any_declared());
+    }
+
+    /// A catalogue kind's program tests the eBPF programs' fixed value
+    /// slots (the kernel runs the same bytes): an argument's by its index,
+    /// the size as the header's byte, a branch's kind as its part.
+    #[test]
+    fn catalogue_fields_compile_to_the_fixed_slots() {
+        let f = Filters::compile(
+            &["mem_write: addr == 5 && size == 2 && tid == 7".into()],
+            0,
+            ALL,
+        )
+        .unwrap();
+        let p = &f.programs[EventKind::MemWrite as usize];
+        let tests: Vec<(u8, u8, u64, u64)> = (p.ops[..p.len as usize].iter())
+            .filter(|op| op.code == FilterOp::TEST)
+            .map(|op| (op.slot, op.shift, op.mask, op.value))
+            .collect();
+        assert_eq!(
+            tests,
+            [
+                (1, 0, u64::MAX, 5),
+                (SLOT_SIZE, 0, 0xff, 2),
+                (SLOT_TID, 0, u64::MAX, 7)
+            ]
+        );
+        assert!(f.kernel_can(EventKind::MemWrite));
+        let f = Filters::compile(&["branch: conditional == true".into()], 0, ALL).unwrap();
+        let op = f.programs[EventKind::Branch as usize].ops[0];
+        assert_eq!(
+            (op.slot, op.shift, op.mask, op.value),
+            (2, Branch::CONDITIONAL_SHIFT, 1, 1)
+        );
+    }
+
+    /// A declared type's program takes a slot per value it tests, in the
+    /// order it names them, each cut to its field's width; more than the
+    /// slots hold is an error.
+    #[test]
+    fn declared_programs_take_the_slots_they_use() {
+        let filters = declared_filters(&["mmio_write: delta == 0xffffffffffffffff && tid == 7"]);
+        let mut k = Keep::new(filters.unwrap(), |_| false);
+        assert!(k.keeps(&usdt(3, &[0, 0, 0, 0, 0xff])));
+        assert!(!k.keeps(&usdt(3, &[0, 0, 0, 0, 0x7f])));
+        use crate::session::declared::{DeclaredField, EventType};
+        let names = ["a", "b", "c", "d", "e", "f", "g", "h"];
+        let wide = DeclaredSites {
+            event: EventType {
+                provider: "emu".into(),
+                name: "wide".into(),
+                fields: (names.iter())
+                    .map(|n| DeclaredField::new(n, FieldKind::Unsigned, 8, None))
+                    .collect(),
+            },
+            spec_ids: vec![1],
+        };
+        let compile = |filter: &str| {
+            let filters = [filter.to_string()];
+            let declared = std::slice::from_ref(&wide);
+            Filters::compile_named(&filters, 1, ALL, RegisterNames::default(), declared)
+                .map_err(|(_, e)| e.to_string())
+        };
+        let all = names.map(|n| format!("{n} == 1")).join(" && ");
+        let mut k = Keep::new(compile(&format!("wide: {all}")).unwrap(), |_| false);
+        assert!(k.keeps(&usdt(1, &[1; 8])));
+        assert!(!k.keeps(&usdt(1, &[1, 1, 1, 1, 1, 1, 1, 0])));
+        assert_eq!(
+            compile(&format!("wide: {all} && tid == 7")).err().unwrap(),
+            "at column 87: filters of wide use more than 8 of its fields, tid and pid"
+        );
     }
 
     #[test]

@@ -1,24 +1,28 @@
 //! Live counts: events counted per key (`top --by pc`, `read CAP --by
 //! addr`), the table people read, and the memory heatmap ([`heatmap`]).
 //!
-//! A [`KeySpec`] says, per event type, which number is its key: one of its
-//! fields, the page of its address, or the type itself. Its
-//! [`KeyRef`]s are what the eBPF programs use to count per-event delivery
+//! A [`KeySpec`] says, per event type of the session (`schema::Types`:
+//! the catalogue's kinds and the types the emulator declared, alike),
+//! which number is its key: one of its fields, looked up in the type's
+//! schema as `--filter` looks it up (`filter::named`), the page of its
+//! address, or the type itself; the key shows as its field reads. A
+//! catalogue kind's key in the eBPF programs' value slots
+//! ([`KeySpec::kernel_keys`]) is what they use to count per-event delivery
 //! in the kernel (no event reaches userspace); [`CountWriter`] counts the
-//! events that do reach the loader (batched ones, a capture's) the same
-//! way. A [`Table`] holds at most `max_keys` keys: events of a key that
+//! events that do reach the loader (batched ones, a declared type's, a
+//! capture's) the same way. A [`Table`] holds at most `max_keys` keys: events of a key that
 //! does not fit are counted in their type's "other" row, never dropped.
 
 pub mod heatmap;
 
-use crate::questions::filter::{field_of, types_with_field, FieldRef};
+use crate::questions::filter::{self, named_field, types_with_field, At};
 use crate::record::event::{Body, Event};
 use crate::session::code::CodeNames;
-use crate::session::declared::{DeclaredField, DeclaredSites};
-use crate::session::fields::{declared_arg, read_as, Arg};
+use crate::session::declared::{DeclaredSites, EnumValues};
+use crate::session::fields::{read_as, Arg};
 use crate::session::guest::{Guest, RegisterNames};
-use crate::session::reading::Reading;
-use crate::session::schema;
+use crate::session::reading::Shows;
+use crate::session::schema::{TypeId, Types};
 use crate::write::escape;
 use crate::write::human::si;
 use crate::write::writer::{EventWriter, Totals};
@@ -29,12 +33,11 @@ use std::fmt::Write as _;
 use std::io;
 use std::rc::Rc;
 use std::time::Duration;
-use styx_common::filter::{SLOT_PID, SLOT_SIZE, SLOT_TID};
 use styx_common::schema::{FieldKind, HEAP_CALLER, HEAP_PROVIDER};
-use styx_common::{EventKind, EVENT_KIND_SLOTS};
+use styx_common::{widen, EventKind, EVENT_KIND_SLOTS};
 
-/// Where one type's key is in its value slots: `(slot >> shift) & mask`,
-/// as a filter test reads a field.
+/// Where one catalogue kind's key is in the eBPF programs' value slots:
+/// `(slot >> shift) & mask`, as a filter test reads a field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KeyRef {
     /// The value slot.
@@ -45,6 +48,27 @@ pub struct KeyRef {
     pub mask: u64,
 }
 
+/// Where one counted type's key is: the field it was looked up as
+/// (`filter::Named`: its value, cut to its width, then its part), a page
+/// of it shifted and masked further.
+#[derive(Clone, Copy, Debug)]
+struct Key {
+    at: At,
+    /// The value's width and signedness (its schema field's).
+    bytes: u8,
+    signed: bool,
+    shift: u8,
+    mask: u64,
+}
+
+/// How a counted type's keys read: as its field's part, and the index of
+/// its schema field (None: `tid`, `pid`, `--by event`).
+#[derive(Clone, Copy, Debug)]
+struct Shown {
+    shows: Shows,
+    field: Option<usize>,
+}
+
 /// What `--by` counts per.
 #[derive(Clone, Debug)]
 pub struct KeySpec {
@@ -52,8 +76,6 @@ pub struct KeySpec {
     pub by: String,
     /// `page`: bits of the page size (the key is the page's number).
     pub page_bits: u8,
-    /// Per kind id: its key, or None when the type is not counted.
-    pub keys: [Option<KeyRef>; EVENT_KIND_SLOTS as usize],
     /// Register names for `--by reg`, where the guest gives them.
     pub registers: RegisterNames,
     /// Names of the traced process's functions, for `--by caller` of the
@@ -63,17 +85,22 @@ pub struct KeySpec {
     /// guest's, from its file's symbols once its description came
     /// ([`CountWriter::guest`]).
     pub guest_code: CodeNames,
-    /// The session's declared types; those counted have the field.
-    declared: Vec<DeclaredSites>,
-    /// Per declared type: counted by its field of this index (`--by
-    /// event`: by none, every event key 0), or not counted.
-    declared_fields: Vec<Option<Option<usize>>>,
-    /// The declared type of each counted site, by spec id.
-    declared_by_spec: FxHashMap<u32, usize>,
+    /// The session's types (the first [`DECLARED_TYPES`] declared ones).
+    types: Types,
+    /// Per type id: its key, or None when the type is not counted.
+    keys: Vec<Option<Key>>,
+    /// Per catalogue kind: its key in the eBPF programs' value slots (a
+    /// catalogue kind's events hold its values there, `filter::values`).
+    fixed: [Option<KeyRef>; EVENT_KIND_SLOTS as usize],
+    /// Per type id counted: how its keys read.
+    shown: Vec<Option<Shown>>,
+    /// The counted declared type of each of its sites, by spec id.
+    by_spec: FxHashMap<u32, u8>,
 }
 
-/// Rows of a table are per (type, key): a type is a catalogue kind id, or
-/// past them a declared type ([`DECLARED_TYPES`] at most are counted).
+/// Rows of a table are per (type, key): a type is a type id ([`Types`]:
+/// a catalogue kind id, or past them a declared type; [`DECLARED_TYPES`]
+/// at most are counted).
 pub const TABLE_TYPES: usize = 256;
 /// Declared types a table counts at most.
 pub const DECLARED_TYPES: usize = TABLE_TYPES - EVENT_KIND_SLOTS as usize;
@@ -81,9 +108,9 @@ pub const DECLARED_TYPES: usize = TABLE_TYPES - EVENT_KIND_SLOTS as usize;
 impl KeySpec {
     /// Counts the `selected` types, and the `declared` ones, by `by`: a
     /// numeric field (`pc`, `addr`, `target`, `reg`, a declared type's
-    /// `device`…; the types that have it), `page` (the page of `addr`,
-    /// pages of `page_size` bytes; catalogue types) or `event` (the type
-    /// itself).
+    /// `device`…; the types that have it, looked up in their schemas),
+    /// `page` (the page of `addr`, pages of `page_size` bytes) or `event`
+    /// (the type itself).
     pub fn new(
         by: &str,
         page_size: u64,
@@ -94,213 +121,194 @@ impl KeySpec {
             return Err(format!("--page-size {page_size} is not a power of two"));
         }
         let page_bits = page_size.trailing_zeros() as u8;
+        let types = Types::new(&declared[..declared.len().min(DECLARED_TYPES)]);
+        let candidates: Vec<TypeId> = (selected.iter().map(|&k| k as TypeId))
+            .chain(types.declared_ids())
+            .collect();
         let mut spec = KeySpec {
             by: by.to_string(),
             page_bits: if by == "page" { page_bits } else { 0 },
-            keys: [None; EVENT_KIND_SLOTS as usize],
             registers: RegisterNames::default(),
             code: CodeNames::default(),
             guest_code: CodeNames::default(),
-            declared: declared.iter().take(DECLARED_TYPES).cloned().collect(),
-            declared_fields: Vec::new(),
-            declared_by_spec: FxHashMap::default(),
+            keys: vec![None; types.len()],
+            fixed: [None; EVENT_KIND_SLOTS as usize],
+            shown: vec![None; types.len()],
+            by_spec: FxHashMap::default(),
+            types,
         };
-        spec.declared_fields = (spec.declared.iter())
-            .map(|d| match by {
-                "event" => Some(None),
-                "page" => None,
-                field => d.field(field).map(Some),
-            })
-            .collect();
-        for (d, declared) in spec.declared.iter().enumerate() {
-            if spec.declared_fields[d].is_some() {
-                spec.declared_by_spec
-                    .extend(declared.spec_ids.iter().map(|&id| (id, d)));
-            }
-        }
-        let field = match by {
+        match by {
+            // Every type with a schema (not other providers' probes): key 0.
             "event" => {
-                for &kind in selected.iter().filter(|&&k| k != EventKind::Usdt) {
-                    spec.keys[kind as usize] = Some(KeyRef {
-                        slot: 0,
+                let typed = candidates
+                    .iter()
+                    .filter(|&&t| spec.types.fields(t).is_some());
+                for &t in typed {
+                    spec.keys[t] = Some(Key {
+                        at: At::Arg(0),
+                        bytes: 8,
+                        signed: false,
                         shift: 0,
                         mask: 0,
                     });
+                    spec.shown[t] = Some(Shown {
+                        shows: Shows::Number(FieldKind::Unsigned),
+                        field: None,
+                    });
                 }
-                return Ok(spec);
             }
-            "page" => "addr",
-            field => field,
-        };
-        let kinds = match types_with_field(field, 1, selected) {
-            Ok(kinds) => kinds,
-            Err(_) if !spec.declared_by_spec.is_empty() => Vec::new(),
-            Err(e) => return Err(format!("--by {by}: {}", e.message)),
-        };
-        for kind in kinds {
-            match field_of(kind, field) {
-                Some(FieldRef::Value {
-                    slot, shift, mask, ..
-                }) => {
-                    let shift = shift + spec.page_bits;
-                    spec.keys[kind as usize] = Some(KeyRef {
-                        slot,
-                        shift,
-                        mask: mask >> spec.page_bits,
-                    })
+            _ => {
+                let field = if by == "page" { "addr" } else { by };
+                let having = types_with_field(&spec.types, field, 1, &candidates)
+                    .map_err(|e| format!("--by {by}: {}", e.message))?;
+                for t in having {
+                    let Some(f) = named_field(&spec.types, t, field) else {
+                        continue;
+                    };
+                    if let At::Text(_) = f.at {
+                        return Err(format!("--by {by}: '{field}' is text; count by a number"));
+                    }
+                    let (bytes, signed) = f.field.map_or((8, false), |(_, f)| (f.bytes, f.signed));
+                    let key = Key {
+                        at: f.at,
+                        bytes,
+                        signed,
+                        shift: f.shift + spec.page_bits,
+                        mask: f.mask >> spec.page_bits,
+                    };
+                    spec.keys[t] = Some(key);
+                    spec.shown[t] = Some(Shown {
+                        shows: f.shows,
+                        field: f.field.map(|(i, _)| i),
+                    });
                 }
-                Some(FieldRef::Text(_)) => {
-                    return Err(format!("--by {by}: '{field}' is text; count by a number"))
-                }
-                None => {}
+            }
+        }
+        for (t, fixed) in spec.fixed.iter_mut().enumerate() {
+            *fixed = spec.keys[t].and_then(|key| {
+                Some(KeyRef {
+                    slot: key.at.fixed_slot()?,
+                    shift: key.shift,
+                    mask: key.mask,
+                })
+            });
+        }
+        for t in spec.types.declared_ids() {
+            if let (Some(_), Some(sites)) = (spec.keys[t], spec.types.declared(t)) {
+                spec.by_spec
+                    .extend(sites.spec_ids.iter().map(|&id| (id, t as u8)));
             }
         }
         Ok(spec)
     }
 
-    /// Whether it counts a declared type (whose events are USDT events).
-    pub fn counts_declared(&self) -> bool {
-        !self.declared_by_spec.is_empty()
+    /// The catalogue kinds' keys in the eBPF programs' value slots, as
+    /// they count per-event delivery in the kernel.
+    pub fn kernel_keys(&self) -> [Option<KeyRef>; EVENT_KIND_SLOTS as usize] {
+        self.fixed
     }
 
     /// The table type and key `event` is counted by, if its type is
-    /// counted: a catalogue kind's id and [`KeySpec::key`], or a declared
-    /// type's (see [`TABLE_TYPES`]) and its field's value.
+    /// counted: its type's id (see [`TABLE_TYPES`]: a counted declared
+    /// type's, else its kind's) and its field's value.
     #[inline]
     pub fn count_key(&self, event: &Event<'_>) -> Option<(u8, u64)> {
-        if let Body::Usdt { spec_id, args, .. } = &event.body {
-            let &d = self.declared_by_spec.get(spec_id)?;
-            let key = match self.declared_fields[d]? {
-                None => 0,
-                Some(i) => {
-                    let raw = args.get(i).copied().unwrap_or(0);
-                    self.declared[d].event.fields[i].value(raw)
-                }
-            };
-            return Some(((EVENT_KIND_SLOTS as usize + d) as u8, key));
-        }
-        Some((event.kind as u8, self.key(event)?))
-    }
-
-    /// The declared type of table type `table_type`, and its field
-    /// counted by (None: `--by event`).
-    fn declared_of(&self, table_type: u8) -> Option<(&DeclaredSites, Option<usize>)> {
-        let d = (table_type as usize).checked_sub(EVENT_KIND_SLOTS as usize)?;
-        Some((
-            self.declared.get(d)?,
-            self.declared_fields.get(d).copied()??,
-        ))
-    }
-
-    /// The name of a table type: its event type's.
-    pub fn type_name(&self, table_type: u8) -> &str {
-        match self.declared_of(table_type) {
-            Some((declared, _)) => &declared.event.name,
-            None => name(table_type),
-        }
-    }
-
-    /// How a key of a table type reads: for a declared type, as its field
-    /// reads (an enum value by name, an address in hex, a register by
-    /// name, a bool, a signed number); else as [`KeySpec::show`].
-    pub fn show_key(&self, table_type: u8, key: u64) -> String {
-        let Some((declared, field)) = self.declared_of(table_type) else {
-            return match EventKind::from_id(table_type) {
-                Some(kind) => self.show(kind, key),
-                None => key.to_string(),
-            };
+        let Body::Usdt { spec_id, .. } = &event.body else {
+            // A catalogue kind's: its value slot, as a filter reads it.
+            let key = self.fixed[event.kind as usize]?;
+            let value = filter::value_slot(event, key.slot);
+            return Some((event.kind as u8, (value >> key.shift) & key.mask));
         };
-        let Some(field) = field.map(|i| &declared.event.fields[i]) else {
-            return declared.event.name.clone();
-        };
-        let arg = declared_arg(field, key, &self.registers);
-        let code = is_code(declared, field)
-            .then(|| self.code.name_of(key))
-            .flatten();
-        key_text(arg, code)
-    }
-
-    /// The name of a key: a register's, where the guest names it, a
-    /// declared enum value's, the function an allocation's caller is in,
-    /// or the guest function a pc is in (JSON gives it as `key_name`).
-    pub fn key_name(&self, table_type: u8, key: u64) -> Option<Cow<'_, str>> {
-        let Some((declared, field)) = self.declared_of(table_type) else {
-            let kind = EventKind::from_id(table_type)?;
-            return match self.register(kind, key) {
-                Some(name) => Some(Cow::Borrowed(name)),
-                None => self.guest_function(&self.by, key).map(Cow::Owned),
-            };
-        };
-        let field = &declared.event.fields[field?];
-        match field.kind {
-            FieldKind::Register => self.registers.get(key).map(Cow::Borrowed),
-            FieldKind::Enum => field.values.as_ref()?.name_of(key).map(Cow::Borrowed),
-            FieldKind::Address if is_code(declared, field) => {
-                self.code.name_of(key).map(Cow::Owned)
-            }
-            _ => None,
-        }
-    }
-
-    /// The types it counts.
-    pub fn kinds(&self) -> impl Iterator<Item = EventKind> + '_ {
-        EventKind::ALL
-            .iter()
-            .copied()
-            .filter(|&k| self.keys[k as usize].is_some())
+        // A USDT event of no counted declared type: the `usdt` kind has no key.
+        let &t = self.by_spec.get(spec_id)?;
+        let key = self.keys[t as usize].as_ref()?;
+        let value = widen(key.at.read(event), key.bytes, key.signed);
+        Some((t, (value >> key.shift) & key.mask))
     }
 
     /// `event`'s key, if its type is counted.
     #[inline]
     pub fn key(&self, event: &Event<'_>) -> Option<u64> {
-        let key = self.keys[event.kind as usize]?;
-        // The one slot wanted (what `filter::values` would give for it).
-        let value = match (key.slot, &event.body) {
-            (slot @ 0..=3, Body::Args(args)) => args[slot as usize],
-            (0, Body::Span { id, .. }) => *id,
-            (SLOT_SIZE, _) => event.header.aux.into(),
-            (SLOT_TID, _) => event.header.tid.into(),
-            (SLOT_PID, _) => event.header.pid.into(),
-            _ => 0,
-        };
-        Some((value >> key.shift) & key.mask)
+        self.count_key(event).map(|(_, key)| key)
     }
 
-    /// How a key reads: a page's first address, a number in hex or decimal
-    /// as the field reads, or the type's name.
-    pub fn show(&self, kind: EventKind, key: u64) -> String {
+    /// How the counted type `table_type`'s keys read, and the enum values
+    /// of its field.
+    fn key_of(&self, table_type: u8) -> Option<(Shown, Option<&EnumValues>)> {
+        let t = table_type as TypeId;
+        let shown = (*self.shown.get(t)?)?;
+        let field = shown.field.and_then(|i| self.types.fields(t)?.get(i));
+        Some((shown, field.and_then(|f| f.values.as_ref())))
+    }
+
+    /// The name of a table type: its event type's.
+    pub fn type_name(&self, table_type: u8) -> &str {
+        self.types.name(table_type as TypeId)
+    }
+
+    /// How a key of a table type reads: the type's name (`--by event`), a
+    /// page's first address, or as its field reads (an enum value by
+    /// name, an address in hex, a code address by its function, a
+    /// register by name, a bool, a signed number, a branch's kind).
+    pub fn show_key(&self, table_type: u8, key: u64) -> String {
         match self.by.as_str() {
-            "event" => kind.probe_name().to_string(),
-            "page" => format!("{:#x}", key << self.page_bits),
-            field => match schema::catalogue_field(kind, field).map(|f| f.reading) {
-                Some(Reading::Number(kind)) => {
-                    let code = self.guest_function(field, key);
-                    key_text(read_as(kind, key, None, &self.registers), code)
-                }
-                _ => match field_of(kind, field) {
-                    Some(FieldRef::Value { names, .. }) if !names.is_empty() => names
-                        .iter()
-                        .find(|(_, v)| *v == key)
-                        .map_or_else(|| key.to_string(), |(n, _)| n.to_string()),
-                    _ => key.to_string(),
-                },
-            },
+            "event" => return self.type_name(table_type).to_string(),
+            "page" => return format!("{:#x}", key << self.page_bits),
+            _ => {}
+        }
+        let Some((k, values)) = self.key_of(table_type) else {
+            return key.to_string();
+        };
+        match k.shows {
+            Shows::Number(kind) => {
+                let code = self.function_of(table_type, key);
+                key_text(read_as(kind, key, values, &self.registers), code)
+            }
+            shows => (shows.names().iter())
+                .find(|(_, v)| *v == key)
+                .map_or_else(|| key.to_string(), |(n, _)| n.to_string()),
         }
     }
 
-    /// The guest function holding `key` when counting by `pc`.
-    fn guest_function(&self, field: &str, key: u64) -> Option<String> {
-        (field == "pc")
-            .then(|| self.guest_code.name_of(key))
-            .flatten()
+    /// [`KeySpec::show_key`] of a catalogue kind's key.
+    pub fn show(&self, kind: EventKind, key: u64) -> String {
+        self.show_key(kind as u8, key)
     }
 
-    /// The register name of `key` when counting a type's register field.
-    pub fn register(&self, kind: EventKind, key: u64) -> Option<&str> {
-        let field = schema::catalogue_field(kind, &self.by)?;
-        (field.reading == Reading::Number(FieldKind::Register))
-            .then(|| self.registers.get(key))
-            .flatten()
+    /// The name of a key: a register's, where the guest names it, an enum
+    /// value's, the function an allocation's caller is in, or the guest
+    /// function a pc is in (JSON gives it as `key_name`).
+    pub fn key_name(&self, table_type: u8, key: u64) -> Option<Cow<'_, str>> {
+        if matches!(self.by.as_str(), "event" | "page") {
+            return None;
+        }
+        let (k, values) = self.key_of(table_type)?;
+        match k.shows {
+            Shows::Number(FieldKind::Register) => self.registers.get(key).map(Cow::Borrowed),
+            Shows::Number(FieldKind::Enum) => values?.name_of(key).map(Cow::Borrowed),
+            _ => self.function_of(table_type, key).map(Cow::Owned),
+        }
+    }
+
+    /// The function holding `key` when it is a code address: a catalogue
+    /// type's `pc` in the guest program (a QEMU guest's), the heap's
+    /// types' caller in the traced process.
+    fn function_of(&self, table_type: u8, key: u64) -> Option<String> {
+        let t = table_type as TypeId;
+        let code = match self.types.declared(t) {
+            None if self.by == "pc" => &self.guest_code,
+            Some(d) if d.event.provider == HEAP_PROVIDER && self.by == HEAP_CALLER => &self.code,
+            _ => return None,
+        };
+        code.name_of(key)
+    }
+
+    /// The catalogue kinds it counts.
+    pub fn kinds(&self) -> impl Iterator<Item = EventKind> + '_ {
+        EventKind::ALL
+            .iter()
+            .copied()
+            .filter(|&k| self.keys[k as usize].is_some())
     }
 
     /// The key's value as JSON output gives it (a page: its first address).
@@ -329,12 +337,6 @@ fn key_text(arg: Arg<'_>, code: Option<String>) -> String {
         // Keys are numbers.
         Arg::Str(_) => String::new(),
     }
-}
-
-/// Whether `field` of `declared` holds a code address of the traced
-/// process: the heap's types' caller.
-fn is_code(declared: &DeclaredSites, field: &DeclaredField) -> bool {
-    declared.event.provider == HEAP_PROVIDER && field.name == HEAP_CALLER
 }
 
 /// Counts per (type, key), at most `max_keys` of them; the rest per type
@@ -568,11 +570,6 @@ impl View<'_> {
     }
 }
 
-/// An event type's name by id.
-fn name(kind: u8) -> &'static str {
-    EventKind::from_id(kind).map_or("?", EventKind::probe_name)
-}
-
 /// Counts the events it is handed into shared tables: one per `--by` (and
 /// one by page of `mem_read`/`mem_write` for `--heatmap`).
 pub struct CountWriter {
@@ -610,6 +607,7 @@ impl EventWriter for CountWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::questions::filter::FieldRef;
     use crate::record::event::Body;
     use styx_common::RecordHeader;
 
@@ -713,10 +711,12 @@ mod tests {
         e.header.pid = 66;
         for field in ["pc", "addr", "val", "size", "tid", "pid"] {
             let spec = KeySpec::new(field, 4096, &all, &[]).unwrap();
-            let FieldRef::Value { slot, .. } = field_of(EventKind::MemWrite, field).unwrap() else {
+            let fields = crate::questions::filter::fields_of(EventKind::MemWrite);
+            let Some((_, FieldRef::Value { slot, .. })) = fields.iter().find(|(n, _)| *n == field)
+            else {
                 panic!()
             };
-            let want = crate::questions::filter::values(&e)[slot as usize];
+            let want = crate::questions::filter::values(&e)[*slot as usize];
             assert_eq!(spec.key(&e), Some(want), "{field}");
         }
     }
@@ -768,6 +768,37 @@ mod tests {
         assert_eq!(
             KeySpec::new("port", 4096, &[EventKind::InsnExec], &declared).unwrap_err(),
             "--by port: no event type has a field 'port'"
+        );
+    }
+
+    /// A declared type's key is looked up as a catalogue kind's: its
+    /// events are counted by `tid` and `pid` as every type's, and by the
+    /// page of its `addr`.
+    #[test]
+    fn declared_types_key_as_the_catalogues_do() {
+        use crate::session::declared::{DeclaredField, EventType};
+        let declared = [DeclaredSites {
+            event: EventType {
+                provider: "emu".into(),
+                name: "mmio".into(),
+                fields: vec![DeclaredField::new("addr", FieldKind::Address, 4, None)],
+            },
+            spec_ids: vec![4],
+        }];
+        let row = EVENT_KIND_SLOTS as u8;
+        let mut mmio = Event::usdt(4, &[0x1234]);
+        mmio.header.tid = 9;
+        let spec = KeySpec::new("tid", 4096, &[EventKind::MemRead], &declared).unwrap();
+        assert_eq!(spec.count_key(&mmio), Some((row, 9)));
+        assert_eq!(spec.show_key(row, 9), "9");
+        let spec = KeySpec::new("page", 256, &[EventKind::MemRead], &declared).unwrap();
+        assert_eq!(spec.count_key(&mmio), Some((row, 0x12)));
+        assert_eq!(spec.show_key(row, 0x12), "0x1200");
+        assert_eq!(spec.key_name(row, 0x12), None);
+        let read = event(EventKind::MemRead, [1, 0x1234, 0, 0], 1);
+        assert_eq!(
+            spec.count_key(&read),
+            Some((EventKind::MemRead as u8, 0x12))
         );
     }
 

@@ -93,6 +93,7 @@ impl FieldSchema {
             values: field.values.clone(),
         }
     }
+
     /// Field `index` of a declared type, as its note describes it: cut to
     /// its declared width (a signed one sign-extended).
     pub fn of_note(index: usize, field: &DeclaredField) -> FieldSchema {

@@ -283,10 +283,12 @@ impl Held {
 const EXEC_WITHIN: Duration = Duration::from_secs(1);
 
 /// Waits until the released child `pid` is past its `exec` (its
-/// executable no longer the loader's: the kernel has mapped the new one),
-/// at most [`EXEC_WITHIN`]; whether it then runs `program` (not if the
-/// `exec` failed, which leaves a child exiting 127, or ran an
-/// interpreter for a script).
+/// executable no longer the loader's, and mapped: the kernel names the new
+/// executable in `/proc/PID/exe` before it maps it, and a loader reading
+/// the maps in between, as it may on a busy machine, found no executable
+/// to name code addresses by), at most [`EXEC_WITHIN`]; whether it then
+/// runs `program` (not if the `exec` failed, which leaves a child exiting
+/// 127, or ran an interpreter for a script).
 pub fn wait_for_exec(pid: u32, program: &Path) -> bool {
     let identity = |path: &Path| std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
     let loader = identity(Path::new("/proc/self/exe"));
@@ -294,13 +296,29 @@ pub fn wait_for_exec(pid: u32, program: &Path) -> bool {
     let until = Instant::now() + EXEC_WITHIN;
     while Instant::now() < until {
         match identity(&exe) {
-            Some(now) if Some(now) != loader => return Some(now) == identity(program),
+            Some(now) if Some(now) != loader => {
+                if Some(now) != identity(program) {
+                    return false;
+                }
+                if maps_inode(pid, now.1) {
+                    return true;
+                }
+            }
             // A zombie's (a failed exec's) exe reads as nothing.
             None if !alive(pid) => return false,
-            _ => std::thread::sleep(Duration::from_micros(200)),
+            _ => {}
         }
+        std::thread::sleep(Duration::from_micros(200));
     }
     false
+}
+
+/// Whether process `pid` maps a file of inode `inode`.
+fn maps_inode(pid: u32, inode: u64) -> bool {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    // start-end perms offset dev inode path
+    maps.lines()
+        .any(|line| line.split_whitespace().nth(4).and_then(|i| i.parse().ok()) == Some(inode))
 }
 
 /// Ctrl-C stopped the loader: the command in a session of its own (which

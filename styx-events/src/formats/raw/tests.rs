@@ -682,7 +682,7 @@ fn batch_record(n: u64) -> Vec<u8> {
 fn batch_records_read_back_as_their_events_in_place() {
     let events = events();
     let usdt = Names::new(&header());
-    // The largest batch there is: ~16 KiB of items.
+    // The largest batch there is: ~BATCH_BYTES of items.
     let n = (styx_common::batch::BATCH_BYTES as u64 - 16) / 24;
     let batch = batch_record(n);
     assert!(batch.len() <= MAX_BATCH_RECORD);

@@ -395,6 +395,12 @@ fn a_full_ring_counts_the_lost_events_per_type() {
         "batched-full-ring",
         &["-e", BATCHED, "--ring-size", "256K", "--on-full", "drop"],
     );
+    // Stopped once it streams (it has written a first round's events):
+    // drops before that are counted, but not timed for the warning.
+    let first = prog.fire(1, 1);
+    eventually("the loader streams", || {
+        lines_in(&out) as u64 >= first.evaluated
+    });
     loader.signal(libc::SIGSTOP);
     prog.fire(4000, 2);
     loader.signal(libc::SIGCONT);

@@ -309,7 +309,7 @@ fn has_batch_sites(table: &ProbeTable) -> bool {
     table
         .sites
         .iter()
-        .any(|s| s.provider == BATCH_PROVIDER && s.name == FLUSH_PROBE && flush_spec_known(&s.args))
+        .any(|s| s.provider == BATCH_PROVIDER && s.name == FLUSH_PROBE && s.args == FLUSH_SPEC)
 }
 
 /// The batch-enable site of each batched kind the file has one for.
@@ -372,7 +372,7 @@ fn select_flush(file: usize, table: &ProbeTable, selection: &mut Selection) {
     }
     let flush = |s: &&ProbeSite| s.provider == BATCH_PROVIDER && s.name == FLUSH_PROBE;
     for site in table.sites.iter().filter(flush) {
-        if !flush_spec_known(&site.args) {
+        if site.args != FLUSH_SPEC {
             selection.rejected.push(format!(
                 "{}:{} at {:#x} has argument spec {:?}, expected {FLUSH_SPEC:?}: not attached",
                 site.provider, site.name, site.address, site.args
@@ -444,18 +444,8 @@ fn select_declared(
     });
 }
 
-/// The flush probe's arguments: (head, start, len, seq, tid, layout)
-/// (`styx_common::batch::FLUSH_PROBE`).
-const FLUSH_SPEC: &str = "8@%rdi 8@%rsi 8@%rdx 8@%rcx 8@%r8 8@%r9";
-
-/// The flush probe of styx-probe's batch layout 3 and before (16 KiB
-/// buffers), without `layout`: its batches are taken as well.
-const FLUSH_SPEC_LAYOUT_3: &str = "8@%rdi 8@%rsi 8@%rdx 8@%rcx 8@%r8";
-
-/// Whether a flush site's arguments are what the eBPF program reads.
-fn flush_spec_known(args: &str) -> bool {
-    args == FLUSH_SPEC || args == FLUSH_SPEC_LAYOUT_3
-}
+/// The flush probe's arguments: (head, start, len, seq, tid).
+const FLUSH_SPEC: &str = "8@%rdi 8@%rsi 8@%rdx 8@%rcx 8@%r8";
 
 fn select_styx(
     file: usize,
@@ -690,52 +680,6 @@ mod tests {
                 Role::Event(EventKind::MemRead),
             ]
         );
-    }
-
-    /// A flush site of this layout (six arguments) or of layout 3 (five,
-    /// 16 KiB batches) is taken; one of other arguments is not, and the
-    /// file's events are taken per event.
-    #[test]
-    fn flush_sites_of_both_known_layouts_are_taken() {
-        let batched_with = |flush_args: &str| {
-            let mut table = ProbeTable::default();
-            table.sites.push(ProbeSite {
-                args: flush_args.into(),
-                ..site(BATCH_PROVIDER, FLUSH_PROBE, 0x100, 0x2000)
-            });
-            table.sites.push(ProbeSite {
-                args: expected_spec(EventKind::MemRead),
-                ..site(PROVIDER, "mem_read", 0x200, 0x2010)
-            });
-            table.sites.push(site(
-                BATCH_PROVIDER,
-                "mem_read",
-                0x300,
-                0x2010 + BATCHED_HALF_OFFSET,
-            ));
-            let file = crate::target::ElfFile::at(std::path::Path::new("/nonexistent"));
-            let wanted = Wanted {
-                batched: true,
-                kinds: &[EventKind::MemRead],
-                usdt_globs: &[],
-                probe_args: &[],
-                allow_unverified: true,
-                declared: &|_, _, _| false,
-            };
-            let mut selection = Selection::default();
-            wanted.pick(0, &table, &mut Symbols::of(&file), &mut selection);
-            let flush = selection.sites.iter().any(|s| s.role == Role::BatchFlush);
-            let per_event =
-                (selection.sites.iter()).any(|s| s.role == Role::Event(EventKind::MemRead));
-            assert_ne!(flush, per_event, "{flush_args}");
-            flush
-        };
-        assert!(batched_with(FLUSH_SPEC));
-        assert!(batched_with(FLUSH_SPEC_LAYOUT_3));
-        assert!(!batched_with("8@%rdi 8@%rsi 8@%rdx 8@%rcx"));
-        assert!(!batched_with(
-            "8@%rdi 8@%rsi 8@%rdx 8@%rcx 8@%r8 8@%r9 8@%r10"
-        ));
     }
 
     #[test]

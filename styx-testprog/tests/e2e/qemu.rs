@@ -8,7 +8,7 @@
 
 use crate::support::*;
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -215,7 +215,10 @@ fn check_syscalls(events: &[Value], arch: Arch, written: u64) {
 }
 
 /// The pc of each block QEMU logged running: `Trace CPU: HOST
-/// [CS_BASE/PC/FLAGS/CFLAGS] SYMBOL` (QEMU 7.2).
+/// [CS_BASE/PC/FLAGS/CFLAGS] SYMBOL` (QEMU 7.2), less those it then logged
+/// as not run, `Stopped execution of TB chain before HOST [PC]` (a vCPU
+/// told to stop as it entered the block; the plugin's callbacks in it did
+/// not run either: with threads this happens now and then).
 fn logged_pcs(log: &Path) -> Vec<u64> {
     logged_by_vcpu(log).into_values().flatten().collect()
 }
@@ -223,20 +226,35 @@ fn logged_pcs(log: &Path) -> Vec<u64> {
 /// [`logged_pcs`] by vCPU index, each vCPU's in order.
 fn logged_by_vcpu(log: &Path) -> BTreeMap<u32, Vec<u64>> {
     let text = std::fs::read_to_string(log).expect("QEMU's log");
-    let mut by_vcpu: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+    let mut by_vcpu: BTreeMap<u32, Vec<Option<u64>>> = BTreeMap::new();
+    // The latest entry of each (host code, pc), which a "Stopped" line
+    // names: the vCPU's and its place in that vCPU's list.
+    let mut latest: HashMap<(String, u64), (u32, usize)> = HashMap::new();
+    let hex = |text: &str| u64::from_str_radix(text, 16).expect("a hex pc");
     for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("Stopped execution of TB chain before ") {
+            let (host, pc) = rest.split_once(" [").expect("HOST [PC]");
+            let pc = hex(pc.split(']').next().expect("[PC]"));
+            if let Some((vcpu, at)) = latest.remove(&(host.to_string(), pc)) {
+                by_vcpu.get_mut(&vcpu).expect("its vCPU")[at] = None;
+            }
+            continue;
+        }
         let Some(rest) = line.strip_prefix("Trace ") else {
             continue;
         };
-        let vcpu = rest.split(':').next().expect("a vCPU index");
+        let (vcpu, rest) = rest.split_once(": ").expect("a vCPU index");
+        let vcpu: u32 = vcpu.parse().expect("a vCPU number");
+        let host = rest.split(' ').next().expect("the block's host code");
         let fields = rest.split('[').nth(1).expect("a [..] part");
-        let pc = fields.split('/').nth(1).expect("a pc field");
-        by_vcpu
-            .entry(vcpu.parse().expect("a vCPU number"))
-            .or_default()
-            .push(u64::from_str_radix(pc, 16).expect("a hex pc"));
+        let pc = hex(fields.split('/').nth(1).expect("a pc field"));
+        let pcs = by_vcpu.entry(vcpu).or_default();
+        latest.insert((host.to_string(), pc), (vcpu, pcs.len()));
+        pcs.push(Some(pc));
     }
-    by_vcpu
+    (by_vcpu.into_iter())
+        .map(|(vcpu, pcs)| (vcpu, pcs.into_iter().flatten().collect()))
+        .collect()
 }
 
 fn of_type<'a>(events: &'a [Value], event: &str) -> Vec<&'a Value> {

@@ -539,17 +539,18 @@ struct Mapped {
 }
 
 /// One line of `/proc/PID/maps` that maps a file.
-struct Mapping<'a> {
+pub(super) struct Mapping<'a> {
     start: u64,
     offset: u64,
-    identity: (u64, u64),
+    /// The file's device and inode.
+    pub(super) identity: (u64, u64),
     path: &'a str,
 }
 
 impl Mapping<'_> {
     /// `start-end perms offset major:minor inode path` (the path may hold
     /// spaces); None for anonymous mappings, deleted files and the like.
-    fn parse(line: &str) -> Option<Mapping<'_>> {
+    pub(super) fn parse(line: &str) -> Option<Mapping<'_>> {
         let mut fields = line.splitn(6, ' ');
         let (range, _, offset, dev, inode, path) = (
             fields.next()?,

@@ -17,6 +17,7 @@
 //! and keeps the name only as UTF-8, and its `execve` allocates, which the
 //! child here must not.
 
+use super::follow::Mapping;
 use anyhow::{bail, Context, Result};
 use nix::fcntl::OFlag;
 use nix::sys::signal::{kill, Signal};
@@ -300,7 +301,7 @@ pub fn wait_for_exec(pid: u32, program: &Path) -> bool {
                 if Some(now) != identity(program) {
                     return false;
                 }
-                if maps_inode(pid, now.1) {
+                if maps_file(pid, now) {
                     return true;
                 }
             }
@@ -313,12 +314,10 @@ pub fn wait_for_exec(pid: u32, program: &Path) -> bool {
     false
 }
 
-/// Whether process `pid` maps a file of inode `inode`.
-fn maps_inode(pid: u32, inode: u64) -> bool {
+/// Whether process `pid` maps the file of `identity` (device, inode).
+fn maps_file(pid: u32, identity: (u64, u64)) -> bool {
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
-    // start-end perms offset dev inode path
-    maps.lines()
-        .any(|line| line.split_whitespace().nth(4).and_then(|i| i.parse().ok()) == Some(inode))
+    (maps.lines().filter_map(Mapping::parse)).any(|m| m.identity == identity)
 }
 
 /// Ctrl-C stopped the loader: the command in a session of its own (which

@@ -86,11 +86,9 @@ impl FieldSchema {
         };
         FieldSchema {
             name: name.to_string(),
-            reading: Reading::Number(field.kind),
-            source: Source::Arg(index as u8),
             bytes,
             signed,
-            values: field.values.clone(),
+            ..FieldSchema::of_note(index, field)
         }
     }
 

@@ -170,6 +170,14 @@ pub struct Named<'a> {
     pub field: Option<(usize, &'a FieldSchema)>,
 }
 
+impl Named<'_> {
+    /// The bytes and signedness its value is cut to: its schema field's;
+    /// `tid` and `pid` whole.
+    pub fn cut(&self) -> (u8, bool) {
+        self.field.map_or((8, false), |(_, f)| (f.bytes, f.signed))
+    }
+}
+
 /// The fields filters and `--by` can name in type `t`, with where they
 /// are: its schema's fields' parts (a branch's `kind` and `conditional`
 /// apart), then `tid` and `pid`; none for a type without a schema.
@@ -291,9 +299,9 @@ enum Layout {
 }
 
 impl Layout {
-    /// The slot of the value `at` (of schema field `field`): a chosen
-    /// layout takes the next free one; None when none is.
-    fn slot(&mut self, at: At, field: Option<&FieldSchema>) -> Option<u8> {
+    /// The slot of the value `at` (cut to `cut`'s bytes and signedness):
+    /// a chosen layout takes the next free one; None when none is.
+    fn slot(&mut self, at: At, (bytes, signed): (u8, bool)) -> Option<u8> {
         let slots = match self {
             Layout::Fixed => return at.fixed_slot(),
             Layout::Chosen(slots) => slots,
@@ -304,7 +312,6 @@ impl Layout {
         if slots.len() == VALUE_SLOTS {
             return None;
         }
-        let (bytes, signed) = field.map_or((8, false), |f| (f.bytes, f.signed));
         slots.push((at, bytes, signed));
         Some(slots.len() as u8 - 1)
     }
@@ -549,26 +556,19 @@ impl Filters {
         name: &str,
         column: usize,
     ) -> Result<(FieldRef, ValueNames), FilterError> {
-        let (at, shift, mask, names, field) = if name == TS_FIELD {
-            (At::Ts, 0, u64::MAX, ValueNames::None, None)
+        let (at, shift, mask, names, cut) = if name == TS_FIELD {
+            (At::Ts, 0, u64::MAX, ValueNames::None, (8, false))
         } else {
             let Some(f) = named_field(&self.types, t, name) else {
                 let names: Vec<&str> = named(&self.types, t).map(|f| f.name).collect();
                 return Err(no_field(column, self.types.name(t), name, &names));
             };
-            let names = ValueNames::of(t, &f);
-            (
-                f.at,
-                f.shift,
-                f.mask,
-                names,
-                f.field.map(|(_, f)| f.clone()),
-            )
+            (f.at, f.shift, f.mask, ValueNames::of(t, &f), f.cut())
         };
         if let At::Text(index) = at {
             return Ok((FieldRef::Text(index), names));
         }
-        let Some(slot) = self.layouts[t].slot(at, field.as_ref()) else {
+        let Some(slot) = self.layouts[t].slot(at, cut) else {
             return Err(FilterError::at(
                 column,
                 format!(

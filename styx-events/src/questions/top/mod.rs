@@ -168,7 +168,7 @@ impl KeySpec {
                     if let At::Text(_) = f.at {
                         return Err(format!("--by {by}: '{field}' is text; count by a number"));
                     }
-                    let (bytes, signed) = f.field.map_or((8, false), |(_, f)| (f.bytes, f.signed));
+                    let (bytes, signed) = f.cut();
                     let key = Key {
                         at: f.at,
                         bytes,

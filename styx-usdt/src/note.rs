@@ -21,6 +21,7 @@ use object::read::elf::{ElfFile64, SectionHeader};
 use object::{Endianness, Object, ObjectSection, ReadRef};
 use std::collections::HashMap;
 use std::path::Path;
+use styx_common::batch::{BATCH_PROVIDER, FLUSH_PROBE, LAYOUT_VERSION_OFFSET};
 use styx_common::guest::{GUEST_NOTE_OWNER, NT_STYX_GUEST};
 use styx_common::schema::NT_STYX_EVENT;
 use thiserror::Error;
@@ -79,6 +80,11 @@ pub struct ProbeTable {
     /// [`MAX_EVENT_NOTES`] of at most [`MAX_EVENT_NOTE_BYTES`] each; decoded
     /// by styx-events' `declared`.
     pub event_notes: Vec<Vec<u8>>,
+    /// The batch layout version the file's flush site's semaphore block
+    /// starts with (`styx_common::batch::FlushSemaphore::layout_version`,
+    /// initialized data): the layout of the batches its styx-probe makes.
+    /// None without a flush site.
+    pub batch_layout: Option<u16>,
 }
 
 /// Declared event type notes kept per file (each a type of its own;
@@ -216,7 +222,20 @@ fn parse_elf<'data, R: ReadRef<'data>>(data: R) -> Result<ProbeTable, ParseError
         }
     }
     check_instruction_starts(&elf, data, &segments, &mut table);
+    table.batch_layout = batch_layout(data, &table.sites);
     Ok(table)
+}
+
+/// The layout version in the flush site's semaphore block, as the file
+/// has it (its semaphore lies in a segment's file-backed part, checked
+/// when its note was read).
+fn batch_layout<'data, R: ReadRef<'data>>(data: R, sites: &[ProbeSite]) -> Option<u16> {
+    let flush = sites
+        .iter()
+        .find(|s| s.provider == BATCH_PROVIDER && s.name == FLUSH_PROBE && s.semaphore != 0)?;
+    let at = flush.semaphore_offset.checked_add(LAYOUT_VERSION_OFFSET)?;
+    let bytes = data.read_bytes_at(at, 2).ok()?;
+    Some(u16::from_le_bytes([bytes[0], bytes[1]]))
 }
 
 /// Keeps a guest description's bytes, within the bounds on their number

@@ -9,7 +9,7 @@ use crate::note::{ProbeSite, ProbeTable};
 use crate::probe_args::{self, declared_for, ProbeArgs, SiteArg};
 use crate::symbols::Symbols;
 use std::collections::BTreeMap;
-use styx_common::batch::{BATCHED_HALF_OFFSET, BATCH_PROVIDER, FLUSH_PROBE};
+use styx_common::batch::{BATCHED_HALF_OFFSET, BATCH_LAYOUT_VERSION, BATCH_PROVIDER, FLUSH_PROBE};
 use styx_common::{Delivery, EventKind, Shape, UsdtSpec, COOKIE_HAS_AUX_ARG, PROVIDER};
 
 /// What attaching to a site is for.
@@ -220,10 +220,19 @@ impl Wanted<'_> {
                         .any(|s| s.provider == PROVIDER && s.name == k.probe_name())
             })
         {
+            let why = match table.batch_layout {
+                Some(layout) if layout != BATCH_LAYOUT_VERSION => format!(
+                    "was built with a styx-probe whose batches are in layout {layout}, this \
+                     loader reads layout {BATCH_LAYOUT_VERSION}"
+                ),
+                _ => "has styx probes but no batch flush site this loader reads (built with \
+                      another styx-probe)"
+                    .to_string(),
+            };
             selection.rejected.push(format!(
-                "file {file} has styx probes but no batch flush site this loader reads \
-                 (built with another styx-probe): its events are taken one probe hit \
-                 each, ~100x slower"
+                "{} {why}: its events are taken one probe hit each, ~100x slower (build it \
+                 with this loader's styx-probe, or trace it with the loader of its own)",
+                symbols.file().name
             ));
         }
         if !self.allow_unverified {
@@ -302,14 +311,18 @@ fn limit_semaphore_sites(selection: &mut Selection) {
 }
 
 /// Whether the file's styx-probe hands over batches as this loader takes
-/// them: it has the flush site, with the arguments expected. (Without one,
-/// batch-enable sites must not be attached: events would be batched and
-/// never handed over.)
+/// them: it has the flush site, with the arguments expected, and its
+/// batches are in this loader's layout. (Without one, batch-enable sites
+/// must not be attached: events would be batched and never handed over.
+/// Nor the flush site: an emulator whose styx-probe took lossless flow
+/// control from a loader that starts it waits for credit while something
+/// listens there.)
 fn has_batch_sites(table: &ProbeTable) -> bool {
-    table
-        .sites
-        .iter()
-        .any(|s| s.provider == BATCH_PROVIDER && s.name == FLUSH_PROBE && s.args == FLUSH_SPEC)
+    table.batch_layout == Some(BATCH_LAYOUT_VERSION)
+        && table
+            .sites
+            .iter()
+            .any(|s| s.provider == BATCH_PROVIDER && s.name == FLUSH_PROBE && s.args == FLUSH_SPEC)
 }
 
 /// The batch-enable site of each batched kind the file has one for.
@@ -627,11 +640,10 @@ mod tests {
         }
     }
 
-    /// A file whose styx-probe batched fewer types than this loader (no
-    /// `styx_batch:interrupt`) has those types' events taken per event,
-    /// the others in batches.
-    #[test]
-    fn a_batched_type_without_its_batch_site_is_taken_per_event() {
+    /// A file with styx-probe's flush site and block (layout `layout`), one
+    /// batched kind with its batch-enable site (mem_read) and one without
+    /// (interrupt).
+    fn batching_file(layout: u16) -> ProbeTable {
         let styx = |kind: EventKind, address: u64, semaphore: u64| ProbeSite {
             args: expected_spec(kind),
             ..site(PROVIDER, kind.probe_name(), address, semaphore)
@@ -649,24 +661,37 @@ mod tests {
             0x2010 + BATCHED_HALF_OFFSET,
         ));
         table.sites.push(styx(EventKind::Interrupt, 0x400, 0x2020));
+        table.batch_layout = Some(layout);
+        table
+    }
+
+    /// The roles of the sites picked from `table` for mem_read and
+    /// interrupt, batched or not; and what was rejected.
+    fn roles(table: &ProbeTable, batched: bool) -> (Vec<Role>, Vec<String>) {
         let file = crate::target::ElfFile::at(std::path::Path::new("/nonexistent"));
-        let roles = |batched: bool| {
-            let wanted = Wanted {
-                batched,
-                kinds: &[EventKind::MemRead, EventKind::Interrupt],
-                usdt_globs: &[],
-                probe_args: &[],
-                allow_unverified: false,
-                declared: &|_, _, _| false,
-            };
-            let mut selection = Selection::default();
-            wanted.pick(0, &table, &mut Symbols::of(&file), &mut selection);
-            let mut roles: Vec<Role> = selection.sites.iter().map(|s| s.role).collect();
-            roles.sort_by_key(|r| format!("{r:?}"));
-            roles
+        let wanted = Wanted {
+            batched,
+            kinds: &[EventKind::MemRead, EventKind::Interrupt],
+            usdt_globs: &[],
+            probe_args: &[],
+            allow_unverified: false,
+            declared: &|_, _, _| false,
         };
+        let mut selection = Selection::default();
+        wanted.pick(0, table, &mut Symbols::of(&file), &mut selection);
+        let mut roles: Vec<Role> = selection.sites.iter().map(|s| s.role).collect();
+        roles.sort_by_key(|r| format!("{r:?}"));
+        (roles, selection.rejected)
+    }
+
+    /// A file whose styx-probe batched fewer types than this loader (no
+    /// `styx_batch:interrupt`) has those types' events taken per event,
+    /// the others in batches.
+    #[test]
+    fn a_batched_type_without_its_batch_site_is_taken_per_event() {
+        let table = batching_file(BATCH_LAYOUT_VERSION);
         assert_eq!(
-            roles(true),
+            roles(&table, true).0,
             [
                 Role::BatchEnable(EventKind::MemRead),
                 Role::BatchFlush,
@@ -674,12 +699,32 @@ mod tests {
             ]
         );
         assert_eq!(
-            roles(false),
+            roles(&table, false).0,
             [
                 Role::Event(EventKind::Interrupt),
                 Role::Event(EventKind::MemRead),
             ]
         );
+    }
+
+    /// A file whose styx-probe makes batches in another layout: neither
+    /// its flush site nor a batch-enable site is attached (every event
+    /// one hit), and the one line says which layouts.
+    #[test]
+    fn a_file_whose_batches_are_in_another_layout_is_taken_per_event() {
+        let other = BATCH_LAYOUT_VERSION + 1;
+        let (roles, rejected) = roles(&batching_file(other), true);
+        assert_eq!(
+            roles,
+            [
+                Role::Event(EventKind::Interrupt),
+                Role::Event(EventKind::MemRead),
+            ]
+        );
+        let said = format!(
+            "batches are in layout {other}, this loader reads layout {BATCH_LAYOUT_VERSION}"
+        );
+        assert!(rejected.iter().any(|r| r.contains(&said)), "{rejected:?}");
     }
 
     #[test]

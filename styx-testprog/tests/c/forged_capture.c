@@ -2,8 +2,9 @@
  * recorder): it hands over batches through a flush site of its own, written
  * by hand as styx-probe writes its own (provider styx_batch, probe flush,
  * arguments head, start, len, seq, tid in rdi, rsi, rdx, rcx, r8; the
- * semaphore a FlushSemaphore of layout version 1 whose registry lists no
- * buffer), so it can say anything in a batch's head and items.
+ * semaphore a FlushSemaphore of this loader's layout version, -DLAYOUT_VERSION,
+ * whose registry lists no buffer), so it can say anything in a batch's head
+ * and items.
  * Layout: styx-common/src/batch.rs.
  *
  * Commands on stdin, each answered "ok":
@@ -23,8 +24,8 @@
 #define KIND_TIME 0
 #define KIND_INSN_EXEC 2
 
-#if !defined(INSN_EXEC_TAG) || !defined(TIME_TAG)
-#error "build with the item tags from styx_common::item (see the e2e test)"
+#if !defined(INSN_EXEC_TAG) || !defined(TIME_TAG) || !defined(LAYOUT_VERSION)
+#error "build with the item tags and layout version from styx_common (see the e2e test)"
 #endif
 
 struct head {
@@ -48,7 +49,7 @@ _Static_assert(sizeof(struct flush_semaphore) == 40, "FlushSemaphore is 40 bytes
 
 static void *const registry[1024];
 struct flush_semaphore forged_flush_semaphore
-    __attribute__((used, aligned(8), section(".probes"))) = {.layout_version = 1,
+    __attribute__((used, aligned(8), section(".probes"))) = {.layout_version = LAYOUT_VERSION,
                                                              .registry = registry};
 /* The batch-enable site of insn_exec raises the high half of this word. */
 uint32_t forged_insn_exec_semaphore __attribute__((used, aligned(4), section(".probes"))) = 0;

@@ -16,11 +16,16 @@ fn build(dir: &Path) -> PathBuf {
     let defines = [
         format!("-DINSN_EXEC_TAG={insn:#x}"),
         format!("-DTIME_TAG={TIME_TAG}"),
+        format!(
+            "-DLAYOUT_VERSION={}",
+            styx_common::batch::BATCH_LAYOUT_VERSION
+        ),
     ];
     cc(&[
         "-O2",
         &defines[0],
         &defines[1],
+        &defines[2],
         "-o",
         binary.to_str().unwrap(),
         SOURCE,

@@ -261,3 +261,81 @@ fn top_beside_a_lossless_loader_runs_without_flow_control() {
     let (status, stderr) = first.finish();
     assert!(status.success(), "{stderr:#?}");
 }
+
+/// A copy of the test program whose flush block says (in the file) that
+/// its batches are in layout `layout`: what a styx-probe of another layout
+/// looks like to this loader.
+fn with_batch_layout(layout: u16, dir: &std::path::Path) -> std::path::PathBuf {
+    use styx_common::batch::{BATCH_PROVIDER, FLUSH_PROBE, LAYOUT_VERSION_OFFSET};
+    let table = styx_usdt::note::read_probe_table(&testprog_path()).unwrap();
+    let flush = table
+        .sites
+        .iter()
+        .find(|s| s.provider == BATCH_PROVIDER && s.name == FLUSH_PROBE)
+        .expect("the test program's flush site");
+    let mut bytes = std::fs::read(testprog_path()).unwrap();
+    let at = (flush.semaphore_offset + LAYOUT_VERSION_OFFSET) as usize;
+    bytes[at..at + 2].copy_from_slice(&layout.to_le_bytes());
+    let copy = dir.join("styx-testprog-other-layout");
+    std::fs::write(&copy, bytes).unwrap();
+    std::fs::set_permissions(&copy, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    copy
+}
+
+/// A command built with another batch layout takes lossless flow control
+/// from the loader's environment all the same (its styx-probe cannot know
+/// the loader's layout), so the loader must leave its flush site alone:
+/// nothing listening there, it never waits for credit. Its events come one
+/// hit each, all of them, and one line says why.
+#[test]
+fn a_command_with_batches_in_another_layout_is_traced_per_event_and_never_waits() {
+    require_root();
+    let other = styx_common::batch::BATCH_LAYOUT_VERSION + 1;
+    for (round, mode) in [&["--lossless"][..], &[]].into_iter().enumerate() {
+        let dir = scratch(&format!("lossless-layout-{round}"));
+        let program = with_batch_layout(other, &dir);
+        let out = dir.join("traced.jsonl");
+        let mut loader = loader_command()
+            .args(mode)
+            .args(["-e", BATCHED, "-o", "jsonl", "--output"])
+            .arg(&out)
+            .arg("--")
+            .arg(&program)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let done = Arc::new(AtomicBool::new(false));
+        kill_unless_done(loader.id(), Duration::from_secs(30), done.clone());
+        writeln!(loader.stdin.take().unwrap(), "fire 500 2\nquit").unwrap();
+        let output = loader.wait_with_output().unwrap();
+        done.store(true, Ordering::Relaxed);
+        let said: Vec<String> = String::from_utf8_lossy(&output.stderr)
+            .lines()
+            .map(str::to_string)
+            .collect();
+        assert!(
+            output.status.success(),
+            "{mode:?}: killed after 30 s or failed (the command waited for credit?): {said:#?}"
+        );
+        let layouts = format!(
+            "batches are in layout {other}, this loader reads layout {}",
+            styx_common::batch::BATCH_LAYOUT_VERSION
+        );
+        assert!(said.iter().any(|l| l.contains(&layouts)), "{said:#?}");
+        let evaluated: u64 = String::from_utf8_lossy(&output.stdout)
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("evaluated="))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("the program's answer: {said:#?}"));
+        assert_eq!(evaluated, 500 * 2 * 8);
+        let summary = summary_of(&said);
+        assert_eq!(
+            (summary.events, summary.dropped),
+            (evaluated, 0),
+            "{said:#?}"
+        );
+        assert_eq!(read_jsonl(&out).len() as u64, evaluated);
+    }
+}

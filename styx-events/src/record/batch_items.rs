@@ -23,6 +23,9 @@ use styx_common::batch::{BatchRecord, BATCH_BYTES};
 use styx_common::item::{self, Codec, Skimmed, CATALOGUE_TAG, TAG_BYTES, TIME_TAG};
 use styx_common::{EventKind, EVENT_KIND_SLOTS};
 
+/// Bytes of a batch record before its items.
+const FIXED: usize = size_of::<BatchRecord>();
+
 /// Events per kind id (slot 0, time marks, stays 0).
 pub type KindCounts = [u64; EVENT_KIND_SLOTS as usize];
 
@@ -36,6 +39,19 @@ pub fn counts(record: &[u8], codec: Codec, declared: &DeclaredTypes) -> Option<K
     counts_by_type(record, codec, declared, &mut Vec::new())
 }
 
+/// What to keep of `record` when it is kept whole: its fixed part and its
+/// items, not the ring space after them (a flush reserves a record of one
+/// of a few fixed sizes and fills what it holds; the rest is whatever the
+/// ring held before, bytes of other records). `record` as it is when
+/// shorter than its fixed part.
+pub fn kept(record: &[u8]) -> &[u8] {
+    let Some(fixed) = record.get(..FIXED) else {
+        return record;
+    };
+    let batch: BatchRecord = pod_read_unaligned(fixed);
+    &record[..record.len().min(FIXED + batch.len as usize)]
+}
+
 /// [`counts`], and the events of each declared type among them added to
 /// `by_spec` as (its spec id, events), when the record is whole.
 pub fn counts_by_type(
@@ -44,7 +60,6 @@ pub fn counts_by_type(
     declared: &DeclaredTypes,
     by_spec: &mut Vec<(u32, u64)>,
 ) -> Option<KindCounts> {
-    const FIXED: usize = size_of::<BatchRecord>();
     let batch: BatchRecord = pod_read_unaligned(record.get(..FIXED)?);
     let len = batch.len as usize;
     if len > BATCH_BYTES {
@@ -314,6 +329,20 @@ mod tests {
         let mut bytes = bytemuck::bytes_of(&fixed).to_vec();
         bytes.extend_from_slice(items);
         bytes
+    }
+
+    /// A record filled in part keeps its fixed part and items, not the
+    /// rest of its ring space (another record's bytes).
+    #[test]
+    fn kept_ends_at_the_items() {
+        let items = [mark(5), insn(0x1000)].concat();
+        let whole = record(&items, 1);
+        let mut reserved = whole.clone();
+        reserved.extend_from_slice(&[0xaa; 1000]);
+        assert_eq!(kept(&reserved), &whole[..]);
+        assert_eq!(kept(&whole), &whole[..]);
+        // Too short to say: as it is.
+        assert_eq!(kept(&whole[..100]), &whole[..100]);
     }
 
     /// A full batch as styx-probe fills one: a mark every ~1 KiB at a

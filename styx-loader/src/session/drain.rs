@@ -219,7 +219,7 @@ impl Sink {
         let keep = &mut self.keep;
         let mut keeps = |event: &Event<'_>| keep.as_mut().is_none_or(|k| k.keeps(event));
         let written = match (bytes.get(16), whole) {
-            (Some(&BATCH_RECORD_KIND), Some(events)) => out.batch(bytes, events),
+            (Some(&BATCH_RECORD_KIND), Some(events)) => out.batch(batch_items::kept(bytes), events),
             (Some(&BATCH_RECORD_KIND), None) => {
                 let split = self.batches.split(bytes, |event| {
                     if !keeps(event) {

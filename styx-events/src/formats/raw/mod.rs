@@ -33,9 +33,10 @@
 //! index (0, 1, …) and makes it the current thread; `0x10` END closes the
 //! capture: `events` then `dropped` (varints), then per event kind with
 //! either non-zero `kind:u8 events dropped`, ended by kind 0; `0x20` BATCH
-//! `len` (varint) then a batch record as the eBPF program wrote it (see
-//! `styx_common::batch`: 136 bytes, then the items, at most
-//! [`MAX_BATCH_RECORD`] in all), which the reader splits into its events.
+//! `len` (varint) then a batch record as the eBPF program wrote it, up to
+//! the end of its items (see `styx_common::batch`: 136 bytes, then the
+//! items, at most [`MAX_BATCH_RECORD`] in all; not the rest of the ring
+//! space the flush reserved), which the reader splits into its events.
 //! BATCH records change neither the current thread nor the previous values
 //! deltas are taken from.
 //!

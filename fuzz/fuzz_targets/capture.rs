@@ -2,7 +2,7 @@
 //! - as a raw capture, through every output format, as `styx-loader read`
 //!   does (traced functions' calls paired in front, as there): any input
 //!   gives events or an error, no panic, no hang, no unbounded allocation;
-//!   a capture of blocks (version 3) also read in parallel as JSON lines,
+//!   a capture of blocks (versions 3 and 4) also read in parallel as JSON lines,
 //!   text and Parquet, which must give the serial bytes, error or not;
 //! - as ring records (a u16 length, then the record, each taken as a batch
 //!   record whatever its kind byte says), handed over as the loader's

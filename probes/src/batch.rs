@@ -4,7 +4,7 @@
 //! probe that hands a batch to the tracer.
 //!
 //! Nothing here exists until a thread appends its first event: the buffer
-//! (16 KiB) is allocated then, registered where a stopping loader and the
+//! (64 KiB, `styx_common::batch::BATCH_BYTES`) is allocated then, registered where a stopping loader and the
 //! process's exit find it (a chain of registry blocks, grown as needed),
 //! and reused by a later thread once its owner has exited, so memory stays
 //! bounded by the most threads tracing at once. Buffers are never freed: a
@@ -557,13 +557,14 @@ fn fire_flush(buffer: u64, start: u64, len: u64, seq: u64, tid: u64) {
         flush,
         FLUSH,
         0,
-        "8@%rdi 8@%rsi 8@%rdx 8@%rcx 8@%r8",
+        "8@%rdi 8@%rsi 8@%rdx 8@%rcx 8@%r8 8@%r9",
         [
             "rdi" = buffer,
             "rsi" = start,
             "rdx" = len,
             "rcx" = seq,
-            "r8" = tid
+            "r8" = tid,
+            "r9" = BATCH_LAYOUT_VERSION as u64
         ]
     );
     styx_common::event_catalogue!(batch_enable_sites);
@@ -628,22 +629,18 @@ fn acquire() -> &'static Buffer {
             return buffer;
         }
     }
-    let buffer: &'static Buffer = Box::leak(Box::new(Buffer {
-        head: Head {
-            magic: BATCH_MAGIC,
-            tid: AtomicU32::new(tid),
-            seq: AtomicU64::new(0),
-            len: AtomicU32::new(0),
-            cap: BATCH_BYTES as u32,
-            taken_seq: AtomicU64::new(u64::MAX),
-            taken_len: AtomicU32::new(0),
-            buffer: AtomicU32::new(NEXT_BUFFER.fetch_add(1, Ordering::Relaxed)),
-            counts: UnsafeCell::new([0; EVENT_KIND_SLOTS as usize]),
-        },
-        items: UnsafeCell::new([0; BATCH_BYTES + SLACK]),
-        room: Cell::new(0),
-        owned: AtomicU32::new(1),
-    }));
+    // Made in place on the heap, zeroed: 64 KiB built on the stack first
+    // (unoptimized builds do) could overflow an emulator thread's stack.
+    // SAFETY: every field of a Buffer is an integer, an atomic or a cell
+    // of integers: all zeros is a valid Buffer.
+    let mut buffer: Box<Buffer> = unsafe { Box::<Buffer>::new_zeroed().assume_init() };
+    buffer.head.magic = BATCH_MAGIC;
+    buffer.head.cap = BATCH_BYTES as u32;
+    *buffer.head.tid.get_mut() = tid;
+    *buffer.head.taken_seq.get_mut() = u64::MAX;
+    *buffer.head.buffer.get_mut() = NEXT_BUFFER.fetch_add(1, Ordering::Relaxed);
+    *buffer.owned.get_mut() = 1;
+    let buffer: &'static Buffer = Box::leak(buffer);
     RegistryBlock::register(buffer);
     buffer
 }

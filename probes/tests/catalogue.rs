@@ -97,7 +97,7 @@ fn batch_sites_match_the_catalogue() {
     }
     let flush: Vec<_> = batch.iter().filter(|s| s.name == FLUSH_PROBE).collect();
     assert_eq!(flush.len(), 1);
-    assert_eq!(flush[0].args, "8@%rdi 8@%rsi 8@%rdx 8@%rcx 8@%r8");
+    assert_eq!(flush[0].args, "8@%rdi 8@%rsi 8@%rdx 8@%rcx 8@%r8 8@%r9");
     assert_eq!(
         batch.len(),
         1 + EventKind::ALL

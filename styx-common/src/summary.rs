@@ -207,7 +207,7 @@ impl Summary {
                  batch is dropped, waiting or not; give a larger --ring-size (at least {})",
                 bytes(loss.ring_bytes),
                 crate::batch::BATCH_RING_BYTES,
-                bytes((crate::batch::BATCH_RING_BYTES as u64).next_power_of_two())
+                bytes(crate::batch::MIN_BATCHED_RING_BYTES as u64)
             ));
         }
         let per_event_only = loss.batched == 0 && loss.waited;
@@ -468,7 +468,7 @@ mod tests {
         let tiny = tiny.loss_warning().unwrap();
         assert!(
             tiny.contains("a ring of 4K cannot hold one batch")
-                && tiny.contains("larger --ring-size (at least 32K)"),
+                && tiny.contains("larger --ring-size (at least 256K)"),
             "{tiny}"
         );
     }

@@ -2,7 +2,8 @@
 //! in `styx_common::batch`): the flush probe passes the buffer's head and
 //! the byte range of items; the record is the head, the range, and the
 //! items, stamped with the kernel's time. Ring space is reserved in one of
-//! two fixed sizes (the verifier wants a constant), the copy bounded by it.
+//! a few fixed sizes (`styx_common::batch::BATCH_RECORD_CLASSES`: the
+//! verifier wants a constant), the copy bounded by it.
 
 use crate::emit::SUBMIT_FLAGS;
 use crate::{dropped, wanted, DROPS, EVENTS, FAULTS};
@@ -14,9 +15,11 @@ use aya_ebpf::EbpfContext;
 use core::ffi::c_void;
 use core::mem::size_of;
 use styx_common::batch::{
-    BatchHead, BatchRecord, BATCH_BYTES, BATCH_RECORD_KIND, SMALL_BATCH_BYTES,
+    BatchHead, BatchRecord, BATCH_RECORD_CLASSES as CLASSES, BATCH_RECORD_KIND,
 };
 use styx_common::{RecordHeader, EVENT_KIND_SLOTS};
+
+const _: () = assert!(CLASSES.len() == 4, "one branch of flush() per class");
 
 /// A ring record of a batch with room for `N` bytes of items.
 #[repr(C)]
@@ -25,7 +28,7 @@ struct Chunk<const N: usize> {
     items: [u8; N],
 }
 
-/// Arguments `(head, start, len, seq, tid)`. Slot 0 of `DROPS` and `FAULTS` counts
+/// Arguments `(head, start, len, seq, tid[, layout])`. Slot 0 of `DROPS` and `FAULTS` counts
 /// lost batches (which lossless mode's flow control counts as taken); the
 /// other slots their events per kind.
 #[inline(always)]
@@ -69,10 +72,16 @@ pub fn flush(ctx: &ProbeContext) {
         tgid,
         file: file.min(u8::MAX as u64) as u8,
     };
-    if len <= SMALL_BATCH_BYTES as u64 {
-        copy::<SMALL_BATCH_BYTES, _>(ctx, &place);
+    // The smallest record class that holds the range
+    // (`styx_common::batch::batch_record_class`).
+    if len <= CLASSES[0] as u64 {
+        copy::<{ CLASSES[0] }, _>(ctx, &place);
+    } else if len <= CLASSES[1] as u64 {
+        copy::<{ CLASSES[1] }, _>(ctx, &place);
+    } else if len <= CLASSES[2] as u64 {
+        copy::<{ CLASSES[2] }, _>(ctx, &place);
     } else {
-        copy::<BATCH_BYTES, _>(ctx, &place);
+        copy::<{ CLASSES[3] }, _>(ctx, &place);
     }
 }
 

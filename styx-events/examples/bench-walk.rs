@@ -1,6 +1,6 @@
 //! The loader's walk of a whole batch's items (`batch_items::counts`: the
 //! check and count every batch a raw capture or the flight recorder keeps
-//! whole goes through), timed on 16 KiB batches: an emulator's stream,
+//! whole goes through), timed on full batches (`BATCH_BYTES`): an emulator's stream,
 //! whose tags change from item to item (the demo's instruction, register
 //! and memory events, 16-bit values), a tight loop's single `mem_read` tag
 //! with u64 values, the 16-bit `mem_read`, and the same as a declared type

@@ -495,13 +495,14 @@ pub struct TraceArgs {
     /// Ring buffer size in bytes: a power of two, at least 4096; K and M
     /// suffixes accepted. The default 64 MiB (locked kernel memory) holds
     /// ~20 ms of a batched emulator at 100 M events/s: room for the loader
-    /// to be descheduled without losing any.
+    /// to be descheduled without losing any. Batched delivery needs at
+    /// least 256K (a few of its 64 KiB batches).
     #[arg(long, value_name = "BYTES", default_value = "64M", value_parser = parse_ring_size)]
     pub ring_size: u32,
 
     /// How styx's frequent event types (instructions, blocks, memory and
     /// register accesses, branches) and interrupts reach the loader. `batched`: each
-    /// emulator thread appends them to its own 16 KiB buffer and hands it
+    /// emulator thread appends them to its own 64 KiB buffer and hands it
     /// over with one probe hit (~10 ns an event instead of ~600 ns; times
     /// exact every ~32 events and interpolated between; needs the target
     /// built with this styx-probe, else per-event with a warning).
@@ -604,7 +605,10 @@ pub enum FunctionExitsArg {
 /// `--delivery`'s values, as styx-common's [`Delivery`].
 fn parse_delivery() -> impl TypedValueParser<Value = Delivery> {
     PossibleValuesParser::new([
-        PossibleValue::new("batched").help("In batches: one probe hit per 16 KiB of events"),
+        PossibleValue::new("batched").help(format!(
+            "In batches: one probe hit per {} KiB of events",
+            styx_common::batch::BATCH_BYTES >> 10
+        )),
         PossibleValue::new("per-event").help("One probe hit per event"),
     ])
     .map(|value| match value.as_str() {
@@ -795,7 +799,8 @@ fn parse_flight_memory(text: &str) -> Result<u64, String> {
     let bytes = parse_bytes(text)?;
     if bytes < 1 << 20 {
         return Err(format!(
-            "the flight recorder needs at least 1M (a batch takes 16K), not {bytes} bytes"
+            "the flight recorder needs at least 1M (a batch takes {}K), not {bytes} bytes",
+            styx_common::batch::BATCH_BYTES >> 10
         ));
     }
     Ok(bytes)
@@ -827,6 +832,25 @@ mod tests {
             let text = format!("{}={}", declared.pattern, args.join(","));
             assert!(parse_probe_args(&text).is_ok(), "{text}");
         }
+    }
+
+    #[test]
+    fn help_states_the_batch_size_and_the_least_ring() {
+        // Clap's help is written by hand: it must state what the code does.
+        use clap::CommandFactory;
+        let help = Cli::command().render_long_help().to_string();
+        let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        let kib = styx_common::batch::BATCH_BYTES >> 10;
+        let least = styx_common::batch::MIN_BATCHED_RING_BYTES >> 10;
+        assert!(help.contains(&format!("own {kib} KiB buffer")), "{help}");
+        assert!(
+            help.contains(&format!("needs at least {least}K (a few of its {kib} KiB")),
+            "{help}"
+        );
+        assert!(
+            help.contains(&format!("one probe hit per {kib} KiB")),
+            "{help}"
+        );
     }
 
     #[test]

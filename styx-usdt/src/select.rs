@@ -9,7 +9,10 @@ use crate::note::{ProbeSite, ProbeTable};
 use crate::probe_args::{self, declared_for, ProbeArgs, SiteArg};
 use crate::symbols::Symbols;
 use std::collections::BTreeMap;
-use styx_common::batch::{BATCHED_HALF_OFFSET, BATCH_LAYOUT_VERSION, BATCH_PROVIDER, FLUSH_PROBE};
+use styx_common::batch::{
+    BATCHED_HALF_OFFSET, BATCH_LAYOUT_VERSION, BATCH_PROVIDER, FLUSH_PROBE,
+    OLDEST_BATCH_LAYOUT_VERSION,
+};
 use styx_common::{Delivery, EventKind, Shape, UsdtSpec, COOKIE_HAS_AUX_ARG, PROVIDER};
 
 /// What attaching to a site is for.
@@ -221,9 +224,10 @@ impl Wanted<'_> {
             })
         {
             let why = match table.batch_layout {
-                Some(layout) if layout != BATCH_LAYOUT_VERSION => format!(
+                Some(layout) if !layout_known(layout) => format!(
                     "was built with a styx-probe whose batches are in layout {layout}, this \
-                     loader reads layout {BATCH_LAYOUT_VERSION}"
+                     loader reads layouts {OLDEST_BATCH_LAYOUT_VERSION} to \
+                     {BATCH_LAYOUT_VERSION}"
                 ),
                 _ => "has styx probes but no batch flush site this loader reads (built with \
                       another styx-probe)"
@@ -318,11 +322,10 @@ fn limit_semaphore_sites(selection: &mut Selection) {
 /// control from a loader that starts it waits for credit while something
 /// listens there.)
 fn has_batch_sites(table: &ProbeTable) -> bool {
-    table.batch_layout == Some(BATCH_LAYOUT_VERSION)
-        && table
-            .sites
-            .iter()
-            .any(|s| s.provider == BATCH_PROVIDER && s.name == FLUSH_PROBE && s.args == FLUSH_SPEC)
+    table.batch_layout.is_some_and(layout_known)
+        && table.sites.iter().any(|s| {
+            s.provider == BATCH_PROVIDER && s.name == FLUSH_PROBE && flush_spec_known(&s.args)
+        })
 }
 
 /// The batch-enable site of each batched kind the file has one for.
@@ -385,7 +388,7 @@ fn select_flush(file: usize, table: &ProbeTable, selection: &mut Selection) {
     }
     let flush = |s: &&ProbeSite| s.provider == BATCH_PROVIDER && s.name == FLUSH_PROBE;
     for site in table.sites.iter().filter(flush) {
-        if site.args != FLUSH_SPEC {
+        if !flush_spec_known(&site.args) {
             selection.rejected.push(format!(
                 "{}:{} at {:#x} has argument spec {:?}, expected {FLUSH_SPEC:?}: not attached",
                 site.provider, site.name, site.address, site.args
@@ -457,8 +460,23 @@ fn select_declared(
     });
 }
 
-/// The flush probe's arguments: (head, start, len, seq, tid).
-const FLUSH_SPEC: &str = "8@%rdi 8@%rsi 8@%rdx 8@%rcx 8@%r8";
+/// The flush probe's arguments: (head, start, len, seq, tid, layout)
+/// (`styx_common::batch::FLUSH_PROBE`).
+const FLUSH_SPEC: &str = "8@%rdi 8@%rsi 8@%rdx 8@%rcx 8@%r8 8@%r9";
+
+/// The flush probe of styx-probe's batch layout 3 and before (16 KiB
+/// buffers), without `layout`: its batches are taken as well.
+const FLUSH_SPEC_LAYOUT_3: &str = "8@%rdi 8@%rsi 8@%rdx 8@%rcx 8@%r8";
+
+/// Whether a flush site's arguments are what the eBPF program reads.
+fn flush_spec_known(args: &str) -> bool {
+    args == FLUSH_SPEC || args == FLUSH_SPEC_LAYOUT_3
+}
+
+/// Whether this loader reads batches in `layout` (a flush block's).
+fn layout_known(layout: u16) -> bool {
+    (OLDEST_BATCH_LAYOUT_VERSION..=BATCH_LAYOUT_VERSION).contains(&layout)
+}
 
 fn select_styx(
     file: usize,
@@ -722,9 +740,37 @@ mod tests {
             ]
         );
         let said = format!(
-            "batches are in layout {other}, this loader reads layout {BATCH_LAYOUT_VERSION}"
+            "batches are in layout {other}, this loader reads layouts \
+             {OLDEST_BATCH_LAYOUT_VERSION} to {BATCH_LAYOUT_VERSION}"
         );
         assert!(rejected.iter().any(|r| r.contains(&said)), "{rejected:?}");
+    }
+
+    /// A flush site of this layout (six arguments) or of layout 3 (five,
+    /// 16 KiB batches) is taken; one of other arguments or of an older
+    /// layout is not, and the file's events are taken per event.
+    #[test]
+    fn flush_sites_of_both_known_layouts_are_taken() {
+        let batched_with = |layout: u16, flush_args: &str| {
+            let mut table = batching_file(layout);
+            table.sites[0].args = flush_args.into();
+            let (roles, _) = roles(&table, true);
+            let flush = roles.contains(&Role::BatchFlush);
+            let per_event = roles.contains(&Role::Event(EventKind::MemRead));
+            assert_ne!(flush, per_event, "{layout} {flush_args}");
+            flush
+        };
+        assert!(batched_with(BATCH_LAYOUT_VERSION, FLUSH_SPEC));
+        assert!(batched_with(
+            OLDEST_BATCH_LAYOUT_VERSION,
+            FLUSH_SPEC_LAYOUT_3
+        ));
+        let four = "8@%rdi 8@%rsi 8@%rdx 8@%rcx";
+        assert!(!batched_with(BATCH_LAYOUT_VERSION, four));
+        let seven = "8@%rdi 8@%rsi 8@%rdx 8@%rcx 8@%r8 8@%r9 8@%r10";
+        assert!(!batched_with(BATCH_LAYOUT_VERSION, seven));
+        let older = OLDEST_BATCH_LAYOUT_VERSION - 1;
+        assert!(!batched_with(older, FLUSH_SPEC_LAYOUT_3));
     }
 
     #[test]

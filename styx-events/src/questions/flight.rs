@@ -4,7 +4,7 @@
 //! when an event matches `--trigger` (that event and those before it).
 //!
 //! It takes what any output takes (after `--filter`/`--sample`): batch
-//! records whole where it may (a memory copy per 16 KiB: it keeps up with a
+//! records whole where it may (a memory copy per batch: it keeps up with a
 //! batched emulator), other events copied out one by one; per thread, as
 //! many of the newest as hold N events (and up to a batch more). A dump
 //! splits the batches, keeps each thread's last N events, and writes them

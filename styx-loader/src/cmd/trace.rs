@@ -16,6 +16,7 @@ use anyhow::{bail, Result};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
+use styx_common::batch::{BATCH_BYTES, MIN_BATCHED_RING_BYTES};
 use styx_common::{Delivery, EventKind};
 use styx_events::Filters;
 use styx_events::{DeclaredInfo, DeclaredSites, EventType, Header, MappedFile, UsdtInfo};
@@ -163,6 +164,7 @@ fn target_of(args: &TraceArgs, held: Option<&Held>) -> Result<(Target, Searched)
             Searched::Process,
         ),
     };
+    check_ring_size(args.ring_size, args.delivery)?;
     let waiting = "--on-full wait (--lossless)";
     match (args.on_full(), args.delivery, target.pid) {
         (Some(OnFull::Wait), Delivery::PerEvent, _) => bail!(
@@ -181,6 +183,31 @@ fn target_of(args: &TraceArgs, held: Option<&Held>) -> Result<(Target, Searched)
         _ => {}
     }
     Ok((target, searched))
+}
+
+/// Refuses a ring too small for batched delivery: every full batch would
+/// be dropped, however fast the loader.
+fn check_ring_size(ring_bytes: u32, delivery: Delivery) -> Result<()> {
+    let least = MIN_BATCHED_RING_BYTES;
+    if delivery == Delivery::Batched && (ring_bytes as usize) < least {
+        bail!(
+            "--ring-size {} is too small for batched delivery (batches of {} KiB): give at \
+             least --ring-size {}K, or --delivery per-event",
+            size_text(ring_bytes as usize),
+            BATCH_BYTES >> 10,
+            least >> 10
+        );
+    }
+    Ok(())
+}
+
+/// A ring's size as `--ring-size` takes it: `64M`, `4K`.
+fn size_text(n: usize) -> String {
+    match n {
+        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{}M", n >> 20),
+        n if n % 1024 == 0 => format!("{}K", n >> 10),
+        n => n.to_string(),
+    }
 }
 
 /// The session's header: the target, the other providers' sites, the
@@ -565,4 +592,23 @@ fn wait_for_library(why: String) -> String {
          fires before styx reaches it is not seen)"
     );
     why
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ring_too_small_for_batches_is_refused_with_the_least_that_works() {
+        let err = check_ring_size(64 << 10, Delivery::Batched)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "--ring-size 64K is too small for batched delivery (batches of 64 KiB): give at \
+             least --ring-size 256K, or --delivery per-event"
+        );
+        assert!(check_ring_size(MIN_BATCHED_RING_BYTES as u32, Delivery::Batched).is_ok());
+        assert!(check_ring_size(4096, Delivery::PerEvent).is_ok());
+    }
 }

@@ -100,15 +100,25 @@ uint32_t forged_insn_exec_semaphore __attribute__((section(".probes"), aligned(4
     ".popsection\n"                                                               \
     ".endif\n"
 
-/* styx_batch:flush(head, start, len, seq, tid), as styx-probe fires it. */
+/* styx_batch:flush(head, start, len, seq, tid, layout), as styx-probe
+ * fires it; without `layout` before layout 4. */
 __attribute__((noinline)) static void fire_flush(uint64_t head, uint64_t start, uint64_t len,
                                                  uint64_t seq, uint64_t tid) {
     register uint64_t r8 __asm__("r8") = tid;
+#if LAYOUT_VERSION >= 4
+    register uint64_t r9 __asm__("r9") = LAYOUT_VERSION;
+    __asm__ __volatile__("990: nop\n" NOTE("styx_batch", "flush", "forged_flush_block",
+                                           "8@%%rdi 8@%%rsi 8@%%rdx 8@%%rcx 8@%%r8 8@%%r9")
+                         :
+                         : "D"(head), "S"(start), "d"(len), "c"(seq), "r"(r8), "r"(r9)
+                         : "memory");
+#else
     __asm__ __volatile__("990: nop\n" NOTE("styx_batch", "flush", "forged_flush_block",
                                            "8@%%rdi 8@%%rsi 8@%%rdx 8@%%rcx 8@%%r8")
                          :
                          : "D"(head), "S"(start), "d"(len), "c"(seq), "r"(r8)
                          : "memory");
+#endif
 }
 
 /* styx_batch:insn_exec: never runs; attaching to it raises the batched

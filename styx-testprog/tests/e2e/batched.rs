@@ -10,6 +10,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+use styx_common::batch::BATCH_BYTES;
 
 /// The event types styx-probe batches.
 const BATCHED: &str = "insn_fetch,insn_exec,block,mem_read,mem_write,reg_read,reg_write,branch";
@@ -46,12 +47,12 @@ fn full_batches_flush_and_thread_exits_hand_over_every_event_in_order() {
         expect,
         out,
     } = traced("batched-handover", &["-e", BATCHED]);
-    // ~2,700 events a thread, ~80 KB: several full batches, then part of
+    // ~8,100 events a thread, ~240 KB: several full batches, then part of
     // one, which waits until the threads exit.
-    let parked = prog.fire_by("park 300 2");
-    assert_eq!(parked.evaluated, 2 * 300 * 8, "the 8 batched types only");
+    let parked = prog.fire_by("park 900 2");
+    assert_eq!(parked.evaluated, 2 * 900 * 8, "the 8 batched types only");
     eventually("full batches arrive while the threads wait", || {
-        lines_in(&out) >= 2 * 2 * 16384 / 32
+        lines_in(&out) >= 2 * 2 * BATCH_BYTES / 32
     });
     assert!(lines_in(&out) < parked.evaluated as usize, "the rest waits");
     prog.ask("unpark");
@@ -60,7 +61,10 @@ fn full_batches_flush_and_thread_exits_hand_over_every_event_in_order() {
     });
     // styx_probe::flush(): the main thread's events arrive while it lives.
     let main = prog.fire_by("fire-main 40");
-    assert!(main.evaluated < 16384 / 32, "less than a batch");
+    assert!(
+        (main.evaluated as usize) < BATCH_BYTES / 32,
+        "less than a batch"
+    );
     assert_eq!(prog.ask("flush").trim(), "flushed");
     eventually("flush() hands them over", || {
         lines_in(&out) == (parked.evaluated + main.evaluated) as usize
@@ -378,8 +382,9 @@ fn batched_times_never_step_back_and_interleave_with_per_event_ones() {
 
 #[test]
 fn a_full_ring_counts_the_lost_events_per_type() {
-    // A 4 KiB ring cannot hold a full batch (16.5 KiB): every full batch is
-    // lost, counted as its events; the small last ones fit. `--on-full
+    // The smallest ring batched delivery takes (three full batches), and a
+    // loader stopped while the threads fire ~1 MB each: the ring fills and
+    // the batches after are lost, counted as their events. `--on-full
     // drop`: writing a file, batches would wait for room by default.
     let Traced {
         mut prog,
@@ -388,9 +393,19 @@ fn a_full_ring_counts_the_lost_events_per_type() {
         out,
     } = traced(
         "batched-full-ring",
-        &["-e", BATCHED, "--ring-size", "4K", "--on-full", "drop"],
+        &["-e", BATCHED, "--ring-size", "256K", "--on-full", "drop"],
     );
-    prog.fire(400, 2);
+    // Stopped once it streams (it has written a first round's events):
+    // drops before that are counted, but not timed for the warning.
+    let first = prog.fire(1, 1);
+    eventually("the loader streams", || {
+        lines_in(&out) as u64 >= first.evaluated
+    });
+    loader.signal(libc::SIGSTOP);
+    prog.fire(4000, 2);
+    loader.signal(libc::SIGCONT);
+    // Time for the loader to look at the drop counters while it runs.
+    std::thread::sleep(Duration::from_millis(300));
     prog.quit();
     let (status, stderr) = loader.finish();
     assert!(status.success(), "{stderr:?}");
@@ -434,7 +449,7 @@ fn lossless_loses_nothing_through_a_small_ring() {
         out,
     } = traced(
         "batched-lossless",
-        &["-e", BATCHED, "--ring-size", "64K", "--lossless"],
+        &["-e", BATCHED, "--ring-size", "256K", "--lossless"],
     );
     let fired = prog.fire(3000, 2);
     prog.quit();
@@ -462,7 +477,7 @@ fn writing_a_file_loses_nothing_by_default() {
         "-e",
         BATCHED,
         "--ring-size",
-        "64K",
+        "256K",
         "-o",
         "jsonl",
         "--output",
@@ -493,7 +508,7 @@ fn lossless_never_holds_the_emulator_once_the_loader_is_killed() {
             "-e",
             BATCHED,
             "--ring-size",
-            "64K",
+            "256K",
             "--lossless",
             "-o",
             "jsonl",

@@ -155,8 +155,8 @@ fn the_demos_recording_keeps_every_event() {
     let mut args = styx_testkit::demo_recording(demo.id(), &capture, 0.5);
     // A ring of a few batches, which the emulator outruns unless it waits
     // (the spans and markers, which never wait, have room for
-    // ~80 ms of the debug demo's).
-    args.extend(["--ring-size", "64K"].map(Into::into));
+    // ~300 ms of the debug demo's).
+    args.extend(["--ring-size", "256K"].map(Into::into));
     let loader = Loader::attach(&loader_path(), args, Stdio::null()).unwrap();
     let (status, stderr) = loader.finish();
     demo.kill().unwrap();

@@ -170,7 +170,7 @@ fn ring_full_drops_are_counted_and_reported() {
         "-o",
         "jsonl",
         "--ring-size",
-        "4K",
+        "256K",
         // Writing a file, batches would wait for room by default.
         "--on-full",
         "drop",
@@ -178,15 +178,16 @@ fn ring_full_drops_are_counted_and_reported() {
         "--output",
         out.to_str().unwrap(),
     ]);
-    // A burst far larger than a 4 KiB ring holds between two drains.
-    let fired = prog.fire(5000, 2);
+    // A burst far larger than the ring (the least batched delivery takes:
+    // three full batches) holds between two drains.
+    let fired = prog.fire(20_000, 2);
     prog.quit();
     let (status, stderr) = loader.finish();
     assert!(status.success(), "{}", stderr.join("\n"));
     let received = read_jsonl(&out).len() as u64;
     let summary = summary_of(&stderr);
     let (line, dropped) = (&summary.line, summary.dropped);
-    assert!(dropped > 0, "a 4 KiB ring must overflow: {line}");
+    assert!(dropped > 0, "the ring must overflow: {line}");
     assert_eq!(
         received + dropped,
         fired.calls,
@@ -198,4 +199,20 @@ fn ring_full_drops_are_counted_and_reported() {
             .any(|l| l.contains("warning") && l.contains("larger --ring-size")),
         "{stderr:?}"
     );
+}
+
+#[test]
+fn a_ring_too_small_for_batches_is_refused_in_one_line() {
+    require_root();
+    let prog = TestProg::spawn(None);
+    let pid = prog.pid().to_string();
+    let (status, _, stderr) = run_loader(&["--pid", &pid, "--ring-size", "64K"]);
+    assert!(!status.success(), "{stderr}");
+    let line = error_line(&stderr);
+    assert!(
+        line.contains("--ring-size 64K is too small for batched delivery")
+            && line.contains("at least --ring-size 256K"),
+        "{stderr}"
+    );
+    prog.quit();
 }

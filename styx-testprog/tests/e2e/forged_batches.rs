@@ -16,33 +16,42 @@ const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/c/forged_batche
 /// The program, built once per test run with the layout's constants.
 fn program() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("forged_batches");
-        let defines = [
-            format!("-DLAYOUT_VERSION={BATCH_LAYOUT_VERSION}"),
-            format!("-DREGISTRY_SLOTS={REGISTRY_SLOTS}"),
-            format!("-DBATCH_BYTES={BATCH_BYTES}"),
-            format!("-DBATCH_MAGIC={BATCH_MAGIC:#x}"),
-            format!("-DINSN_EXEC={}", EventKind::InsnExec as u8),
-            format!("-DKIND_SLOTS={EVENT_KIND_SLOTS}"),
-            format!(
-                "-DINSN_EXEC_TAG={:#x}",
-                event_tag(EventKind::InsnExec, &[8, 8, 1])
-            ),
-            format!("-DTIME_TAG={TIME_TAG}"),
-        ];
-        let mut args: Vec<&str> = defines.iter().map(String::as_str).collect();
-        args.extend([
-            "-O2",
-            "-Wall",
-            "-Werror",
-            "-o",
-            out.to_str().unwrap(),
-            SOURCE,
-        ]);
-        cc(&args);
-        out
-    })
+    BUILT.get_or_init(|| build("forged_batches", BATCH_LAYOUT_VERSION, BATCH_BYTES))
+}
+
+/// The program as styx-probe's layout 3 made it: 16 KiB buffers, a flush
+/// probe of five arguments.
+fn layout_3_program() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| build("forged_batches_layout_3", 3, 16 * 1024))
+}
+
+fn build(name: &str, layout: u16, batch_bytes: usize) -> PathBuf {
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let defines = [
+        format!("-DLAYOUT_VERSION={layout}"),
+        format!("-DREGISTRY_SLOTS={REGISTRY_SLOTS}"),
+        format!("-DBATCH_BYTES={batch_bytes}"),
+        format!("-DBATCH_MAGIC={BATCH_MAGIC:#x}"),
+        format!("-DINSN_EXEC={}", EventKind::InsnExec as u8),
+        format!("-DKIND_SLOTS={EVENT_KIND_SLOTS}"),
+        format!(
+            "-DINSN_EXEC_TAG={:#x}",
+            event_tag(EventKind::InsnExec, &[8, 8, 1])
+        ),
+        format!("-DTIME_TAG={TIME_TAG}"),
+    ];
+    let mut args: Vec<&str> = defines.iter().map(String::as_str).collect();
+    args.extend([
+        "-O2",
+        "-Wall",
+        "-Werror",
+        "-o",
+        out.to_str().unwrap(),
+        SOURCE,
+    ]);
+    cc(&args);
+    out
 }
 
 /// The forged program traced (`-e insn_exec`, jsonl to a file).
@@ -57,8 +66,12 @@ fn forged(name: &str) -> Forged {
 }
 
 fn forged_to(format: &str, out: PathBuf) -> Forged {
+    forged_program(program(), format, out)
+}
+
+fn forged_program(program: &Path, format: &str, out: PathBuf) -> Forged {
     require_root();
-    let prog = TestProg::start(program(), &[]);
+    let prog = TestProg::start(program, &[]);
     let args = [
         "-e",
         "insn_exec",
@@ -160,6 +173,28 @@ fn a_corrupt_registry_slot_skips_only_itself() {
     let warned = lines_with(&stderr, "registry");
     assert_eq!(warned.len(), 1, "{stderr:#?}");
     assert!(warned[0].contains("3 slots"), "{stderr:#?}");
+}
+
+/// An emulator built with styx-probe's layout 3 (16 KiB batches, the flush
+/// probe without its sixth argument): its batches, a near-full one too,
+/// and the pending batches its registry lists are all taken, each once.
+#[test]
+fn an_emulator_of_layout_3_is_traced_whole() {
+    let out = scratch("forged-layout-3").join("traced.jsonl");
+    let mut forged = forged_program(layout_3_program(), "jsonl", out.clone());
+    // 800 events of 19 bytes: a batch of ~15 KiB.
+    let n = forged.forge("repeat 800");
+    let pending = forged.forge("registry 10");
+    forged.loader.signal(libc::SIGINT);
+    let Forged { prog, loader, .. } = forged;
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{stderr:#?}");
+    prog.quit();
+    assert_each_once(&pcs(&out), n + pending, &stderr);
+    assert!(
+        lines_with(&stderr, "batch layout").is_empty(),
+        "{stderr:#?}"
+    );
 }
 
 /// The peak memory (VmHWM) of process `pid`, in KiB; None once it has

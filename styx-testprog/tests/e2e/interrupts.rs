@@ -31,12 +31,12 @@ fn batched_interrupts_arrive_exactly_and_in_order_with_the_threads_events() {
     let (mut prog, loader, expect, out) = traced("interrupts-batched", &["-e", WITH_INTERRUPTS]);
     // Only the batch-enable site: the high half of the word.
     assert_eq!(semaphores(prog.pid())["interrupt"], 1 << 16);
-    // ~1,200 events a thread, ~27 KB: a full batch each, then part of one,
+    // ~3,600 events a thread, ~81 KB: a full batch each, then part of one,
     // which waits with its interrupts until the threads exit.
-    let parked = prog.fire_by("park 300 2");
-    assert_eq!(parked.evaluated, 2 * 300 * PER_ROUND);
+    let parked = prog.fire_by("park 900 2");
+    assert_eq!(parked.evaluated, 2 * 900 * PER_ROUND);
     eventually("full batches arrive while the threads wait", || {
-        lines_in(&out) >= 2 * 16384 / 32
+        lines_in(&out) >= 2 * styx_common::batch::BATCH_BYTES / 32
     });
     std::thread::sleep(std::time::Duration::from_millis(200));
     let waiting = lines_in(&out);
@@ -56,14 +56,14 @@ fn batched_interrupts_arrive_exactly_and_in_order_with_the_threads_events() {
         parked.evaluated as usize
     );
     let summary = summary_of(&stderr);
-    assert_eq!(summary.events_of("interrupt"), 2 * 300, "{stderr:?}");
+    assert_eq!(summary.events_of("interrupt"), 2 * 900, "{stderr:?}");
     assert!(summary.line.contains("; 0 dropped"), "{}", summary.line);
     // Entries and exits alternate; each carries its number and both pcs.
     let irqs: Vec<_> = read_jsonl(&out)
         .into_iter()
         .filter(|e| e["event"] == "interrupt")
         .collect();
-    assert_eq!(irqs.len(), 600);
+    assert_eq!(irqs.len(), 1800);
     assert!(irqs.iter().any(|e| e["kind"] == "entry"));
     assert!(irqs.iter().any(|e| e["kind"] == "exit"));
 }

@@ -78,7 +78,7 @@ fn an_output_slower_than_the_emulator_is_named_so() {
             "-e",
             BATCHED,
             "--ring-size",
-            "64K",
+            "256K",
             "-o",
             "jsonl",
         ],
@@ -87,6 +87,9 @@ fn an_output_slower_than_the_emulator_is_named_so() {
     loader.wait_for_line("attached").unwrap();
     let mut stdout = loader.child.stdout.take().unwrap();
     prog.fire(20_000, 1);
+    // The loader stays blocked a while: most of the time in which events
+    // were dropped, whatever the burst took.
+    std::thread::sleep(std::time::Duration::from_millis(300));
     prog.quit();
     let reader = std::thread::spawn(move || {
         let mut sink = Vec::new();

@@ -63,7 +63,7 @@ fn a_forked_child_never_waits_for_credit() {
         "-e",
         BATCHED,
         "--ring-size",
-        "64K",
+        "256K",
         "--lossless",
         "-o",
         "jsonl",
@@ -120,7 +120,7 @@ fn spawned_burst_loses_nothing(round: u32) {
         .args([
             "--lossless",
             "--ring-size",
-            "64K",
+            "256K",
             "-e",
             BATCHED,
             "-o",
@@ -195,7 +195,7 @@ fn a_second_lossless_loader_on_a_process_is_refused() {
         "-e",
         BATCHED,
         "--ring-size",
-        "64K",
+        "256K",
         "--lossless",
         "-o",
         "jsonl",
@@ -319,10 +319,7 @@ fn a_command_with_batches_in_another_layout_is_traced_per_event_and_never_waits(
             output.status.success(),
             "{mode:?}: killed after 30 s or failed (the command waited for credit?): {said:#?}"
         );
-        let layouts = format!(
-            "batches are in layout {other}, this loader reads layout {}",
-            styx_common::batch::BATCH_LAYOUT_VERSION
-        );
+        let layouts = format!("batches are in layout {other}, this loader reads layouts");
         assert!(said.iter().any(|l| l.contains(&layouts)), "{said:#?}");
         let evaluated: u64 = String::from_utf8_lossy(&output.stdout)
             .split_whitespace()

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! file    := MAGIC version:u32le header_len:u32le header body
-//! body    := block*                   version 3 (see `blocks.rs`)
+//! body    := block*                   versions 3 and 4 (see `blocks.rs`)
 //!          | record*                  versions 1 and 2
 //! block   := frame (stored payload)   payload := record*, deltas afresh
 //! MAGIC   := "STYXCAP\0"
@@ -80,8 +80,12 @@ pub use writer::{CaptureWriter, HELD_AT_MOST};
 /// The first bytes of every capture.
 pub const MAGIC: &[u8; 8] = b"STYXCAP\0";
 /// The format version this loader writes, of blocks; it reads this one
-/// and back to [`OLDEST_VERSION`].
-pub const VERSION: u32 = 3;
+/// and back to [`OLDEST_VERSION`]. Version 4: batches of up to 64 KiB
+/// (`styx_common::batch::BATCH_BYTES`), which a reader of version 3 would
+/// take for a corrupt capture; it refuses version 4 in one line instead.
+pub const VERSION: u32 = 4;
+/// Blocks, as version 4, with batches of up to 16 KiB.
+pub const BLOCKS_16K_VERSION: u32 = 3;
 /// The last version whose records follow the header straight.
 pub const STREAM_VERSION: u32 = 2;
 /// The oldest version this loader reads: version 1's batch items carried a

@@ -199,7 +199,7 @@ fn lines(events: &[Event<'_>], usdt: &Names) -> Vec<String> {
         .collect()
 }
 
-/// A capture of `events` as this loader writes it (version 3, zstd blocks).
+/// A capture of `events` as this loader writes it (version 4, zstd blocks).
 fn write(events: &[Event<'_>]) -> Vec<u8> {
     finished(
         CaptureWriter::new(Vec::new(), &header(), Compression::Zstd).unwrap(),
@@ -334,8 +334,8 @@ fn bad_input_is_named() {
     assert!(err(&bytes[..10]).contains("ends inside its header"));
     assert!(err(&bytes[..40]).contains("ends inside its header"));
     let mut newer = bytes.clone();
-    newer[8] = 4;
-    assert!(err(&newer).contains("version 4; this styx-loader reads versions 1 to 3"));
+    newer[8] = 5;
+    assert!(err(&newer).contains("version 5; this styx-loader reads versions 1 to 4"));
     let mut corrupt = bytes.clone();
     let body_start = 16 + u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
     corrupt[body_start] = 0x70; // a meta tag nobody writes
@@ -682,7 +682,7 @@ fn batch_record(n: u64) -> Vec<u8> {
 fn batch_records_read_back_as_their_events_in_place() {
     let events = events();
     let usdt = Names::new(&header());
-    // The largest batch there is: ~16 KiB of items.
+    // The largest batch there is: ~BATCH_BYTES of items.
     let n = (styx_common::batch::BATCH_BYTES as u64 - 16) / 24;
     let batch = batch_record(n);
     assert!(batch.len() <= MAX_BATCH_RECORD);
@@ -731,6 +731,56 @@ fn batch_records_read_back_as_their_events_in_place() {
         }
         // Before the batch is whole: only the 5 events before it.
         assert!(n <= 5 || n >= 5 + split.len(), "cut at {cut}: {n}");
+    }
+}
+
+/// Version 3 (blocks, batches of up to 16 KiB) reads as version 4 does: a
+/// capture of the blocks this writer makes, with a batch of ~16 KiB
+/// between events, read back in place under either version number.
+#[test]
+fn a_version_3_capture_with_a_16_kib_batch_is_read() {
+    let events = events();
+    let usdt = Names::new(&header());
+    let n = (16 * 1024 - 16) / 24;
+    let batch = batch_record(n);
+    let mut split = Vec::new();
+    crate::record::batch::Batches::new()
+        .split(&batch, |e| {
+            let mut line = ByteBuf::default();
+            jsonl(&mut line, e, &usdt, &mut Repeats::default());
+            split.push(String::from_utf8(line.as_slice().to_vec()).unwrap());
+            Ok::<(), ()>(())
+        })
+        .unwrap()
+        .unwrap();
+    let mut writer = CaptureWriter::new(Vec::new(), &header(), Compression::Zstd).unwrap();
+    assert!(writer.takes_batches());
+    for e in &events[..5] {
+        writer.event(e).unwrap();
+    }
+    writer.batch(&batch, n).unwrap();
+    for e in &events[5..] {
+        writer.event(e).unwrap();
+    }
+    let mut counts = [0u64; 16];
+    for e in &events {
+        counts[e.kind as usize] += 1;
+    }
+    writer
+        .finish(&Totals {
+            events: &counts,
+            drops: &[0u64; 16],
+        })
+        .unwrap();
+    let mut bytes = writer.into_inner();
+    let all = lines(&events, &usdt);
+    let expected: Vec<String> = [&all[..5], &split[..], &all[5..]].concat();
+    assert_eq!(bytes[8], VERSION as u8);
+    for version in [VERSION, BLOCKS_16K_VERSION] {
+        bytes[8] = version as u8;
+        let (got, ending) = read(&bytes);
+        assert_eq!(got, expected, "version {version}");
+        assert!(matches!(ending, Ending::Complete { .. }), "{ending:?}");
     }
 }
 

@@ -6,7 +6,9 @@
 use anyhow::{bail, Context, Result};
 use std::fs;
 use std::os::unix::fs::MetadataExt;
-use styx_common::batch::{BATCH_LAYOUT_VERSION, LAYOUT_VERSION_OFFSET};
+use styx_common::batch::{
+    BATCH_LAYOUT_VERSION, LAYOUT_VERSION_OFFSET, OLDEST_BATCH_LAYOUT_VERSION,
+};
 use styx_usdt::note::ProbeSite;
 use styx_usdt::target::ElfFile;
 
@@ -21,8 +23,9 @@ pub struct FlushSite {
 
 /// The flush site's semaphore block in process `pid` (whose
 /// `/proc/PID/maps` is `maps`): its link-time address placed with the load
-/// bias of the file's mapping, once its layout version says it is the
-/// block this loader knows (nothing is written to a process otherwise).
+/// bias of the file's mapping, once its layout version says it is a
+/// block this loader knows, of this layout or an older one it reads
+/// (nothing is written to a process otherwise).
 /// None when the process does not map the file.
 pub fn address(pid: u32, maps: &str, flush: &FlushSite) -> Result<Option<u64>> {
     let Some(bias) = load_bias(maps, &flush.file, &flush.site)? else {
@@ -33,10 +36,10 @@ pub fn address(pid: u32, maps: &str, flush: &FlushSite) -> Result<Option<u64>> {
     remote::read(pid, block + LAYOUT_VERSION_OFFSET, &mut version)
         .context("reading the flush site's semaphore block")?;
     let version = u16::from_le_bytes(version);
-    if version != BATCH_LAYOUT_VERSION {
+    if !(OLDEST_BATCH_LAYOUT_VERSION..=BATCH_LAYOUT_VERSION).contains(&version) {
         bail!(
             "{} was built with a styx-probe whose batch layout is version {version}, this \
-             loader knows version {BATCH_LAYOUT_VERSION}",
+             loader knows versions {OLDEST_BATCH_LAYOUT_VERSION} to {BATCH_LAYOUT_VERSION}",
             flush.file.name
         );
     }

@@ -235,7 +235,7 @@ impl Wanted<'_> {
             };
             selection.rejected.push(format!(
                 "{} {why}: its events are taken one probe hit each, ~100x slower (build it \
-                 with this loader's styx-probe, or trace it with the loader of its own)",
+                 with this loader's styx-probe, or trace it with a styx-loader of its version)",
                 symbols.file().name
             ));
         }

@@ -36,7 +36,8 @@
 //! file is byte for byte the serial one. Blocks' rows go to the encoder
 //! as they were gathered (not copied on the calling thread: that copy,
 //! and the cache lines it passed between cores, cost more than the
-//! encoding it overlapped). The workers also encode the row groups, one
+//! encoding it overlapped); of a block across two groups, only the rows
+//! of the second are copied out. The workers also encode the row groups, one
 //! at a time and in order, between blocks ([`EncodeOn::Shared`]): an
 //! encoder thread of its own, needing over a third of two cores' time,
 //! got its fair share against two workers and no more, and held them up.
@@ -190,6 +191,23 @@ impl Values {
         source.def.drain(..leveled);
     }
 
+    /// Moves the rows after the first `rows` to `to` (empty): a block's
+    /// rest, which begins the next row group.
+    fn move_back(&mut self, rows: usize, to: &mut Values) {
+        // Values of the rows kept: with no levels, the first ones' (see
+        // `levels`), else one per level 1.
+        let leveled = rows.min(self.def.len());
+        let kept = match self.def.is_empty() {
+            true => rows.min(self.len()),
+            false => self.def[..leveled].iter().filter(|&&d| d == 1).count(),
+        };
+        // Without levels the rows moved are values then nulls, as here.
+        to.def.extend(self.def.drain(leveled..));
+        move_back(&mut to.ints, &mut self.ints, kept);
+        move_back(&mut to.strs, &mut self.strs, kept);
+        move_back(&mut to.bools, &mut self.bools, kept);
+    }
+
     fn clear(&mut self) {
         self.def.clear();
         self.ints.clear();
@@ -206,6 +224,13 @@ fn move_front<T>(to: &mut Vec<T>, from: &mut Vec<T>, n: usize) -> usize {
         false => to.extend(from.drain(..n)),
     }
     n
+}
+
+/// Moves `from`'s items after the first `keep` to the end of `to`.
+fn move_back<T>(to: &mut Vec<T>, from: &mut Vec<T>, keep: usize) {
+    if keep < from.len() {
+        to.extend(from.drain(keep..));
+    }
 }
 
 /// The definition levels of `rows` rows holding `values` values, taken
@@ -254,6 +279,9 @@ pub struct ParquetWriter {
     group: Group,
     /// Emptied pieces, to gather into again (at most [`POOL_PIECES`]).
     pool: Group,
+    /// The group's last piece is a block's rows taken whole (parallel
+    /// `read`).
+    last_is_whole: bool,
     /// Columns of the schema.
     columns: usize,
     encoding: EncodeOn,
@@ -505,6 +533,7 @@ impl ParquetWriter {
             gatherer,
             group: Vec::new(),
             pool: Vec::new(),
+            last_is_whole: false,
             columns: column_count,
             encoding,
             // Started with the first row group, unless parallel `read`'s
@@ -616,10 +645,15 @@ impl ParquetWriter {
     /// into again.
     fn recycle(&mut self, pieces: Group) {
         for mut piece in pieces {
-            if self.pool.len() < POOL_PIECES {
-                piece.clear();
-                self.pool.push(piece);
-            }
+            piece.clear();
+            self.keep_spare(piece);
+        }
+    }
+
+    /// Keeps an emptied piece to gather into again, if there is room.
+    fn keep_spare(&mut self, piece: Box<GatheredRows>) {
+        if self.pool.len() < POOL_PIECES {
+            self.pool.push(piece);
         }
     }
 
@@ -628,12 +662,14 @@ impl ParquetWriter {
         (self.pool.pop()).unwrap_or_else(|| Box::new(GatheredRows::new(self.columns)))
     }
 
-    /// The group's last piece, which rows gathered here go to.
+    /// The group's last piece, which rows gathered here go to (not a
+    /// block's taken whole: its columns would grow, copied).
     #[inline]
     fn last_piece(&mut self) -> &mut GatheredRows {
-        if self.group.is_empty() {
+        if self.group.is_empty() || self.last_is_whole {
             let piece = self.spare_piece();
             self.group.push(piece);
+            self.last_is_whole = false;
         }
         self.group.last_mut().expect("a piece pushed above")
     }
@@ -731,67 +767,66 @@ impl ParquetWriter {
     /// rows' events one by one would have cut them: groups fill in the
     /// same order, so they encode to the same bytes.
     fn take_rows(&mut self, block: &mut Box<GatheredRows>) -> io::Result<()> {
-        let events = block.kinds.len();
-        let mut taken = 0;
-        while taken < events {
-            let text_before = block.text_through(taken);
-            let room = self.group_rows - self.rows;
-            let by_rows = (taken + room).min(events);
-            // The first event that fills the group's strings, if one does
-            // before its rows are full: one with strings, and the totals
-            // only grow.
-            let limit = self.group_text_bytes;
-            let texts = &block.texts;
-            let (from, to) = (
-                texts.partition_point(|&(at, _)| at < taken),
-                texts.partition_point(|&(at, _)| at < by_rows),
-            );
-            let below = texts[from..to]
-                .partition_point(|&(_, total)| self.text_bytes + total - text_before < limit);
-            let end = texts.get(from + below).filter(|_| below < to - from);
-            let end = end.map_or(by_rows, |&(at, _)| at + 1);
-            let text = self.text_bytes + block.text_through(end) - text_before;
-            match taken == 0 && end == events && events >= self.group_rows / WHOLE_PIECE_SHARE {
-                // Handed to the encoder as it is, an emptied one in its place.
-                true => {
-                    let spare = self.spare_piece();
-                    self.group.push(std::mem::replace(block, spare));
-                }
-                false => self.move_rows(block, taken, end),
+        while !block.kinds.is_empty() {
+            let (end, text) = self.group_end(block);
+            if end < block.kinds.len() {
+                // The events past the group begin the next one: moved out
+                // (their rows copied once) rather than the ones before
+                // them (copied, then the rest moved up to close the gap,
+                // then copied again into the next group).
+                let mut rest = self.spare_piece();
+                block.move_back(end, &mut rest);
+                self.take_whole(block);
+                let emptied = std::mem::replace(block, rest);
+                self.keep_spare(emptied);
+            } else {
+                self.take_whole(block);
             }
-            self.rows += end - taken;
+            self.rows += end;
             self.text_bytes = text;
-            taken = end;
             if self.rows >= self.group_rows || self.text_bytes >= self.group_text_bytes {
                 self.write_group()?;
             }
         }
-        block.clear();
         Ok(())
     }
 
-    /// Moves the rows of `block`'s events `from..to` to the group's last
-    /// piece (each type's next rows in the block).
-    fn move_rows(&mut self, block: &mut GatheredRows, from: usize, to: usize) {
-        let whole = from == 0 && to == block.kinds.len();
-        let mut rows = [0usize; EVENT_KIND_SLOTS as usize];
-        match whole {
-            true => (rows.iter_mut().zip(&block.parts)).for_each(|(n, p)| *n = p.rows),
-            false => block.kinds[from..to]
-                .iter()
-                .for_each(|&k| rows[k as usize] += 1),
+    /// How many of `block`'s events the row group takes before it is
+    /// full (of rows or of strings), and its bytes of strings with them.
+    fn group_end(&self, block: &GatheredRows) -> (usize, usize) {
+        let by_rows = (self.group_rows - self.rows).min(block.kinds.len());
+        // The first event that fills the group's strings, if one does
+        // before its rows are full: one with strings, and the totals only
+        // grow.
+        let texts = &block.texts[..block.texts.partition_point(|&(at, _)| at < by_rows)];
+        let below =
+            texts.partition_point(|&(_, total)| self.text_bytes + total < self.group_text_bytes);
+        let end = texts.get(below).map_or(by_rows, |&(at, _)| at + 1);
+        (end, self.text_bytes + block.text_through(end))
+    }
+
+    /// All of `block`'s rows into the group, leaving it empty: as they
+    /// are when they are many (an emptied piece in their place), else
+    /// moved to the group's last piece, so a group is of few pieces
+    /// however small the blocks.
+    fn take_whole(&mut self, block: &mut Box<GatheredRows>) {
+        if block.kinds.len() >= self.group_rows / WHOLE_PIECE_SHARE {
+            let spare = self.spare_piece();
+            self.group.push(std::mem::replace(block, spare));
+            self.last_is_whole = true;
+            return;
         }
         let piece = self.last_piece();
-        for ((part, source), rows) in piece.parts.iter_mut().zip(&mut block.parts).zip(rows) {
-            if rows == 0 {
+        for (part, source) in piece.parts.iter_mut().zip(&mut block.parts) {
+            if source.rows == 0 {
                 continue;
             }
             for (values, from) in part.columns.iter_mut().zip(&mut source.columns) {
-                values.take_front(part.rows, from, rows);
+                values.take_front(part.rows, from, source.rows);
             }
-            part.rows += rows;
-            source.rows -= rows;
+            part.rows += source.rows;
         }
+        block.clear();
     }
 }
 
@@ -844,9 +879,38 @@ impl GatheredRows {
         self.texts.clear();
     }
 
+    /// Moves the events after the first `events` (their rows, kinds and
+    /// strings) to `to` (empty).
+    fn move_back(&mut self, events: usize, to: &mut GatheredRows) {
+        let mut moved = [0usize; EVENT_KIND_SLOTS as usize];
+        self.kinds[events..]
+            .iter()
+            .for_each(|&k| moved[k as usize] += 1);
+        for ((part, rest), moved) in self.parts.iter_mut().zip(&mut to.parts).zip(moved) {
+            if moved == 0 {
+                continue;
+            }
+            part.rows -= moved;
+            for (values, rest) in part.columns.iter_mut().zip(&mut rest.columns) {
+                values.move_back(part.rows, rest);
+            }
+            rest.rows = moved;
+        }
+        to.kinds.extend(self.kinds.drain(events..));
+        let (texts, text) = (self.texts_before(events), self.text_through(events));
+        let texts = self.texts.drain(texts..);
+        to.texts
+            .extend(texts.map(|(at, total)| (at - events, total - text)));
+    }
+
+    /// Events with strings before `event`.
+    fn texts_before(&self, event: usize) -> usize {
+        self.texts.partition_point(|&(at, _)| at < event)
+    }
+
     /// Bytes of strings of the events before `event`.
     fn text_through(&self, event: usize) -> usize {
-        let before = self.texts.partition_point(|&(at, _)| at < event);
+        let before = self.texts_before(event);
         before.checked_sub(1).map_or(0, |i| self.texts[i].1)
     }
 }

@@ -520,6 +520,48 @@ mod tests {
         assert_eq!(found.iter().sum::<u64>(), 150);
     }
 
+    /// Runs long enough to be checked four items at a time: each item
+    /// counted, of any length, up to one that differs (another tag; for a
+    /// declared type, another length byte: a batch no reader takes).
+    #[test]
+    fn long_runs_count_each_item_up_to_one_that_differs() {
+        use crate::record::batch::Declared;
+        use styx_common::item::{write_declared, MAX_DECLARED_ITEM_BYTES};
+        for run in [4, 5, 7, 8, 37] {
+            let mut items = mark(1000);
+            (0..run).for_each(|i| items.extend(insn(i)));
+            items.extend(mem_read(1, 2, 3, 4));
+            (0..run).for_each(|i| items.extend(mem_read(i, 2, 3, 4)));
+            let found = counts(&record(&items, 0), Codec::Current, &DeclaredTypes::new());
+            let found = found.unwrap();
+            assert_eq!(found[EventKind::InsnExec as usize], run, "{run}");
+            assert_eq!(found[EventKind::MemRead as usize], run + 1, "{run}");
+        }
+        let declared = |values: &[u64], widths: &[usize]| {
+            let mut item = [0u8; MAX_DECLARED_ITEM_BYTES];
+            let len = write_declared(0x7ffe, values, widths, &mut item);
+            item[..len].to_vec()
+        };
+        let types: DeclaredTypes = [(
+            (0u8, 0x7ffe),
+            Declared {
+                spec_id: 3,
+                fields: vec![(2, false), (1, true)],
+            },
+        )]
+        .into();
+        let mut items = mark(1000);
+        (0..9).for_each(|i| items.extend(declared(&[i, 9], &[2, 1])));
+        let found = counts(&record(&items, 0), Codec::Current, &types).unwrap();
+        assert_eq!(found[EventKind::Usdt as usize], 9);
+        // The sixth with another length: not whole.
+        let mut items = mark(1000);
+        (0..5).for_each(|i| items.extend(declared(&[i, 9], &[2, 1])));
+        items.extend(declared(&[5, 9], &[2, 2]));
+        (0..3).for_each(|i| items.extend(declared(&[i, 9], &[2, 1])));
+        assert_eq!(counts(&record(&items, 0), Codec::Current, &types), None);
+    }
+
     #[test]
     fn a_batch_with_a_bad_item_is_not_whole_whatever_its_head_says() {
         let forged = [mark(1000), 0xffffu16.to_le_bytes().to_vec()].concat();

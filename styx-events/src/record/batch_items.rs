@@ -83,6 +83,9 @@ pub fn counts_by_type(
 }
 
 /// [`counts_by_type`] of `items`, a batch of file `file`, in one walk.
+/// Not inlined: inlined, it made the chains' walk of an emulator's
+/// stream ~7% slower (`examples/bench-walk.rs`).
+#[inline(never)]
 fn walk(
     items: &[u8],
     codec: Codec,
@@ -91,16 +94,14 @@ fn walk(
     by_spec: &mut Vec<(u32, u64)>,
 ) -> Option<KindCounts> {
     let mut found = [0u64; EVENT_KIND_SLOTS as usize];
-    // A run of items with one catalogue tag (a thread's stream repeats
-    // its tags): its length and how many so far. A repeat's length comes
-    // from here, not from the tag's table, so the walk's next offset does
-    // not wait for that load (the CPU predicts the comparison), and it is
-    // counted in a register: perf put the loader's time in that chain of
-    // loads (one batched event in 4 ns of its CPU). A stream whose tags
-    // change from item to item (an emulator's instruction, its register
-    // and memory accesses) would mispredict the comparison every time: the
-    // run is tried only once a tag has come twice in a row.
-    let (mut run_tag, mut run_bytes, mut run_items) = (0u16, 0usize, 0u64);
+    // An item whose tag the one before had starts a run (a thread's stream
+    // repeats its tags): the run is counted by [`run_from`], whose loads do
+    // not wait for each other; perf put the loader's time in the walk's
+    // chain of loads, each item's offset waiting for the tag before. A
+    // stream whose tags change from item to item (an emulator's
+    // instruction, its register and memory accesses) would mispredict the
+    // comparison every time: a run is looked for only once a tag has come
+    // twice in a row.
     let mut last_tag = TIME_TAG;
     // Declared types' events, kept apart until the record proves whole, by
     // tag: (tag, bytes of values, spec id, events). A batch holds few
@@ -112,58 +113,82 @@ fn walk(
             Some(&[low, high]) => u16::from_le_bytes([low, high]),
             _ => return None,
         };
-        if run_items > 0 {
-            if run_tag == tag && at + run_bytes <= items.len() {
-                run_items += 1;
-                at += run_bytes;
-                continue;
-            }
-            *found.get_mut(usize::from(run_tag >> 8 & 0x7f))? += run_items;
-            run_items = 0;
-        }
+        let again = tag == last_tag && codec == Codec::Current;
+        last_tag = tag;
         if tag & CATALOGUE_TAG != 0 && codec == Codec::Current {
             // The tag alone: values are not read here.
             let bytes = item::catalogue_item_bytes(tag);
             if bytes == 0 || at + bytes > items.len() {
                 return None;
             }
-            if tag == last_tag {
-                (run_tag, run_bytes, run_items) = (tag, bytes, 1);
-            } else {
-                *found.get_mut(usize::from(tag >> 8 & 0x7f))? += 1;
-            }
-            last_tag = tag;
-            at += bytes;
+            let n = match again {
+                true => run_from::<TAG_BYTES>(items, at, bytes),
+                false => 1,
+            };
+            *found.get_mut(usize::from(tag >> 8 & 0x7f))? += n as u64;
+            at += n * bytes;
             continue;
         }
-        last_tag = tag;
         let (item, bytes) = codec.skim(&items[at..]).ok()?;
         match item {
             // A declared type's: other providers' probes' kind, as split.
-            Skimmed::Declared { tag, values } => match types.iter_mut().find(|t| t.0 == tag) {
-                Some(seen) if seen.1 == values => seen.3 += 1,
-                Some(_) => return None,
-                None => {
-                    let of = declared.get(&(file, tag))?;
-                    if of.value_bytes() != values {
-                        return None;
+            // A run's items have its first one's length byte too.
+            Skimmed::Declared { tag, values } => {
+                let n = match again {
+                    true => run_from::<{ TAG_BYTES + 1 }>(items, at, bytes),
+                    false => 1,
+                };
+                match types.iter_mut().find(|t| t.0 == tag) {
+                    Some(seen) if seen.1 == values => seen.3 += n as u64,
+                    Some(_) => return None,
+                    None => {
+                        let of = declared.get(&(file, tag))?;
+                        if of.value_bytes() != values {
+                            return None;
+                        }
+                        types.push((tag, values, of.spec_id, n as u64));
                     }
-                    types.push((tag, values, of.spec_id, 1));
                 }
-            },
+                at += n * bytes;
+            }
             // A version-1 item's first bytes are no tag.
-            _ => count(&mut found, item, 1),
+            _ => {
+                count(&mut found, item, 1);
+                at += bytes;
+            }
         }
-        at += bytes;
-    }
-    if run_items > 0 {
-        *found.get_mut(usize::from(run_tag >> 8 & 0x7f))? += run_items;
     }
     for (_, _, spec_id, n) in types {
         found[EventKind::Usdt as usize] += n;
         add(by_spec, spec_id, n);
     }
     Some(found)
+}
+
+/// How many items of `bytes` bytes each, from `at` on (the first of
+/// them whole in `items`), begin with the first one's `HEAD` bytes (its
+/// tag, for a declared type also its length byte) and end within `items`:
+/// a run, checked four items at a time, whose offsets are known ahead.
+fn run_from<const HEAD: usize>(items: &[u8], at: usize, bytes: usize) -> usize {
+    let head = |offset: usize| -> [u8; HEAD] {
+        items[offset..offset + HEAD].try_into().expect("HEAD bytes")
+    };
+    let first = head(at);
+    let mut end = at + bytes;
+    while end + 4 * bytes <= items.len() {
+        let four = (head(end) == first)
+            & (head(end + bytes) == first)
+            & (head(end + 2 * bytes) == first)
+            & (head(end + 3 * bytes) == first);
+        if !four {
+            break;
+        }
+        end += 4 * bytes;
+    }
+    while end + bytes <= items.len() && head(end) == first {
+        end += bytes;
+    }
+    (end - at) / bytes
 }
 
 /// Walks side by side: the batch's pieces, at most.
@@ -493,6 +518,48 @@ mod tests {
         assert_eq!(found[EventKind::InsnExec as usize], 50);
         assert_eq!(found[EventKind::MemRead as usize], 100);
         assert_eq!(found.iter().sum::<u64>(), 150);
+    }
+
+    /// Runs long enough to be checked four items at a time: each item
+    /// counted, of any length, up to one that differs (another tag; for a
+    /// declared type, another length byte: a batch no reader takes).
+    #[test]
+    fn long_runs_count_each_item_up_to_one_that_differs() {
+        use crate::record::batch::Declared;
+        use styx_common::item::{write_declared, MAX_DECLARED_ITEM_BYTES};
+        for run in [4, 5, 7, 8, 37] {
+            let mut items = mark(1000);
+            (0..run).for_each(|i| items.extend(insn(i)));
+            items.extend(mem_read(1, 2, 3, 4));
+            (0..run).for_each(|i| items.extend(mem_read(i, 2, 3, 4)));
+            let found = counts(&record(&items, 0), Codec::Current, &DeclaredTypes::new());
+            let found = found.unwrap();
+            assert_eq!(found[EventKind::InsnExec as usize], run, "{run}");
+            assert_eq!(found[EventKind::MemRead as usize], run + 1, "{run}");
+        }
+        let declared = |values: &[u64], widths: &[usize]| {
+            let mut item = [0u8; MAX_DECLARED_ITEM_BYTES];
+            let len = write_declared(0x7ffe, values, widths, &mut item);
+            item[..len].to_vec()
+        };
+        let types: DeclaredTypes = [(
+            (0u8, 0x7ffe),
+            Declared {
+                spec_id: 3,
+                fields: vec![(2, false), (1, true)],
+            },
+        )]
+        .into();
+        let mut items = mark(1000);
+        (0..9).for_each(|i| items.extend(declared(&[i, 9], &[2, 1])));
+        let found = counts(&record(&items, 0), Codec::Current, &types).unwrap();
+        assert_eq!(found[EventKind::Usdt as usize], 9);
+        // The sixth with another length: not whole.
+        let mut items = mark(1000);
+        (0..5).for_each(|i| items.extend(declared(&[i, 9], &[2, 1])));
+        items.extend(declared(&[5, 9], &[2, 2]));
+        (0..3).for_each(|i| items.extend(declared(&[i, 9], &[2, 1])));
+        assert_eq!(counts(&record(&items, 0), Codec::Current, &types), None);
     }
 
     #[test]

@@ -51,6 +51,11 @@ pub trait EventWriter {
             "this output formats its events itself",
         ))
     }
+    /// The loader is falling behind the ring buffer: for a while, do now
+    /// only what cannot wait, and leave the CPU to the loader (a capture
+    /// stores its blocks rather than hand them to its compressing threads).
+    fn behind(&mut self) {}
+
     /// Parallel `read` (before its first piece): work of this writer's
     /// that the workers may do between blocks, so that it takes no thread
     /// of its own competing with them for the cores (Parquet's encoding).
@@ -226,6 +231,9 @@ impl EventWriter for Tee {
     }
     fn batch(&mut self, record: &[u8], events: u64) -> io::Result<()> {
         self.each(|w| w.batch(record, events))
+    }
+    fn behind(&mut self) {
+        self.writers.iter_mut().flatten().for_each(|w| w.behind());
     }
     fn finish(&mut self, totals: &Totals<'_>) -> io::Result<()> {
         self.each(|w| w.finish(totals))

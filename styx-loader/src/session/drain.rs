@@ -99,6 +99,11 @@ pub struct Sink {
     /// When a drain last took records, and when the output was last flushed.
     last_taken: Option<Instant>,
     last_flush: Instant,
+    /// Bytes of records taken in one drain past which the loader is behind
+    /// the ring (an eighth of it: drains come every millisecond).
+    behind_bytes: usize,
+    /// The last drain found the loader behind.
+    behind: bool,
 }
 
 impl Sink {
@@ -122,6 +127,7 @@ impl Sink {
         keep: Option<Keep>,
         split_batches: bool,
         declared: DeclaredTypes,
+        ring_bytes: u32,
     ) -> Sink {
         Sink {
             keep,
@@ -138,7 +144,14 @@ impl Sink {
             busy: Duration::ZERO,
             last_taken: None,
             last_flush: Instant::now(),
+            behind_bytes: ring_bytes as usize / 8,
+            behind: false,
         }
+    }
+
+    /// Whether the last drain found the loader behind the ring.
+    pub fn fell_behind(&self) -> bool {
+        self.behind
     }
 
     pub fn is_open(&self) -> bool {
@@ -153,7 +166,7 @@ impl Sink {
     /// Takes what is in the ring, up to a budget of records and time.
     pub fn drain(&mut self, ring: &mut RingBuf<MapData>) -> Drained {
         let started = Instant::now();
-        let mut taken = 0;
+        let (mut taken, mut bytes) = (0, 0);
         let mut drained = Drained::All;
         loop {
             if taken == BUDGET
@@ -164,7 +177,12 @@ impl Sink {
             }
             let Some(item) = ring.next() else { break };
             taken += 1;
+            bytes += item.len();
             self.record(&item);
+        }
+        self.behind = bytes >= self.behind_bytes || matches!(drained, Drained::Budget);
+        if self.behind && self.open {
+            self.out.behind();
         }
         let now = Instant::now();
         if taken > 0 {

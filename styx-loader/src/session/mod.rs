@@ -13,6 +13,7 @@
 
 pub mod attachment;
 pub mod batches;
+mod cpu_hop;
 pub mod drain;
 pub mod follow;
 pub mod live;
@@ -130,6 +131,8 @@ pub struct Session {
     elapsed: Duration,
     /// The rates seen, for why events were dropped.
     pace: Pace,
+    /// Moves the loader off a CPU it shares with the emulator when behind.
+    cpu_hop: cpu_hop::CpuHop,
     /// The event types delivered in batches (the others never wait).
     batched: Vec<EventKind>,
     /// The libraries the process maps later, followed (a process traced).
@@ -183,7 +186,13 @@ impl Session {
             links: attached.links,
             batch_links: attached.batch_links,
             batches,
-            sink: Sink::new(out, keep, split_batches, settings.declared.clone()),
+            sink: Sink::new(
+                out,
+                keep,
+                split_batches,
+                settings.declared.clone(),
+                settings.ring_bytes,
+            ),
             logger,
             stoppers,
             exited_checked: Instant::now(),
@@ -196,6 +205,7 @@ impl Session {
             started: Instant::now(),
             elapsed: Duration::ZERO,
             pace: Pace::new(Duration::ZERO, 0, 0),
+            cpu_hop: cpu_hop::CpuHop::default(),
             batched,
             follow: None,
         })
@@ -271,10 +281,14 @@ impl Session {
     /// A tick while streaming: drains the ring, grants credit, draws what
     /// is drawn; a stop when the output has stopped taking events.
     fn on_tick(&mut self, live: &mut LiveLine, next_refresh: &mut Instant) -> Result<Option<Stop>> {
+        self.cpu_hop.settle();
         if let Drained::Budget = self.sink.drain(&mut self.loaded.ring) {
             // More is waiting: come straight back, after a look at signals
             // and the clock.
             self.tick.reset_immediately();
+        }
+        if self.sink.fell_behind() {
+            self.cpu_hop.hop();
         }
         self.grant();
         self.follow_tick();

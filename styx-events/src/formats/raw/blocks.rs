@@ -25,8 +25,10 @@
 //!
 //! - It does not (`--on-full drop`): the loader never waits. A block handed
 //!   over while [`COMPRESS_BEHIND`] wait for the workers is stored as it is,
-//!   and so is the oldest once [`MAX_IN_FLIGHT`] are pending. Only a slow
-//!   disk holds the loader back (the ring then fills as for a slow output).
+//!   and so is the oldest once [`MAX_IN_FLIGHT`] are pending; every block,
+//!   for a while, once the loader fell behind the ring
+//!   ([`BlockPool::hold_off`]). Only a slow disk holds the loader back (the
+//!   ring then fills as for a slow output).
 //! - It does (the default into a file): every block goes to the workers,
 //!   and with [`MAX_IN_FLIGHT`] pending the loader waits a little for the
 //!   oldest ([`TAKE_OVER_AFTER`]), its CPU then the worker's. Storing takes
@@ -96,6 +98,10 @@ const LAST_WAIT: Duration = Duration::from_millis(20);
 /// worker was late, the loader waits again only after an answer came in
 /// time.
 const TAKE_OVER_AFTER: Duration = Duration::from_millis(2);
+
+/// How long blocks are stored rather than compressed once the loader fell
+/// behind the ring ([`BlockPool::hold_off`]).
+const HOLD_OFF: Duration = Duration::from_millis(100);
 
 /// A block's frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -241,6 +247,9 @@ pub struct BlockPool {
     may_wait: bool,
     /// Buffers back from written blocks.
     spare: Vec<ByteBuf>,
+    /// Until then blocks are stored, not handed to the workers (see
+    /// [`BlockPool::hold_off`]).
+    held_off_until: Option<Instant>,
 }
 
 impl BlockPool {
@@ -281,6 +290,7 @@ impl BlockPool {
             workers_in_time: true,
             may_wait: true,
             spare: Vec::new(),
+            held_off_until: None,
         }
     }
 
@@ -318,6 +328,19 @@ impl BlockPool {
         self.may_wait = wait;
     }
 
+    /// The loader fell behind the ring: for [`HOLD_OFF`] blocks are stored
+    /// as encoded, not handed to the workers, unless the loader may wait
+    /// for them (the emulator then waits for the loader and loses nothing).
+    /// Workers without blocks leave their CPU idle, and an idle CPU takes
+    /// over a runnable thread from a busy one: a loader that woke on the
+    /// emulator's CPU moves. A CPU busy with the workers (lowest priority
+    /// as they are) does not take it over at once: on the 2-CPU machine
+    /// of the benchmarks the loader then shared the emulator's CPU for
+    /// ~30 ms while the ring overflowed.
+    pub fn hold_off(&mut self) {
+        self.held_off_until = Some(Instant::now() + HOLD_OFF);
+    }
+
     /// An empty buffer for the next block.
     pub fn buffer(&mut self) -> ByteBuf {
         self.spare
@@ -340,7 +363,9 @@ impl BlockPool {
         self.next_seq += 1;
         let payload = Arc::new(payload);
         let packing = match &self.jobs {
-            Some(jobs) if self.may_wait || self.at_workers < COMPRESS_BEHIND => {
+            Some(jobs)
+                if self.may_wait || self.at_workers < COMPRESS_BEHIND && !self.held_off() =>
+            {
                 let job = Job {
                     seq,
                     payload: Arc::clone(&payload),
@@ -369,6 +394,12 @@ impl BlockPool {
             self.write_oldest(out)?;
         }
         Ok(())
+    }
+
+    /// Whether blocks are stored for now (see [`BlockPool::hold_off`]).
+    fn held_off(&self) -> bool {
+        self.held_off_until
+            .is_some_and(|until| Instant::now() < until)
     }
 
     /// Waits up to `longest` for the answer for the oldest block, if it is

@@ -1049,7 +1049,9 @@ fn blocks_the_workers_never_compress_are_stored_in_order() {
 /// Workers several blocks behind the loader: while the emulator waits for
 /// the loader (`--on-full wait`, the default into a file) every block is
 /// still compressed, the loader waiting for them; while it does not, the
-/// blocks handed over past [`blocks::COMPRESS_BEHIND`] are stored at once.
+/// blocks handed over past [`blocks::COMPRESS_BEHIND`] are stored at once,
+/// and every block while the loader is behind the ring
+/// (`EventWriter::behind`: the workers leave the CPU to it).
 #[test]
 fn with_the_emulator_waiting_every_block_is_compressed() {
     let per_block = 20_000;
@@ -1059,11 +1061,14 @@ fn with_the_emulator_waiting_every_block_is_compressed() {
             event(1_000 + i * 7, 7, EventKind::MemRead, 1, Body::Args(args))
         })
         .collect();
-    for emulator_waits in [true, false] {
+    for (emulator_waits, behind) in [(true, false), (false, false), (true, true), (false, true)] {
         let (open, held) = crossbeam_channel::bounded::<()>(0);
         let mut writer = CaptureWriter::with_held_worker(Vec::new(), &header(), held)
             .unwrap()
             .waiting_for_compression(emulator_waits);
+        if behind {
+            writer.behind();
+        }
         for (i, e) in events.iter().enumerate() {
             writer.event(e).unwrap();
             if i % per_block == per_block - 1 {
@@ -1087,11 +1092,15 @@ fn with_the_emulator_waiting_every_block_is_compressed() {
                 frame.stored_len < frame.payload_len
             })
             .collect();
-        let want: Vec<bool> = match emulator_waits {
-            true => vec![true; 6],
-            false => (0..6).map(|i| i < blocks::COMPRESS_BEHIND).collect(),
+        let want: Vec<bool> = match (emulator_waits, behind) {
+            (true, _) => vec![true; 6],
+            (false, false) => (0..6).map(|i| i < blocks::COMPRESS_BEHIND).collect(),
+            (false, true) => vec![false; 6],
         };
-        assert_eq!(compressed, want, "the emulator waits: {emulator_waits}");
+        assert_eq!(
+            compressed, want,
+            "the emulator waits: {emulator_waits}, the loader behind: {behind}"
+        );
         assert_eq!(read(&bytes).0.len(), events.len());
     }
 }

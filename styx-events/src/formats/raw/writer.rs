@@ -356,6 +356,12 @@ impl<W: Write> EventWriter for CaptureWriter<W> {
         true
     }
 
+    fn behind(&mut self) {
+        if let Framing::Blocks { pool, .. } = &mut self.body {
+            pool.hold_off();
+        }
+    }
+
     fn process_mapped(&mut self, mapped: &[MappedFile]) -> bool {
         match &mut self.unwritten {
             Some(header) => {

@@ -270,6 +270,9 @@ impl EventWriter for CallTracker {
     fn batch(&mut self, record: &[u8], events: u64) -> io::Result<()> {
         self.inner.batch(record, events)
     }
+    fn behind(&mut self) {
+        self.inner.behind()
+    }
     fn can_finish(&self) -> bool {
         self.inner.can_finish()
     }

@@ -154,6 +154,14 @@ impl Sink {
         self.behind
     }
 
+    /// The loader is behind for want of a CPU: the output leaves it the
+    /// CPU for a while (see `EventWriter::behind`).
+    pub fn leave_the_cpu(&mut self) {
+        if self.open {
+            self.out.behind();
+        }
+    }
+
     pub fn is_open(&self) -> bool {
         self.open
     }
@@ -181,9 +189,6 @@ impl Sink {
             self.record(&item);
         }
         self.behind = bytes >= self.behind_bytes || matches!(drained, Drained::Budget);
-        if self.behind && self.open {
-            self.out.behind();
-        }
         let now = Instant::now();
         if taken > 0 {
             self.last_taken = Some(now);

@@ -131,7 +131,7 @@ pub struct Session {
     elapsed: Duration,
     /// The rates seen, for why events were dropped.
     pace: Pace,
-    /// Moves the loader off a CPU it shares with the emulator when behind.
+    /// Takes the loader's CPU back when it is behind and kept waiting for one.
     cpu_hop: cpu_hop::CpuHop,
     /// The event types delivered in batches (the others never wait).
     batched: Vec<EventKind>,
@@ -287,7 +287,8 @@ impl Session {
             // and the clock.
             self.tick.reset_immediately();
         }
-        if self.sink.fell_behind() {
+        if self.sink.fell_behind() && self.cpu_hop.starved() {
+            self.sink.leave_the_cpu();
             self.cpu_hop.hop();
         }
         self.grant();

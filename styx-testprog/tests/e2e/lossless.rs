@@ -100,6 +100,16 @@ fn child_running(parent: u32, program: &std::path::Path) -> Option<u32> {
         .find(|pid| std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe == program))
 }
 
+/// The events the test program says it fired (`evaluated=N` in its
+/// answer to `quit`).
+fn evaluated(stdout: &[u8]) -> u64 {
+    let done = String::from_utf8_lossy(stdout);
+    done.split_whitespace()
+        .find_map(|w| w.strip_prefix("evaluated="))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the program's answer: {done:?}"))
+}
+
 #[test]
 fn lossless_holds_from_the_first_event_of_a_spawned_command() {
     require_root();
@@ -172,12 +182,7 @@ fn spawned_burst_loses_nothing(round: u32) {
     let output = loader.wait_with_output().unwrap();
     said.extend(stderr.iter());
     assert!(output.status.success(), "{said:#?}");
-    let done = String::from_utf8_lossy(&output.stdout);
-    let evaluated: u64 = done
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("evaluated="))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("the program's answer: {done:?}"));
+    let evaluated = evaluated(&output.stdout);
     assert_eq!(evaluated, 2000 * 2 * 8);
     let summary = summary_of(&said);
     assert_eq!(summary.dropped, 0, "round {round}: {said:#?}");
@@ -321,11 +326,7 @@ fn a_command_with_batches_in_another_layout_is_traced_per_event_and_never_waits(
         );
         let layouts = format!("batches are in layout {other}, this loader reads layouts");
         assert!(said.iter().any(|l| l.contains(&layouts)), "{said:#?}");
-        let evaluated: u64 = String::from_utf8_lossy(&output.stdout)
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix("evaluated="))
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("the program's answer: {said:#?}"));
+        let evaluated = evaluated(&output.stdout);
         assert_eq!(evaluated, 500 * 2 * 8);
         let summary = summary_of(&said);
         assert_eq!(

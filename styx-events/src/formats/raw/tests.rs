@@ -686,27 +686,12 @@ fn batch_records_read_back_as_their_events_in_place() {
     let n = (styx_common::batch::BATCH_BYTES as u64 - 16) / 24;
     let batch = batch_record(n);
     assert!(batch.len() <= MAX_BATCH_RECORD);
-    let mut split = Vec::new();
-    crate::record::batch::Batches::new()
-        .split(&batch, |e| {
-            let mut line = ByteBuf::default();
-            jsonl(&mut line, e, &usdt, &mut Repeats::default());
-            split.push(String::from_utf8(line.as_slice().to_vec()).unwrap());
-            Ok::<(), ()>(())
-        })
-        .unwrap()
-        .unwrap();
+    let split = split_lines(&batch, &usdt);
     assert_eq!(split.len() as u64, n);
 
     let mut writer = CaptureWriter::version_2(Vec::new(), &header()).unwrap();
     assert!(writer.takes_batches());
-    for e in &events[..5] {
-        writer.event(e).unwrap();
-    }
-    writer.batch(&batch, n).unwrap();
-    for e in &events[5..] {
-        writer.event(e).unwrap();
-    }
+    write_with_batch(&mut writer, &events, &batch, n);
     writer.flush().unwrap();
     let bytes = writer.into_inner();
     let all = lines(&events, &usdt);
@@ -734,6 +719,37 @@ fn batch_records_read_back_as_their_events_in_place() {
     }
 }
 
+/// The JSON lines of `batch`'s events, as split.
+fn split_lines(batch: &[u8], usdt: &Names) -> Vec<String> {
+    let mut split = Vec::new();
+    crate::record::batch::Batches::new()
+        .split(batch, |e| {
+            let mut line = ByteBuf::default();
+            jsonl(&mut line, e, usdt, &mut Repeats::default());
+            split.push(String::from_utf8(line.as_slice().to_vec()).unwrap());
+            Ok::<(), ()>(())
+        })
+        .unwrap()
+        .unwrap();
+    split
+}
+
+/// The first 5 of `events`, the `n` events of `batch` whole, the rest.
+fn write_with_batch<W: std::io::Write>(
+    writer: &mut CaptureWriter<W>,
+    events: &[Event<'_>],
+    batch: &[u8],
+    n: u64,
+) {
+    for e in &events[..5] {
+        writer.event(e).unwrap();
+    }
+    writer.batch(batch, n).unwrap();
+    for e in &events[5..] {
+        writer.event(e).unwrap();
+    }
+}
+
 /// Version 3 (blocks, batches of up to 16 KiB) reads as version 4 does: a
 /// capture of the blocks this writer makes, with a batch of ~16 KiB
 /// between events, read back in place under either version number.
@@ -743,25 +759,10 @@ fn a_version_3_capture_with_a_16_kib_batch_is_read() {
     let usdt = Names::new(&header());
     let n = (16 * 1024 - 16) / 24;
     let batch = batch_record(n);
-    let mut split = Vec::new();
-    crate::record::batch::Batches::new()
-        .split(&batch, |e| {
-            let mut line = ByteBuf::default();
-            jsonl(&mut line, e, &usdt, &mut Repeats::default());
-            split.push(String::from_utf8(line.as_slice().to_vec()).unwrap());
-            Ok::<(), ()>(())
-        })
-        .unwrap()
-        .unwrap();
+    let split = split_lines(&batch, &usdt);
     let mut writer = CaptureWriter::new(Vec::new(), &header(), Compression::Zstd).unwrap();
     assert!(writer.takes_batches());
-    for e in &events[..5] {
-        writer.event(e).unwrap();
-    }
-    writer.batch(&batch, n).unwrap();
-    for e in &events[5..] {
-        writer.event(e).unwrap();
-    }
+    write_with_batch(&mut writer, &events, &batch, n);
     let mut counts = [0u64; 16];
     for e in &events {
         counts[e.kind as usize] += 1;

@@ -261,6 +261,13 @@ pub const BATCH_LAYOUT_VERSION: u16 = 4;
 /// ([`BatchHead::cap`]), and in its flush probe's arguments ([`FLUSH_PROBE`]).
 pub const OLDEST_BATCH_LAYOUT_VERSION: u16 = 3;
 
+/// Whether a loader reads batches in `layout` (a flush block's
+/// [`FlushSemaphore::layout_version`]): [`OLDEST_BATCH_LAYOUT_VERSION`] to
+/// [`BATCH_LAYOUT_VERSION`].
+pub const fn reads_layout(layout: u16) -> bool {
+    layout >= OLDEST_BATCH_LAYOUT_VERSION && layout <= BATCH_LAYOUT_VERSION
+}
+
 /// Offset of [`FlushSemaphore::layout_version`] from the semaphore's address.
 pub const LAYOUT_VERSION_OFFSET: u64 = 2;
 /// Offset of [`FlushSemaphore::registry`] from the semaphore's address.

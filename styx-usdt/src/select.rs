@@ -10,7 +10,7 @@ use crate::probe_args::{self, declared_for, ProbeArgs, SiteArg};
 use crate::symbols::Symbols;
 use std::collections::BTreeMap;
 use styx_common::batch::{
-    BATCHED_HALF_OFFSET, BATCH_LAYOUT_VERSION, BATCH_PROVIDER, FLUSH_PROBE,
+    reads_layout, BATCHED_HALF_OFFSET, BATCH_LAYOUT_VERSION, BATCH_PROVIDER, FLUSH_PROBE,
     OLDEST_BATCH_LAYOUT_VERSION,
 };
 use styx_common::{Delivery, EventKind, Shape, UsdtSpec, COOKIE_HAS_AUX_ARG, PROVIDER};
@@ -224,7 +224,7 @@ impl Wanted<'_> {
             })
         {
             let why = match table.batch_layout {
-                Some(layout) if !layout_known(layout) => format!(
+                Some(layout) if !reads_layout(layout) => format!(
                     "was built with a styx-probe whose batches are in layout {layout}, this \
                      loader reads layouts {OLDEST_BATCH_LAYOUT_VERSION} to \
                      {BATCH_LAYOUT_VERSION}"
@@ -322,7 +322,7 @@ fn limit_semaphore_sites(selection: &mut Selection) {
 /// control from a loader that starts it waits for credit while something
 /// listens there.)
 fn has_batch_sites(table: &ProbeTable) -> bool {
-    table.batch_layout.is_some_and(layout_known)
+    table.batch_layout.is_some_and(reads_layout)
         && table.sites.iter().any(|s| {
             s.provider == BATCH_PROVIDER && s.name == FLUSH_PROBE && flush_spec_known(&s.args)
         })
@@ -471,11 +471,6 @@ const FLUSH_SPEC_LAYOUT_3: &str = "8@%rdi 8@%rsi 8@%rdx 8@%rcx 8@%r8";
 /// Whether a flush site's arguments are what the eBPF program reads.
 fn flush_spec_known(args: &str) -> bool {
     args == FLUSH_SPEC || args == FLUSH_SPEC_LAYOUT_3
-}
-
-/// Whether this loader reads batches in `layout` (a flush block's).
-fn layout_known(layout: u16) -> bool {
-    (OLDEST_BATCH_LAYOUT_VERSION..=BATCH_LAYOUT_VERSION).contains(&layout)
 }
 
 fn select_styx(

@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use styx_common::batch::{
-    BATCH_LAYOUT_VERSION, LAYOUT_VERSION_OFFSET, OLDEST_BATCH_LAYOUT_VERSION,
+    reads_layout, BATCH_LAYOUT_VERSION, LAYOUT_VERSION_OFFSET, OLDEST_BATCH_LAYOUT_VERSION,
 };
 use styx_usdt::note::ProbeSite;
 use styx_usdt::target::ElfFile;
@@ -36,7 +36,7 @@ pub fn address(pid: u32, maps: &str, flush: &FlushSite) -> Result<Option<u64>> {
     remote::read(pid, block + LAYOUT_VERSION_OFFSET, &mut version)
         .context("reading the flush site's semaphore block")?;
     let version = u16::from_le_bytes(version);
-    if !(OLDEST_BATCH_LAYOUT_VERSION..=BATCH_LAYOUT_VERSION).contains(&version) {
+    if !reads_layout(version) {
         bail!(
             "{} was built with a styx-probe whose batch layout is version {version}, this \
              loader knows versions {OLDEST_BATCH_LAYOUT_VERSION} to {BATCH_LAYOUT_VERSION}",

@@ -192,7 +192,7 @@ impl Summary {
         let loss = self.loss.as_ref().filter(|_| self.dropped > 0)?;
         let share = self.dropped as f64 * 100.0 / (self.events + self.dropped) as f64;
         let lost = alloc::format!("{} events ({share:.1}%) were dropped", self.dropped);
-        let ring = alloc::format!("a larger --ring-size (now {})", bytes(loss.ring_bytes));
+        let ring = alloc::format!("a larger --ring-size (now {})", size_text(loss.ring_bytes));
         let busy = loss.busy * 100.0;
         let rates = alloc::format!(
             "in the {:.2} s in which events were dropped the loader was busy {busy:.0}% of the \
@@ -205,9 +205,9 @@ impl Summary {
             return Some(alloc::format!(
                 "{lost}: a ring of {} cannot hold one batch of events ({} bytes): every full \
                  batch is dropped, waiting or not; give a larger --ring-size (at least {})",
-                bytes(loss.ring_bytes),
+                size_text(loss.ring_bytes),
                 crate::batch::BATCH_RING_BYTES,
-                bytes(crate::batch::MIN_BATCHED_RING_BYTES as u64)
+                size_text(crate::batch::MIN_BATCHED_RING_BYTES as u64)
             ));
         }
         let per_event_only = loss.batched == 0 && loss.waited;
@@ -327,7 +327,7 @@ fn rate(per_s: f64) -> String {
 }
 
 /// A ring's size as `--ring-size` takes it: `64M`, `4K`.
-fn bytes(n: u64) -> String {
+pub fn size_text(n: u64) -> String {
     match n {
         n if n >= 1 << 20 && n % (1 << 20) == 0 => alloc::format!("{}M", n >> 20),
         n if n % 1024 == 0 => alloc::format!("{}K", n >> 10),

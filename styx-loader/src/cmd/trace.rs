@@ -17,6 +17,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use styx_common::batch::{BATCH_BYTES, MIN_BATCHED_RING_BYTES};
+use styx_common::summary::size_text;
 use styx_common::{Delivery, EventKind};
 use styx_events::Filters;
 use styx_events::{DeclaredInfo, DeclaredSites, EventType, Header, MappedFile, UsdtInfo};
@@ -193,21 +194,12 @@ fn check_ring_size(ring_bytes: u32, delivery: Delivery) -> Result<()> {
         bail!(
             "--ring-size {} is too small for batched delivery (batches of {} KiB): give at \
              least --ring-size {}K, or --delivery per-event",
-            size_text(ring_bytes as usize),
+            size_text(ring_bytes.into()),
             BATCH_BYTES >> 10,
             least >> 10
         );
     }
     Ok(())
-}
-
-/// A ring's size as `--ring-size` takes it: `64M`, `4K`.
-fn size_text(n: usize) -> String {
-    match n {
-        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{}M", n >> 20),
-        n if n % 1024 == 0 => format!("{}K", n >> 10),
-        n => n.to_string(),
-    }
 }
 
 /// The session's header: the target, the other providers' sites, the

@@ -63,8 +63,24 @@ impl Counts {
 pub enum Drained {
     /// The ring was empty when the drain ended.
     All,
-    /// The budget (records or time) ran out first: more may be waiting.
+    /// As [`Drained::All`], but it had held an eighth of its size or more:
+    /// the loader is behind the ring.
+    AllBehind,
+    /// The budget (records or time) ran out first: more may be waiting
+    /// (the loader is behind).
     Budget,
+}
+
+impl Drained {
+    /// Whether the ring was empty when the drain ended.
+    pub fn emptied(&self) -> bool {
+        !matches!(self, Drained::Budget)
+    }
+
+    /// Whether the drain found the loader behind the ring.
+    pub fn behind(&self) -> bool {
+        !matches!(self, Drained::All)
+    }
 }
 
 /// Where events go, and what became of them.
@@ -102,8 +118,6 @@ pub struct Sink {
     /// Bytes of records taken in one drain past which the loader is behind
     /// the ring (an eighth of it: drains come every millisecond).
     behind_bytes: usize,
-    /// The last drain found the loader behind.
-    behind: bool,
 }
 
 impl Sink {
@@ -145,13 +159,7 @@ impl Sink {
             last_taken: None,
             last_flush: Instant::now(),
             behind_bytes: ring_bytes as usize / 8,
-            behind: false,
         }
-    }
-
-    /// Whether the last drain found the loader behind the ring.
-    pub fn fell_behind(&self) -> bool {
-        self.behind
     }
 
     /// The loader is behind for want of a CPU: the output leaves it the
@@ -183,12 +191,16 @@ impl Sink {
                 drained = Drained::Budget;
                 break;
             }
-            let Some(item) = ring.next() else { break };
+            let Some(item) = ring.next() else {
+                if bytes >= self.behind_bytes {
+                    drained = Drained::AllBehind;
+                }
+                break;
+            };
             taken += 1;
             bytes += item.len();
             self.record(&item);
         }
-        self.behind = bytes >= self.behind_bytes || matches!(drained, Drained::Budget);
         let now = Instant::now();
         if taken > 0 {
             self.last_taken = Some(now);

@@ -28,7 +28,7 @@ use crate::bpf::AttachMode;
 use anyhow::{bail, Result};
 use attachment::Logger;
 use batches::{Batches, Partial};
-use drain::{Drained, Sink};
+use drain::Sink;
 use follow::Follow;
 use live::LiveLine;
 use pace::{LossContext, Pace};
@@ -282,12 +282,13 @@ impl Session {
     /// is drawn; a stop when the output has stopped taking events.
     fn on_tick(&mut self, live: &mut LiveLine, next_refresh: &mut Instant) -> Result<Option<Stop>> {
         self.cpu_hop.settle();
-        if let Drained::Budget = self.sink.drain(&mut self.loaded.ring) {
+        let drained = self.sink.drain(&mut self.loaded.ring);
+        if !drained.emptied() {
             // More is waiting: come straight back, after a look at signals
             // and the clock.
             self.tick.reset_immediately();
         }
-        if self.sink.fell_behind() && self.cpu_hop.starved() {
+        if drained.behind() && self.cpu_hop.starved() {
             self.sink.leave_the_cpu();
             self.cpu_hop.hop();
         }
@@ -428,7 +429,7 @@ impl Session {
             }
             let drained = self.sink.drain(&mut self.loaded.ring);
             self.grant();
-            if let (Drained::All, true) = (drained, detached) {
+            if drained.emptied() && detached {
                 break;
             }
         }

@@ -73,20 +73,6 @@ pub const BATCH_BYTES: usize = 64 * 1024;
 /// full batch's.
 pub const BATCH_RECORD_CLASSES: [usize; 4] = [1024, 4 * 1024, 16 * 1024, BATCH_BYTES];
 
-/// The ring record size class (bytes of items) a flush of `len` bytes
-/// takes: the smallest of [`BATCH_RECORD_CLASSES`] that holds it, the
-/// largest for more.
-pub const fn batch_record_class(len: usize) -> usize {
-    let mut i = 0;
-    while i < BATCH_RECORD_CLASSES.len() {
-        if len <= BATCH_RECORD_CLASSES[i] {
-            return BATCH_RECORD_CLASSES[i];
-        }
-        i += 1;
-    }
-    BATCH_BYTES
-}
-
 /// A time mark is written before the first event at or past every this many
 /// bytes of a batch (and before its first event): ~128 memory accesses of a
 /// 16-bit guest, ~37 of one with 64-bit values.
@@ -304,11 +290,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_flush_takes_the_smallest_class_that_holds_it_and_at_most_4x() {
-        assert_eq!(batch_record_class(0), 1024);
-        assert_eq!(batch_record_class(1024), 1024);
-        assert_eq!(batch_record_class(1025), 4096);
-        assert_eq!(batch_record_class(BATCH_BYTES), BATCH_BYTES);
+    fn each_record_class_is_at_most_4x_the_one_before() {
+        assert_eq!(BATCH_RECORD_CLASSES[0], 1024);
         for pair in BATCH_RECORD_CLASSES.windows(2) {
             assert!(pair[0] < pair[1] && pair[1] <= 4 * pair[0], "{pair:?}");
         }

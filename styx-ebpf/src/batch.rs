@@ -72,8 +72,7 @@ pub fn flush(ctx: &ProbeContext) {
         tgid,
         file: file.min(u8::MAX as u64) as u8,
     };
-    // The smallest record class that holds the range
-    // (`styx_common::batch::batch_record_class`).
+    // The smallest record class that holds the range.
     if len <= CLASSES[0] as u64 {
         copy::<{ CLASSES[0] }, _>(ctx, &place);
     } else if len <= CLASSES[1] as u64 {

@@ -50,6 +50,13 @@ pub struct ProbeSite {
     pub start_checked: bool,
 }
 
+impl ProbeSite {
+    /// Whether this is styx-probe's batch flush site (`styx_batch:flush`).
+    pub fn is_batch_flush(&self) -> bool {
+        self.provider == BATCH_PROVIDER && self.name == FLUSH_PROBE
+    }
+}
+
 /// What an ELF file's notes say, including the notes that could not be read.
 #[derive(Debug, Default)]
 pub struct ProbeTable {
@@ -232,7 +239,7 @@ fn parse_elf<'data, R: ReadRef<'data>>(data: R) -> Result<ProbeTable, ParseError
 fn batch_layout<'data, R: ReadRef<'data>>(data: R, sites: &[ProbeSite]) -> Option<u16> {
     let flush = sites
         .iter()
-        .find(|s| s.provider == BATCH_PROVIDER && s.name == FLUSH_PROBE && s.semaphore != 0)?;
+        .find(|s| s.is_batch_flush() && s.semaphore != 0)?;
     let at = flush.semaphore_offset.checked_add(LAYOUT_VERSION_OFFSET)?;
     let bytes = data.read_bytes_at(at, 2).ok()?;
     Some(u16::from_le_bytes([bytes[0], bytes[1]]))

@@ -323,9 +323,10 @@ fn limit_semaphore_sites(selection: &mut Selection) {
 /// listens there.)
 fn has_batch_sites(table: &ProbeTable) -> bool {
     table.batch_layout.is_some_and(reads_layout)
-        && table.sites.iter().any(|s| {
-            s.provider == BATCH_PROVIDER && s.name == FLUSH_PROBE && flush_spec_known(&s.args)
-        })
+        && table
+            .sites
+            .iter()
+            .any(|s| s.is_batch_flush() && flush_spec_known(&s.args))
 }
 
 /// The batch-enable site of each batched kind the file has one for.
@@ -386,8 +387,7 @@ fn select_flush(file: usize, table: &ProbeTable, selection: &mut Selection) {
     {
         return;
     }
-    let flush = |s: &&ProbeSite| s.provider == BATCH_PROVIDER && s.name == FLUSH_PROBE;
-    for site in table.sites.iter().filter(flush) {
+    for site in table.sites.iter().filter(|s| s.is_batch_flush()) {
         if !flush_spec_known(&site.args) {
             selection.rejected.push(format!(
                 "{}:{} at {:#x} has argument spec {:?}, expected {FLUSH_SPEC:?}: not attached",
@@ -424,10 +424,7 @@ fn select_declared(
             && s.name == site.name
             && s.semaphore == site.semaphore + BATCHED_HALF_OFFSET
     });
-    let flush = table
-        .sites
-        .iter()
-        .find(|s| s.provider == BATCH_PROVIDER && s.name == FLUSH_PROBE);
+    let flush = table.sites.iter().find(|s| s.is_batch_flush());
     let (Some(enable), Some(flush)) = (enable, flush) else {
         // Not batched after all: one hit per event.
         return select_usdt(file, site, None, symbols, selection);

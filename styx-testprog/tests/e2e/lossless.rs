@@ -271,19 +271,18 @@ fn top_beside_a_lossless_loader_runs_without_flow_control() {
 /// its batches are in layout `layout`: what a styx-probe of another layout
 /// looks like to this loader.
 fn with_batch_layout(layout: u16, dir: &std::path::Path) -> std::path::PathBuf {
-    use styx_common::batch::{BATCH_PROVIDER, FLUSH_PROBE, LAYOUT_VERSION_OFFSET};
+    use styx_common::batch::LAYOUT_VERSION_OFFSET;
     let table = styx_usdt::note::read_probe_table(&testprog_path()).unwrap();
     let flush = table
         .sites
         .iter()
-        .find(|s| s.provider == BATCH_PROVIDER && s.name == FLUSH_PROBE)
+        .find(|s| s.is_batch_flush())
         .expect("the test program's flush site");
     let mut bytes = std::fs::read(testprog_path()).unwrap();
     let at = (flush.semaphore_offset + LAYOUT_VERSION_OFFSET) as usize;
     bytes[at..at + 2].copy_from_slice(&layout.to_le_bytes());
     let copy = dir.join("styx-testprog-other-layout");
-    std::fs::write(&copy, bytes).unwrap();
-    std::fs::set_permissions(&copy, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    write_program(&copy, &bytes);
     copy
 }
 

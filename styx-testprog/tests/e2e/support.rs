@@ -71,6 +71,13 @@ pub fn beside_testprog(name: &str, package: &str) -> PathBuf {
     path
 }
 
+/// Writes `bytes` to `path` as a program anyone may run (a test program's
+/// copy with bytes changed).
+pub fn write_program(path: &Path, bytes: &[u8]) {
+    std::fs::write(path, bytes).unwrap();
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+}
+
 /// A scratch directory for one test, removed and recreated.
 pub fn scratch(name: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);

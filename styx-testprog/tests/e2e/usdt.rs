@@ -115,8 +115,7 @@ fn with_broken_consts_note(binary: &Path, dir: &Path) -> PathBuf {
     let pc = at - 24;
     bytes[pc..pc + 8].copy_from_slice(&0xdead_0000_0000u64.to_le_bytes());
     let broken = dir.join("broken");
-    std::fs::write(&broken, bytes).unwrap();
-    std::fs::set_permissions(&broken, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    write_program(&broken, &bytes);
     broken
 }
 

@@ -21,6 +21,8 @@ Examples:
   sudo styx-loader -o jsonl --output t.jsonl -- ./my-emulator rom.bin   run and trace from the start
   sudo styx-loader --user \"$SUDO_USER\" -- ./my-emulator rom.bin   the same, run as you, not root
   sudo styx-loader --binary ./my-emulator -e marker   every process running it, also later ones
+  sudo styx-loader --binary target/release/my-emulator -o raw --output run.styx -- cargo run --release
+                        the emulator that a command (cargo, a script) starts; build it first
   sudo styx-loader --pid 1234 -o raw --output run.styx   a capture: read it later with `styx-loader read`
   sudo styx-loader --pid 1234 --capture run.styx      text now, and a capture of the same events
   sudo styx-loader --pid 1234 -o jsonl --output t.jsonl --on-full drop
@@ -377,12 +379,19 @@ pub struct TraceArgs {
     pub pid: Option<u32>,
 
     /// Trace every process that runs this binary (or maps this library),
-    /// including processes started later, until Ctrl-C or --duration.
-    #[arg(short, long, value_name = "PATH", conflicts_with = "command")]
+    /// including processes started later, until Ctrl-C or --duration, or
+    /// until the command after `--` exits: `--binary target/release/emu --
+    /// cargo run --release` traces the emulator that `cargo run`, a script
+    /// or a test runner starts, from its first instruction. The file must
+    /// be the one that runs: a file rebuilt after the loader attached (as
+    /// `cargo run` rebuilds) is a new one, not traced; build it first.
+    #[arg(short, long, value_name = "PATH")]
     pub binary: Option<PathBuf>,
 
     /// Run this command and trace it from its first instruction; styx-loader
-    /// then exits with the command's status. Give it after `--`.
+    /// then exits with the command's status. Give it after `--`. The
+    /// command's own program is traced (a script's is its interpreter);
+    /// with --binary, the processes it starts that run that binary.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
 

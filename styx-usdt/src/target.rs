@@ -108,6 +108,9 @@ pub struct Target {
     /// Whether the processes traced start after attaching (spawned, or
     /// system-wide), which some semaphore layouts break.
     pub new_processes: bool,
+    /// With no `pid`: the process whose exit ends the session, the command
+    /// that starts the ones running the files (`--binary EMU -- CMD`).
+    pub ended_by: Option<u32>,
 }
 
 impl Target {
@@ -149,6 +152,7 @@ impl Target {
             files,
             name: format!("pid {pid} ({exe_name})"),
             new_processes: false,
+            ended_by: None,
         })
     }
 
@@ -168,6 +172,7 @@ impl Target {
                 .collect(),
             name: format!("pid {pid} ({})", program.display()),
             new_processes: true,
+            ended_by: None,
         }
     }
 
@@ -178,6 +183,7 @@ impl Target {
             files: vec![ElfFile::at(path)],
             name: path.display().to_string(),
             new_processes: false,
+            ended_by: None,
         }
     }
 
@@ -196,7 +202,18 @@ impl Target {
             name: format!("every process running {}", path.display()),
             files: vec![ElfFile::at(&path)],
             new_processes: true,
+            ended_by: None,
         })
+    }
+
+    /// The same files, traced until process `pid` exits: the command that
+    /// starts the processes running them (a script, `cargo run`, a test
+    /// runner), whatever it runs meanwhile.
+    pub fn until_exit_of(self, pid: u32) -> Target {
+        Target {
+            ended_by: Some(pid),
+            ..self
+        }
     }
 
     /// The probe table of each file that has one, with the file's index.
@@ -253,10 +270,13 @@ impl Target {
         Ok(tables)
     }
 
-    /// A descriptor that becomes readable when the process exits; None when
-    /// tracing a binary system-wide.
+    /// A descriptor that becomes readable when the process (or the command
+    /// that ends the session) exits; None when tracing a binary system-wide
+    /// until told to stop.
     pub fn exit_fd(&self) -> Result<Option<OwnedFd>, TargetError> {
-        let Some(pid) = self.pid else { return Ok(None) };
+        let Some(pid) = self.pid.or(self.ended_by) else {
+            return Ok(None);
+        };
         // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
         let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
         if fd < 0 {

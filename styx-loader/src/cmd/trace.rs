@@ -113,6 +113,7 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
         &header,
         asked.is_some() && !args.functions.functions.is_empty(),
     );
+    let binary_file = args.binary.as_ref().map(|_| file_version(&target));
     let mut session = Session::start(&target, &selection, out, settings)?;
     if let Some(asked) = asked {
         let room = selection.usdt.len() + spare_specs as usize;
@@ -121,12 +122,12 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
             session.follow(follow);
         }
     }
-    let spawned = held.is_some();
+    let command = held.as_ref().map(|h| h.pid);
     let own_session = held.as_ref().is_some_and(|h| h.own_session);
     if let Some(held) = held {
         let (pid, program) = (held.pid, held.program.clone());
         held.release()?;
-        if header.traces_heap() {
+        if header.traces_heap() && target.pid == Some(pid) {
             header.mapped = mapped_after_exec(pid, &program, &header);
             if !header.mapped.is_empty() && !session.process_mapped(&header.mapped) {
                 log::warn!(
@@ -137,10 +138,18 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
         }
     }
     let stop = session.stream().await?;
-    if let (Stop::Interrupted, true, Some(pid)) = (&stop, own_session, target.pid) {
+    if let (Stop::Interrupted, true, Some(pid)) = (&stop, own_session, command) {
         spawn::interrupt(pid);
     }
     session.detach().await;
+    if binary_file.is_some_and(|at_start| file_version(&target) != at_start) {
+        log::warn!(
+            "{} was replaced while traced (rebuilt, as `cargo run` does when a source \
+             changed): processes that ran the new file were not traced; build it before \
+             tracing",
+            styx_events::escape::controls(&target.files[0].name)
+        );
+    }
     // With the functions of libraries mapped later.
     let header = session.grown_header().cloned().unwrap_or(header);
     session.finish(stop)?;
@@ -148,9 +157,9 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
         let to = args.summary.then_some(args.output.path.as_deref());
         outputs::write_call_table(&calls.borrow(), &header, to)?;
     }
-    match (spawned, target.pid) {
-        (true, Some(pid)) => spawn::wait_exit_code(pid),
-        _ => Ok(0),
+    match command {
+        Some(pid) => spawn::wait_exit_code(pid),
+        None => Ok(0),
     }
 }
 
@@ -158,7 +167,14 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
 /// where `--on-full wait` cannot hold.
 fn target_of(args: &TraceArgs, held: Option<&Held>) -> Result<(Target, Searched)> {
     let (target, searched) = match (held, &args.binary) {
-        (Some(held), _) => (Target::spawned(held.pid, &held.program), Searched::Command),
+        (Some(held), None) => {
+            refuse_script(&held.program)?;
+            (Target::spawned(held.pid, &held.program), Searched::Command)
+        }
+        (Some(held), Some(path)) => (
+            Target::binary(path)?.until_exit_of(held.pid),
+            Searched::Binary,
+        ),
         (None, Some(path)) => (Target::binary(path)?, Searched::Binary),
         (None, None) => (
             Target::from_pid(args.pid.expect("clap requires a target"))?,
@@ -178,12 +194,44 @@ fn target_of(args: &TraceArgs, held: Option<&Held>) -> Result<(Target, Searched)
         ),
         (None, Delivery::Batched, None) if writes_to_disk(args) => log::info!(
             "--binary: batches a full ring has no room for are dropped, counted and \
-             reported (waiting for room, the default for a file, needs one process: --pid \
-             or a command after --)"
+             reported (waiting for room, the default for a file, needs one process: --pid, \
+             or a command after -- without --binary)"
         ),
         _ => {}
     }
     Ok((target, searched))
+}
+
+/// Which file `--binary` names now: a rebuilt one is another (its own
+/// inode), which the kernel's uprobes on the first do not reach.
+fn file_version(target: &Target) -> Option<(u64, u64, i64, i64)> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(&target.files[0].read_at).ok()?;
+    Some((meta.dev(), meta.ino(), meta.mtime(), meta.mtime_nsec()))
+}
+
+/// Refuses a command that is a script: the program traced from its first
+/// instruction would be its interpreter, never the emulator it starts.
+fn refuse_script(program: &std::path::Path) -> Result<()> {
+    let mut start = [0u8; 128];
+    let read = std::fs::File::open(program).and_then(|mut f| {
+        use std::io::Read;
+        f.read(&mut start)
+    });
+    let Ok(n) = read else { return Ok(()) };
+    let Some(line) = start[..n].strip_prefix(b"#!") else {
+        return Ok(());
+    };
+    let interpreter = String::from_utf8_lossy(line.split(|&b| b == b'\n').next().unwrap_or(line));
+    let program = program.display().to_string();
+    bail!(
+        "{} is a script (#!{}): a command after -- is traced as the program it runs, here \
+         the interpreter. To trace the emulator it starts, name the emulator's binary: \
+         styx-loader --binary EMULATOR [OPTIONS] -- {}",
+        styx_events::escape::controls(&program),
+        styx_events::escape::controls(interpreter.trim()),
+        styx_events::escape::controls(&program)
+    )
 }
 
 /// Refuses a ring too small for batched delivery: every full batch would
@@ -272,7 +320,8 @@ fn mapped_after_exec(pid: u32, program: &std::path::Path, header: &Header) -> Ve
 /// rather than lose a batch; the loader counts ~40 M events/s), if no
 /// other loader has flow control of the process.
 pub fn lossless_mode(args: &TraceArgs, top: bool) -> Lossless {
-    let one_process = args.pid.is_some() || !args.command.is_empty();
+    // With --binary the command only starts the processes traced.
+    let one_process = args.pid.is_some() || (!args.command.is_empty() && args.binary.is_none());
     match args.on_full() {
         Some(OnFull::Wait) => Lossless::Required,
         Some(OnFull::Drop) => Lossless::Off,
@@ -562,11 +611,17 @@ fn find_sites(
                 globs.join(", ")
             ),
         };
-        let why = format!(
+        let mut why = format!(
             "{} has {what}: {}",
             target.name,
             describe_providers(all_sites())
         );
+        if searched == Searched::Command {
+            why.push_str(
+                " (if it starts the emulator as a process of its own, as a shell or `cargo run` \
+                 does, name the emulator: --binary EMULATOR -- COMMAND)",
+            );
+        }
         if !follow {
             bail!(why);
         }

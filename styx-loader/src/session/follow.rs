@@ -185,6 +185,7 @@ impl Follow {
                 files: target.files.clone(),
                 name: target.name.clone(),
                 new_processes: false,
+                ended_by: None,
             },
             selection,
             header,

@@ -1,6 +1,7 @@
 //! `--binary PATH`: every process running the binary is traced, including
 //! processes started after the loader attached, and only the selected
-//! probes' semaphores are raised in them.
+//! probes' semaphores are raised in them; with a command after `--`, the
+//! processes it starts, until it exits.
 
 use crate::support::*;
 use std::collections::BTreeMap;
@@ -11,17 +12,7 @@ fn binary_mode_traces_every_process_started_later() {
     require_root();
     let dir = scratch("binary");
     let out = dir.join("traced.jsonl");
-    // A copy of its own: every process running the traced binary counts,
-    // and other tests run styx-testprog meanwhile. `cp`, not std::fs::copy,
-    // so that no process this one forks holds the new file open for
-    // writing when it is executed (ETXTBSY).
-    let binary = dir.join("styx-testprog");
-    let copied = Command::new("cp")
-        .arg(testprog_path())
-        .arg(&binary)
-        .status()
-        .expect("running cp");
-    assert!(copied.success(), "copying styx-testprog");
+    let binary = testprog_of_its_own(&dir);
     let loader = attach_loader(&[
         "--binary",
         binary.to_str().unwrap(),
@@ -71,6 +62,118 @@ fn binary_mode_traces_every_process_started_later() {
     for prog in progs {
         prog.quit();
     }
+}
+
+/// A copy of styx-testprog in `dir`: every process running the traced
+/// binary counts, and other tests run styx-testprog meanwhile. `cp`, not
+/// std::fs::copy, so that no process this one forks holds the new file
+/// open for writing when it is executed (ETXTBSY).
+fn testprog_of_its_own(dir: &std::path::Path) -> std::path::PathBuf {
+    let binary = dir.join("styx-testprog");
+    let copied = Command::new("cp")
+        .arg(testprog_path())
+        .arg(&binary)
+        .status()
+        .expect("running cp");
+    assert!(copied.success(), "copying styx-testprog");
+    binary
+}
+
+/// `--binary EMU -- CMD`: the processes the command starts that run the
+/// binary (a script's children here, as `cargo run`'s would be) are traced
+/// from their first instruction, until the command exits; the loader then
+/// exits with the command's status.
+#[test]
+fn binary_mode_traces_what_a_command_starts_until_it_exits() {
+    require_root();
+    let dir = scratch("binary-command");
+    let out = dir.join("traced.jsonl");
+    let binary = testprog_of_its_own(&dir);
+    let script = dir.join("run.sh");
+    let run = |calls: u32| {
+        format!(
+            "printf 'fire {calls} 1\\nexit 0\\n' | {}\n",
+            binary.display()
+        )
+    };
+    write_program(
+        &script,
+        format!("#!/bin/sh\n{}{}exit 3\n", run(4), run(5)).as_bytes(),
+    );
+    let (status, _, stderr) = run_loader(&[
+        "--binary",
+        binary.to_str().unwrap(),
+        "-e",
+        "marker,mem_read",
+        "-o",
+        "jsonl",
+        "--output",
+        out.to_str().unwrap(),
+        "--",
+        script.to_str().unwrap(),
+    ]);
+    assert_eq!(status.code(), Some(3), "the command's exit code: {stderr}");
+    assert!(stderr.contains("(process exited); 0 dropped"), "{stderr}");
+
+    let mut by_pid: BTreeMap<u64, Vec<serde_json::Value>> = BTreeMap::new();
+    for event in read_jsonl(&out) {
+        by_pid
+            .entry(event["pid"].as_u64().unwrap())
+            .or_default()
+            .push(event);
+    }
+    let mut mem_reads: Vec<usize> = by_pid
+        .values()
+        .map(|events| {
+            assert_eq!(events[0]["text"], "testprog start", "{events:?}");
+            events.iter().filter(|e| e["event"] == "mem_read").count()
+        })
+        .collect();
+    mem_reads.sort();
+    assert_eq!(mem_reads, [4, 5], "mem_reads per process: {stderr}");
+}
+
+/// A binary the command rebuilds before running it (as `cargo run` does
+/// when a source changed) is a new file the kernel's uprobes do not reach:
+/// the loader says so rather than leave an empty trace unexplained.
+#[test]
+fn binary_mode_says_when_the_command_replaced_the_binary() {
+    require_root();
+    let dir = scratch("binary-rebuilt");
+    let binary = testprog_of_its_own(&dir);
+    let script = dir.join("rebuild-and-run.sh");
+    let b = binary.display();
+    write_program(
+        &script,
+        format!(
+            "#!/bin/sh\ncp {b} {b}.new && mv {b}.new {b}\nprintf 'fire 4 1\\nexit 0\\n' | {b}\n"
+        )
+        .as_bytes(),
+    );
+    let (status, _, stderr) = run_loader(&[
+        "--binary",
+        binary.to_str().unwrap(),
+        "-e",
+        "mem_read",
+        "-o",
+        "jsonl",
+        "--output",
+        dir.join("traced.jsonl").to_str().unwrap(),
+        "--",
+        script.to_str().unwrap(),
+    ]);
+    assert!(status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "warning: {b} was replaced while traced (rebuilt, as `cargo run` does when a \
+             source changed)"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(" 0 events from every process running"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -38,12 +38,24 @@ fn spawned_command_is_traced_from_its_first_instruction() {
 #[test]
 fn spawn_errors_are_one_clear_line() {
     require_root();
+    // A script's program is its interpreter: the line says how to reach
+    // the emulator it starts; so does the one for a program without probes.
+    let script = scratch("spawn-errors").join("run.sh");
+    write_program(&script, b"#!/bin/sh\nexec true\n");
+    let script_says = format!(
+        "{} is a script (#!/bin/sh): a command after -- is traced as the program it runs, \
+         here the interpreter. To trace the emulator it starts, name the emulator's binary: \
+         styx-loader --binary EMULATOR [OPTIONS] -- {0}",
+        script.display()
+    );
     for (command, says) in [
         (
             "/nonexistent/emulator",
             "no executable \"/nonexistent/emulator\"",
         ),
         ("true", "(/usr/bin/true) has no styx probes"),
+        ("true", "name the emulator: --binary EMULATOR -- COMMAND"),
+        (script.to_str().unwrap(), script_says.as_str()),
     ] {
         let (status, _, stderr) = run_loader(&["--", command]);
         assert!(!status.success(), "{command}");

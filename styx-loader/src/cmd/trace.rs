@@ -213,11 +213,18 @@ fn file_version(target: &Target) -> Option<(u64, u64, i64, i64)> {
 /// Refuses a command that is a script: the program traced from its first
 /// instruction would be its interpreter, never the emulator it starts.
 fn refuse_script(program: &std::path::Path) -> Result<()> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
     let mut start = [0u8; 128];
-    let read = std::fs::File::open(program).and_then(|mut f| {
-        use std::io::Read;
-        f.read(&mut start)
-    });
+    // Non-blocking: a FIFO there must not hold the loader (exec refuses it).
+    let read = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(program)
+        .and_then(|mut file| match file.metadata()?.is_file() {
+            true => file.read(&mut start),
+            false => Ok(0),
+        });
     let Ok(n) = read else { return Ok(()) };
     let Some(line) = start[..n].strip_prefix(b"#!") else {
         return Ok(());

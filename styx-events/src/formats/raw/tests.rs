@@ -207,6 +207,14 @@ fn write(events: &[Event<'_>]) -> Vec<u8> {
     )
 }
 
+/// … with its blocks in lz4.
+fn write_lz4(events: &[Event<'_>]) -> Vec<u8> {
+    finished(
+        CaptureWriter::new(Vec::new(), &header(), Compression::Lz4).unwrap(),
+        events,
+    )
+}
+
 /// … with its blocks stored as they are.
 fn write_stored(events: &[Event<'_>]) -> Vec<u8> {
     finished(
@@ -253,7 +261,7 @@ fn read(bytes: &[u8]) -> (Vec<String>, Ending) {
 
 #[test]
 fn what_goes_in_comes_out() {
-    for write in [write, write_stored, write_v2] {
+    for write in [write, write_lz4, write_stored, write_v2] {
         what_goes_in_comes_out_of(write(&events()));
     }
 }
@@ -438,7 +446,7 @@ impl std::io::Read for Trickle<'_> {
 
 #[test]
 fn long_captures_read_back_across_refills_however_the_bytes_arrive() {
-    for write in [write, write_stored, write_v2] {
+    for write in [write, write_lz4, write_stored, write_v2] {
         long_capture_reads_back(write(&many_events()));
     }
 }
@@ -914,11 +922,33 @@ fn blocks_of(bytes: &[u8]) -> Vec<(usize, usize, u64)> {
     out
 }
 
+/// Each way of storing blocks writes its codec (a block a late worker left
+/// may be stored): 1 zstd, 2 lz4, 0 as encoded.
+#[test]
+fn each_compression_writes_blocks_of_its_codec() {
+    let events = many_events();
+    for (bytes, codec) in [
+        (write(&events), 1u8),
+        (write_lz4(&events), 2),
+        (write_stored(&events), 0),
+    ] {
+        let codecs: std::collections::BTreeSet<u8> = blocks_of(&bytes)
+            .iter()
+            .map(|&(at, _, _)| bytes[at])
+            .collect();
+        assert!(codecs.contains(&codec), "{codec}: {codecs:?}");
+        assert!(
+            codecs.iter().all(|&c| c == codec || c == 0),
+            "{codec}: {codecs:?}"
+        );
+    }
+}
+
 #[test]
 fn a_capture_cut_in_a_block_reads_its_whole_blocks_and_says_what_it_lost() {
     let events = many_events();
     let want = lines(&events, &Names::new(&header()));
-    for bytes in [write(&events), write_stored(&events)] {
+    for bytes in [write(&events), write_lz4(&events), write_stored(&events)] {
         let blocks = blocks_of(&bytes);
         assert!(blocks.len() >= 3, "{} blocks", blocks.len());
         let total: u64 = blocks.iter().map(|b| b.2).sum();

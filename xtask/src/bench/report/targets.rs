@@ -428,7 +428,8 @@ fn demo_capture(r: &Results) -> Measured {
         ),
         why: "The capture's blocks hold each batch as the ring carried it (per event its \
               item: a tag, then each value in the width the demo gives it; a time mark every \
-              ~1 KiB of items), compressed with zstd's fastest level (`--compression`)."
+              ~1 KiB of items), compressed with zstd's fastest level, or lz4 for a block \
+              taken while another waits for a worker (`--compression`)."
             .into(),
     }
 }

@@ -8,8 +8,9 @@
 //!
 //! `stored` is the payload as it is (codec 0), one zstd frame with its
 //! checksum (codec 1) or one lz4 block (codec 2, no checksum: a damaged
-//! one decodes to records the reader checks as any); the payload is a run of records as in version 2,
-//! their delta state (times, arguments, thread table) starting afresh in
+//! one that still decodes to its length gives records the reader checks
+//! as any); the payload is a run of records as in version 2, their delta
+//! state (times, arguments, thread table) starting afresh in
 //! every block, so each block decodes on its own: the reader of a growing
 //! file, one that stops at a cut block and parallel `read` rely on it.
 //! `events` is the block's own count, so a cut block says what it held.
@@ -19,10 +20,10 @@
 //! to a worker, which compresses it: by default with zstd while the
 //! workers keep up, and with lz4 (~1.3× faster here, ~2× the bytes) a
 //! block taken while another waits for a worker. On this 2-CPU machine
-//! the demo traced into a file (8 alternating rounds) ran at 0.83 of its
-//! speed traced to /dev/null so, 0.76 with zstd for every block, 0.81
-//! with lz4, at 1.5–1.7 bytes an event each way. The workers run at the lowest
-//! priority (`SCHED_IDLE`): they compress with the CPU time the emulator
+//! the demo traced into a file (8 alternating rounds) ran so at 0.83 of
+//! its speed traced to /dev/null, at 0.76 with zstd for every block and
+//! 0.81 with lz4, 1.5–1.7 bytes an event each way. The workers run at the
+//! lowest priority (`SCHED_IDLE`): they compress with the CPU time the emulator
 //! and the loader leave, never taking it from them. At most
 //! [`MAX_IN_FLIGHT`] blocks are pending; then the oldest is written,
 //! compressed or as it is. Memory stays bounded either way. How long the
@@ -88,7 +89,8 @@ const CODEC_LZ4: u8 = 2;
 /// higher levels cost more than their bytes save at these rates.
 const ZSTD_LEVEL: i32 = 1;
 
-/// The most bytes a block stores: the zstd bound of the largest payload.
+/// The most bytes a block stores: the zstd bound of the largest payload
+/// (lz4's is smaller).
 pub const MAX_STORED: usize = MAX_BLOCK_PAYLOAD + (MAX_BLOCK_PAYLOAD >> 7) + (64 << 10);
 
 /// Blocks handed over and not yet written, at most: past it the oldest is

@@ -160,6 +160,55 @@ fn stopping_the_loader_takes_the_batches_threads_still_hold() {
     assert_eq!(assert_every_event_arrived(&expect2, &out2), 10 * 8);
 }
 
+/// Two loaders on one process: the one stopped first leaves the batches
+/// idle threads hold to the other (taking them, it took them from the
+/// other too: the kernel raises a semaphore once however many tracers
+/// attach), and says so; the other takes them when it stops: every event.
+/// The first is a flight recorder, whose dump before it stops reads those
+/// batches without taking them.
+#[test]
+fn a_loader_stopped_beside_another_leaves_it_the_batches_threads_hold() {
+    let Traced {
+        mut prog,
+        loader,
+        expect,
+        out,
+    } = traced("batched-beside", &["-e", BATCHED]);
+    let dumps = out.with_file_name("dump.jsonl");
+    let mut second = prog.attach_loader(&[
+        "-e",
+        BATCHED,
+        "--flight-recorder",
+        "1000",
+        "-o",
+        "jsonl",
+        "--output",
+        dumps.to_str().unwrap(),
+    ]);
+    // Idle threads, each with part of a batch, and the main thread too.
+    prog.fire_by("park 40 2");
+    prog.fire_by("fire-main 30");
+    second.signal(libc::SIGUSR1);
+    second.wait_for_line("dump 1").unwrap();
+    let dumped = read_jsonl(&dumps.with_file_name("dump.1.jsonl"));
+    assert_eq!(dumped.len(), (2 * 40 + 30) * 8, "the dump has them all");
+    second.signal(libc::SIGINT);
+    let (status, stderr) = second.finish();
+    assert!(status.success(), "{stderr:?}");
+    assert!(
+        stderr
+            .iter()
+            .any(|l| l.contains("another tracer has batched events enabled in pid")),
+        "{stderr:?}"
+    );
+    loader.signal(libc::SIGINT);
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{stderr:?}");
+    assert_eq!(assert_every_event_arrived(&expect, &out), (2 * 40 + 30) * 8);
+    prog.ask("unpark");
+    prog.quit();
+}
+
 #[test]
 fn eight_threads_at_once_lose_nothing() {
     let Traced {

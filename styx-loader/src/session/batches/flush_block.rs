@@ -46,6 +46,29 @@ pub fn address(pid: u32, maps: &str, flush: &FlushSite) -> Result<Option<u64>> {
     Ok(Some(block))
 }
 
+/// A batch-enable site, in a file of the target.
+pub struct EnableSite {
+    pub file: ElfFile,
+    pub site: ProbeSite,
+}
+
+/// Whether another tracer keeps batched events enabled in process `pid`
+/// (whose `/proc/PID/maps` is `maps`): a semaphore of `enable` still
+/// raised once this loader let go of those sites. The kernel raises a
+/// site's semaphore once however many tracers attach to it, so this is
+/// how a stopping loader learns that its threads still append, and that
+/// their pending batches are another tracer's as well.
+pub fn others_batching(pid: u32, maps: &str, enable: &[EnableSite]) -> bool {
+    enable.iter().any(|e| {
+        let Ok(Some(bias)) = load_bias(maps, &e.file, &e.site) else {
+            return false;
+        };
+        let mut count = [0u8; 2];
+        remote::read(pid, bias.wrapping_add(e.site.semaphore), &mut count).is_ok()
+            && u16::from_le_bytes(count) != 0
+    })
+}
+
 /// The processes that map a flush site's file (for `--binary`, whose
 /// processes the loader does not know by pid).
 pub fn pids_mapping(sites: &[FlushSite]) -> Vec<u32> {

@@ -14,7 +14,7 @@ use super::Lossless;
 use crate::bpf::load::{self, Loaded};
 use anyhow::Result;
 use flow::Flow;
-use flush_block::FlushSite;
+use flush_block::{EnableSite, FlushSite};
 use styx_usdt::select::{Role, Selection};
 use styx_usdt::target::Target;
 
@@ -23,6 +23,8 @@ pub struct Batches {
     pid: Option<u32>,
     /// The flush sites attached (none without batched delivery).
     sites: Vec<FlushSite>,
+    /// The batch-enable sites attached at the start.
+    enable: Vec<EnableSite>,
     flow: Option<Flow>,
     /// Whether batches waited for room (flow control was claimed).
     pub waited: bool,
@@ -65,6 +67,13 @@ impl Batches {
                 site: s.site.clone(),
             })
             .collect();
+        let enable = (selection.sites.iter())
+            .filter(|s| matches!(s.role, Role::BatchEnable(_)))
+            .map(|s| EnableSite {
+                file: target.files[s.file].clone(),
+                site: s.site.clone(),
+            })
+            .collect();
         let flow = match (lossless, target.pid) {
             (Lossless::Off, _) | (_, None) => None,
             (mode, Some(pid)) => match Flow::claim(pid, ring_bytes, sites.len()) {
@@ -82,6 +91,7 @@ impl Batches {
         Ok(Batches {
             pid: target.pid,
             sites,
+            enable,
             waited: flow.is_some(),
             flow,
             registry_known: false,
@@ -128,6 +138,13 @@ impl Batches {
         }
     }
 
+    /// Whether another tracer keeps batched events enabled in `pid` (see
+    /// [`flush_block::others_batching`]).
+    fn others_batching(&self, pid: u32) -> bool {
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+        flush_block::others_batching(pid, &maps, &self.enable)
+    }
+
     /// Whether threads may hold batches to be read from the process.
     pub fn any(&self) -> bool {
         !self.sites.is_empty()
@@ -148,7 +165,23 @@ impl Batches {
             (Partial::Dumping, None) => Vec::new(),
         };
         for pid in pids {
-            let read = partial::read(pid, &self.sites, |record| sink.record(record));
+            if why != Partial::Dumping && self.others_batching(pid) {
+                // Taking them would take them from the other tracer: its
+                // threads hand over what they hold once it is full, to both.
+                if why == Partial::Stopping {
+                    log::warn!(
+                        "another tracer has batched events enabled in pid {pid}: the batches \
+                         its threads hold were left to it, and reach this trace only if \
+                         handed over before the loader let go (a thread that went idle \
+                         holds up to a batch)"
+                    );
+                }
+                continue;
+            }
+            // A dump leaves them unmarked: tracing goes on, and another
+            // tracer (whose presence this loader's own sites hide) gets them.
+            let mark_taken = why != Partial::Dumping;
+            let read = partial::read(pid, &self.sites, mark_taken, |record| sink.record(record));
             if why == Partial::StoppingAgain {
                 // What this read could say, the first one said.
                 continue;

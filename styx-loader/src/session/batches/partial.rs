@@ -20,22 +20,37 @@ use styx_common::batch::REGISTRY_POINTER_OFFSET;
 use styx_events::partial::{self, Memory, Walked};
 use styx_events::{clock_ns, ClockId};
 
-/// The traced process's memory, through `process_vm_readv`/`writev`.
-struct Process(u32);
+/// The traced process's memory, through `process_vm_readv`/`writev`;
+/// written only if `mark_taken`.
+struct Process {
+    pid: u32,
+    mark_taken: bool,
+}
 
 impl Memory for Process {
     fn read(&mut self, at: u64, buf: &mut [u8]) -> io::Result<()> {
-        remote::read(self.0, at, buf)
+        remote::read(self.pid, at, buf)
     }
     fn write(&mut self, at: u64, bytes: &[u8]) -> io::Result<()> {
-        remote::write(self.0, at, bytes)
+        match self.mark_taken {
+            true => remote::write(self.pid, at, bytes),
+            false => Err(io::Error::other("batches read, not marked taken")),
+        }
     }
 }
 
 /// Reads the partial batches of process `pid` through each flush site,
 /// calling `each` with every batch record (as the eBPF program would have
-/// written it, timed now); what the walks found besides, summed.
-pub fn read(pid: u32, sites: &[FlushSite], mut each: impl FnMut(&[u8])) -> Result<Walked> {
+/// written it, timed now); what the walks found besides, summed. Unless
+/// `mark_taken`, the threads are not told: each hands its batch over whole
+/// later (to this loader, whose splitter gives each event once, and to any
+/// other tracer, which then loses none of it).
+pub fn read(
+    pid: u32,
+    sites: &[FlushSite],
+    mark_taken: bool,
+    mut each: impl FnMut(&[u8]),
+) -> Result<Walked> {
     let mut found = Walked::default();
     // An exited process (a zombie until reaped) maps nothing; its exit
     // handed its batches over.
@@ -48,7 +63,7 @@ pub fn read(pid: u32, sites: &[FlushSite], mut each: impl FnMut(&[u8])) -> Resul
             continue;
         };
         let walked = partial::take(
-            &mut Process(pid),
+            &mut Process { pid, mark_taken },
             registry,
             (pid, flush.number),
             clock_ns(ClockId::Monotonic),

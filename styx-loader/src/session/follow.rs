@@ -35,7 +35,8 @@
 //! responsive), spec ids stop at the room the `SPECS` map was made with,
 //! and functions at `--functions`' own limit.
 
-use super::batches::{file_number, flush_block::FlushSite, Batches};
+use super::batches::flush_block::{EnableSite, FlushSite};
+use super::batches::{file_number, Batches};
 use super::drain::Sink;
 use crate::bpf::attach::{self, Links};
 use crate::bpf::load::{self, Loaded};
@@ -486,6 +487,12 @@ impl Follow {
             true => Links::default(),
             false => attach::attach_sites(loaded, &self.target, &enable)?,
         };
+        for site in &enable {
+            batches.add_enable_site(EnableSite {
+                file: self.target.files[site.file].clone(),
+                site: site.site.clone(),
+            });
+        }
         Ok((rest_links, enable_links))
     }
 

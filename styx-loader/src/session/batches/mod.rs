@@ -23,7 +23,7 @@ pub struct Batches {
     pid: Option<u32>,
     /// The flush sites attached (none without batched delivery).
     sites: Vec<FlushSite>,
-    /// The batch-enable sites attached at the start.
+    /// The batch-enable sites attached (of libraries mapped later too).
     enable: Vec<EnableSite>,
     flow: Option<Flow>,
     /// Whether batches waited for room (flow control was claimed).
@@ -106,6 +106,12 @@ impl Batches {
         if let Some(flow) = self.flow.as_mut() {
             flow.add_site();
         }
+    }
+
+    /// A batch-enable site of a library the process mapped later, attached:
+    /// one more whose semaphore says whether another tracer batches.
+    pub fn add_enable_site(&mut self, site: EnableSite) {
+        self.enable.push(site);
     }
 
     /// Lossless mode: grants the emulator credit for the batches taken

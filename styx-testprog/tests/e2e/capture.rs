@@ -123,7 +123,7 @@ fn raw_output_keeps_the_run_and_its_header() {
     // The header: who, where, and when in wall-clock time.
     let bytes = std::fs::read(&raw).unwrap();
     assert_eq!(&bytes[..8], b"STYXCAP\0");
-    assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), 4);
+    assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), 5);
     let len = u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
     let header: Value = serde_json::from_slice(&bytes[16..16 + len]).unwrap();
     assert_eq!(header["pid"], pid);
@@ -448,7 +448,7 @@ fn bad_captures_are_refused_plainly() {
     std::fs::write(&newer, &bytes).unwrap();
     let (ok, _, stderr) = read_capture(&newer, "jsonl");
     assert!(
-        !ok && stderr.contains("capture format version 7; this styx-loader reads versions 1 to 4"),
+        !ok && stderr.contains("capture format version 7; this styx-loader reads versions 1 to 5"),
         "{stderr}"
     );
     // (Versions 1 and 2, which no loader writes now, are read by the

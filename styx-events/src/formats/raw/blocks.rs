@@ -7,11 +7,11 @@
 //! ```
 //!
 //! `stored` is the payload as it is (codec 0), one zstd frame with its
-//! checksum (codec 1) or one lz4 block (codec 2, no checksum: a damaged
-//! one that still decodes to its length gives records the reader checks
-//! as any); the payload is a run of records as in version 2, their delta
-//! state (times, arguments, thread table) starting afresh in
-//! every block, so each block decodes on its own: the reader of a growing
+//! checksum (codec 1) or one lz4 block (codec 2, from version 5; no
+//! checksum: a damaged one that still decodes to its length gives records
+//! the reader checks as any); the payload is a run of records as in
+//! version 2, their delta state (times, arguments, thread table) starting
+//! afresh in every block, so each block decodes on its own: the reader of a growing
 //! file, one that stops at a cut block and parallel `read` rely on it.
 //! `events` is the block's own count, so a cut block says what it held.
 //!

@@ -80,10 +80,14 @@ pub use writer::{CaptureWriter, HELD_AT_MOST};
 /// The first bytes of every capture.
 pub const MAGIC: &[u8; 8] = b"STYXCAP\0";
 /// The format version this loader writes, of blocks; it reads this one
-/// and back to [`OLDEST_VERSION`]. Version 4: batches of up to 64 KiB
+/// and back to [`OLDEST_VERSION`]. Version 5: blocks may be lz4 (codec 2,
+/// `blocks.rs`), which a reader of version 4 would take for a corrupt
+/// block; it refuses version 5 in one line instead.
+pub const VERSION: u32 = 5;
+/// Blocks, as version 5, zstd or stored only: batches of up to 64 KiB
 /// (`styx_common::batch::BATCH_BYTES`), which a reader of version 3 would
-/// take for a corrupt capture; it refuses version 4 in one line instead.
-pub const VERSION: u32 = 4;
+/// take for a corrupt capture.
+pub const ZSTD_BLOCKS_VERSION: u32 = 4;
 /// Blocks, as version 4, with batches of up to 16 KiB.
 pub const BLOCKS_16K_VERSION: u32 = 3;
 /// The last version whose records follow the header straight.

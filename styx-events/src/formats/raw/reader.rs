@@ -5,7 +5,7 @@
 use super::blocks::{Frame, Unpacker, FRAME_BYTES};
 use super::varint::{get, unzigzag};
 use super::{aux_from_code, ARG_SLOTS, AUX_EXPLICIT, AUX_SHIFT, MAGIC, MAX_RECORD};
-use super::{BLOCKS_16K_VERSION, TAG_THREAD_FOLLOWS, VERSION};
+use super::{BLOCKS_16K_VERSION, TAG_THREAD_FOLLOWS, VERSION, ZSTD_BLOCKS_VERSION};
 use super::{MAX_BATCH_ENTRY, MAX_BATCH_RECORD, TAG_BATCH};
 use super::{MAX_HEADER, OLDEST_VERSION, STREAM_VERSION, TAG_END, TAG_THREAD};
 use crate::record::batch::{BatchError, Batches};
@@ -209,9 +209,10 @@ impl<R: Read> Reader<R> {
         let version = u32::from_le_bytes(fixed[8..12].try_into().expect("4 bytes"));
         // Version 1 differs in its batches' items and its USDT records,
         // version 3 in its blocks, version 4 in its batches' largest size
-        // (a reader takes the largest in all).
+        // (a reader takes the largest in all), version 5 in its blocks'
+        // codecs (a reader takes every codec in all).
         let (codec, source) = match version {
-            VERSION | BLOCKS_16K_VERSION => {
+            VERSION | ZSTD_BLOCKS_VERSION | BLOCKS_16K_VERSION => {
                 (Codec::Current, Source::Blocks(Unpacker::new()?, Vec::new()))
             }
             STREAM_VERSION => (Codec::Current, Source::Stream),

@@ -199,7 +199,7 @@ fn lines(events: &[Event<'_>], usdt: &Names) -> Vec<String> {
         .collect()
 }
 
-/// A capture of `events` as this loader writes it (version 4, zstd blocks).
+/// A capture of `events` as this loader writes it (version 5, zstd blocks).
 fn write(events: &[Event<'_>]) -> Vec<u8> {
     finished(
         CaptureWriter::new(Vec::new(), &header(), Compression::Zstd).unwrap(),
@@ -342,8 +342,8 @@ fn bad_input_is_named() {
     assert!(err(&bytes[..10]).contains("ends inside its header"));
     assert!(err(&bytes[..40]).contains("ends inside its header"));
     let mut newer = bytes.clone();
-    newer[8] = 5;
-    assert!(err(&newer).contains("version 5; this styx-loader reads versions 1 to 4"));
+    newer[8] = 6;
+    assert!(err(&newer).contains("version 6; this styx-loader reads versions 1 to 5"));
     let mut corrupt = bytes.clone();
     let body_start = 16 + u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
     corrupt[body_start] = 0x70; // a meta tag nobody writes
@@ -758,9 +758,10 @@ fn write_with_batch<W: std::io::Write>(
     }
 }
 
-/// Version 3 (blocks, batches of up to 16 KiB) reads as version 4 does: a
-/// capture of the blocks this writer makes, with a batch of ~16 KiB
-/// between events, read back in place under either version number.
+/// Versions 3 (blocks, batches of up to 16 KiB) and 4 (zstd or stored
+/// blocks) read as version 5 does: a capture of the blocks this writer
+/// makes, with a batch of ~16 KiB between events, read back in place under
+/// each version number.
 #[test]
 fn a_version_3_capture_with_a_16_kib_batch_is_read() {
     let events = events();
@@ -785,7 +786,7 @@ fn a_version_3_capture_with_a_16_kib_batch_is_read() {
     let all = lines(&events, &usdt);
     let expected: Vec<String> = [&all[..5], &split[..], &all[5..]].concat();
     assert_eq!(bytes[8], VERSION as u8);
-    for version in [VERSION, BLOCKS_16K_VERSION] {
+    for version in [VERSION, ZSTD_BLOCKS_VERSION, BLOCKS_16K_VERSION] {
         bytes[8] = version as u8;
         let (got, ending) = read(&bytes);
         assert_eq!(got, expected, "version {version}");

@@ -70,6 +70,7 @@ mod deltas;
 
 use columns::Columns;
 use std::time::Instant;
+use styx_events::Reader;
 
 const FRAME_BYTES: usize = 16;
 
@@ -80,26 +81,17 @@ struct Block {
 
 /// The capture's blocks, decompressed (at most `most`).
 fn blocks(path: &str, most: usize) -> anyhow::Result<Vec<Block>> {
-    let bytes = std::fs::read(path)?;
-    anyhow::ensure!(bytes.get(..8) == Some(b"STYXCAP\0"), "not a capture");
-    let word = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
-    anyhow::ensure!(word(8) == 3, "a capture of version {}, not 3", word(8));
-    let mut at = 16 + word(12);
+    let mut reader = Reader::open(std::io::BufReader::new(std::fs::File::open(path)?))?;
+    anyhow::ensure!(reader.reads_blocks(), "a capture of records, not blocks");
     let mut blocks = Vec::new();
-    while at + FRAME_BYTES <= bytes.len() && blocks.len() < most {
-        let (codec, stored_len, payload_len, events) =
-            (bytes[at], word(at + 4), word(at + 8), word(at + 12));
-        let stored = &bytes[at + FRAME_BYTES..at + FRAME_BYTES + stored_len];
-        let payload = match codec {
-            0 => stored.to_vec(),
-            1 => zstd::bulk::decompress(stored, payload_len)?,
-            _ => anyhow::bail!("codec {codec}"),
+    while blocks.len() < most {
+        let Some(block) = reader.take_block()? else {
+            break;
         };
         blocks.push(Block {
-            payload,
-            events: events as u64,
+            payload: block.payload()?,
+            events: block.events(),
         });
-        at += FRAME_BYTES + stored_len;
     }
     Ok(blocks)
 }

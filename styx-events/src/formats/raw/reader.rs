@@ -114,6 +114,19 @@ impl Block {
     pub fn events(&self) -> u64 {
         self.frame.events
     }
+
+    /// Its payload, the records as the writer encoded them, decompressed
+    /// (for tools that measure how blocks are stored).
+    pub fn payload(&self) -> Result<Vec<u8>, CaptureError> {
+        let mut payload = Vec::new();
+        Unpacker::new()?
+            .unpack(&self.frame, &self.stored, &mut payload)
+            .map_err(|what| CaptureError::Corrupt {
+                offset: self.offset,
+                what,
+            })?;
+        Ok(payload)
+    }
 }
 
 /// Reads a capture: the header at once, then one event per [`Reader::next`].

@@ -14,7 +14,7 @@
 //! - items counted: the loader's own check and count of a batch it keeps
 //!   whole (`batch_items::counts_by_type`), nothing stored.
 //!
-//! Reads a version 3 capture's blocks (`[BLOCKS]`: the first so many),
+//! Reads a capture's blocks (version 3 on; `[BLOCKS]`: the first so many),
 //! decompresses them, and times each way on one thread, best of 5 passes:
 //! encoding (transform, then compression) and decoding, per event, checking
 //! that every block comes back byte for byte; `[WAY]` keeps only the ways

@@ -549,16 +549,23 @@ fn work(queue: &Receiver<Job>, answer: &Sender<Packed>, compression: Compression
 /// Compresses the blocks `queue` brings, skipping those the pool stored
 /// meanwhile.
 fn compress(queue: &Receiver<Job>, answer: &Sender<Packed>, compression: Compression) {
-    let compressor = zstd::bulk::Compressor::new(ZSTD_LEVEL).and_then(|mut c| {
-        c.include_checksum(true)?;
-        Ok(c)
-    });
+    // A zstd context only where zstd may be taken.
+    let compressor = match compression {
+        Compression::Auto | Compression::Zstd => {
+            Some(zstd::bulk::Compressor::new(ZSTD_LEVEL).and_then(|mut c| {
+                c.include_checksum(true)?;
+                Ok(c)
+            }))
+        }
+        Compression::Lz4 | Compression::None => None,
+    };
     let mut zstd = match compressor {
-        Ok(c) => Some(c),
-        Err(e) => {
-            log::warn!("the capture is stored uncompressed: zstd: {e}");
+        Some(Ok(c)) => Some(c),
+        Some(Err(e)) => {
+            log::warn!("the capture's blocks are not compressed with zstd: {e}");
             None
         }
+        None => None,
     };
     let mut scratch = Vec::new();
     while let Ok(job) = queue.recv() {

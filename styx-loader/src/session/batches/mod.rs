@@ -144,13 +144,6 @@ impl Batches {
         }
     }
 
-    /// Whether another tracer keeps batched events enabled in `pid` (see
-    /// [`flush_block::others_batching`]).
-    fn others_batching(&self, pid: u32) -> bool {
-        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
-        flush_block::others_batching(pid, &maps, &self.enable)
-    }
-
     /// Whether threads may hold batches to be read from the process.
     pub fn any(&self) -> bool {
         !self.sites.is_empty()
@@ -171,7 +164,8 @@ impl Batches {
             (Partial::Dumping, None) => Vec::new(),
         };
         for pid in pids {
-            if why != Partial::Dumping && self.others_batching(pid) {
+            let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+            if why != Partial::Dumping && flush_block::others_batching(pid, &maps, &self.enable) {
                 // Taking them would take them from the other tracer: its
                 // threads hand over what they hold once it is full, to both.
                 if why == Partial::Stopping {
@@ -187,7 +181,9 @@ impl Batches {
             // A dump leaves them unmarked: tracing goes on, and another
             // tracer (whose presence this loader's own sites hide) gets them.
             let mark_taken = why != Partial::Dumping;
-            let read = partial::read(pid, &self.sites, mark_taken, |record| sink.record(record));
+            let read = partial::read(pid, &maps, &self.sites, mark_taken, |record| {
+                sink.record(record)
+            });
             if why == Partial::StoppingAgain {
                 // What this read could say, the first one said.
                 continue;

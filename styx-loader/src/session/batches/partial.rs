@@ -39,14 +39,16 @@ impl Memory for Process {
     }
 }
 
-/// Reads the partial batches of process `pid` through each flush site,
-/// calling `each` with every batch record (as the eBPF program would have
-/// written it, timed now); what the walks found besides, summed. Unless
+/// Reads the partial batches of process `pid` (whose `/proc/PID/maps` is
+/// `maps`) through each flush site, calling `each` with every batch record
+/// (as the eBPF program would have written it, timed now); what the walks
+/// found besides, summed. Unless
 /// `mark_taken`, the threads are not told: each hands its batch over whole
 /// later (to this loader, whose splitter gives each event once, and to any
 /// other tracer, which then loses none of it).
 pub fn read(
     pid: u32,
+    maps: &str,
     sites: &[FlushSite],
     mark_taken: bool,
     mut each: impl FnMut(&[u8]),
@@ -54,12 +56,11 @@ pub fn read(
     let mut found = Walked::default();
     // An exited process (a zombie until reaped) maps nothing; its exit
     // handed its batches over.
-    let maps = fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
     if maps.is_empty() {
         return Ok(found);
     }
     for flush in sites {
-        let Some(registry) = registry_of(pid, &maps, flush)?.filter(|&r| r != 0) else {
+        let Some(registry) = registry_of(pid, maps, flush)?.filter(|&r| r != 0) else {
             continue;
         };
         let walked = partial::take(

@@ -129,6 +129,10 @@ pub trait Declared {
     type Values: Fields;
     /// The type's semaphore word: zero while nothing is attached (one load).
     fn word() -> u32;
+    /// Runs `fire` while the type's semaphore word is not zero: the call
+    /// site's check, as the catalogue's probes make it (one compare in
+    /// memory and a jump).
+    fn if_armed(fire: impl FnOnce());
     /// Hands the values to whoever holds `word` up, from the call site's
     /// cold block (see [`call_site`]).
     fn call_site(word: u32, values: Self::Values);
@@ -237,6 +241,11 @@ macro_rules! __declared_type {
             }
 
             #[inline(always)]
+            fn if_armed(fire: impl FnOnce()) {
+                $crate::__check!(SEMAPHORE, { fire() })
+            }
+
+            #[inline(always)]
             fn call_site(word: u32, values: Self::Values) {
                 $crate::__declared::call_site(
                     word,
@@ -261,6 +270,8 @@ macro_rules! __declared_type {
             fn word() -> u32 {
                 0
             }
+            #[inline(always)]
+            fn if_armed(_: impl FnOnce()) {}
             fn call_site(_: u32, _: Self::Values) {}
         }
     };
@@ -314,16 +325,21 @@ macro_rules! __declared_site {
 
 /// Fires a declared event type: `fire!(TYPE, || (values…))`, the values
 /// of its fields in order, of their declared types. The closure runs only
-/// while a tracer is attached; detached, this is one load and a branch.
+/// while a tracer is attached; detached, this is one compare of the type's
+/// semaphore word in memory and a branch.
 #[macro_export]
 macro_rules! fire {
     ($event:ty, $args:expr) => {{
-        let word = <$event as $crate::Declared>::word();
-        if word != 0 {
+        <$event as $crate::Declared>::if_armed(|| {
             // Off the straight line, as the catalogue's probes.
             ::core::hint::cold_path();
-            <$event as $crate::Declared>::call_site(word, ($args)());
-        }
+            // The word again, for whom the values go to (zero if the
+            // tracer left since the check).
+            let word = <$event as $crate::Declared>::word();
+            if word != 0 {
+                <$event as $crate::Declared>::call_site(word, ($args)());
+            }
+        })
     }};
 }
 

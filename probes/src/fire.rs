@@ -4,8 +4,9 @@
 //! call (see `__probe!` in `macros.rs`):
 //!
 //! ```text
-//! if fire::mem_read::armed() {                 // inline: one load, one branch
-//!     extern "C" fn site(a: u64, b: u64, c: u64, d: u64) { fire::mem_read::fire([a, b, c, d]) }
+//! extern "C" fn site(a: u64, b: u64, c: u64, d: u64) { fire::mem_read::fire([a, b, c, d]) }
+//! asm goto: cmp dword ptr [rip + semaphore], 0; jne cold   // inline: the check
+//! cold: {
 //!     let values = (|| (pc, addr, val))();      // the closure runs here, inlined
 //!     fire::mem_read::call_site(site, values);  // `call append`, in assembly
 //! }
@@ -13,19 +14,28 @@
 //!
 //! Why this shape (measured on a real interpreter; issue 24's table):
 //! - Everything but the check is out of line. What the inliner sees in the
-//!   emulator's function is a load, a branch and a call: the emulator's own
+//!   emulator's function is the check and a call: the emulator's own
 //!   small helpers (a bus access, a push) stay small enough to be inlined,
 //!   as they are with the probes compiled out.
 //! - The closure is called where it is written, inside the branch, and only
 //!   its values cross into the cold function. A closure handed to an
 //!   out-of-line function would make every local it borrows address-taken,
 //!   kept on the stack for the whole host function.
-//! - The check loads the semaphore word by an `asm!` addressed RIP-relative
-//!   to the static (`sym`): Rust reaches another crate's static through the
-//!   GOT, a second, dependent load. The `asm!` is `readonly`: the compiler
-//!   keeps the emulator's values in registers across it. It is not `pure`,
-//!   so it is never hoisted out of a loop: a tracer attaching mid-loop is
-//!   seen at the next check.
+//! - The check (`__check!`, `macros.rs`) is an `asm goto`: one `cmp` of
+//!   the semaphore word in memory with 0, addressed RIP-relative to the
+//!   static (`sym`; Rust reaches another crate's static through the GOT, a
+//!   second, dependent load), and a `jne` to the cold block (the asm's
+//!   `label`). No register holds the word, and LLVM counts the check as one
+//!   instruction where a load (an `asm!` with an output), a compare and a
+//!   branch were three: styx-rv's detached run took 116.9 instructions a
+//!   guest instruction against 129.3 (callgrind; 96.8 compiled out), and
+//!   its `Bus::write_mem`, with three `mem_write!` sites, stays within
+//!   ThinLTO's import limit (100 IR instructions) again: the load form
+//!   took it just past it, so it was called, not inlined, and copied each
+//!   store with `memcpy`. The `asm!` is `readonly`: the compiler keeps the
+//!   emulator's values in registers across it. It is not `pure`, so it is
+//!   never hoisted out of a loop: a tracer attaching mid-loop is seen at
+//!   the next check.
 //! - `site` is a new function item at every call site (the macro defines
 //!   it), so each call site keeps its own USDT site and note. Its `asm!`
 //!   names the call site (file, line, column) in a comment, so that no two
@@ -81,20 +91,6 @@ use crate::enabled::{load_word, semaphores, PER_EVENT};
 #[cfg(not(feature = "disabled"))]
 use crate::site::event_site;
 
-/// `armed()`, whether anything is attached to probe `$name`'s type: the
-/// only part of a probe inlined where it is called.
-macro_rules! armed {
-    ($name:ident) => {
-        #[inline(always)]
-        pub fn armed() -> bool {
-            #[cfg(not(feature = "disabled"))]
-            return load_word!(semaphores::$name) != 0;
-            #[cfg(feature = "disabled")]
-            false
-        }
-    };
-}
-
 /// `Args::FIXED` of an argument tuple with a fixed last value, or
 /// without (`None`); `@width`, that value's width: a byte.
 macro_rules! fixed {
@@ -109,8 +105,8 @@ macro_rules! fixed {
     };
 }
 
-/// Defines `pub mod $name` of a batched type: `armed()`, the call site's
-/// check; `Args`, the argument tuples the probe takes, each with the
+/// Defines `pub mod $name` of a batched type (the call site's check is
+/// `__check!` on its semaphore word): `Args`, the argument tuples the probe takes, each with the
 /// widths of its values (the item's tag, length and layout follow from
 /// them) and its values as the per-event site passes them (`u64`s);
 /// `append`, the type's append routine ([`fast_append!`]), and
@@ -126,8 +122,6 @@ macro_rules! batched_probe {
         pub mod $name {
             #[allow(unused_imports)]
             use super::*;
-
-            armed!($name);
 
             /// Words of the type's widest item (the Rust path packs it).
             pub const WORDS: usize = $words;
@@ -310,7 +304,7 @@ pub fn unpack<const N: usize>(words: &[u64], head_bytes: usize, widths: &[usize]
     values
 }
 
-/// Defines `pub mod $name` of a per-event type: `armed()` and `Args`, each
+/// Defines `pub mod $name` of a per-event type: `Args`, each
 /// tuple with its `fire`, run in the call site's cold function.
 macro_rules! per_event_probe {
     ($name:ident: <$($g:ident: $bound:path),*> ($($t:ty),*) ($($var:ident),*) => $n:tt $values:expr) => {
@@ -318,8 +312,6 @@ macro_rules! per_event_probe {
         pub mod $name {
             #[allow(unused_imports)]
             use super::*;
-
-            armed!($name);
 
             pub trait Args {
                 fn fire<const SITE: u64>(self);
@@ -623,8 +615,6 @@ pub(crate) use call_site_function;
 pub mod marker {
     #[allow(unused_imports)]
     use super::*;
-
-    armed!(marker);
 
     pub trait Args {
         fn fire<const SITE: u64>(self);

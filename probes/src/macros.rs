@@ -8,44 +8,81 @@
 /// called through `fire::call_site`, which keeps the caller's registers;
 /// a per-event type's (rare events: control, spans, markers) is an
 /// ordinary cold call.
+/// A probe's check: `$fire` runs while semaphore word `$sema` (a path to
+/// a static) is not 0. One instruction compares the word in memory with 0
+/// and a jump goes to `$fire` (`asm goto`): no register is taken for the
+/// word, and what LLVM's inliner counts for it is one instruction, where
+/// a load (an `asm!` with an output), a compare and a branch were three
+/// (see `fire.rs`). Not `pure`: never hoisted out of a loop, so a tracer
+/// attaching mid-loop is seen at the next check.
+#[cfg(not(feature = "disabled"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __check {
+    ($sema:path, $fire:block) => {{
+        // Defined outside the `unsafe` block: the closure's code (the
+        // emulator's) is not made unsafe-able by it. Inlined.
+        #[allow(unused_mut)]
+        let mut __styx_fire = || $fire;
+        // SAFETY: reads the 4-byte static `$sema`; jumps to `fire` or on.
+        unsafe {
+            ::core::arch::asm!(
+                "cmp dword ptr [rip + {sema}], 0",
+                "jne {fire}",
+                sema = sym $sema,
+                fire = label { __styx_fire() },
+                options(nostack, readonly),
+            );
+        }
+    }};
+}
+/// With probes compiled out: the code type-checks and is never run.
+#[cfg(feature = "disabled")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __check {
+    ($sema:path, $fire:block) => {{
+        if false $fire
+    }};
+}
+
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __probe {
     (batched $name:ident, $args:expr) => {{
-        if $crate::fire::$name::armed() {
+        // Generic over the values' types (the closure's), which give
+        // the item's layout; one instance, this call site's.
+        #[inline(always)]
+        fn __styx_probe_call<T: $crate::fire::$name::Args>(values: T) {
+            extern "C" fn __styx_probe_site<T: $crate::fire::$name::Args>(
+                a: u64,
+                b: u64,
+                c: u64,
+                d: u64,
+            ) {
+                const SITE: u64 =
+                    $crate::fire::site_id(module_path!(), file!(), line!(), column!());
+                $crate::fire::$name::fire::<SITE, T>([a, b, c, d])
+            }
+            $crate::fire::$name::call_site(__styx_probe_site::<T>, values)
+        }
+        $crate::__check!($crate::__semaphores::$name, {
             // Laid out off the straight line, as a call to a cold function
             // would be (this one is called through `asm!`).
             ::core::hint::cold_path();
-            // Generic over the values' types (the closure's), which give
-            // the item's layout; one instance, this call site's.
-            #[inline(always)]
-            fn __styx_probe_call<T: $crate::fire::$name::Args>(values: T) {
-                extern "C" fn __styx_probe_site<T: $crate::fire::$name::Args>(
-                    a: u64,
-                    b: u64,
-                    c: u64,
-                    d: u64,
-                ) {
-                    const SITE: u64 =
-                        $crate::fire::site_id(module_path!(), file!(), line!(), column!());
-                    $crate::fire::$name::fire::<SITE, T>([a, b, c, d])
-                }
-                $crate::fire::$name::call_site(__styx_probe_site::<T>, values)
-            }
             __styx_probe_call(($args)())
-        }
+        })
     }};
     (per_event $name:ident, $args:expr) => {{
-        if $crate::fire::$name::armed() {
-            #[cold]
-            #[inline(never)]
-            fn __styx_probe_site<T: $crate::fire::$name::Args>(args: T) {
-                const SITE: u64 =
-                    $crate::fire::site_id(module_path!(), file!(), line!(), column!());
-                $crate::fire::$name::Args::fire::<SITE>(args)
-            }
-            __styx_probe_site(($args)())
+        #[cold]
+        #[inline(never)]
+        fn __styx_probe_site<T: $crate::fire::$name::Args>(args: T) {
+            const SITE: u64 = $crate::fire::site_id(module_path!(), file!(), line!(), column!());
+            $crate::fire::$name::Args::fire::<SITE>(args)
         }
+        $crate::__check!($crate::__semaphores::$name, {
+            __styx_probe_site(($args)())
+        })
     }};
 }
 

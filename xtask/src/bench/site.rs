@@ -452,4 +452,21 @@ mod tests {
             (2, 1, false)
         );
     }
+
+    /// styx-probe's check since the `asm goto` form: the word compared in
+    /// memory and a jump to the probe's cold block (taken while traced).
+    #[test]
+    fn a_direct_32_bit_compare_is_the_whole_path() {
+        let code = code(&[
+            "   35e2e:\tcmpl   $0x0,0xb21d7(%rip)        # e800c <styx_probe_v0_1_semaphore_mem_read>",
+            "   35e35:\tjne    35f46 <run+0x2e6>",
+            "   35f50:\tnop",
+        ]);
+        let path = path_to_branch(&code, 0x35f50, 0xe800c, &BTreeSet::new()).unwrap();
+        assert_eq!(
+            (path.listing.len(), path.loads, path.word_32, path.backward),
+            (2, 1, true, false)
+        );
+        assert_eq!(path.branch, "jne");
+    }
 }

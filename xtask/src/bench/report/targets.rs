@@ -618,6 +618,8 @@ fn site(site: &crate::bench::site::Detached) -> Measured {
                 "the semaphore's address from the GOT, the word, a test and a branch"
             } else if site.hoisted.is_some() {
                 "the word (its address loaded from the GOT once, before the loop), a test and a branch"
+            } else if site.listing.len() == 2 {
+                "a compare of the word in memory with 0 and a branch"
             } else {
                 "the word, a test and a branch"
             }

@@ -333,12 +333,12 @@ macro_rules! fire {
         <$event as $crate::Declared>::if_armed(|| {
             // Off the straight line, as the catalogue's probes.
             ::core::hint::cold_path();
-            // The word again, for whom the values go to (zero if the
-            // tracer left since the check).
+            // The word again, for whom the values go to: its low half,
+            // per-event tracers. Zero if the tracer left since the check:
+            // the item then goes to the thread's batch, as it may when the
+            // tracer leaves between any check and the append.
             let word = <$event as $crate::Declared>::word();
-            if word != 0 {
-                <$event as $crate::Declared>::call_site(word, ($args)());
-            }
+            <$event as $crate::Declared>::call_site(word, ($args)());
         })
     }};
 }

@@ -52,6 +52,20 @@
 //! fixed columns + zstd 1   0.715   15.97   29.81     0.536   14.93   30.82
 //! ```
 //!
+//! So the columns are not adopted as a block codec:
+//!
+//! - On the demo every transform stores more bytes (0.71–0.72 against
+//!   0.50 at zstd 1): its four programs repeat, and zstd finds the raw
+//!   items' long repeats better than the deltas'. Nor does zstd work less:
+//!   it takes ~5.5–6 ns an event of the transformed bytes, as of the raw
+//!   ones, so no transform, however cheap, gives the 25% less CPU sought.
+//! - On styx-rv the columns store 40% fewer bytes (0.545 against 0.896),
+//!   and zstd takes only ~2–5 ns an event of them, but the transform itself
+//!   takes ~9–13 ns: walking the items and touching each value (deltas
+//!   alone, no streams: ~7.6 ns) costs as much as zstd of the whole payload,
+//!   and the bare walk (items skimmed) 3.4 ns. It would pay only at under
+//!   ~5 ns an event, little more than the walk.
+//!
 //! lz4 (the workers' second codec, C liblz4) at its accelerations, later on
 //! the same machine (the demo's capture, 94 blocks, 14.3 M events, 7.07
 //! payload bytes an event; zstd 1 there 0.472 bytes at 5.33 ns an event):
@@ -67,20 +81,6 @@
 //!
 //! so the workers keep acceleration 1: a higher one saves at most ~12% of
 //! the CPU for up to 1.5× the bytes.
-//!
-//! So the columns are not adopted as a block codec:
-//!
-//! - On the demo every transform stores more bytes (0.71–0.72 against
-//!   0.50 at zstd 1): its four programs repeat, and zstd finds the raw
-//!   items' long repeats better than the deltas'. Nor does zstd work less:
-//!   it takes ~5.5–6 ns an event of the transformed bytes, as of the raw
-//!   ones, so no transform, however cheap, gives the 25% less CPU sought.
-//! - On styx-rv the columns store 40% fewer bytes (0.545 against 0.896),
-//!   and zstd takes only ~2–5 ns an event of them, but the transform itself
-//!   takes ~9–13 ns: walking the items and touching each value (deltas
-//!   alone, no streams: ~7.6 ns) costs as much as zstd of the whole payload,
-//!   and the bare walk (items skimmed) 3.4 ns. It would pay only at under
-//!   ~5 ns an event, little more than the walk.
 
 mod columns;
 mod deltas;

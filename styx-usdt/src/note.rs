@@ -171,14 +171,39 @@ impl ParseError {
     }
 }
 
+/// Why `data` is not an ELF file: the parser's reason, or for a script
+/// (`#!`, as an emulator's launcher often is) what to name instead.
+fn not_elf<'data, R: ReadRef<'data>>(data: R, parse: object::Error) -> ParseError {
+    let start = data
+        .read_bytes_at(0, 128.min(data.len().unwrap_or(0)))
+        .unwrap_or(&[]);
+    match start.strip_prefix(b"#!") {
+        Some(line) => {
+            let interpreter = line.split(|&b| b == b'\n').next().unwrap_or(line);
+            // The file is anyone's: its bytes reach a terminal escaped.
+            let interpreter: String = String::from_utf8_lossy(interpreter)
+                .trim()
+                .chars()
+                .flat_map(|c| match c.is_control() {
+                    true => c.escape_default().collect::<Vec<_>>(),
+                    false => vec![c],
+                })
+                .collect();
+            ParseError::NotElf(format!(
+                "it is a script (#!{interpreter}): name the program it runs"
+            ))
+        }
+        None => ParseError::NotElf(parse.to_string()),
+    }
+}
+
 /// Reads every USDT probe site from an ELF image in memory.
 pub fn parse_probe_table(data: &[u8]) -> Result<ProbeTable, ParseError> {
     parse_elf(data)
 }
 
 fn parse_elf<'data, R: ReadRef<'data>>(data: R) -> Result<ProbeTable, ParseError> {
-    let elf =
-        ElfFile64::<Endianness, R>::parse(data).map_err(|e| ParseError::NotElf(e.to_string()))?;
+    let elf = ElfFile64::<Endianness, R>::parse(data).map_err(|e| not_elf(data, e))?;
     let endian = elf.endian();
     let mut table = ProbeTable::default();
 
@@ -471,6 +496,19 @@ mod tests {
     fn not_elf_is_a_clear_error() {
         let err = parse_probe_table(b"#!/bin/sh\necho hi\n").unwrap_err();
         assert!(matches!(err, ParseError::NotElf(_)));
+    }
+
+    /// A script names its interpreter and says what to name instead.
+    #[test]
+    fn a_script_is_named_as_one() {
+        let err = parse_probe_table(b"#!/bin/sh -e\nexec ./emu\n").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "not a 64-bit ELF file: it is a script (#!/bin/sh -e): name the program it runs"
+        );
+        // Its bytes are the file's: a terminal sees them escaped.
+        let err = parse_probe_table(b"#!/bin/\x1b[2Jsh\n").unwrap_err();
+        assert!(err.to_string().contains("(#!/bin/\\u{1b}[2Jsh)"), "{err}");
     }
 
     #[test]

@@ -102,8 +102,15 @@ fn reads_real_world_argument_specs() {
 #[test]
 fn bad_targets_are_one_clear_line() {
     let readme = concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md");
+    // An emulator's launcher script, named where its binary should be.
+    let script = std::env::temp_dir().join(format!("styx-list-script-{}", std::process::id()));
+    std::fs::write(&script, "#!/bin/sh\nexec ./emu \"$@\"\n").unwrap();
     for (args, says) in [
         (vec![readme], "is not a 64-bit ELF file"),
+        (
+            vec![script.to_str().unwrap()],
+            "is not a 64-bit ELF file: it is a script (#!/bin/sh): name the program it runs",
+        ),
         (
             vec!["/nonexistent/binary"],
             "cannot read /nonexistent/binary",
@@ -121,6 +128,7 @@ fn bad_targets_are_one_clear_line() {
         assert_eq!(errors.len(), 1, "{stderr}");
         assert!(errors[0].contains(says), "{args:?}: {stderr}");
     }
+    std::fs::remove_file(script).unwrap();
 }
 
 #[test]

@@ -363,7 +363,11 @@ fn find_program(name: &str) -> Result<PathBuf> {
         }
     }
     if name.contains('/') {
-        bail!("no executable {name:?}");
+        match std::fs::metadata(name) {
+            Ok(meta) if meta.is_dir() => bail!("{name:?} is a directory, not a program"),
+            Ok(_) => bail!("{name:?} is not executable (chmod +x it, or name the program)"),
+            Err(_) => bail!("no executable {name:?}"),
+        }
     }
     bail!("no executable {name:?} on PATH")
 }

@@ -40,7 +40,8 @@ fn spawn_errors_are_one_clear_line() {
     require_root();
     // A script's program is its interpreter: the line says how to reach
     // the emulator it starts; so does the one for a program without probes.
-    let script = scratch("spawn-errors").join("run.sh");
+    let dir = scratch("spawn-errors");
+    let script = dir.join("run.sh");
     write_program(&script, b"#!/bin/sh\nexec true\n");
     let script_says = format!(
         "{} is a script (#!/bin/sh): a command after -- is traced as the program it runs, \
@@ -48,11 +49,24 @@ fn spawn_errors_are_one_clear_line() {
          styx-loader --binary EMULATOR [OPTIONS] -- {0}",
         script.display()
     );
+    let not_executable = dir.join("emu");
+    std::fs::write(&not_executable, b"\x7fELF").unwrap();
+    let not_executable_says = format!(
+        "{:?} is not executable (chmod +x it, or name the program)",
+        not_executable.display().to_string()
+    );
+    let dir = dir.display().to_string();
+    let dir_says = format!("{dir:?} is a directory, not a program");
     for (command, says) in [
         (
             "/nonexistent/emulator",
             "no executable \"/nonexistent/emulator\"",
         ),
+        (
+            not_executable.to_str().unwrap(),
+            not_executable_says.as_str(),
+        ),
+        (dir.as_str(), dir_says.as_str()),
         ("true", "(/usr/bin/true) has no styx probes"),
         ("true", "name the emulator: --binary EMULATOR -- COMMAND"),
         (script.to_str().unwrap(), script_says.as_str()),

@@ -22,8 +22,8 @@
 //!
 //! What the declaration makes (`styx_common::schema` has the layout):
 //! - the type's semaphore word, in `.probes` beside the catalogue's, and
-//!   the one check `fire!` inlines where it is written (one load, one
-//!   branch, as every probe);
+//!   the one check `fire!` inlines where it is written (one compare of
+//!   the word in memory, one branch, as every probe: `__check!`);
 //! - a note describing the type (`.note.styx`): its name, its fields'
 //!   names, kinds and widths, the names of enum values — a loader learns
 //!   them from the binary;
@@ -324,7 +324,8 @@ macro_rules! __declared_site {
 }
 
 /// Fires a declared event type: `fire!(TYPE, || (values…))`, the values
-/// of its fields in order, of their declared types. The closure runs only
+/// of its fields in order, of their declared types, or an `Option` of them
+/// (`None` fires nothing). The closure runs only
 /// while a tracer is attached; detached, this is one compare of the type's
 /// semaphore word in memory and a branch.
 #[macro_export]
@@ -338,7 +339,10 @@ macro_rules! fire {
             // the item then goes to the thread's batch, as it may when the
             // tracer leaves between any check and the append.
             let word = <$event as $crate::Declared>::word();
-            <$event as $crate::Declared>::call_site(word, ($args)());
+            // The closure's values, or its `Option` of them.
+            if let Some(values) = $crate::__declared::Event::values(($args)()) {
+                <$event as $crate::Declared>::call_site(word, values);
+            }
         })
     }};
 }
@@ -393,6 +397,27 @@ pub trait Fields {
     const VALUE_BYTES: usize;
     /// The values in registers, in order (the rest 0).
     fn bits(self) -> [u64; MAX_FIELDS];
+}
+
+/// What `fire!`'s closure may return: the values, or an `Option` of them
+/// (`None`: no event), as for the catalogue's probes.
+#[doc(hidden)]
+pub trait Event<T> {
+    fn values(self) -> Option<T>;
+}
+
+impl<T: Fields> Event<T> for T {
+    #[inline(always)]
+    fn values(self) -> Option<T> {
+        Some(self)
+    }
+}
+
+impl<T: Fields> Event<T> for Option<T> {
+    #[inline(always)]
+    fn values(self) -> Option<T> {
+        self
+    }
 }
 
 macro_rules! fields_of_tuples {

@@ -174,6 +174,29 @@ macro_rules! batched_probe {
                 fn values(self) -> [u64; $site];
             }
 
+            /// What a probe's closure may return: its values, or an
+            /// `Option` of them, `None` for no event (a branch not taken:
+            /// `branch!(|| (next != end).then_some((pc, next, kind)))`),
+            /// so that a condition only tracing needs is worked out only
+            /// while traced.
+            pub trait Event<T> {
+                fn values(self) -> Option<T>;
+            }
+
+            impl<T: Args> Event<T> for T {
+                #[inline(always)]
+                fn values(self) -> Option<T> {
+                    Some(self)
+                }
+            }
+
+            impl<T: Args> Event<T> for Option<T> {
+                #[inline(always)]
+                fn values(self) -> Option<T> {
+                    self
+                }
+            }
+
             $(
                 impl<$($g: $bound),*> Args for ($($g,)*) {
                     const WIDTHS: &'static [usize] = &[$($bytes,)* $(fixed!(@width $fixed))?];

@@ -8,9 +8,11 @@
 //! styx_probe::mem_read!(|| (pc, addr, val));
 //! ```
 //!
-//! While no tracer is attached a probe costs one load of its semaphore and a
-//! branch not taken; the closure is not called. While a tracer is attached the
-//! closure runs once and its values are handed to the tracer in registers.
+//! While no tracer is attached a probe costs one compare of its semaphore word
+//! in memory and a branch not taken; the closure is not called. While a tracer
+//! is attached the closure runs once and its values are handed to the tracer
+//! in registers; a closure that returns an `Option` of its values fires
+//! nothing for `None`.
 //! Building with the `disabled` feature removes every probe: no code, no ELF
 //! notes, and the closures are type-checked but never called.
 //!

@@ -70,7 +70,10 @@ macro_rules! __probe {
             // Laid out off the straight line, as a call to a cold function
             // would be (this one is called through `asm!`).
             ::core::hint::cold_path();
-            __styx_probe_call(($args)())
+            // The closure's values, or its `Option` of them.
+            if let Some(values) = $crate::fire::$name::Event::values(($args)()) {
+                __styx_probe_call(values)
+            }
         })
     }};
     (per_event $name:ident, $args:expr) => {{
@@ -196,6 +199,10 @@ macro_rules! reg_write {
 /// # let (pc, target) = (0x0600u16, 0x0700u16);
 /// styx_probe::branch!(|| (pc, target, BranchKind::Call));
 /// styx_probe::branch!(|| (pc, target, Branch::conditional(BranchKind::Jump)));
+/// // Taken branches only: `None` fires nothing, and while nothing is
+/// // attached the comparison is not made.
+/// # let end = pc + 2;
+/// styx_probe::branch!(|| (target != end).then(|| (pc, target, BranchKind::Jump)));
 /// ```
 #[macro_export]
 macro_rules! branch {

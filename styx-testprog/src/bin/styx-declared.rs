@@ -41,11 +41,14 @@ fn round(i: u64) {
         Addr(0x10 + i as u32),
         3 * i as u32
     ));
-    styx_probe::fire!(flags_delta, || (
+    // The closure may return an `Option`: this one `Some` every round (one
+    // flags_delta a round, as the tests expect), the next `None` (nothing).
+    styx_probe::fire!(flags_delta, || (i < u64::MAX).then(|| (
         0x600 + i as u16,
         -((i % 5) as i8),
         -1000 * i as i64
-    ));
+    )));
+    styx_probe::fire!(flags_delta, || (i == u64::MAX).then_some((0, 0, 0)));
     styx_probe::fire!(wide, || (
         i as u8,
         2 * i as u16,

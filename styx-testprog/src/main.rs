@@ -155,6 +155,15 @@ macro_rules! fire {
             $rec.record(stringify!($probe), json!($fields));
         }
     }};
+    // The closure returns an `Option` of the values (`Some`).
+    ($rec:expr, $probe:ident, Some($($arg:expr),*), $fields:tt) => {{
+        CALLS.fetch_add(1, Ordering::Relaxed);
+        let before = evaluated_here();
+        styx_probe::$probe!(|| Some(eval(($($arg),*))));
+        if evaluated_here() > before {
+            $rec.record(stringify!($probe), json!($fields));
+        }
+    }};
 }
 
 /// One round: every probe once; the memory access size cycles through 1, 2, 4, 8
@@ -201,8 +210,10 @@ fn fire_round(rec: &Recorder, thread: u64, i: u64) {
     let conditional = (i / 8) % 2 == 1;
     let branch = Branch { kind, conditional };
     let target = pc + 0x100;
-    fire!(rec, branch, (pc, target, branch),
+    fire!(rec, branch, Some(pc, target, branch),
         {"pc": pc, "target": target, "kind": kind.name(), "conditional": conditional});
+    // `None` fires nothing (not counted as a call: no event is expected).
+    styx_probe::branch!(|| (i == u64::MAX).then(|| eval((pc, target, branch))));
 
     let irq = if i.is_multiple_of(2) {
         InterruptKind::Entry

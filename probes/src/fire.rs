@@ -18,7 +18,9 @@
 //!   small helpers (a bus access, a push) stay small enough to be inlined,
 //!   as they are with the probes compiled out.
 //! - The closure is called where it is written, inside the branch, and only
-//!   its values cross into the cold function. A closure handed to an
+//!   its values cross into the cold function (it may return an `Option` of
+//!   them: `None` fires nothing, and a condition only tracing needs is then
+//!   worked out only while traced). A closure handed to an
 //!   out-of-line function would make every local it borrows address-taken,
 //!   kept on the stack for the whole host function.
 //! - The check (`__check!`, `macros.rs`) is an `asm goto`: one `cmp` of
@@ -106,9 +108,10 @@ macro_rules! fixed {
 }
 
 /// Defines `pub mod $name` of a batched type (the call site's check is
-/// `__check!` on its semaphore word): `Args`, the argument tuples the probe takes, each with the
-/// widths of its values (the item's tag, length and layout follow from
-/// them) and its values as the per-event site passes them (`u64`s);
+/// `__check!` on its semaphore word): `Args`, the argument tuples the
+/// probe takes, each with the widths of its values (the item's tag,
+/// length and layout follow from them) and its values as the per-event
+/// site passes them (`u64`s); `Event`, a tuple or an `Option` of one;
 /// `append`, the type's append routine ([`fast_append!`]), and
 /// `call_site`, which calls it with the values and the layout word; and
 /// `fire`, what the call site's function runs with the values (the Rust
@@ -176,7 +179,7 @@ macro_rules! batched_probe {
 
             /// What a probe's closure may return: its values, or an
             /// `Option` of them, `None` for no event (a branch not taken:
-            /// `branch!(|| (next != end).then_some((pc, next, kind)))`),
+            /// `branch!(|| (next != end).then(|| (pc, next, kind)))`),
             /// so that a condition only tracing needs is worked out only
             /// while traced.
             pub trait Event<T> {

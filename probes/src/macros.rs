@@ -1,13 +1,8 @@
 //! The probe macros emulators call. Each takes a closure returning the
-//! probe's arguments; the closure runs only while a tracer is attached.
+//! probe's arguments (or an `Option` of them: `None` fires nothing); the
+//! closure runs only while a tracer is attached.
 //! Each expands to `__probe!` (what that costs and why: `fire.rs`).
 
-/// A probe call: the check inline, then, only while something is attached,
-/// the closure called here and its values passed to a function of this
-/// call site's own (its own USDT site and note). A batched type's is
-/// called through `fire::call_site`, which keeps the caller's registers;
-/// a per-event type's (rare events: control, spans, markers) is an
-/// ordinary cold call.
 /// A probe's check: `$fire` runs while semaphore word `$sema` (a path to
 /// a static) is not 0. One instruction compares the word in memory with 0
 /// and a jump goes to `$fire` (`asm goto`): no register is taken for the
@@ -20,8 +15,8 @@
 #[macro_export]
 macro_rules! __check {
     ($sema:path, $fire:block) => {{
-        // Defined outside the `unsafe` block: the closure's code (the
-        // emulator's) is not made unsafe-able by it. Inlined.
+        // Defined outside the `unsafe` block, so that the emulator's
+        // closure in `$fire` gets no unsafe context from it. Inlined.
         #[allow(unused_mut)]
         let mut __styx_fire = || $fire;
         // SAFETY: reads the 4-byte static `$sema`; jumps to `fire` or on.
@@ -46,6 +41,12 @@ macro_rules! __check {
     }};
 }
 
+/// A probe call: the check inline, then, only while something is attached,
+/// the closure called here and its values passed to a function of this
+/// call site's own (its own USDT site and note). A batched type's is
+/// called through `fire::call_site`, which keeps the caller's registers;
+/// a per-event type's (rare events: control, spans, markers) is an
+/// ordinary cold call.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __probe {

@@ -30,6 +30,7 @@ pub mod c_probes;
 mod consumers;
 mod demo;
 mod disk;
+mod exact;
 #[cfg(test)]
 mod example;
 mod functions;
@@ -209,6 +210,8 @@ pub fn run(root: &Path, quick: bool, probe_baseline: Option<&str>) -> Result<()>
         qemu::round(&bins.loader, &bins.qemu, round - 1, &mut results.qemu)?;
         c_probes::round(&bins.c, round - 1, plan.detached_events, &mut results.c)?;
     }
+    eprintln!("xtask bench: styx-rv's instructions counted exactly (callgrind)");
+    results.workload.exact = Some(exact::measure(&bins));
     eprintln!("xtask bench: a batched run with the kernel's eBPF statistics on");
     results.breakdown = stream::breakdown(&bins, &plan)?;
     eprintln!("xtask bench: the demo traced at all types into a raw capture file");

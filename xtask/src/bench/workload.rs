@@ -76,6 +76,9 @@ pub struct Results {
     pub traced: BTreeMap<Variant, Row>,
     pub current: Untraced,
     pub baseline: Option<BaselineResults>,
+    /// Host instructions per guest instruction (callgrind), once after
+    /// the rounds; `Err` says why there is no count.
+    pub exact: Option<Result<super::exact::Exact, String>>,
 }
 
 impl Results {

@@ -10,7 +10,7 @@ use crate::bench::demo::{Capture, IntoFile, Row, Variant};
 use crate::bench::qemu::{self, GUEST_ROUNDS, LOGGED_ROUNDS, TRACED_ROUNDS};
 use crate::bench::questions::{label, Asked, DELIVERIES, QUESTIONS};
 use crate::bench::tracer::{delivery_arg, Question};
-use crate::bench::{workload, Plan, Results};
+use crate::bench::{exact, workload, Plan, Results};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use styx_common::Delivery;
@@ -408,8 +408,40 @@ pub fn workload(md: &mut String, plan: &Plan, r: &Results) {
         plan.rv_sets,
         table(header, rows),
     );
+    if let Some(exact) = &w.exact {
+        let _ = writeln!(md, "{}\n", exact_line(exact, w));
+    }
     if let Some(b) = &w.baseline {
         baseline(md, b, &w.current, &w.traced);
+    }
+}
+
+/// Section 9's exact count, or why there is none.
+pub fn exact_line(exact: &Result<exact::Exact, String>, w: &workload::Results) -> String {
+    let counts = |c: &exact::Counts| {
+        format!(
+            "compiled out {:.1}, detached {:.1} ({:+.1}%)",
+            c.compiled_out,
+            c.detached,
+            100.0 * (c.detached_ratio() - 1.0)
+        )
+    };
+    match exact {
+        Ok(e) => {
+            let mut line = format!(
+                "Exactly, host instructions per guest instruction (callgrind; {} less {} runs                  of the program): {}",
+                13, 3,
+                counts(&e.current)
+            );
+            if let (Some(b), Some(base)) = (&e.baseline, &w.baseline) {
+                let _ = write!(line, "; with styx-probe at `{}`: {}", base.rev, counts(b));
+            }
+            line.push_str(
+                ". The wall clock of the same instructions moves with where the linker puts                  the step loop (two builds of one source have differed by ~10% here); the                  count does not.",
+            );
+            line
+        }
+        Err(why) => format!("No exact instruction count: {why}."),
     }
 }
 

@@ -605,6 +605,18 @@ fn workload_why(w: &crate::bench::workload::Results) -> String {
             slower(b.untraced.detached_slowdown.median())
         );
     }
+    if let Some(Ok(exact)) = &w.exact {
+        let more = |c: &crate::bench::exact::Counts| 100.0 * (c.detached_ratio() - 1.0);
+        let _ = write!(
+            why,
+            " Exactly (callgrind), detached runs {:.1}% more host instructions than compiled out",
+            more(&exact.current)
+        );
+        if let (Some(b), Some(base)) = (&exact.baseline, &w.baseline) {
+            let _ = write!(why, " ({:.1}% with styx-probe at {})", more(b), base.rev);
+        }
+        why.push_str(": the wall clock moves with code layout (see 9).");
+    }
     why
 }
 

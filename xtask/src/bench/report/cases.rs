@@ -429,15 +429,19 @@ pub fn exact_line(exact: &Result<exact::Exact, String>, w: &workload::Results) -
     match exact {
         Ok(e) => {
             let mut line = format!(
-                "Exactly, host instructions per guest instruction (callgrind; {} less {} runs                  of the program): {}",
-                13, 3,
+                "Exactly, host instructions per guest instruction (callgrind; {} less {} runs \
+                 of the program): {}",
+                exact::MORE,
+                exact::FEW,
                 counts(&e.current)
             );
             if let (Some(b), Some(base)) = (&e.baseline, &w.baseline) {
                 let _ = write!(line, "; with styx-probe at `{}`: {}", base.rev, counts(b));
             }
             line.push_str(
-                ". The wall clock of the same instructions moves with where the linker puts                  the step loop (two builds of one source have differed by ~10% here); the                  count does not.",
+                ". The wall clock of the same instructions moves with where the linker puts \
+                 the step loop (two builds of one source have differed by ~10% here); the \
+                 count does not.",
             );
             line
         }

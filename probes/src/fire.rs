@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! extern "C" fn site(a: u64, b: u64, c: u64, d: u64) { fire::mem_read::fire([a, b, c, d]) }
-//! asm goto: cmp dword ptr [rip + semaphore], 0; jne cold   // inline: the check
+//! asm goto: mov eax, [rip + semaphore]; test eax, eax; jnz cold   // inline: the check
 //! cold: {
 //!     let values = (|| (pc, addr, val))();      // the closure runs here, inlined
 //!     fire::mem_read::call_site(site, values);  // `call append`, in assembly
@@ -23,21 +23,24 @@
 //!   worked out only while traced). A closure handed to an
 //!   out-of-line function would make every local it borrows address-taken,
 //!   kept on the stack for the whole host function.
-//! - The check (`__check!`, `macros.rs`) is an `asm goto`: one `cmp` of
-//!   the semaphore word in memory with 0, addressed RIP-relative to the
-//!   static (`sym`; Rust reaches another crate's static through the GOT, a
-//!   second, dependent load), and a `jne` to the cold block (the asm's
-//!   `label`). No register holds the word, and LLVM counts the check as one
-//!   instruction where a load (an `asm!` with an output), a compare and a
-//!   branch were three: styx-rv's detached run took 116.9 instructions a
-//!   guest instruction against 129.3 (callgrind; 96.8 compiled out), and
-//!   its `Bus::write_mem`, with three `mem_write!` sites, stays within
-//!   ThinLTO's import limit (100 IR instructions) again: the load form
-//!   took it just past it, so it was called, not inlined, and copied each
-//!   store with `memcpy`. The `asm!` is `readonly`: the compiler keeps the
-//!   emulator's values in registers across it. It is not `pure`, so it is
-//!   never hoisted out of a loop: a tracer attaching mid-loop is seen at
-//!   the next check.
+//! - The check (`__check!`, `macros.rs`) is one `asm goto`: the load of
+//!   the semaphore word, addressed RIP-relative to the static (`sym`; Rust
+//!   reaches another crate's static through the GOT, a second, dependent
+//!   load), a `test` and a `jnz` to the cold block (the asm's `label`).
+//!   LLVM counts it as one instruction where a load (an `asm!` with an
+//!   output), a compare and a branch were three: styx-rv's detached run
+//!   took 119.4 instructions a guest instruction against 129.3
+//!   (callgrind; 96.8 compiled out), and its `Bus::write_mem`, with three
+//!   `mem_write!` sites, stays within ThinLTO's import limit (100 IR
+//!   instructions) again: the old form took it just past it, so it was
+//!   called, not inlined, and copied each store with `memcpy`. A `cmp` of
+//!   the word in memory with 0 and a `jne` (no register, 116.9 there) ran
+//!   styx-rv no faster (14.0% against 14.2% slower than compiled out over
+//!   three code layouts) and the detached tight loop 10% slower (0.55
+//!   against 0.50 ns, same layout): the `test` fuses with its branch. The
+//!   `asm!` is `readonly`: the compiler keeps the emulator's values in
+//!   registers across it. It is not `pure`, so it is never hoisted out of
+//!   a loop: a tracer attaching mid-loop is seen at the next check.
 //! - `site` is a new function item at every call site (the macro defines
 //!   it), so each call site keeps its own USDT site and note. Its `asm!`
 //!   names the call site (file, line, column) in a comment, so that no two

@@ -125,7 +125,7 @@ impl<const COUNT: bool> Machine<COUNT> {
             // Written as most emulators would (and as styx-probe at the
             // bench's --probe-baseline can build): the comparison runs
             // detached too. `branch!(|| (next != end).then(|| …))` would
-            // skip it, 2% fewer instructions detached (README).
+            // skip it, 1.5% fewer instructions detached (README).
             let next = hart.pc;
             if next != pc.wrapping_add(4) {
                 styx_probe::branch!(|| (pc, next, branch_kind(bus.peek_word(pc))));

@@ -22,8 +22,8 @@
 //!
 //! What the declaration makes (`styx_common::schema` has the layout):
 //! - the type's semaphore word, in `.probes` beside the catalogue's, and
-//!   the one check `fire!` inlines where it is written (one compare of
-//!   the word in memory, one branch, as every probe: `__check!`);
+//!   the one check `fire!` inlines where it is written (one load of the
+//!   word, a test and a branch, as every probe: `__check!`);
 //! - a note describing the type (`.note.styx`): its name, its fields'
 //!   names, kinds and widths, the names of enum values — a loader learns
 //!   them from the binary;
@@ -130,8 +130,7 @@ pub trait Declared {
     /// The type's semaphore word: zero while nothing is attached (one load).
     fn word() -> u32;
     /// Runs `fire` while the type's semaphore word is not zero: the call
-    /// site's check, as the catalogue's probes make it (one compare in
-    /// memory and a jump).
+    /// site's check, as the catalogue's probes make it (`__check!`).
     fn if_armed(fire: impl FnOnce());
     /// Hands the values to whoever holds `word` up, from the call site's
     /// cold block (see [`call_site`]).
@@ -326,8 +325,8 @@ macro_rules! __declared_site {
 /// Fires a declared event type: `fire!(TYPE, || (values…))`, the values
 /// of its fields in order, of their declared types, or an `Option` of them
 /// (`None` fires nothing). The closure runs only
-/// while a tracer is attached; detached, this is one compare of the type's
-/// semaphore word in memory and a branch.
+/// while a tracer is attached; detached, this is one load of the type's
+/// semaphore word, a test and a branch.
 #[macro_export]
 macro_rules! fire {
     ($event:ty, $args:expr) => {{

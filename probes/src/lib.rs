@@ -8,8 +8,8 @@
 //! styx_probe::mem_read!(|| (pc, addr, val));
 //! ```
 //!
-//! While no tracer is attached a probe costs one compare of its semaphore word
-//! in memory and a branch not taken; the closure is not called. While a tracer
+//! While no tracer is attached a probe costs one load of its semaphore word, a
+//! test and a branch not taken; the closure is not called. While a tracer
 //! is attached the closure runs once and its values are handed to the tracer
 //! in registers; a closure that returns an `Option` of its values fires
 //! nothing for `None`.

@@ -417,7 +417,7 @@ pub fn workload(md: &mut String, plan: &Plan, r: &Results) {
 }
 
 /// Section 9's exact count, or why there is none.
-pub fn exact_line(exact: &Result<exact::Exact, String>, w: &workload::Results) -> String {
+fn exact_line(exact: &Result<exact::Exact, String>, w: &workload::Results) -> String {
     let counts = |c: &exact::Counts| {
         format!(
             "compiled out {:.1}, detached {:.1} ({:+.1}%)",

@@ -36,7 +36,7 @@
 //! and functions at `--functions`' own limit.
 
 use super::batches::flush_block::{EnableSite, FlushSite};
-use super::batches::{file_number, Batches};
+use super::batches::Batches;
 use super::drain::Sink;
 use crate::bpf::attach::{self, Links};
 use crate::bpf::load::{self, Loaded};
@@ -477,21 +477,14 @@ impl Follow {
             false => attach::attach_sites(loaded, &self.target, &rest)?,
         };
         for flush in rest.iter().filter(|s| s.role == Role::BatchFlush) {
-            batches.add_site(FlushSite {
-                file: self.target.files[flush.file].clone(),
-                number: file_number(flush.file),
-                site: flush.site.clone(),
-            });
+            batches.add_site(FlushSite::of(&self.target, flush));
         }
         let enable_links = match enable.is_empty() {
             true => Links::default(),
             false => attach::attach_sites(loaded, &self.target, &enable)?,
         };
         for site in &enable {
-            batches.add_enable_site(EnableSite {
-                file: self.target.files[site.file].clone(),
-                site: site.site.clone(),
-            });
+            batches.add_enable_site(EnableSite::of(&self.target, site));
         }
         Ok((rest_links, enable_links))
     }

@@ -550,22 +550,20 @@ fn work(queue: &Receiver<Job>, answer: &Sender<Packed>, compression: Compression
 /// meanwhile.
 fn compress(queue: &Receiver<Job>, answer: &Sender<Packed>, compression: Compression) {
     // A zstd context only where zstd may be taken.
-    let compressor = match compression {
+    let mut zstd = match compression {
         Compression::Auto | Compression::Zstd => {
-            Some(zstd::bulk::Compressor::new(ZSTD_LEVEL).and_then(|mut c| {
+            match zstd::bulk::Compressor::new(ZSTD_LEVEL).and_then(|mut c| {
                 c.include_checksum(true)?;
                 Ok(c)
-            }))
+            }) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    log::warn!("the capture's blocks are not compressed with zstd: {e}");
+                    None
+                }
+            }
         }
         Compression::Lz4 | Compression::None => None,
-    };
-    let mut zstd = match compressor {
-        Some(Ok(c)) => Some(c),
-        Some(Err(e)) => {
-            log::warn!("the capture's blocks are not compressed with zstd: {e}");
-            None
-        }
-        None => None,
     };
     let mut scratch = Vec::new();
     while let Ok(job) = queue.recv() {

@@ -10,7 +10,8 @@ use styx_common::batch::{
     reads_layout, BATCH_LAYOUT_VERSION, LAYOUT_VERSION_OFFSET, OLDEST_BATCH_LAYOUT_VERSION,
 };
 use styx_usdt::note::ProbeSite;
-use styx_usdt::target::ElfFile;
+use styx_usdt::select::AttachSite;
+use styx_usdt::target::{ElfFile, Target};
 
 /// A flush site, in a file of the target.
 pub struct FlushSite {
@@ -46,10 +47,31 @@ pub fn address(pid: u32, maps: &str, flush: &FlushSite) -> Result<Option<u64>> {
     Ok(Some(block))
 }
 
+impl FlushSite {
+    /// The selected flush site `selected` of `target`.
+    pub fn of(target: &Target, selected: &AttachSite) -> FlushSite {
+        FlushSite {
+            file: target.files[selected.file].clone(),
+            number: super::file_number(selected.file),
+            site: selected.site.clone(),
+        }
+    }
+}
+
 /// A batch-enable site, in a file of the target.
 pub struct EnableSite {
     pub file: ElfFile,
     pub site: ProbeSite,
+}
+
+impl EnableSite {
+    /// The selected batch-enable site `selected` of `target`.
+    pub fn of(target: &Target, selected: &AttachSite) -> EnableSite {
+        EnableSite {
+            file: target.files[selected.file].clone(),
+            site: selected.site.clone(),
+        }
+    }
 }
 
 /// Whether another tracer keeps batched events enabled in process `pid`

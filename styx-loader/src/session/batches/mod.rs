@@ -61,18 +61,11 @@ impl Batches {
             .sites
             .iter()
             .filter(|s| s.role == Role::BatchFlush)
-            .map(|s| FlushSite {
-                file: target.files[s.file].clone(),
-                number: file_number(s.file),
-                site: s.site.clone(),
-            })
+            .map(|s| FlushSite::of(target, s))
             .collect();
         let enable = (selection.sites.iter())
             .filter(|s| matches!(s.role, Role::BatchEnable(_)))
-            .map(|s| EnableSite {
-                file: target.files[s.file].clone(),
-                site: s.site.clone(),
-            })
+            .map(|s| EnableSite::of(target, s))
             .collect();
         let flow = match (lossless, target.pid) {
             (Lossless::Off, _) | (_, None) => None,

@@ -131,6 +131,13 @@ impl<W: Write> CaptureWriter<W> {
         Self::start(out, header, VERSION, buf, body)
     }
 
+    /// Starts a capture whose blocks are all compressed as `compression`
+    /// says, however long its workers take.
+    #[cfg(test)]
+    pub(crate) fn patient(out: W, header: &Header, compression: Compression) -> io::Result<Self> {
+        Self::with_pool(out, header, BlockPool::patient(compression)?)
+    }
+
     /// Starts a version 2 capture: records straight in the file.
     #[cfg(test)]
     pub(crate) fn version_2(out: W, header: &Header) -> io::Result<Self> {

@@ -57,8 +57,9 @@ const LOOP_RATE: f64 = 100.0;
 const BPFTRACE_OVER_BATCHED: f64 = 40.0;
 /// styx-loader's CPU per batched event, ns.
 const LOADER_NS: f64 = 5.0;
-/// Traced demo, batched, over compiled out: every type, and `insn_exec` only.
-const DEMO_ALL_SLOWDOWN: f64 = 10.0;
+/// Traced demo, batched, over compiled out: every type (issue 27's target;
+/// it was 10× before), and `insn_exec` only.
+const DEMO_ALL_SLOWDOWN: f64 = 3.0;
 const DEMO_ONE_SLOWDOWN: f64 = 3.0;
 /// Detached over compiled out: the demo, and styx-rv.
 const DEMO_DETACHED: f64 = 1.01;
@@ -151,7 +152,7 @@ fn targets(r: &Results, facts: &Facts) -> Vec<Target> {
                 traced.traced()
             ),
             limit: Limit::AtMost(limit),
-            measured: demo_traced(&r.demo.rows[&traced], limit, facts),
+            measured: demo_traced(&r.demo.rows[&traced], traced, limit, facts),
         });
     }
     targets.push(Target {
@@ -557,13 +558,27 @@ fn lossless(r: &Results) -> Measured {
     }
 }
 
-fn demo_traced(d: &demo::Row, limit: f64, facts: &Facts) -> Measured {
+fn demo_traced(d: &demo::Row, traced: Variant, limit: f64, facts: &Facts) -> Measured {
     let mut why = Vec::new();
     if d.slowdown.median() > limit {
         why.push(format!(
             "{:.1}× slower than compiled out, above {limit:.0}×",
             d.slowdown.median()
         ));
+        if matches!(traced, Variant::All(_)) {
+            why.push(
+                "the demo then fires ~7 events an instruction. Where its time goes traced so \
+                 (perf, by hand, 2026-11-28): ~29% in the events' append routines (~14 \
+                 instructions an event: the call, the word, the thread's batch, the stores), \
+                 ~15% in the kernel (per 64 KiB batch the flush probe's trap and the copy into \
+                 the ring; the traps of spans, markers and control events), ~2% reading the \
+                 clock for time marks, ~2% in the rest of styx-probe, and ~52% in the demo's \
+                 own probed CPU, which works out every event's values (registers read and \
+                 written, operands, addresses): that alone takes ~1.8× the compiled-out \
+                 CPU's time"
+                    .to_string(),
+            );
+        }
     }
     if d.lost > 0 {
         why.push(format!(

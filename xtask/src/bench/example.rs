@@ -112,7 +112,7 @@ pub fn results(scenario: Scenario) -> Results {
         let row = r.demo.rows.entry(variant).or_default();
         row.speed = around(40.0 / (i + 1) as f64);
         row.slowdown = around(match variant {
-            Variant::All(_) => 7.5 * worse,
+            Variant::All(_) => 2.5 * worse,
             _ => 1.0 + i as f64 * worse,
         });
         row.events = 1_000_000 * i as u64;

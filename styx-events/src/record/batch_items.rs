@@ -497,6 +497,18 @@ mod tests {
             counts(&record(&items[..items.len() - 1], 0), Codec::Current, none),
             None
         );
+        // Batches of every size, cut at items: pieces empty, short, of
+        // unequal lengths, walked in rounds and one by one.
+        for &end in starts.iter().step_by(7) {
+            let part = &items[..end];
+            let one = walk(part, Codec::Current, none, 0, &mut Vec::new());
+            assert_eq!(one.map(|c| c.iter().sum::<u64>() > 0), Some(end > 10));
+            let chained = counts_in_chains(part);
+            assert!(chained.is_none() || chained == one, "{end} bytes");
+            if end > items.len() / 2 {
+                assert!(chained.is_some(), "{end} bytes walked in chains");
+            }
+        }
         // One tag repeated, and a batch that starts with no mark: one walk.
         let tight = filled(|i| insn(0x400 + i));
         assert_eq!(counts_in_chains(&tight), None);

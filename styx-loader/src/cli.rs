@@ -81,10 +81,11 @@ pub enum Command {
     /// mapped libraries: providers, probes, sites, argument specs, semaphores.
     #[command(after_help = LIST_EXAMPLES)]
     List(ListArgs),
-    /// Convert a raw capture (`-o raw --output FILE`) to JSON lines, text,
-    /// Chrome trace JSON or Perfetto, whole or a part of it (a time window,
-    /// types, filters). A capture that was cut short is read up to its
-    /// last whole record, with a warning saying what was lost.
+    /// Convert a raw capture (`-o raw --output FILE`) to any output format
+    /// (text, JSON lines, Chrome, Perfetto, Parquet, drcov, Tenet, folded
+    /// stacks), whole or a part of it (a time window, types, filters), or
+    /// count it by key (`--by`). A capture that was cut short is read up to
+    /// its last whole record, with a warning saying what was lost.
     #[command(after_help = READ_EXAMPLES)]
     Read(ReadArgs),
     /// Count events per key while tracing, like top: which code is hot

@@ -449,7 +449,8 @@ impl BlockPool {
             };
             match answer {
                 Ok(answer) => self.arrived(answer)?,
-                Err(()) => self.workers_in_time = false,
+                // Late, or (patient) the workers are gone: stored.
+                Err(()) => (self.workers_in_time, self.patient) = (false, false),
             }
         }
         Ok(())

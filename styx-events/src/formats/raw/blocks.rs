@@ -440,7 +440,7 @@ impl BlockPool {
     /// at a worker and the workers have been in time.
     fn wait_for_oldest(&mut self, longest: Duration) -> io::Result<()> {
         let until = Instant::now() + longest;
-        while (self.workers_in_time || self.patient)
+        while self.workers_in_time
             && (self.pending.front()).is_some_and(|p| matches!(p.packing, Packing::AtWorker))
         {
             let answer = match self.patient {

@@ -18,6 +18,11 @@
 //! emulator (the loader busy writing: a larger ring cannot help; waiting,
 //! a raw capture or fewer events do). [`Summary::loss_warning`] is the
 //! warning that names what helps.
+//!
+//! When the emulator waited for the loader instead (`--on-full wait`:
+//! nothing dropped, the emulator slowed to the output's pace), [`Waited`]
+//! says for how long, and [`Summary::wait_note`] what sets that pace and
+//! what helps.
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -50,6 +55,25 @@ pub struct Summary {
     /// then (what they fired before was not seen), in that order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub late: Vec<LateLibrary>,
+    /// How long the emulator waited for the loader (`--on-full wait`),
+    /// when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waited: Option<Waited>,
+}
+
+/// The emulator held back by lossless flow control: its threads had
+/// flushed every batch the loader had granted them room for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Waited {
+    /// Seconds of the run in which the emulator used up its credit, at
+    /// most (the loader looks at each grant, ~1 ms apart, and counts the
+    /// whole interval since the last).
+    pub seconds: f64,
+    /// Where events went: `-o`'s format name, or `top`.
+    pub output: String,
+    /// Whether a raw capture's worker threads compress its blocks (they
+    /// take every block while the emulator waits).
+    pub compressing: bool,
 }
 
 /// A library attached after tracing started.
@@ -97,6 +121,10 @@ pub enum LossCause {
     /// most of the time while events were dropped.
     Sustained,
 }
+
+/// The share of a run the emulator must have waited for the loader for
+/// the summary to say so: less is the odd full ring of a burst.
+pub const WAIT_WORTH_SAYING: f64 = 0.02;
 
 /// The loader's share of busy time, while events were dropped, from which
 /// a loss is the output's pace rather than a burst.
@@ -251,6 +279,40 @@ impl Summary {
         })
     }
 
+    /// How long the emulator waited for the loader, what set that pace
+    /// and what helps, one line (None when it waited less than
+    /// [`WAIT_WORTH_SAYING`] of the run).
+    pub fn wait_note(&self) -> Option<String> {
+        let waited = self.waited.as_ref()?;
+        let seconds = waited.seconds.min(self.seconds);
+        if seconds < WAIT_WORTH_SAYING * self.seconds || seconds <= 0.0 {
+            return None;
+        }
+        let share = seconds * 100.0 / self.seconds.max(1e-9);
+        let pace = match (waited.output.as_str(), waited.compressing) {
+            ("raw", true) => {
+                "the capture's compressing threads take every block then, so they or the disk \
+                 set the pace: --compression lz4 takes less CPU than zstd, and none stores \
+                 blocks as they are (7–20 bytes an event to write, for a disk that takes them)"
+            }
+            ("raw", false) => {
+                "the disk set the pace: a faster disk, or fewer events (-e, --filter)"
+            }
+            ("top", _) => "counting set the pace: fewer events (-e, --filter), or --sample",
+            _ => {
+                "the output set the pace: record a capture (-o raw --output FILE) and convert \
+                 it later with `styx-loader read`, or trace fewer events (-e, --filter)"
+            }
+        };
+        Some(alloc::format!(
+            "styx-loader: the emulator waited for the loader in up to {seconds:.2} s of the \
+             {:.2} s ({share:.0}%; --on-full wait: nothing was dropped, the emulator ran at the \
+             output's pace meanwhile); {pace}; --on-full drop never waits (what the ring cannot \
+             hold is then dropped, counted)",
+            self.seconds
+        ))
+    }
+
     /// What a loss makes wrong in the output, for outputs whose result is
     /// then wrong rather than just shorter (None for the others, or when
     /// nothing was dropped).
@@ -389,7 +451,58 @@ mod tests {
                 seconds: 0.25,
                 sites: 3,
             }],
+            waited: None,
         }
+    }
+
+    fn waited(seconds: f64, output: &str, compressing: bool) -> Summary {
+        Summary {
+            dropped: 0,
+            waited: Some(Waited {
+                seconds,
+                output: output.to_string(),
+                compressing,
+            }),
+            ..summary()
+        }
+    }
+
+    #[test]
+    fn a_wait_note_says_how_long_and_what_set_the_pace() {
+        let note = waited(0.61, "raw", true).wait_note().unwrap();
+        assert!(
+            note.contains("in up to 0.61 s of the 1.52 s (40%"),
+            "{note}"
+        );
+        for helps in [
+            "compressing threads",
+            "--compression lz4",
+            "none stores",
+            "--on-full drop",
+        ] {
+            assert!(note.contains(helps), "{helps}: {note}");
+        }
+        let note = waited(0.61, "jsonl", false).wait_note().unwrap();
+        assert!(
+            note.contains("-o raw --output FILE") && note.contains("-e, --filter"),
+            "{note}"
+        );
+        assert!(waited(0.61, "raw", false)
+            .wait_note()
+            .unwrap()
+            .contains("the disk set the pace"));
+        // Longer than the run (intervals counted whole): the run.
+        let note = waited(9.0, "top", false).wait_note().unwrap();
+        assert!(note.contains("up to 1.52 s of the 1.52 s (100%") && note.contains("--sample"));
+        // The odd full ring of a burst, or no wait: nothing to say.
+        assert_eq!(waited(0.02, "raw", true).wait_note(), None);
+        assert_eq!(summary().wait_note(), None);
+        // And it travels in the JSON line.
+        let summary = waited(0.61, "raw", true);
+        let back = Summary::from_json_line(&summary.json_line())
+            .unwrap()
+            .unwrap();
+        assert_eq!(back, summary);
     }
 
     fn lossy(cause: LossCause, batched: u64, waited: bool, output: &str) -> Summary {

@@ -531,8 +531,10 @@ pub struct TraceArgs {
     /// doubling up to 1 ms) while the loader is more than half a ring
     /// behind, so no batch is lost; it costs nothing while the loader
     /// keeps up (a compare per batch), and the emulator runs at the
-    /// output's pace when it does not. If the loader dies, waiting threads
-    /// go on at their next look. Needs one process (--pid or a command).
+    /// output's pace when it does not (the summary then says for how
+    /// long, at most, what set the pace and what helps). If the loader
+    /// dies, waiting threads go on at their next look. Needs one process
+    /// (--pid or a command).
     /// `drop`: the emulator never waits; batches the ring has no room for
     /// are dropped, counted and reported. Default: `wait` when every
     /// output is a file on disk (--output FILE or DIR/, and --capture if

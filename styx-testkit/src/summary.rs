@@ -85,6 +85,7 @@ mod tests {
             ],
             loss: None,
             late: vec![],
+            waited: None,
         };
         let mut stderr = vec![
             "styx-loader: attached 26 probe sites in pid 7 (/opt/emu in a dir) in 12 ms; Ctrl-C to stop".to_string(),

@@ -20,10 +20,10 @@ use styx_common::batch::{BATCH_BYTES, MIN_BATCHED_RING_BYTES};
 use styx_common::summary::size_text;
 use styx_common::{Delivery, EventKind};
 use styx_events::Filters;
+use styx_events::{Compression, Format, Options, Output};
 use styx_events::{DeclaredInfo, DeclaredSites, EventType, Header, MappedFile, UsdtInfo};
 use styx_events::{EventWriter, Tee};
 use styx_events::{FlightRecorder, Limits, OpenDump, Recording};
-use styx_events::{Format, Options, Output};
 use styx_events::{Guest, RegisterNames};
 use styx_usdt::functions::Matcher;
 use styx_usdt::select::Role;
@@ -105,6 +105,8 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
             Some(_) => "top",
             None => args.output.format.name(),
         },
+        compressing: (args.output.format == Format::Raw || args.capture.is_some())
+            && args.output.compression != Compression::None,
         later_programs: asked.as_ref().map(Asked::programs).unwrap_or_default(),
         spare_specs,
     };

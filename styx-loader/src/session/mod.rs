@@ -38,6 +38,7 @@ use std::io::{self, IsTerminal};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 use stoppers::{Stoppers, Wake};
+use styx_common::summary::Waited;
 use styx_common::EventKind;
 use styx_events::{DeclaredTypes, EventWriter, Filters, FlightRecorder, Keep, Table};
 use styx_usdt::select::{Role, Selection};
@@ -77,6 +78,9 @@ pub struct Settings {
     /// Where events go, as a loss warning names it: `-o`'s format name, or
     /// `top`.
     pub output: &'static str,
+    /// Whether a raw capture's worker threads compress its blocks (the
+    /// summary's note on how long the emulator waited names them).
+    pub compressing: bool,
     /// Following the libraries the process maps later: the programs their
     /// sites may need, loaded beside the selection's.
     pub later_programs: Vec<&'static str>,
@@ -476,6 +480,11 @@ impl Session {
             probe_names: &self.probe_names,
             json: self.settings.json_summary,
             late: self.follow.as_ref().map_or(&[][..], |f| &f.late[..]),
+            waited: self.batches.held().map(|held| Waited {
+                seconds: held.as_secs_f64(),
+                output: self.settings.output.to_string(),
+                compressing: self.settings.compressing,
+            }),
         });
         if let Some(flight) = &self.settings.flight {
             report::flight(&flight.borrow());

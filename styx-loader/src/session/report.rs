@@ -7,7 +7,7 @@
 use super::drain::Sink;
 use crate::bpf::load::Lost;
 use std::time::Duration;
-use styx_common::summary::{LateLibrary, Loss, ProbeCount, Summary, TypeCount};
+use styx_common::summary::{LateLibrary, Loss, ProbeCount, Summary, TypeCount, Waited};
 use styx_common::EventKind;
 use styx_events::{FlightRecorder, EXITED_KEPT_LOOKS};
 
@@ -34,6 +34,8 @@ pub struct Run<'a> {
     pub json: bool,
     /// The libraries attached after the start (see `super::follow`).
     pub late: &'a [super::follow::LateFile],
+    /// How long the emulator waited for the loader, under flow control.
+    pub waited: Option<Waited>,
 }
 
 /// Prints the summary, then warns about what went missing.
@@ -48,6 +50,9 @@ pub fn print(run: &Run<'_>) {
     }
     if let Some(spoiled) = summary.spoiled() {
         log::warn!("{spoiled}");
+    }
+    if let Some(note) = summary.wait_note() {
+        eprintln!("{note}");
     }
     warn_lost(run);
 }
@@ -88,6 +93,7 @@ fn summary(run: &Run<'_>) -> Summary {
                 sites: l.sites as u64,
             })
             .collect(),
+        waited: run.waited.clone(),
     }
 }
 

@@ -116,3 +116,70 @@ fn an_output_slower_than_the_emulator_is_named_so() {
     // JSON lines are not an output a loss makes wrong, only shorter.
     assert!(warnings(&stderr, "-o jsonl:").is_empty(), "{stderr:#?}");
 }
+
+#[test]
+fn an_emulator_that_waited_for_the_output_is_told_how_long_and_why() {
+    require_root();
+    let mut prog = TestProg::spawn(None);
+    let pid = prog.pid().to_string();
+    // As above, but the emulator waits for the loader (--on-full wait):
+    // nothing is dropped, and the emulator is held while nobody reads.
+    let mut loader = spawn_loader(
+        &[
+            "--pid",
+            &pid,
+            "-e",
+            BATCHED,
+            "--ring-size",
+            "256K",
+            "--on-full",
+            "wait",
+            "-o",
+            "jsonl",
+        ],
+        Stdio::piped(),
+    );
+    loader.wait_for_line("attached").unwrap();
+    let mut stdout = loader.child.stdout.take().unwrap();
+    // The emulator waits until the output is read: the reader starts late.
+    let reader = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let mut sink = Vec::new();
+        stdout.read_to_end(&mut sink).unwrap();
+    });
+    let fired = prog.fire(20_000, 1);
+    prog.quit();
+    let (status, stderr) = loader.finish();
+    reader.join().unwrap();
+    assert!(status.success(), "{stderr:#?}");
+    let summary = summary_of(&stderr);
+    assert_eq!(summary.dropped, 0, "{stderr:#?}");
+    assert_eq!(summary.events, fired.evaluated, "{stderr:#?}");
+    let waited = summary
+        .waited
+        .as_ref()
+        .expect("flow control: a wait is measured");
+    assert!(
+        waited.seconds >= 0.2 && waited.seconds <= summary.seconds + 0.01,
+        "held while nobody read for 300 ms: {waited:?} of {} s",
+        summary.seconds
+    );
+    assert_eq!(
+        (waited.output.as_str(), waited.compressing),
+        ("jsonl", false)
+    );
+    let said: Vec<_> = (stderr.iter())
+        .filter(|l| l.contains("the emulator waited for the loader"))
+        .collect();
+    assert_eq!(said.len(), 1, "{stderr:#?}");
+    for helps in [
+        "nothing was dropped",
+        "-o raw --output FILE",
+        "-e, --filter",
+        "--on-full drop",
+    ] {
+        assert!(said[0].contains(helps), "{helps}: {said:?}");
+    }
+    // Not a loss: no warning.
+    assert!(warnings(&stderr, "dropped").is_empty(), "{stderr:#?}");
+}

@@ -12,6 +12,12 @@
 //! ends. A command the loader starts learns the loader's pid from the
 //! environment ([`ChildClaim`]) and waits for its first credit before its
 //! first flush: flow control holds from its first event.
+//!
+//! At each grant the loader also reads the emulator's count of flushes:
+//! one that reached the credit last granted means the emulator waited (or
+//! was about to) since; the end-of-run summary says for how long at most
+//! (`styx_common::summary::Waited`), since a user who let the emulator
+//! wait should learn how much it did, and what set the pace.
 
 use super::flush_block::{self, remote, FlushSite};
 use anyhow::{Context, Result};
@@ -61,6 +67,11 @@ pub struct Flow {
     window: u64,
     /// When to look for the blocks not found yet.
     next_look: Instant,
+    /// The credit last granted, and when.
+    granted: Option<(u64, Instant)>,
+    /// The intervals between grants at whose end the emulator had used up
+    /// its credit, added up.
+    held: Duration,
     /// Held while this loader has flow control.
     _lock: UnixListener,
 }
@@ -89,6 +100,8 @@ impl Flow {
             blocks: vec![None; sites],
             window: (ring_bytes as u64 / 2 / record).max(1),
             next_look: Instant::now(),
+            granted: None,
+            held: Duration::ZERO,
             _lock: lock,
         })
     }
@@ -115,12 +128,37 @@ impl Flow {
         if missing && Instant::now() >= self.next_look {
             self.look(sites, taken)?;
         }
+        self.note_held();
         let credit = taken + self.window;
+        self.granted = Some((credit, Instant::now()));
         for &block in self.blocks.iter().flatten() {
             remote::write(self.pid, block + CREDIT_OFFSET, &credit.to_le_bytes())
                 .context("granting lossless flow control credit")?;
         }
         Ok(())
+    }
+
+    /// Adds the time since the last grant to [`Flow::held`] if the
+    /// emulator has flushed as many batches as it was granted since (a
+    /// block that cannot be read says nothing: `grant` finds out why).
+    fn note_held(&mut self) {
+        let Some((credit, at)) = self.granted else {
+            return;
+        };
+        let used_up = self.blocks.iter().flatten().any(|&block| {
+            let mut flushed = [0u8; 8];
+            remote::read(self.pid, block + FLUSHED_OFFSET, &mut flushed)
+                .is_ok_and(|()| u64::from_le_bytes(flushed) >= credit)
+        });
+        if used_up {
+            self.held += at.elapsed();
+        }
+    }
+
+    /// How long the emulator waited for credit, at most: the intervals
+    /// between grants at whose end it had used its credit up.
+    pub fn held(&self) -> Duration {
+        self.held
     }
 
     /// Takes over the flush blocks of the files the process maps now. None

@@ -15,6 +15,7 @@ use crate::bpf::load::{self, Loaded};
 use anyhow::Result;
 use flow::Flow;
 use flush_block::{EnableSite, FlushSite};
+use std::time::Duration;
 use styx_usdt::select::{Role, Selection};
 use styx_usdt::target::Target;
 
@@ -28,6 +29,9 @@ pub struct Batches {
     flow: Option<Flow>,
     /// Whether batches waited for room (flow control was claimed).
     pub waited: bool,
+    /// How long the emulator waited for credit, at most, under flow
+    /// control that has stopped (see [`Batches::held`]).
+    held_before: Duration,
     /// Flight recorder: whether `styx_fatal` knows the batch registry.
     registry_known: bool,
 }
@@ -86,6 +90,7 @@ impl Batches {
             sites,
             enable,
             waited: flow.is_some(),
+            held_before: Duration::ZERO,
             flow,
             registry_known: false,
         })
@@ -126,8 +131,16 @@ impl Batches {
                 log::warn!("lossless flow control stopped, batches may be lost from here: {e:#}");
             }
             control.release();
+            self.held_before = control.held();
             self.flow = None;
         }
+    }
+
+    /// How long the emulator waited for the loader's credit, at most (see
+    /// [`flow`]); None without flow control.
+    pub fn held(&self) -> Option<Duration> {
+        self.waited
+            .then(|| self.flow.as_ref().map_or(self.held_before, Flow::held))
     }
 
     /// Gives flow control up: a thread waiting for credit goes on.

@@ -5,7 +5,7 @@
 
 use crate::support::*;
 use std::io::Read;
-use std::process::Stdio;
+use std::process::{ChildStdout, Stdio};
 use styx_common::summary::LossCause;
 
 /// The event types styx-probe batches.
@@ -17,6 +17,28 @@ fn warnings<'a>(stderr: &'a [String], what: &str) -> Vec<&'a String> {
         .iter()
         .filter(|l| l.starts_with("styx-loader: warning:") && l.contains(what))
         .collect()
+}
+
+/// styx-loader writing `prog`'s batched events as JSON lines to a pipe
+/// (a 256 KiB ring; `more` options), once attached, and the pipe's end
+/// nobody reads until the test does.
+fn jsonl_to_a_pipe(prog: &TestProg, more: &[&str]) -> (Loader, ChildStdout) {
+    let pid = prog.pid().to_string();
+    let mut args = vec![
+        "--pid",
+        &pid,
+        "-e",
+        BATCHED,
+        "--ring-size",
+        "256K",
+        "-o",
+        "jsonl",
+    ];
+    args.extend(more);
+    let mut loader = spawn_loader(&args, Stdio::piped());
+    loader.wait_for_line("attached").unwrap();
+    let stdout = loader.child.stdout.take().unwrap();
+    (loader, stdout)
 }
 
 #[test]
@@ -67,25 +89,10 @@ fn a_burst_through_a_small_ring_is_named_a_burst() {
 fn an_output_slower_than_the_emulator_is_named_so() {
     require_root();
     let mut prog = TestProg::spawn(None);
-    let pid = prog.pid().to_string();
     // JSON lines to a pipe nobody reads while the emulator fires: the
     // loader blocks writing (busy), the ring fills, batches are dropped (a
     // pipe: the emulator does not wait by default).
-    let mut loader = spawn_loader(
-        &[
-            "--pid",
-            &pid,
-            "-e",
-            BATCHED,
-            "--ring-size",
-            "256K",
-            "-o",
-            "jsonl",
-        ],
-        Stdio::piped(),
-    );
-    loader.wait_for_line("attached").unwrap();
-    let mut stdout = loader.child.stdout.take().unwrap();
+    let (loader, mut stdout) = jsonl_to_a_pipe(&prog, &[]);
     prog.fire(20_000, 1);
     // The loader stays blocked a while: most of the time in which events
     // were dropped, whatever the burst took.
@@ -121,26 +128,9 @@ fn an_output_slower_than_the_emulator_is_named_so() {
 fn an_emulator_that_waited_for_the_output_is_told_how_long_and_why() {
     require_root();
     let mut prog = TestProg::spawn(None);
-    let pid = prog.pid().to_string();
     // As above, but the emulator waits for the loader (--on-full wait):
     // nothing is dropped, and the emulator is held while nobody reads.
-    let mut loader = spawn_loader(
-        &[
-            "--pid",
-            &pid,
-            "-e",
-            BATCHED,
-            "--ring-size",
-            "256K",
-            "--on-full",
-            "wait",
-            "-o",
-            "jsonl",
-        ],
-        Stdio::piped(),
-    );
-    loader.wait_for_line("attached").unwrap();
-    let mut stdout = loader.child.stdout.take().unwrap();
+    let (loader, mut stdout) = jsonl_to_a_pipe(&prog, &["--on-full", "wait"]);
     // The emulator waits until the output is read: the reader starts late.
     let reader = std::thread::spawn(move || {
         std::thread::sleep(std::time::Duration::from_millis(300));

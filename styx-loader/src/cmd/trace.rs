@@ -105,7 +105,9 @@ pub async fn run(mut args: TraceArgs, held: Option<Held>, top: Option<TopOptions
             Some(_) => "top",
             None => args.output.format.name(),
         },
-        compressing: (args.output.format == Format::Raw || args.capture.is_some())
+        // `--summary` writes no main output: only `--capture` is a capture then.
+        compressing: ((args.output.format == Format::Raw && !args.summary)
+            || args.capture.is_some())
             && args.output.compression != Compression::None,
         later_programs: asked.as_ref().map(Asked::programs).unwrap_or_default(),
         spare_specs,

@@ -31,6 +31,8 @@ pub enum Way {
     BatchedFile,
     /// … raw capture to a file, `--lossless`.
     BatchedFileLossless,
+    /// [`Way::BatchedFileLossless`] for the stream as a 16-bit guest fires it.
+    BatchedNarrowFileLossless,
     /// [`Way::Batched`] for the stream as a 16-bit guest fires it (`nop1-narrow`).
     BatchedNarrow,
     /// [`Way::BatchedNarrow`]'s events as a type the program declares
@@ -51,7 +53,7 @@ pub enum Way {
 }
 
 impl Way {
-    pub const ALL: [Way; 18] = [
+    pub const ALL: [Way; 19] = [
         Way::Loop,
         Way::Detached,
         Way::DetachedNop5,
@@ -62,6 +64,7 @@ impl Way {
         Way::BatchedJsonl,
         Way::BatchedFile,
         Way::BatchedFileLossless,
+        Way::BatchedNarrowFileLossless,
         Way::PerEvent,
         Way::PerEventJsonl,
         Way::PerEventNop5,
@@ -90,6 +93,9 @@ impl Way {
             Way::BatchedJsonl => "styx-loader batched, JSON lines to /dev/null, `--lossless`",
             Way::BatchedFile => "styx-loader batched, raw capture to a file, `--on-full drop`",
             Way::BatchedFileLossless => "styx-loader batched, raw capture to a file, `--lossless`",
+            Way::BatchedNarrowFileLossless => {
+                "styx-loader batched, 16-bit pc and address, raw capture to a file, `--lossless`"
+            }
             Way::PerEvent => "styx-loader per-event, raw capture to /dev/null",
             Way::PerEventJsonl => "styx-loader per-event, JSON lines to /dev/null",
             Way::PerEventNop5 => "styx-loader per-event, raw capture, 5-byte nop",
@@ -108,7 +114,7 @@ impl Way {
             Way::DetachedNop5 | Way::PerEventNop5 | Way::BpftraceCountNop5 => "nop5",
             Way::Ipmpsc => "ipmpsc",
             Way::TraceMarker => "trace-marker",
-            Way::BatchedNarrow => "nop1-narrow",
+            Way::BatchedNarrow | Way::BatchedNarrowFileLossless => "nop1-narrow",
             Way::BatchedDeclared => "nop1-declared",
             _ => "nop1",
         }
@@ -153,7 +159,9 @@ impl Way {
             }
             Way::BatchedJsonl => styx(Delivery::Batched, false, false, true),
             Way::BatchedFile => styx(Delivery::Batched, true, true, false),
-            Way::BatchedFileLossless => styx(Delivery::Batched, true, true, true),
+            Way::BatchedFileLossless | Way::BatchedNarrowFileLossless => {
+                styx(Delivery::Batched, true, true, true)
+            }
             // The 5-byte-nop site is a plain USDT site with no batched
             // half: only per-event delivery (or bpftrace) attaches to it.
             Way::PerEvent | Way::PerEventNop5 => styx(Delivery::PerEvent, true, false, false),
@@ -184,9 +192,10 @@ impl Way {
             Way::Batched | Way::BatchedNarrow | Way::BatchedDeclared | Way::BatchedBaseline => {
                 plan.batched_events
             }
-            Way::BatchedJsonl | Way::BatchedFile | Way::BatchedFileLossless => {
-                plan.batched_slow_events
-            }
+            Way::BatchedJsonl
+            | Way::BatchedFile
+            | Way::BatchedFileLossless
+            | Way::BatchedNarrowFileLossless => plan.batched_slow_events,
             _ => plan.stream_events,
         }
     }
@@ -305,10 +314,11 @@ const TRACED_BEFORE: [Way; 6] = [
     Way::BpftraceCountNop5,
     Way::BpftracePrintf,
 ];
-const TRACED_AFTER: [Way; 3] = [
+const TRACED_AFTER: [Way; 4] = [
     Way::BatchedJsonl,
     Way::BatchedFile,
     Way::BatchedFileLossless,
+    Way::BatchedNarrowFileLossless,
 ];
 
 /// The batched ways compared with each other (their ratios are the

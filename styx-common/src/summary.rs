@@ -597,7 +597,25 @@ mod tests {
         );
         let top = lossy(LossCause::Burst, 5, false, "top").spoiled().unwrap();
         assert!(top.starts_with("top: the counts miss"), "{top}");
+        let tenet = lossy(LossCause::Sustained, 5, false, "tenet")
+            .spoiled()
+            .unwrap();
+        assert!(
+            tenet.starts_with("-o tenet: the trace misses instructions"),
+            "{tenet}"
+        );
+        let folded = lossy(LossCause::Sustained, 5, false, "folded")
+            .spoiled()
+            .unwrap();
+        assert!(
+            folded.starts_with("-o folded: the stacks of calls"),
+            "{folded}"
+        );
         assert_eq!(lossy(LossCause::Burst, 5, false, "jsonl").spoiled(), None);
+        // Nothing dropped: nothing wrong to say.
+        let mut whole = lossy(LossCause::Burst, 5, false, "drcov");
+        whole.dropped = 0;
+        assert_eq!(whole.spoiled(), None);
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Event types of its own (`styx_probe::event!`), of different shapes: one
 //! with an enum field, one with signed fields, one with eight fields of
-//! every kind, one wider than the append routine's registers. Commands on stdin, each answered on stdout:
+//! every kind, one wider than the append routine's registers; and a library
+//! crate's (styx-testdev's `dma_copy`), declared there. Commands on stdin,
+//! each answered on stdout:
 //! - `fire N`: N rounds, each one event of every type; answers `fired N`.
 //! - `quit`: exits.
 //!
@@ -9,7 +11,9 @@
 //!   addr 0x10 + i, val 3 * i)`;
 //! - `flags_delta(pc 0x600 + i, delta -(i % 5), wide -1000 * i)`;
 //! - `wide(a i, b 2 * i, c 3 * i, d 4 * i, e i odd, f i % 16, g -(i as i16), h 5 * i)`;
-//! - `big(i, i + 1, i + 2, i + 3, i + 4, -i)`.
+//! - `big(i, i + 1, i + 2, i + 3, i + 4, -i)`;
+//! - `dma_copy(src 0x8000 + 16 * i, dst 0x200 + i, len i % 64)`, by
+//!   `styx_testdev::copy`.
 
 use std::io::{BufRead, Write};
 use styx_probe::{Addr, Reg};
@@ -60,6 +64,7 @@ fn round(i: u64) {
         5 * i as usize
     ));
     styx_probe::fire!(big, || (i, i + 1, i + 2, i + 3, i + 4, -(i as i64)));
+    styx_testdev::copy(i);
 }
 
 fn main() {

@@ -632,6 +632,24 @@ fn two_files_declare_their_own_types_in_one_process() {
             .file
     };
     assert_ne!(file_of("testprog_tick"), file_of("lib_tick"));
+    // drcov takes the instructions and ignores the declared types among
+    // them: the same file as of the instructions alone.
+    let drcov = |events: &[&str]| -> Vec<u8> {
+        let out = dir.join(format!("run{}.drcov", events.len()));
+        let mut args = vec!["read", capture.to_str().unwrap(), "-o", "drcov", "--output"];
+        args.push(out.to_str().unwrap());
+        args.extend(events);
+        let (status, _, stderr) = run_loader(&args);
+        assert!(status.success(), "{stderr}");
+        std::fs::read(&out).unwrap()
+    };
+    let all = drcov(&[]);
+    let text = String::from_utf8_lossy(&all);
+    assert!(
+        text.contains("BB Table: ") && !text.contains("BB Table: 0 bbs"),
+        "{text}"
+    );
+    assert!(all == drcov(&["-e", "insn_exec"]));
     // `odd`, a bool no other type's field shares a name with, is a
     // boolean column.
     let parquet = dir.join("run.parquet");

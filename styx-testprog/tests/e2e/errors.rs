@@ -201,6 +201,46 @@ fn ring_full_drops_are_counted_and_reported() {
     );
 }
 
+/// `--on-full wait` where nothing can wait: per-event hits, and `--binary`
+/// (processes come and go, none is told when to wait). One line each,
+/// naming what does hold.
+#[test]
+fn waiting_where_nothing_can_wait_is_refused_in_one_line() {
+    require_root();
+    let prog = TestProg::spawn(None);
+    let pid = prog.pid().to_string();
+    let testprog = testprog_path();
+    let binary = testprog.to_str().unwrap();
+    for (args, says) in [
+        (
+            vec![
+                "--pid",
+                &pid,
+                "--on-full",
+                "wait",
+                "--delivery",
+                "per-event",
+            ],
+            "--on-full wait (--lossless) needs --delivery batched",
+        ),
+        (
+            vec!["--pid", &pid, "--lossless", "--delivery", "per-event"],
+            "--on-full wait (--lossless) needs --delivery batched",
+        ),
+        (
+            vec!["--binary", binary, "--on-full", "wait"],
+            "--on-full wait (--lossless) needs one process (--pid or a command after --)",
+        ),
+    ] {
+        let (status, stdout, stderr) = run_loader(&args);
+        assert!(!status.success() && stdout.is_empty(), "{args:?}: {stderr}");
+        let line = error_line(&stderr);
+        assert!(line.contains(says), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+    }
+    prog.quit();
+}
+
 #[test]
 fn a_ring_too_small_for_batches_is_refused_in_one_line() {
     require_root();

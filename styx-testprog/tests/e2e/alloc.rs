@@ -457,13 +457,7 @@ fn traced_allocator_sees_a_thread_local_freed_at_thread_exit() {
 /// code) in one that does not depend on styx-alloc.
 #[test]
 fn list_shows_the_allocators_types_only_where_linked() {
-    let (status, stdout, stderr) =
-        run_loader(&["list", program().to_str().unwrap(), "styx_alloc:*"]);
-    assert!(status.success(), "{stderr}");
-    let declared: Vec<&str> = stdout
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("declared "))
-        .collect();
+    let (declared, stdout) = listed_declared(&program(), "styx_alloc:*");
     assert_eq!(
         declared,
         [

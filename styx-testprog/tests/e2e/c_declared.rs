@@ -173,11 +173,7 @@ fn the_shared_library_fires_declared_types_one_at_a_time() {
 fn list_shows_the_c_declared_types_with_their_fields() {
     let dir = scratch("c-declared-list");
     let program = build(Build::C11, &dir);
-    let (status, stdout, stderr) = run_loader(&["list", program.to_str().unwrap(), "emu:*"]);
-    assert!(status.success(), "{stderr}");
-    let declared: Vec<&str> = (stdout.lines())
-        .filter_map(|l| l.trim().strip_prefix("declared "))
-        .collect();
+    let (declared, stdout) = listed_declared(&program, "emu:*");
     assert_eq!(
         declared,
         [

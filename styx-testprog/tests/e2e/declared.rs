@@ -14,14 +14,7 @@ fn program() -> std::path::PathBuf {
 
 #[test]
 fn list_shows_each_declared_type_with_its_fields() {
-    let binary = program();
-    let (status, stdout, stderr) =
-        run_loader(&["list", binary.to_str().unwrap(), "styx_declared:*"]);
-    assert!(status.success(), "{stderr}");
-    let declared: Vec<&str> = stdout
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("declared "))
-        .collect();
+    let (declared, stdout) = listed_declared(&program(), "styx_declared:*");
     assert_eq!(
         declared,
         [
@@ -38,13 +31,7 @@ fn list_shows_each_declared_type_with_its_fields() {
         "{stdout}"
     );
     // The library's type, under the library's name.
-    let (status, stdout, stderr) =
-        run_loader(&["list", binary.to_str().unwrap(), "styx_testdev:*"]);
-    assert!(status.success(), "{stderr}");
-    let declared: Vec<&str> = stdout
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("declared "))
-        .collect();
+    let (declared, stdout) = listed_declared(&program(), "styx_testdev:*");
     assert_eq!(
         declared,
         ["dma_copy(src: Addr<u64>, dst: Addr<u64>, len: u16)"],

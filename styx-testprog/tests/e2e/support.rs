@@ -252,6 +252,19 @@ pub fn spawn_loader(args: &[&str], stdout: Stdio) -> Loader {
     Loader::spawn(&loader_path(), args, stdout).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// `styx-loader list BINARY PROBES`: the declared types it shows
+/// (`declared NAME(FIELDS)` lines, without `declared `), and all it printed.
+pub fn listed_declared(binary: &Path, probes: &str) -> (Vec<String>, String) {
+    let (status, stdout, stderr) = run_loader(&["list", binary.to_str().unwrap(), probes]);
+    assert!(status.success(), "{stderr}");
+    let declared = stdout
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("declared "))
+        .map(String::from)
+        .collect();
+    (declared, stdout)
+}
+
 /// Runs the loader to completion and returns (status, stdout, stderr).
 pub fn run_loader(args: &[&str]) -> (ExitStatus, String, String) {
     let output = loader_command()

@@ -200,9 +200,10 @@ pub fn plural(n: usize, word: &str) -> String {
     }
 }
 
-/// The files `target`'s process has mapped, and where, when the session
-/// traces the heap (`styx_alloc`'s types), whose callers are code
-/// addresses a table names by function ([`code_names`]). Only a running
+/// The ELF files `target`'s process has mapped, and where, when the
+/// session traces the heap (`styx_alloc`'s types), whose callers are code
+/// addresses a table names by function ([`code_names`]); its data files
+/// (`/etc/ld.so.cache` during a `dlopen`) name nothing. Only a running
 /// process's mappings are known here: a command's are made after this.
 #[cfg_attr(not(feature = "trace"), allow(dead_code))]
 pub fn mapped_files(target: &Target, header: &Header) -> Vec<MappedFile> {
@@ -211,6 +212,7 @@ pub fn mapped_files(target: &Target, header: &Header) -> Vec<MappedFile> {
     }
     let hex = |id: Vec<u8>| id.iter().map(|b| format!("{b:02x}")).collect();
     (target.files.iter())
+        .filter(|file| file.mapped_at.is_some() && symbols::is_elf(file))
         .filter_map(|file| {
             let (start, offset) = file.mapped_at?;
             Some(MappedFile {

@@ -186,6 +186,13 @@ pub fn functions_at(
     })?
 }
 
+/// Whether `file` reads as the ELF files whose code [`functions_at`] names:
+/// a process also maps data files (`/etc/ld.so.cache` while the dynamic
+/// loader looks a library up, locale archives), which name nothing.
+pub fn is_elf(file: &ElfFile) -> bool {
+    parse_file(&file.read_at, |data| parse(file, data).is_ok()).unwrap_or(false)
+}
+
 /// The GNU build id of `file`, if it has one and can be read.
 pub fn build_id(file: &ElfFile) -> Option<Vec<u8>> {
     let read = |data: Bounded<'_>| Some(parse(file, data).ok()?.build_id().ok()??.to_vec());
@@ -217,6 +224,19 @@ mod tests {
             functions_at(exe, Some(b"another build")),
             Err(SymbolError::Changed(exe.name.clone()))
         );
+    }
+
+    /// The process's executable is ELF; a data file it could map is not.
+    #[test]
+    fn only_elf_files_read_as_elf() {
+        let target = crate::target::Target::from_pid(std::process::id()).unwrap();
+        assert!(is_elf(&target.files[0]));
+        let data = std::env::temp_dir().join(format!("styx-not-elf-{}", std::process::id()));
+        std::fs::write(&data, b"glibc-ld.so.cache1.1\0 not an ELF file").unwrap();
+        let not_elf = is_elf(&ElfFile::at(&data));
+        std::fs::remove_file(&data).unwrap();
+        assert!(!not_elf);
+        assert!(!is_elf(&ElfFile::at(Path::new("/dev/zero"))));
     }
 
     #[test]

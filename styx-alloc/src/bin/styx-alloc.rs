@@ -9,6 +9,9 @@
 //!   answers `joined TID`. Traced from between the two, the thread's first
 //!   event comes after the thread-local's destructor was registered: the
 //!   destructor runs after the thread's batch was flushed and released.
+//! - `map PATH`: maps the file at PATH (read-only, for good), as the
+//!   dynamic loader maps `/etc/ld.so.cache` during a `dlopen`: a mapped
+//!   file that is not code; answers `mapped`.
 //! - `quit`: exits.
 //!
 //! `known_allocations(n)` makes, in this order (what the tests expect):
@@ -109,6 +112,26 @@ fn main() {
                 go.wait();
                 let tid = handle.join().unwrap();
                 writeln!(stdout.lock(), "joined {tid}").unwrap();
+            }
+            ["map", path] => {
+                let file = std::fs::File::open(path).expect("map PATH");
+                let len = file.metadata().unwrap().len() as usize;
+                // SAFETY: a new private read-only mapping of an open file,
+                // never unmapped; nothing reads it.
+                let at = unsafe {
+                    use std::os::fd::AsRawFd;
+                    let prot = libc::PROT_READ;
+                    libc::mmap(
+                        std::ptr::null_mut(),
+                        len,
+                        prot,
+                        libc::MAP_PRIVATE,
+                        file.as_raw_fd(),
+                        0,
+                    )
+                };
+                assert_ne!(at, libc::MAP_FAILED, "mmap {path}");
+                writeln!(stdout.lock(), "mapped").unwrap();
             }
             ["quit"] => return,
             _ => panic!("unknown command {line:?}"),

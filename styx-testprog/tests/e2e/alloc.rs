@@ -254,6 +254,35 @@ fn traced_allocator_capture_reads_back_and_counts_by_caller() {
     by_caller_names_the_known_callers(run.output.to_str().unwrap(), &run.known);
 }
 
+/// A data file the process has mapped when the loader attaches (as the
+/// dynamic loader maps `/etc/ld.so.cache` during a `dlopen`) is not among
+/// the files that name its code: `read --by caller` names the callers,
+/// with nothing to say about the data file.
+#[test]
+fn a_mapped_data_file_leaves_the_callers_named() {
+    require_root();
+    let dir = scratch("alloc-data-file");
+    let data = dir.join("ld.so.cache");
+    std::fs::write(&data, b"glibc-ld.so.cache1.1\0 not code".repeat(200)).unwrap();
+    let out = dir.join("run.styx");
+    let mut prog = TestProg::start(&program(), &[]);
+    let map = format!("map {}", data.display());
+    assert_eq!(prog.ask(&map).trim(), "mapped");
+    let args = ["--probes", "styx_alloc:*", "-o", "raw", "--output"];
+    let loader = prog.attach_loader(&[&args[..], &[out.to_str().unwrap()]].concat());
+    let answer = prog.ask("where");
+    let start = answer.trim().strip_prefix("known 0x").expect("known ADDR");
+    let known = known_range(&program(), u64::from_str_radix(start, 16).unwrap());
+    assert_eq!(
+        prog.ask(&format!("allocate {BLOCKS}")).trim(),
+        format!("allocated {BLOCKS}")
+    );
+    prog.quit();
+    let (status, stderr) = loader.finish();
+    assert!(status.success(), "{stderr:#?}");
+    by_caller_names_the_known_callers(out.to_str().unwrap(), &known);
+}
+
 /// Started by the loader (`-- CMD`), styx-alloc maps its files only after
 /// the capture opened: the loader waits for its `exec` before the capture
 /// writes its header, which then says where, and `read --by caller` names

@@ -636,7 +636,10 @@ fn two_files_declare_their_own_types_in_one_process() {
         text.contains("BB Table: ") && !text.contains("BB Table: 0 bbs"),
         "{text}"
     );
-    assert!(all == drcov(&["-e", "insn_exec"]));
+    assert!(
+        all == drcov(&["-e", "insn_exec"]),
+        "drcov differs with the declared events left in"
+    );
     // `odd`, a bool no other type's field shares a name with, is a
     // boolean column.
     let parquet = dir.join("run.parquet");

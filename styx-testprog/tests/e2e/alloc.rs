@@ -44,11 +44,19 @@ struct Traced {
 
 /// styx-alloc traced with `--probes 'styx_alloc:*'` and `args`.
 fn traced(name: &str, args: &[&str]) -> Traced {
+    traced_after(name, args, &[])
+}
+
+/// [`traced`], the loader attached once styx-alloc has answered `before`.
+fn traced_after(name: &str, args: &[&str], before: &[(&str, &str)]) -> Traced {
     require_root();
     let dir = scratch(name);
     let raw = args.contains(&"raw");
     let out = dir.join(if raw { "run.styx" } else { "out.jsonl" });
     let mut prog = TestProg::start(&program(), &[]);
+    for (command, answer) in before {
+        assert_eq!(prog.ask(command).trim(), *answer, "{command}");
+    }
     let mut all = vec![
         "--probes",
         "styx_alloc:*",
@@ -260,27 +268,11 @@ fn traced_allocator_capture_reads_back_and_counts_by_caller() {
 /// with nothing to say about the data file.
 #[test]
 fn a_mapped_data_file_leaves_the_callers_named() {
-    require_root();
-    let dir = scratch("alloc-data-file");
-    let data = dir.join("ld.so.cache");
+    let data = scratch("alloc-data-file").join("ld.so.cache");
     std::fs::write(&data, b"glibc-ld.so.cache1.1\0 not code".repeat(200)).unwrap();
-    let out = dir.join("run.styx");
-    let mut prog = TestProg::start(&program(), &[]);
     let map = format!("map {}", data.display());
-    assert_eq!(prog.ask(&map).trim(), "mapped");
-    let args = ["--probes", "styx_alloc:*", "-o", "raw", "--output"];
-    let loader = prog.attach_loader(&[&args[..], &[out.to_str().unwrap()]].concat());
-    let answer = prog.ask("where");
-    let start = answer.trim().strip_prefix("known 0x").expect("known ADDR");
-    let known = known_range(&program(), u64::from_str_radix(start, 16).unwrap());
-    assert_eq!(
-        prog.ask(&format!("allocate {BLOCKS}")).trim(),
-        format!("allocated {BLOCKS}")
-    );
-    prog.quit();
-    let (status, stderr) = loader.finish();
-    assert!(status.success(), "{stderr:#?}");
-    by_caller_names_the_known_callers(out.to_str().unwrap(), &known);
+    let run = traced_after("alloc-data-file-run", &["-o", "raw"], &[(&map, "mapped")]);
+    by_caller_names_the_known_callers(run.output.to_str().unwrap(), &run.known);
 }
 
 /// Started by the loader (`-- CMD`), styx-alloc maps its files only after

@@ -212,10 +212,9 @@ pub fn mapped_files(target: &Target, header: &Header) -> Vec<MappedFile> {
     }
     let hex = |id: Vec<u8>| id.iter().map(|b| format!("{b:02x}")).collect();
     (target.files.iter())
-        .filter(|file| file.mapped_at.is_some() && symbols::is_elf(file))
         .filter_map(|file| {
             let (start, offset) = file.mapped_at?;
-            Some(MappedFile {
+            symbols::is_elf(file).then(|| MappedFile {
                 path: file.name.clone(),
                 start,
                 offset,

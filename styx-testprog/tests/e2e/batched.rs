@@ -12,9 +12,6 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use styx_common::batch::BATCH_BYTES;
 
-/// The event types styx-probe batches.
-const BATCHED: &str = "insn_fetch,insn_exec,block,mem_read,mem_write,reg_read,reg_write,branch";
-
 /// A test program and a loader tracing it (`--pid`) into JSON lines.
 struct Traced {
     prog: TestProg,
@@ -549,24 +546,7 @@ fn lossless_never_holds_the_emulator_once_the_loader_is_killed() {
     let mut prog = TestProg::spawn(None);
     // Events to a pipe nobody reads: the loader blocks on its output, the
     // ring fills, and the emulator waits for credit.
-    let pid = prog.pid().to_string();
-    let loader = spawn_loader(
-        &[
-            "--pid",
-            &pid,
-            "-e",
-            BATCHED,
-            "--ring-size",
-            "256K",
-            "--lossless",
-            "-o",
-            "jsonl",
-        ],
-        std::process::Stdio::piped(),
-    );
-    eventually("the loader attached", || {
-        semaphores(prog.pid()).values().any(|v| *v > 0)
-    });
+    let (loader, _unread) = jsonl_to_a_pipe(&prog, &["--lossless"]);
     let killer = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(500));
         loader.signal(libc::SIGKILL);

@@ -5,11 +5,7 @@
 
 use crate::support::*;
 use std::io::Read;
-use std::process::{ChildStdout, Stdio};
 use styx_common::summary::LossCause;
-
-/// The event types styx-probe batches.
-const BATCHED: &str = "insn_fetch,insn_exec,block,mem_read,mem_write,reg_read,reg_write,branch";
 
 /// The loader's warning lines containing `what`.
 fn warnings<'a>(stderr: &'a [String], what: &str) -> Vec<&'a String> {
@@ -17,28 +13,6 @@ fn warnings<'a>(stderr: &'a [String], what: &str) -> Vec<&'a String> {
         .iter()
         .filter(|l| l.starts_with("styx-loader: warning:") && l.contains(what))
         .collect()
-}
-
-/// styx-loader writing `prog`'s batched events as JSON lines to a pipe
-/// (a 256 KiB ring; `more` options), once attached, and the pipe's end
-/// nobody reads until the test does.
-fn jsonl_to_a_pipe(prog: &TestProg, more: &[&str]) -> (Loader, ChildStdout) {
-    let pid = prog.pid().to_string();
-    let mut args = vec![
-        "--pid",
-        &pid,
-        "-e",
-        BATCHED,
-        "--ring-size",
-        "256K",
-        "-o",
-        "jsonl",
-    ];
-    args.extend(more);
-    let mut loader = spawn_loader(&args, Stdio::piped());
-    loader.wait_for_line("attached").unwrap();
-    let stdout = loader.child.stdout.take().unwrap();
-    (loader, stdout)
 }
 
 #[test]

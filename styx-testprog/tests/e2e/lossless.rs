@@ -9,9 +9,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The event types styx-probe batches.
-const BATCHED: &str = "insn_fetch,insn_exec,block,mem_read,mem_write,reg_read,reg_write,branch";
-
 /// Kills process `pid` and its children if `done` is not set within
 /// `limit`: a hang fails the test instead of stalling the suite.
 fn kill_unless_done(pid: u32, limit: Duration, done: Arc<AtomicBool>) {

@@ -247,6 +247,31 @@ pub fn attach_loader(args: &[&str]) -> Loader {
     Loader::attach(&loader_path(), args, Stdio::null()).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// The event types styx-probe batches.
+pub const BATCHED: &str = "insn_fetch,insn_exec,block,mem_read,mem_write,reg_read,reg_write,branch";
+
+/// styx-loader writing `prog`'s batched events as JSON lines to a pipe
+/// (a 256 KiB ring; `more` options), once attached, and the pipe's end
+/// nobody reads until the test does.
+pub fn jsonl_to_a_pipe(prog: &TestProg, more: &[&str]) -> (Loader, ChildStdout) {
+    let pid = prog.pid().to_string();
+    let mut args = vec![
+        "--pid",
+        &pid,
+        "-e",
+        BATCHED,
+        "--ring-size",
+        "256K",
+        "-o",
+        "jsonl",
+    ];
+    args.extend(more);
+    let mut loader = spawn_loader(&args, Stdio::piped());
+    loader.wait_for_line("attached").unwrap();
+    let stdout = loader.child.stdout.take().unwrap();
+    (loader, stdout)
+}
+
 /// Starts styx-loader with `args`, its stdout going to `stdout`.
 pub fn spawn_loader(args: &[&str], stdout: Stdio) -> Loader {
     Loader::spawn(&loader_path(), args, stdout).unwrap_or_else(|e| panic!("{e}"))

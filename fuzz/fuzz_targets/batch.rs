@@ -3,8 +3,10 @@
 //! layouts (`styx_common::item`), then a run of records split, taken whole
 //! and counted by one splitter of each layout, then the input as a
 //! process's memory whose batch registry the partial reader walks, its
-//! records split in turn. Any input gives events, a counted irregularity
-//! or an error: no panic, no hang, no unbounded allocation.
+//! records split in turn. Each record is also delta coded as a capture's
+//! worker codes it (`BatchDeltas`) and must decode to itself. Any input
+//! gives events, a counted irregularity or an error: no panic, no hang,
+//! no unbounded allocation.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -12,7 +14,7 @@ use std::io;
 use styx_common::item::{Codec, Item};
 use styx_events::batch_items;
 use styx_events::partial::{self, Memory};
-use styx_events::{Batches, Declared, DeclaredTypes};
+use styx_events::{BatchDeltas, Batches, Declared, DeclaredTypes};
 
 /// Where the input is mapped; the registry's first block starts there.
 const BASE: u64 = 0x1000_0000;
@@ -99,7 +101,30 @@ fn walk_items(data: &[u8], codec: Codec) {
     }
 }
 
+/// `record` as a capture block's BATCH record, delta coded if it is of
+/// one type: what is coded decodes to the record; decoding the record as
+/// it is (as if coded) stays within it.
+fn code_and_decode(record: &[u8], deltas: &mut BatchDeltas) {
+    // Tag 0x20, the length as a LEB128 varint, the record.
+    let mut payload = vec![0x20];
+    let mut len = record.len();
+    while len >= 0x80 {
+        payload.push(len as u8 | 0x80);
+        len >>= 7;
+    }
+    payload.push(len as u8);
+    let at = payload.len();
+    payload.extend_from_slice(record);
+    if let Some(coded) = deltas.code(&payload, &[0]).map(<[u8]>::to_vec) {
+        assert_eq!(coded.len(), payload.len());
+        assert_eq!(coded[0], 0x30);
+        assert_eq!(deltas.decode(&coded[at..]), Ok(record));
+    }
+    let _ = deltas.decode(record);
+}
+
 fuzz_target!(|data: &[u8]| {
+    let mut deltas = BatchDeltas::default();
     for codec in [Codec::Current, Codec::V1] {
         walk_items(data, codec);
         // Records, each preceded by its length (u16 LE), as they would
@@ -111,6 +136,9 @@ fuzz_target!(|data: &[u8]| {
             let (record, after) = tail.split_at(len);
             rest = after;
             let _ = batch_items::counts(record, codec, &declared());
+            if codec == Codec::Current {
+                code_and_decode(record, &mut deltas);
+            }
             let mut counts = [0u64; 16];
             if batches.take_whole(record, &mut counts, &mut Vec::new()).is_none() {
                 let _ = batches.split(record, |_| Ok::<(), ()>(()));

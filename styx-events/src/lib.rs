@@ -36,7 +36,7 @@ mod write;
 pub use formats::drcov::MAX_INSN_GAP as DRCOV_MAX_INSN_GAP;
 pub use formats::raw::{read_blocks, MakeFormatter, ParallelError};
 pub use formats::raw::{
-    Block, CaptureError, CaptureWriter, Compression, Ending, Reader, HELD_AT_MOST,
+    BatchDeltas, Block, CaptureError, CaptureWriter, Compression, Ending, Reader, HELD_AT_MOST,
 };
 pub use formats::{
     create_file, open, open_block_formatter, open_stream, usdt_name_taken, Detail, Format, Options,

@@ -16,7 +16,8 @@ const KIND_AT: usize = core::mem::offset_of!(RecordHeader, kind);
 const MAGIC_AT: usize =
     core::mem::offset_of!(BatchRecord, head) + core::mem::offset_of!(BatchHead, magic);
 const MAX_BATCH_RECORD: usize = HEADER_BYTES + BATCH_BYTES;
-const TAG_BATCH: u8 = 0x20;
+pub const TAG_BATCH: u8 = 0x20;
+const TAG_BATCH_DELTAS: u8 = 0x30;
 /// Previous values: per kind (7 bits) and value index.
 const SLOTS: usize = 128 * item::MAX_ITEM_VALUES;
 
@@ -25,7 +26,7 @@ const SLOTS: usize = 128 * item::MAX_ITEM_VALUES;
 #[error("a batch whose items do not read")]
 pub struct DeltasError;
 
-fn get_varint(bytes: &[u8], pos: &mut usize) -> Option<u64> {
+pub fn get_varint(bytes: &[u8], pos: &mut usize) -> Option<u64> {
     let mut value = 0u64;
     for shift in (0..64).step_by(7) {
         let byte = *bytes.get(*pos)?;
@@ -182,6 +183,45 @@ fn next_batch(payload: &[u8], mut pos: usize) -> Option<(core::ops::Range<usize>
         }
     }
     None
+}
+
+/// Where `payload`'s BATCH records start (their tags), in order.
+pub fn batch_tags(payload: &[u8]) -> Vec<u32> {
+    tags_of(payload, TAG_BATCH)
+}
+
+/// Where the BATCH_DELTAS records of a payload coded by `BatchDeltas`
+/// start: where its BATCH records did (coding moves no record).
+pub fn batch_tags_coded(payload: &[u8]) -> Vec<u32> {
+    tags_of(payload, TAG_BATCH_DELTAS)
+}
+
+fn tags_of(payload: &[u8], tag: u8) -> Vec<u32> {
+    let mut tags = Vec::new();
+    let mut pos = 0;
+    while let Some(found) = memchr::memchr(tag, &payload[pos..]) {
+        let at = pos + found;
+        let mut len_at = at + 1;
+        // Its head as `batch_at` checks it (a coded record's head is not
+        // coded).
+        let whole = get_varint(payload, &mut len_at)
+            .and_then(|len| payload.get(len_at..len_at + len as usize))
+            .is_some_and(|record| {
+                record.len() >= HEADER_BYTES
+                    && record[KIND_AT] == BATCH_RECORD_KIND
+                    && record[MAGIC_AT..MAGIC_AT + 4] == BATCH_MAGIC.to_le_bytes()
+            });
+        match whole {
+            true => {
+                tags.push(at as u32);
+                let mut end = at + 1;
+                let len = get_varint(payload, &mut end).expect("read above") as usize;
+                pos = end + len;
+            }
+            false => pos = at + 1,
+        }
+    }
+    tags
 }
 
 /// Calls `each` with every BATCH record in `payload` up to its items' end

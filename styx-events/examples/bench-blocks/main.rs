@@ -81,6 +81,35 @@
 //!
 //! so the workers keep acceleration 1: a higher one saves at most ~12% of
 //! the CPU for up to 1.5× the bytes.
+//!
+//! Version 6 of the capture codes batches of one type's events (the
+//! capture's own `BatchDeltas`: each byte of an event's values less the
+//! same byte of the event before, tags as they are; mixed batches as they
+//! are). The "one-type deltas" ways here find the batch records by
+//! scanning; the workers are told where they are. Later on the same
+//! machine: the tight loop into a file (`styx-bench`'s `nop1` and
+//! `nop1-narrow`, `-e mem_read --compression none`), the demo as above and
+//! with `-e insn_exec` alone (bytes stored, encode and decode ns an event):
+//!
+//! ```text
+//!                          tight loop u64     tight loop 16-bit   demo insn_exec    demo, all types
+//!                          20.3 B/ev          8.1 B/ev            6.1 B/ev          7.1 B/ev
+//! way                      bytes enc  dec     bytes enc  dec      bytes enc dec     bytes enc dec
+//! zstd 1                   0.812 28.6 13.7    1.001 19.6 7.8      0.174 3.1 1.6     0.472 6.4 2.9
+//! lz4 1                    6.408 22.4  6.6    4.373 11.3 2.1      0.280 1.6 0.6     0.881 5.1 1.1
+//! one-type deltas + zstd 1 0.137 11.0 12.6    0.144  9.0 6.7      0.173 7.5 5.5     0.472 6.5 3.3
+//! one-type deltas + lz4 1  0.363  8.1 10.4    0.168  5.6 4.7      0.273 5.9 4.5     0.881 5.1 1.5
+//! ```
+//!
+//! So a counter-like stream of one type costs a third of the CPU and a
+//! twentieth of the bytes coded, but the demo's instructions alone, whose
+//! program repeats, cost 3.5× the CPU for the same bytes: a worker codes
+//! only while its last block compressed both ways (every 64th) came out at
+//! most half the size coded (`formats/raw/blocks.rs`, `Coding`).
+//!
+//! Record the capture measured with `--compression none`: stored blocks
+//! are never delta coded, and the other transforms here read plain BATCH
+//! records only.
 
 mod columns;
 mod deltas;
@@ -125,7 +154,13 @@ enum Way {
     /// The transform alone (its bytes, uncompressed).
     ColumnsOnly,
     DeltasZstd(i32),
+    DeltasLz4,
     DeltasOnly,
+    /// The capture's own coding of one type's batches (version 6,
+    /// `BatchDeltas`), then zstd at this level.
+    OneTypeZstd(i32),
+    /// The same, then lz4.
+    OneTypeLz4,
     /// The items skimmed, nothing stored: the least a transform's walk costs.
     SkimOnly,
     /// The loader's count of a batch kept whole, nothing stored.
@@ -145,6 +180,9 @@ impl Way {
             Way::ColumnsSnappy => "columns + snappy".into(),
             Way::ColumnsOnly => "columns alone".into(),
             Way::DeltasZstd(level) => format!("deltas + zstd {level}"),
+            Way::DeltasLz4 => "deltas + lz4 1".into(),
+            Way::OneTypeZstd(level) => format!("one-type deltas + zstd {level}"),
+            Way::OneTypeLz4 => "one-type deltas + lz4 1".into(),
             Way::DeltasOnly => "deltas alone".into(),
             Way::SkimOnly => "items skimmed".into(),
             Way::CountOnly => "items counted".into(),
@@ -155,6 +193,7 @@ impl Way {
 }
 
 struct Coder {
+    one_type: styx_events::BatchDeltas,
     columns: Columns,
     fixed: Columns,
     scratch: Vec<u8>,
@@ -162,6 +201,19 @@ struct Coder {
 }
 
 impl Coder {
+    /// Decodes a payload's BATCH_DELTAS records in place (coding keeps
+    /// every record where it was).
+    fn one_type_decode(&mut self, payload: &mut [u8]) {
+        for at in deltas::batch_tags_coded(payload) {
+            let (at, mut pos) = (at as usize, at as usize + 1);
+            let len = deltas::get_varint(payload, &mut pos).unwrap() as usize;
+            let record = self.one_type.decode(&payload[pos..pos + len]).unwrap();
+            let record = record.to_vec();
+            payload[pos..pos + len].copy_from_slice(&record);
+            payload[at] = deltas::TAG_BATCH;
+        }
+    }
+
     fn encode(&mut self, way: Way, payload: &[u8], zstd: &mut zstd::bulk::Compressor) -> Vec<u8> {
         match way {
             Way::Zstd(_) => zstd.compress(payload).unwrap(),
@@ -188,9 +240,23 @@ impl Coder {
                 assert!(deltas::encode(payload, &mut self.scratch));
                 zstd.compress(&self.scratch).unwrap()
             }
+            Way::DeltasLz4 => {
+                assert!(deltas::encode(payload, &mut self.scratch));
+                lz4::block::compress(&self.scratch, None, false).unwrap()
+            }
             Way::DeltasOnly => {
                 assert!(deltas::encode(payload, &mut self.scratch));
                 self.scratch.clone()
+            }
+            Way::OneTypeZstd(_) => {
+                let batches = deltas::batch_tags(payload);
+                let coded = self.one_type.code(payload, &batches).unwrap_or(payload);
+                zstd.compress(coded).unwrap()
+            }
+            Way::OneTypeLz4 => {
+                let batches = deltas::batch_tags(payload);
+                let coded = self.one_type.code(payload, &batches).unwrap_or(payload);
+                lz4::block::compress(coded, None, false).unwrap()
             }
             Way::SkimOnly | Way::CountOnly => unreachable!("nothing stored"),
             Way::FixedZstd(_) => {
@@ -250,6 +316,21 @@ impl Coder {
                 out.resize(payload_len, 0);
                 zstd.decompress_to_buffer(stored, out).unwrap();
                 deltas::decode(out).unwrap();
+            }
+            Way::DeltasLz4 => {
+                out.resize(payload_len, 0);
+                lz4::block::decompress_to_buffer(stored, Some(payload_len as i32), out).unwrap();
+                deltas::decode(out).unwrap();
+            }
+            Way::OneTypeZstd(_) => {
+                out.resize(payload_len, 0);
+                zstd.decompress_to_buffer(stored, out).unwrap();
+                self.one_type_decode(out);
+            }
+            Way::OneTypeLz4 => {
+                out.resize(payload_len, 0);
+                lz4::block::decompress_to_buffer(stored, Some(payload_len as i32), out).unwrap();
+                self.one_type_decode(out);
             }
             Way::DeltasOnly => {
                 out.clear();
@@ -311,6 +392,9 @@ fn main() -> anyhow::Result<()> {
         Way::DeltasZstd(1),
         Way::DeltasZstd(-1),
         Way::DeltasZstd(-5),
+        Way::DeltasLz4,
+        Way::OneTypeZstd(1),
+        Way::OneTypeLz4,
         Way::FixedOnly,
         Way::FixedZstd(1),
         Way::FixedZstd(-1),
@@ -321,6 +405,7 @@ fn main() -> anyhow::Result<()> {
         "way", "bytes/event", "encode ns/ev", "decode ns/ev"
     );
     let mut coder = Coder {
+        one_type: styx_events::BatchDeltas::default(),
         columns: Columns::default(),
         fixed: Columns::fixed_width(),
         scratch: Vec::new(),

@@ -64,6 +64,11 @@ pub enum BatchError {
     /// The last item runs past the end.
     #[error("batch item at {0} is cut off")]
     Truncated(usize),
+    /// A capture's delta coded batch (`BATCH_DELTAS`) whose item at this
+    /// offset of its items is not of the batch's one type: none of its
+    /// events were given.
+    #[error("delta coded batch item at {0} is not of the batch's one type")]
+    NotCoded(usize),
 }
 
 /// What a batch record gave.

@@ -426,6 +426,58 @@ fn each_compression_keeps_every_event_in_blocks_of_its_codec() {
     }
 }
 
+/// A stream of one type whose values step like counters (styx-testprog's
+/// `insn_exec`: pc, instruction word and length one on each round), with
+/// `--compression zstd` and `lz4`: its batches are delta coded by the
+/// workers (a worker late at the lowest priority sees its block stored:
+/// some coded in one of three runs), and every event reads back as fired.
+#[test]
+fn one_type_batches_are_delta_coded_and_read_back_as_fired() {
+    require_root();
+    let dir = scratch("capture-delta-coded");
+    let (expect, raw) = (dir.join("fired.jsonl"), dir.join("run.styx"));
+    for compression in ["zstd", "lz4"] {
+        let mut tries = 0;
+        let (fired, coded) = loop {
+            let mut prog = TestProg::spawn(Some(&expect));
+            let raw_arg = raw.to_str().unwrap();
+            let options = ["-e", "insn_exec", "-o", "raw", "--output", raw_arg];
+            let loader =
+                prog.attach_loader(&[&options[..], &["--compression", compression]].concat());
+            let fired = prog.fire(5000, 2);
+            prog.quit();
+            let (status, stderr) = loader.finish();
+            assert!(status.success(), "{compression}: {}", stderr.join("\n"));
+            let mut reader = styx_events::Reader::open(std::fs::File::open(&raw).unwrap()).unwrap();
+            while reader.next().unwrap().is_some() {}
+            assert_eq!(reader.malformed_batches, 0, "{compression}");
+            // One insn_exec a round on each thread.
+            assert_eq!(reader.events, 5000 * 2, "{compression}");
+            tries += 1;
+            if reader.delta_coded_batches > 0 || tries == 3 {
+                break (fired, reader.delta_coded_batches);
+            }
+        };
+        assert!(
+            coded > 0,
+            "{compression}: no delta coded batch in {tries} runs"
+        );
+        let insns: Vec<Value> = read_jsonl(&expect)
+            .into_iter()
+            .filter(|e| e["event"] == "insn_exec")
+            .collect();
+        assert_eq!(
+            insns.len(),
+            5000 * 2,
+            "{compression}: {} calls",
+            fired.calls
+        );
+        let (ok, converted, warnings) = read_capture(&raw, "jsonl");
+        assert!(ok && warnings.is_empty(), "{compression}: {warnings}");
+        assert_eq!(by_thread(&converted), by_tid(insns), "{compression}");
+    }
+}
+
 #[test]
 fn a_capture_cut_in_a_block_reads_every_whole_block_and_says_what_it_lost() {
     require_root();

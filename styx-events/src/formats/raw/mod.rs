@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! file    := MAGIC version:u32le header_len:u32le header body
-//! body    := block*                   versions 3 and 4 (see `blocks.rs`)
+//! body    := block*                   versions 3 to 6 (see `blocks.rs`)
 //!          | record*                  versions 1 and 2
 //! block   := frame (stored payload)   payload := record*, deltas afresh
 //! MAGIC   := "STYXCAP\0"
@@ -36,8 +36,10 @@
 //! `len` (varint) then a batch record as the eBPF program wrote it, up to
 //! the end of its items (see `styx_common::batch`: 136 bytes, then the
 //! items, at most [`MAX_BATCH_RECORD`] in all; not the rest of the ring
-//! space the flush reserved), which the reader splits into its events.
-//! BATCH records change neither the current thread nor the previous values
+//! space the flush reserved), which the reader splits into its events;
+//! from version 6 `0x30` BATCH_DELTAS, the same with its items delta coded
+//! (a batch of one type's events, coded by the worker compressing its
+//! block: `deltas.rs`). BATCH records change neither the current thread nor the previous values
 //! deltas are taken from.
 //!
 //! Batches are stored as they come, not re-encoded per event: that keeps the
@@ -67,12 +69,14 @@
 //! table), so memory stays bounded however long it runs.
 
 mod blocks;
+mod deltas;
 mod parallel;
 mod reader;
 mod varint;
 mod writer;
 
 pub use blocks::Compression;
+pub use deltas::BatchDeltas;
 pub use parallel::{read_blocks, MakeFormatter, ParallelError};
 pub use reader::{Block, CaptureError, Ending, Reader};
 pub use writer::{CaptureWriter, HELD_AT_MOST};
@@ -80,10 +84,15 @@ pub use writer::{CaptureWriter, HELD_AT_MOST};
 /// The first bytes of every capture.
 pub const MAGIC: &[u8; 8] = b"STYXCAP\0";
 /// The format version this loader writes, of blocks; it reads this one
-/// and back to [`OLDEST_VERSION`]. Version 5: blocks may be lz4 (codec 2,
-/// `blocks.rs`), which a reader of version 4 would take for a corrupt
-/// block; it refuses version 5 in one line instead.
-pub const VERSION: u32 = 5;
+/// and back to [`OLDEST_VERSION`]. Version 6: a batch of one type's events
+/// may be a BATCH_DELTAS record (`deltas.rs`), which a reader of version 5
+/// would take for a corrupt block; it refuses version 6 in one line
+/// instead.
+pub const VERSION: u32 = 6;
+/// Blocks, as version 6, without BATCH_DELTAS records; they may be lz4
+/// (codec 2, `blocks.rs`), which a reader of version 4 would take for a
+/// corrupt block.
+pub const LZ4_BLOCKS_VERSION: u32 = 5;
 /// Blocks, as version 5, zstd or stored only: batches of up to 64 KiB
 /// (`styx_common::batch::BATCH_BYTES`), which a reader of version 3 would
 /// take for a corrupt capture.
@@ -116,6 +125,7 @@ pub const MAX_BLOCK_PAYLOAD: usize = 2 * BLOCK_TARGET;
 const TAG_THREAD: u8 = 0x00;
 const TAG_END: u8 = 0x10;
 const TAG_BATCH: u8 = 0x20;
+const TAG_BATCH_DELTAS: u8 = 0x30;
 
 /// The longest batch record a capture holds (and a reader takes).
 pub const MAX_BATCH_RECORD: usize =

@@ -5,9 +5,10 @@
 use super::blocks::{Frame, Unpacker, FRAME_BYTES};
 use super::varint::{get, unzigzag};
 use super::{aux_from_code, ARG_SLOTS, AUX_EXPLICIT, AUX_SHIFT, MAGIC, MAX_RECORD};
-use super::{BLOCKS_16K_VERSION, TAG_THREAD_FOLLOWS, VERSION, ZSTD_BLOCKS_VERSION};
-use super::{MAX_BATCH_ENTRY, MAX_BATCH_RECORD, TAG_BATCH};
+use super::{deltas, BLOCKS_16K_VERSION, LZ4_BLOCKS_VERSION, TAG_THREAD_FOLLOWS};
+use super::{MAX_BATCH_ENTRY, MAX_BATCH_RECORD, TAG_BATCH, TAG_BATCH_DELTAS};
 use super::{MAX_HEADER, OLDEST_VERSION, STREAM_VERSION, TAG_END, TAG_THREAD};
+use super::{VERSION, ZSTD_BLOCKS_VERSION};
 use crate::record::batch::{BatchError, Batches};
 use crate::record::event::{Body, Call, Event, Text};
 use crate::session::header::Header;
@@ -151,6 +152,8 @@ pub struct Reader<R: Read> {
     current: Option<(u32, u32)>,
     /// The events of the last BATCH record not yet returned, and which is next.
     pending: Vec<Pending>,
+    /// Decodes BATCH_DELTAS records.
+    deltas: deltas::BatchDeltas,
     pending_at: usize,
     batches: Batches,
     /// Events returned so far.
@@ -161,6 +164,10 @@ pub struct Reader<R: Read> {
     pub malformed_batches: u64,
     /// The first of them: its offset, and what was wrong.
     pub first_malformed_batch: Option<(u64, BatchError)>,
+    /// BATCH_DELTAS records read (batches of one type's events, delta
+    /// coded by the writer's workers): for tools that measure how blocks
+    /// are stored.
+    pub delta_coded_batches: u64,
     /// How the capture ended, once read to its end.
     pub ending: Ending,
 }
@@ -223,9 +230,10 @@ impl<R: Read> Reader<R> {
         // Version 1 differs in its batches' items and its USDT records,
         // version 3 in its blocks, version 4 in its batches' largest size
         // (a reader takes the largest in all), version 5 in its blocks'
-        // codecs (a reader takes every codec in all).
+        // codecs (a reader takes every codec in all), version 6 in its
+        // BATCH_DELTAS records (taken only there).
         let (codec, source) = match version {
-            VERSION | ZSTD_BLOCKS_VERSION | BLOCKS_16K_VERSION => {
+            VERSION | LZ4_BLOCKS_VERSION | ZSTD_BLOCKS_VERSION | BLOCKS_16K_VERSION => {
                 (Codec::Current, Source::Blocks(Unpacker::new()?, Vec::new()))
             }
             STREAM_VERSION => (Codec::Current, Source::Stream),
@@ -296,11 +304,13 @@ impl<R: Read> Reader<R> {
             threads: Vec::new(),
             current: None,
             pending: Vec::new(),
+            deltas: deltas::BatchDeltas::default(),
             pending_at: 0,
             batches: Batches::with(codec, declared),
             events: 0,
             malformed_batches: 0,
             first_malformed_batch: None,
+            delta_coded_batches: 0,
             ending: Ending::Reading,
         }
     }
@@ -715,7 +725,7 @@ impl<R: Read> Reader<R> {
                 self.eof = true;
                 Ok(())
             }
-            TAG_BATCH => {
+            TAG_BATCH | TAG_BATCH_DELTAS if tag == TAG_BATCH || self.version >= VERSION => {
                 // In a block, the block's: its payload may be compressed.
                 let offset = match self.in_blocks() {
                     true => self.base,
@@ -725,10 +735,22 @@ impl<R: Read> Reader<R> {
                 if len > MAX_BATCH_RECORD {
                     return Err(Stop::Bad(format!("batch record of {len} bytes")));
                 }
-                let record = bytes.get(*pos..*pos + len).ok_or(Stop::Short)?;
+                let mut record = bytes.get(*pos..*pos + len).ok_or(Stop::Short)?;
                 *pos += len;
                 self.pending.clear();
                 self.pending_at = 0;
+                if tag == TAG_BATCH_DELTAS {
+                    self.delta_coded_batches += 1;
+                    match self.deltas.decode(record) {
+                        Ok(decoded) => record = decoded,
+                        Err(item) => {
+                            self.malformed_batches += 1;
+                            let e = BatchError::NotCoded(item);
+                            self.first_malformed_batch.get_or_insert((offset, e));
+                            return Ok(());
+                        }
+                    }
+                }
                 let pending = &mut self.pending;
                 let split = self.batches.split(record, |event| {
                     // Batches hold events of argument shapes and of

@@ -342,8 +342,12 @@ fn bad_input_is_named() {
     assert!(err(&bytes[..10]).contains("ends inside its header"));
     assert!(err(&bytes[..40]).contains("ends inside its header"));
     let mut newer = bytes.clone();
-    newer[8] = 6;
-    assert!(err(&newer).contains("version 6; this styx-loader reads versions 1 to 5"));
+    newer[8] = VERSION as u8 + 1;
+    let says = format!(
+        "version {}; this styx-loader reads versions 1 to {VERSION}",
+        VERSION + 1
+    );
+    assert!(err(&newer).contains(&says));
     let mut corrupt = bytes.clone();
     let body_start = 16 + u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
     corrupt[body_start] = 0x70; // a meta tag nobody writes
@@ -758,10 +762,11 @@ fn write_with_batch<W: std::io::Write>(
     }
 }
 
-/// Versions 3 (blocks, batches of up to 16 KiB) and 4 (zstd or stored
-/// blocks) read as version 5 does: a capture of the blocks this writer
-/// makes, with a batch of ~16 KiB between events, read back in place under
-/// each version number.
+/// Versions 3 (blocks, batches of up to 16 KiB), 4 (zstd or stored
+/// blocks) and 5 (lz4 blocks too) read as version 6 does: a capture of the
+/// blocks this writer makes, with a batch of ~16 KiB between events, read
+/// back in place; stored as it is, under each version number, and
+/// compressed, its batch (of one type's events) delta coded.
 #[test]
 fn a_version_3_capture_with_a_16_kib_batch_is_read() {
     let events = events();
@@ -769,29 +774,71 @@ fn a_version_3_capture_with_a_16_kib_batch_is_read() {
     let n = (16 * 1024 - 16) / 24;
     let batch = batch_record(n);
     let split = split_lines(&batch, &usdt);
-    let mut writer = CaptureWriter::new(Vec::new(), &header(), Compression::Zstd).unwrap();
-    assert!(writer.takes_batches());
-    write_with_batch(&mut writer, &events, &batch, n);
+    let all = lines(&events, &usdt);
+    let expected: Vec<String> = [&all[..5], &split[..], &all[5..]].concat();
     let mut counts = [0u64; 16];
     for e in &events {
         counts[e.kind as usize] += 1;
     }
-    writer
-        .finish(&Totals {
-            events: &counts,
-            drops: &[0u64; 16],
-        })
-        .unwrap();
-    let mut bytes = writer.into_inner();
-    let all = lines(&events, &usdt);
-    let expected: Vec<String> = [&all[..5], &split[..], &all[5..]].concat();
-    assert_eq!(bytes[8], VERSION as u8);
-    for version in [VERSION, ZSTD_BLOCKS_VERSION, BLOCKS_16K_VERSION] {
-        bytes[8] = version as u8;
-        let (got, ending) = read(&bytes);
+    let write = |mut writer: CaptureWriter<Vec<u8>>| {
+        assert!(writer.takes_batches());
+        write_with_batch(&mut writer, &events, &batch, n);
+        writer
+            .finish(&Totals {
+                events: &counts,
+                drops: &[0u64; 16],
+            })
+            .unwrap();
+        writer.into_inner()
+    };
+    let coded = write(CaptureWriter::patient(Vec::new(), &header(), Compression::Zstd).unwrap());
+    assert_eq!(coded[8], VERSION as u8);
+    assert_eq!(batch_tags(&coded), [TAG_BATCH_DELTAS]);
+    let (got, ending) = read(&coded);
+    assert_eq!(got, expected);
+    assert!(matches!(ending, Ending::Complete { .. }), "{ending:?}");
+    let mut stored = write(CaptureWriter::new(Vec::new(), &header(), Compression::None).unwrap());
+    assert_eq!(batch_tags(&stored), [TAG_BATCH]);
+    for version in [
+        VERSION,
+        LZ4_BLOCKS_VERSION,
+        ZSTD_BLOCKS_VERSION,
+        BLOCKS_16K_VERSION,
+    ] {
+        stored[8] = version as u8;
+        let (got, ending) = read(&stored);
         assert_eq!(got, expected, "version {version}");
         assert!(matches!(ending, Ending::Complete { .. }), "{ending:?}");
     }
+}
+
+/// The tags of a capture's BATCH records, as its blocks store them
+/// (decompressed, not decoded), in order.
+fn batch_tags(capture: &[u8]) -> Vec<u8> {
+    let mut reader = Reader::open(capture).unwrap();
+    let mut tags = Vec::new();
+    while let Some(block) = reader.take_block().unwrap() {
+        let payload = block.payload().unwrap();
+        let mut pos = 0;
+        // The events around the batch are few and small: a batch record
+        // is found by its tag, its length and its kind.
+        let kind_at = std::mem::offset_of!(RecordHeader, kind);
+        while pos < payload.len() {
+            let tag = payload[pos];
+            if matches!(tag, TAG_BATCH | TAG_BATCH_DELTAS) {
+                let mut at = pos + 1;
+                let len = super::varint::get(&payload, &mut at).unwrap() as usize;
+                let batch = payload.get(at..at + len).filter(|r| r.len() > kind_at);
+                if batch.is_some_and(|r| r[kind_at] == styx_common::batch::BATCH_RECORD_KIND) {
+                    tags.push(tag);
+                    pos = at + len;
+                    continue;
+                }
+            }
+            pos += 1;
+        }
+    }
+    tags
 }
 
 /// A capture written before writers checked batches could hold one whose
@@ -851,6 +898,56 @@ fn a_malformed_batch_stored_whole_is_skipped_and_counted() {
     let at = offset as usize;
     assert_eq!(bytes[at], TAG_BATCH);
     assert_eq!(bytes[at + 3..][..forged.len()], forged[..]);
+}
+
+/// A BATCH_DELTAS record whose items are not of one type (no writer codes
+/// such a batch: a damaged or forged capture) is skipped and counted, and
+/// the records after it are read.
+#[test]
+fn a_delta_coded_batch_not_of_one_type_is_skipped_and_counted() {
+    let events = events();
+    let usdt = Names::new(&header());
+    // Its third event's tag made one no batch holds.
+    let mut forged = batch_record(3);
+    let third = std::mem::size_of::<styx_common::batch::BatchRecord>() + 10 + 2 * 19;
+    forged[third..third + 2].copy_from_slice(&0xffffu16.to_le_bytes());
+    let mut counts = [0u64; 16];
+    for e in &events {
+        counts[e.kind as usize] += 1;
+    }
+    let mut writer = CaptureWriter::new(Vec::new(), &header(), Compression::None).unwrap();
+    write_with_batch(&mut writer, &events, &forged, 3);
+    let totals = Totals {
+        events: &counts,
+        drops: &[0u64; 16],
+    };
+    writer.finish(&totals).unwrap();
+    let mut bytes = writer.into_inner();
+    // Stored as it is: tag, length (two bytes), the record; retagged.
+    let at = bytes
+        .windows(forged.len())
+        .position(|w| w == forged)
+        .unwrap();
+    assert_eq!(bytes[at - 3], TAG_BATCH);
+    bytes[at - 3] = TAG_BATCH_DELTAS;
+
+    let mut reader = Reader::open(&bytes[..]).unwrap();
+    let mut got = Vec::new();
+    while let Some(e) = reader.next().unwrap() {
+        let mut line = ByteBuf::default();
+        jsonl(&mut line, &e, &usdt, &mut Repeats::default());
+        got.push(String::from_utf8(line.as_slice().to_vec()).unwrap());
+    }
+    assert_eq!(got, lines(&events, &usdt));
+    assert_eq!(
+        (reader.malformed_batches, reader.delta_coded_batches),
+        (1, 1)
+    );
+    let (_, error) = reader.first_malformed_batch.unwrap();
+    assert_eq!(
+        error.to_string(),
+        "delta coded batch item at 48 is not of the batch's one type"
+    );
 }
 
 /// A capture of format version 1 (batch items a `u64` per value) reads as

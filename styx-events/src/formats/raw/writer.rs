@@ -2,7 +2,7 @@
 //! version 3's blocks, or version 2's plain stream of records (kept for
 //! the tests of the reader's older versions).
 
-use super::blocks::{BlockPool, Compression};
+use super::blocks::{BlockPool, Compression, Filled};
 use super::varint::{put, zigzag};
 #[cfg(test)]
 use super::STREAM_VERSION;
@@ -70,6 +70,9 @@ enum Framing {
         pool: BlockPool,
         /// The events it holds.
         events: u64,
+        /// Where its BATCH records start: the workers code those of one
+        /// type's events (`deltas.rs`).
+        batches: Vec<u32>,
         /// When a flush first found it not empty.
         waiting_since: Option<Instant>,
     },
@@ -126,6 +129,7 @@ impl<W: Write> CaptureWriter<W> {
         let body = Framing::Blocks {
             pool,
             events: 0,
+            batches: Vec::new(),
             waiting_since: None,
         };
         Self::start(out, header, VERSION, buf, body)
@@ -203,6 +207,7 @@ impl<W: Write> CaptureWriter<W> {
         let Framing::Blocks {
             pool,
             events,
+            batches,
             waiting_since,
         } = &mut self.body
         else {
@@ -214,7 +219,11 @@ impl<W: Write> CaptureWriter<W> {
         write_held_header(&mut self.unwritten, &mut self.out)?;
         let buf = pool.buffer();
         let full = std::mem::replace(&mut self.buf, buf);
-        let result = pool.submit(full, std::mem::take(events), &mut self.out);
+        let filled = Filled {
+            events: std::mem::take(events),
+            batches: std::mem::take(batches),
+        };
+        let result = pool.submit(full, filled, &mut self.out);
         *waiting_since = None;
         self.deltas = Deltas::default();
         result
@@ -385,12 +394,16 @@ impl<W: Write> EventWriter for CaptureWriter<W> {
         // record one no reader takes.
         let record = &record[..record.len().min(MAX_BATCH_RECORD)];
         let buf = &mut self.buf;
+        if let Framing::Blocks {
+            events, batches, ..
+        } = &mut self.body
+        {
+            *events += batch_events;
+            batches.push(buf.len() as u32);
+        }
         buf.push(TAG_BATCH);
         put(buf, record.len() as u64);
         buf.extend_from_slice(record);
-        if let Framing::Blocks { events, .. } = &mut self.body {
-            *events += batch_events;
-        }
         self.record_done()
     }
 

@@ -249,15 +249,17 @@ pub fn files(md: &mut String, s: &Results) {
          disk, and this disk takes {:.0} MB/s ({:.0} M events/s) once the page cache is full. \
          Without `--lossless` the loop runs at full speed and the ring buffer drops what the \
          loader could not write in time; with it the loop waits for the loader and runs at \
-         the pace the loader writes ({:.1} M events/s here; the same stream as a 16-bit guest \
-         fires it, its items in their native widths, {:.1} M events/s at {:.1} bytes per event \
-         on disk).\n",
+         the pace the loader and the capture's workers take its events (the workers delta \
+         code batches of one type's events, then compress them): {:.1} M events/s here at \
+         {:.1} bytes per event on disk; the same stream as a 16-bit guest fires it, its items \
+         in their native widths, {:.1} M events/s at {:.1} bytes per event.\n",
         bytes * 100.0,
         share(file),
         1e3 / cpu,
         d.synced_mb_s.median(),
         d.synced_mb_s.median() / bytes,
         1e3 / lossless.ns_per_event.median(),
+        bytes,
         1e3 / narrow.ns_per_event.median(),
         narrow.file_bytes_per_event.median(),
     );

@@ -188,3 +188,44 @@ fn a_live_table_equals_read_by_of_its_capture_and_the_heatmap_says_the_counts() 
     assert!(semaphores(prog.pid()).values().all(|&w| w == 0));
     prog.quit();
 }
+
+/// A `top` that dropped events (`--on-full drop`, a ring of three batches,
+/// the demo at every type outrunning the loader's count) says in its
+/// summary that its table is not exact; the table counts exactly the
+/// events that arrived.
+#[test]
+fn a_top_that_dropped_says_its_table_is_not_exact() {
+    require_root();
+    let out = scratch("top-dropped").join("top.jsonl");
+    let output = loader_command()
+        .arg("top")
+        .args(jsonl_to(
+            &out,
+            "batched",
+            &["--on-full", "drop", "--ring-size", "256K"],
+        ))
+        .arg("--")
+        .arg(demo_path())
+        .args(["--program", "all", "--repeat", "20", "--quiet"])
+        .output()
+        .unwrap();
+    let stderr: Vec<String> = String::from_utf8_lossy(&output.stderr)
+        .lines()
+        .map(String::from)
+        .collect();
+    assert!(output.status.success(), "{stderr:#?}");
+    let summary = summary_of(&stderr);
+    assert!(summary.dropped > 0, "the loader kept up: {stderr:#?}");
+    let said = "top: the counts miss the dropped events: the table is not exact";
+    assert!(stderr.iter().any(|l| l.contains(said)), "{stderr:#?}");
+    let rows = std::fs::read_to_string(&out).unwrap();
+    let counted: u64 = rows
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["count"]
+                .as_u64()
+                .unwrap()
+        })
+        .sum();
+    assert_eq!(counted, summary.events, "{stderr:#?}");
+}

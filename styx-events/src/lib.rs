@@ -34,6 +34,7 @@ mod session;
 mod write;
 
 pub use formats::drcov::MAX_INSN_GAP as DRCOV_MAX_INSN_GAP;
+pub use formats::raw::VERSION as CAPTURE_VERSION;
 pub use formats::raw::{read_blocks, MakeFormatter, ParallelError};
 pub use formats::raw::{
     BatchDeltas, Block, CaptureError, CaptureWriter, Compression, Ending, Reader, HELD_AT_MOST,

@@ -123,7 +123,8 @@ fn raw_output_keeps_the_run_and_its_header() {
     // The header: who, where, and when in wall-clock time.
     let bytes = std::fs::read(&raw).unwrap();
     assert_eq!(&bytes[..8], b"STYXCAP\0");
-    assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), 5);
+    let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
+    assert_eq!(version, styx_events::CAPTURE_VERSION);
     let len = u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
     let header: Value = serde_json::from_slice(&bytes[16..16 + len]).unwrap();
     assert_eq!(header["pid"], pid);
@@ -533,13 +534,15 @@ fn bad_captures_are_refused_plainly() {
     let (status, stderr) = loader.finish();
     assert!(status.success(), "{}", stderr.join("\n"));
     let mut bytes = std::fs::read(&raw).unwrap();
-    bytes[8..12].copy_from_slice(&7u32.to_le_bytes());
+    let newer_version = styx_events::CAPTURE_VERSION + 1;
+    bytes[8..12].copy_from_slice(&newer_version.to_le_bytes());
     std::fs::write(&newer, &bytes).unwrap();
     let (ok, _, stderr) = read_capture(&newer, "jsonl");
-    assert!(
-        !ok && stderr.contains("capture format version 7; this styx-loader reads versions 1 to 5"),
-        "{stderr}"
+    let says = format!(
+        "capture format version {newer_version}; this styx-loader reads versions 1 to {}",
+        styx_events::CAPTURE_VERSION
     );
+    assert!(!ok && stderr.contains(&says), "{stderr}");
     // (Versions 1 and 2, which no loader writes now, are read by the
     // reader's unit tests from captures their writer makes.)
     let (ok, _, stderr) = read_capture(&dir.join("missing.styx"), "jsonl");

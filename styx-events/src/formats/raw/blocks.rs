@@ -703,6 +703,21 @@ fn lower_priority() {
 mod tests {
     use super::*;
 
+    /// A worker's answer unpacked: its codec and the payload, `payload_len`
+    /// bytes.
+    fn unpack(packed: Packed, payload_len: usize, unpacker: &mut Unpacker) -> (u8, Vec<u8>) {
+        let (codec, bytes) = packed.packed.unwrap().expect("compressed");
+        let frame = Frame {
+            codec,
+            stored_len: bytes.len(),
+            payload_len,
+            events: 0,
+        };
+        let mut unpacked = Vec::new();
+        unpacker.unpack(&frame, &bytes, &mut unpacked).unwrap();
+        (codec, unpacked)
+    }
+
     /// `auto`: a block taken while another waits for a worker is compressed
     /// with lz4, one taken with none waiting with zstd; each unpacks to its
     /// payload.
@@ -735,17 +750,9 @@ mod tests {
         let codecs: Vec<u8> = answers
             .try_iter()
             .map(|packed| {
-                let (codec, bytes) = packed.packed.unwrap().expect("compressed");
                 let payload = payloads[packed.seq as usize].as_slice();
-                let frame = Frame {
-                    codec,
-                    stored_len: bytes.len(),
-                    payload_len: payload.len(),
-                    events: 0,
-                };
-                let mut unpacked = Vec::new();
-                unpacker.unpack(&frame, &bytes, &mut unpacked).unwrap();
-                assert_eq!(unpacked, payload, "block {}", packed.seq);
+                let (codec, unpacked) = unpack(packed, payload.len(), &mut unpacker);
+                assert_eq!(unpacked, payload);
                 codec
             })
             .collect();
@@ -812,15 +819,8 @@ mod tests {
             .try_iter()
             .map(|packed| {
                 let (payload, batches) = blocks[packed.seq as usize];
-                let (codec, bytes) = packed.packed.unwrap().expect("compressed");
-                let frame = Frame {
-                    codec,
-                    stored_len: bytes.len(),
-                    payload_len: payload.len(),
-                    events: 0,
-                };
-                let mut unpacked = Vec::new();
-                unpacker.unpack(&frame, &bytes, &mut unpacked).unwrap();
+                let seq = packed.seq;
+                let (_, mut unpacked) = unpack(packed, payload.len(), &mut unpacker);
                 let coded = unpacked[batches[0] as usize] == super::super::TAG_BATCH_DELTAS;
                 for &at in batches {
                     let mut pos = at as usize + 1;
@@ -831,7 +831,7 @@ mod tests {
                         unpacked[at as usize] = super::super::TAG_BATCH;
                     }
                 }
-                assert_eq!(unpacked, payload.as_slice(), "block {}", packed.seq);
+                assert_eq!(unpacked, payload.as_slice(), "block {seq}");
                 coded
             })
             .collect();

@@ -199,7 +199,7 @@ fn lines(events: &[Event<'_>], usdt: &Names) -> Vec<String> {
         .collect()
 }
 
-/// A capture of `events` as this loader writes it (version 5, zstd blocks).
+/// A capture of `events` as this loader writes it (version 6, zstd blocks).
 fn write(events: &[Event<'_>]) -> Vec<u8> {
     finished(
         CaptureWriter::new(Vec::new(), &header(), Compression::Zstd).unwrap(),
@@ -248,6 +248,12 @@ fn finished(mut writer: CaptureWriter<Vec<u8>>, events: &[Event<'_>]) -> Vec<u8>
 }
 
 fn read(bytes: &[u8]) -> (Vec<String>, Ending) {
+    let (out, reader) = read_to_end(bytes);
+    (out, reader.ending)
+}
+
+/// Every event of a capture as JSON lines, and the reader at its end.
+fn read_to_end(bytes: &[u8]) -> (Vec<String>, Reader<&[u8]>) {
     let mut reader = Reader::open(bytes).unwrap();
     let usdt = Names::new(&reader.header);
     let mut out = Vec::new();
@@ -256,7 +262,7 @@ fn read(bytes: &[u8]) -> (Vec<String>, Ending) {
         jsonl(&mut line, &e, &usdt, &mut Repeats::default());
         out.push(String::from_utf8(line.as_slice().to_vec()).unwrap());
     }
-    (out, reader.ending)
+    (out, reader)
 }
 
 #[test]
@@ -880,13 +886,7 @@ fn a_malformed_batch_stored_whole_is_skipped_and_counted() {
     writer.flush().unwrap();
     let bytes = writer.into_inner();
 
-    let mut reader = Reader::open(&bytes[..]).unwrap();
-    let mut got = Vec::new();
-    while let Some(e) = reader.next().unwrap() {
-        let mut line = ByteBuf::default();
-        jsonl(&mut line, &e, &usdt, &mut Repeats::default());
-        got.push(String::from_utf8(line.as_slice().to_vec()).unwrap());
-    }
+    let (got, reader) = read_to_end(&bytes);
     let all = lines(&events, &usdt);
     assert_eq!(got.len(), events.len() + 3);
     assert_eq!(got[..3], all[..3]);
@@ -931,13 +931,7 @@ fn a_delta_coded_batch_not_of_one_type_is_skipped_and_counted() {
     assert_eq!(bytes[at - 3], TAG_BATCH);
     bytes[at - 3] = TAG_BATCH_DELTAS;
 
-    let mut reader = Reader::open(&bytes[..]).unwrap();
-    let mut got = Vec::new();
-    while let Some(e) = reader.next().unwrap() {
-        let mut line = ByteBuf::default();
-        jsonl(&mut line, &e, &usdt, &mut Repeats::default());
-        got.push(String::from_utf8(line.as_slice().to_vec()).unwrap());
-    }
+    let (got, reader) = read_to_end(&bytes);
     assert_eq!(got, lines(&events, &usdt));
     assert_eq!(
         (reader.malformed_batches, reader.delta_coded_batches),

@@ -430,22 +430,31 @@ fn each_compression_keeps_every_event_in_blocks_of_its_codec() {
 /// A stream of one type whose values step like counters (styx-testprog's
 /// `insn_exec`: pc, instruction word and length one on each round), with
 /// `--compression zstd` and `lz4`: its batches are delta coded by the
-/// workers (a worker late at the lowest priority sees its block stored:
-/// some coded in one of three runs), and every event reads back as fired.
+/// workers, and every event reads back as fired. A worker late at the
+/// lowest priority sees its block stored (the tests beside it can keep
+/// the CPUs busy): the rounds come in four bursts a block each, cut while
+/// the program pauses, and some are coded in one of three runs.
 #[test]
 fn one_type_batches_are_delta_coded_and_read_back_as_fired() {
     require_root();
+    const BURSTS: u64 = 4;
+    const ROUNDS: u64 = 2000;
     let dir = scratch("capture-delta-coded");
     let (expect, raw) = (dir.join("fired.jsonl"), dir.join("run.styx"));
     for compression in ["zstd", "lz4"] {
         let mut tries = 0;
-        let (fired, coded) = loop {
+        let (calls, coded) = loop {
             let mut prog = TestProg::spawn(Some(&expect));
             let raw_arg = raw.to_str().unwrap();
             let options = ["-e", "insn_exec", "-o", "raw", "--output", raw_arg];
             let loader =
                 prog.attach_loader(&[&options[..], &["--compression", compression]].concat());
-            let fired = prog.fire(5000, 2);
+            let mut calls = 0;
+            for _ in 0..BURSTS {
+                calls += prog.fire(ROUNDS, 2).calls;
+                // Past the age at which a waiting block is cut.
+                std::thread::sleep(std::time::Duration::from_millis(400));
+            }
             prog.quit();
             let (status, stderr) = loader.finish();
             assert!(status.success(), "{compression}: {}", stderr.join("\n"));
@@ -453,10 +462,10 @@ fn one_type_batches_are_delta_coded_and_read_back_as_fired() {
             while reader.next().unwrap().is_some() {}
             assert_eq!(reader.malformed_batches, 0, "{compression}");
             // One insn_exec a round on each thread.
-            assert_eq!(reader.events, 5000 * 2, "{compression}");
+            assert_eq!(reader.events, BURSTS * ROUNDS * 2, "{compression}");
             tries += 1;
             if reader.delta_coded_batches > 0 || tries == 3 {
-                break (fired, reader.delta_coded_batches);
+                break (calls, reader.delta_coded_batches);
             }
         };
         assert!(
@@ -468,10 +477,9 @@ fn one_type_batches_are_delta_coded_and_read_back_as_fired() {
             .filter(|e| e["event"] == "insn_exec")
             .collect();
         assert_eq!(
-            insns.len(),
-            5000 * 2,
-            "{compression}: {} calls",
-            fired.calls
+            insns.len() as u64,
+            BURSTS * ROUNDS * 2,
+            "{compression}: {calls} calls"
         );
         let (ok, converted, warnings) = read_capture(&raw, "jsonl");
         assert!(ok && warnings.is_empty(), "{compression}: {warnings}");

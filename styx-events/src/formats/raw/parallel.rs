@@ -52,6 +52,7 @@ struct Done {
     counts: KindCounts,
     malformed: u64,
     first_malformed: Option<(u64, BatchError)>,
+    delta_coded: u64,
     /// Its END record's ending, if it holds the END record.
     complete: Option<Ending>,
     /// Why it stopped early, after `bytes`.
@@ -61,8 +62,8 @@ struct Done {
 /// Reads every block of `reader` (a version 3 capture, no event read yet)
 /// on `workers` threads, each formatting with a formatter `make` gives,
 /// and hands the pieces to `out` ([`EventWriter::formatted`]) in order. Returns
-/// the events per kind; `reader`'s counts, malformed batches and ending
-/// are then as a serial read leaves them.
+/// the events per kind; `reader`'s counts, malformed and delta coded
+/// batches and ending are then as a serial read leaves them.
 pub fn read_blocks<R: Read>(
     reader: &mut Reader<R>,
     workers: usize,
@@ -144,6 +145,7 @@ fn hand_out<R: Read>(
                 *total += n;
             }
             reader.malformed_batches += block.malformed;
+            reader.delta_coded_batches += block.delta_coded;
             if reader.first_malformed_batch.is_none() {
                 reader.first_malformed_batch = block.first_malformed;
             }
@@ -190,6 +192,7 @@ fn work(
     while let Ok((seq, block)) = queue.recv() {
         reader.malformed_batches = 0;
         reader.first_malformed_batch = None;
+        reader.delta_coded_batches = 0;
         let mut counts = [0u64; EVENT_KIND_SLOTS as usize];
         let mut error = reader.load(block).err().map(ParallelError::Capture);
         while error.is_none() {
@@ -214,6 +217,7 @@ fn work(
             counts,
             malformed: reader.malformed_batches,
             first_malformed: reader.first_malformed_batch.take(),
+            delta_coded: reader.delta_coded_batches,
             complete,
             error,
         };
@@ -235,6 +239,7 @@ impl Done {
             counts: [0; EVENT_KIND_SLOTS as usize],
             malformed: 0,
             first_malformed: None,
+            delta_coded: 0,
             complete: None,
             error: Some(error),
         }

@@ -1292,14 +1292,14 @@ impl Made {
 
 /// What `read` writes of `capture` reading it in a row (to a writer
 /// made for `threads`) and on `workers` (to one made for 2): the bytes (finished when the capture reads to its end, else
-/// flushed, as `read` does), the error if any, the events read and how
-/// the capture ended.
+/// flushed, as `read` does), the error if any, the events read, how
+/// the capture ended and the delta coded batches read.
 fn read_both_ways(
     capture: &[u8],
     made: Made,
     threads: usize,
     workers: usize,
-) -> [(Vec<u8>, Option<String>, u64, Ending); 2] {
+) -> [(Vec<u8>, Option<String>, u64, Ending, u64); 2] {
     let finish = |writer: &mut dyn EventWriter, error: &Option<String>, events: u64| {
         let counts = [events, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
         let totals = Totals {
@@ -1324,7 +1324,8 @@ fn read_both_ways(
         };
         finish(&mut *writer, &error, reader.events);
         let bytes = out.bytes();
-        (bytes, error, reader.events, reader.ending)
+        let coded = reader.delta_coded_batches;
+        (bytes, error, reader.events, reader.ending, coded)
     };
     let parallel = {
         let out = SharedOutput::default();
@@ -1337,7 +1338,8 @@ fn read_both_ways(
             .map(|e| e.to_string());
         finish(&mut *writer, &error, reader.events);
         let bytes = out.bytes();
-        (bytes, error, reader.events, reader.ending)
+        let coded = reader.delta_coded_batches;
+        (bytes, error, reader.events, reader.ending, coded)
     };
     [serial, parallel]
 }
@@ -1432,6 +1434,41 @@ fn blocks_in_parallel_give_the_serial_output(
                 _ => assert!(groups.len() > 2 * events.len() / rows, "{groups:?}"),
             }
         }
+    }
+}
+
+/// A capture of delta coded batches (one type's events, several blocks)
+/// reads in parallel as in a row: the same bytes in every format apart,
+/// and every coded batch counted.
+#[test]
+fn delta_coded_batches_read_in_parallel_as_in_a_row() {
+    let mut writer = CaptureWriter::patient(Vec::new(), &header(), Compression::Zstd).unwrap();
+    // The thread's batches 0 to 5 (the same batch twice is given once).
+    let seq_at = std::mem::offset_of!(styx_common::batch::BatchRecord, head)
+        + std::mem::offset_of!(styx_common::batch::BatchHead, seq);
+    for seq in 0..6u64 {
+        let mut record = batch_record(600);
+        record[seq_at..seq_at + 8].copy_from_slice(&seq.to_le_bytes());
+        writer.batch(&record, 600).unwrap();
+        writer.cut_block().unwrap();
+    }
+    let mut counts = [0u64; 16];
+    counts[EventKind::InsnExec as usize] = 6 * 600;
+    let totals = Totals {
+        events: &counts,
+        drops: &[0u64; 16],
+    };
+    writer.finish(&totals).unwrap();
+    let capture = writer.into_inner();
+    assert_eq!(batch_tags(&capture), [TAG_BATCH_DELTAS; 6]);
+    for made in formats_apart() {
+        let [serial, parallel] = read_both_ways(&capture, made, 1, 3);
+        assert_eq!((serial.1.as_deref(), serial.2, serial.4), (None, 3600, 6));
+        assert!(serial.0 == parallel.0, "{made:?}: bytes differ");
+        assert_eq!(
+            (serial.2, &serial.3, serial.4),
+            (parallel.2, &parallel.3, parallel.4)
+        );
     }
 }
 

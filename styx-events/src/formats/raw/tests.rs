@@ -1290,16 +1290,15 @@ impl Made {
     }
 }
 
+/// The bytes written, the error if any, the events read, how the capture
+/// ended and the delta coded batches read.
+type ReadBack = (Vec<u8>, Option<String>, u64, Ending, u64);
+
 /// What `read` writes of `capture` reading it in a row (to a writer
-/// made for `threads`) and on `workers` (to one made for 2): the bytes (finished when the capture reads to its end, else
-/// flushed, as `read` does), the error if any, the events read, how
-/// the capture ended and the delta coded batches read.
-fn read_both_ways(
-    capture: &[u8],
-    made: Made,
-    threads: usize,
-    workers: usize,
-) -> [(Vec<u8>, Option<String>, u64, Ending, u64); 2] {
+/// made for `threads`) and on `workers` (to one made for 2): the bytes
+/// finished when the capture reads to its end, else flushed, as `read`
+/// does.
+fn read_both_ways(capture: &[u8], made: Made, threads: usize, workers: usize) -> [ReadBack; 2] {
     let finish = |writer: &mut dyn EventWriter, error: &Option<String>, events: u64| {
         let counts = [events, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
         let totals = Totals {

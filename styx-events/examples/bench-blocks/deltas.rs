@@ -16,7 +16,7 @@ const KIND_AT: usize = core::mem::offset_of!(RecordHeader, kind);
 const MAGIC_AT: usize =
     core::mem::offset_of!(BatchRecord, head) + core::mem::offset_of!(BatchHead, magic);
 const MAX_BATCH_RECORD: usize = HEADER_BYTES + BATCH_BYTES;
-pub const TAG_BATCH: u8 = 0x20;
+const TAG_BATCH: u8 = 0x20;
 const TAG_BATCH_DELTAS: u8 = 0x30;
 /// Previous values: per kind (7 bits) and value index.
 const SLOTS: usize = 128 * item::MAX_ITEM_VALUES;
@@ -26,7 +26,7 @@ const SLOTS: usize = 128 * item::MAX_ITEM_VALUES;
 #[error("a batch whose items do not read")]
 pub struct DeltasError;
 
-pub fn get_varint(bytes: &[u8], pos: &mut usize) -> Option<u64> {
+fn get_varint(bytes: &[u8], pos: &mut usize) -> Option<u64> {
     let mut value = 0u64;
     for shift in (0..64).step_by(7) {
         let byte = *bytes.get(*pos)?;
@@ -174,11 +174,22 @@ pub fn decode(bytes: &mut [u8]) -> Result<(), DeltasError> {
 
 /// The items of the first BATCH record at or past `pos` in `payload`, and
 /// where that record ends.
-fn next_batch(payload: &[u8], mut pos: usize) -> Option<(core::ops::Range<usize>, usize)> {
-    while let Some(found) = memchr::memchr(TAG_BATCH, &payload[pos..]) {
+fn next_batch(payload: &[u8], pos: usize) -> Option<(core::ops::Range<usize>, usize)> {
+    next_record(payload, pos, TAG_BATCH).map(|(_, items, end)| (items, end))
+}
+
+/// The first record tagged `tag` at or past `pos` in `payload` whose head
+/// reads as a batch record's (a coded record's head is not coded): where
+/// its tag is, its items, and where it ends.
+fn next_record(
+    payload: &[u8],
+    mut pos: usize,
+    tag: u8,
+) -> Option<(usize, core::ops::Range<usize>, usize)> {
+    while let Some(found) = memchr::memchr(tag, &payload[pos..]) {
         let tag_at = pos + found;
         match batch_at(payload, tag_at) {
-            Some(batch) => return Some(batch),
+            Some((items, end)) => return Some((tag_at, items, end)),
             None => pos = tag_at + 1,
         }
     }
@@ -199,27 +210,9 @@ pub fn batch_tags_coded(payload: &[u8]) -> Vec<u32> {
 fn tags_of(payload: &[u8], tag: u8) -> Vec<u32> {
     let mut tags = Vec::new();
     let mut pos = 0;
-    while let Some(found) = memchr::memchr(tag, &payload[pos..]) {
-        let at = pos + found;
-        let mut len_at = at + 1;
-        // Its head as `batch_at` checks it (a coded record's head is not
-        // coded).
-        let whole = get_varint(payload, &mut len_at)
-            .and_then(|len| payload.get(len_at..len_at + len as usize))
-            .is_some_and(|record| {
-                record.len() >= HEADER_BYTES
-                    && record[KIND_AT] == BATCH_RECORD_KIND
-                    && record[MAGIC_AT..MAGIC_AT + 4] == BATCH_MAGIC.to_le_bytes()
-            });
-        match whole {
-            true => {
-                tags.push(at as u32);
-                let mut end = at + 1;
-                let len = get_varint(payload, &mut end).expect("read above") as usize;
-                pos = end + len;
-            }
-            false => pos = at + 1,
-        }
+    while let Some((at, _, end)) = next_record(payload, pos, tag) {
+        tags.push(at as u32);
+        pos = end;
     }
     tags
 }

@@ -201,17 +201,10 @@ struct Coder {
 }
 
 impl Coder {
-    /// Decodes a payload's BATCH_DELTAS records in place (coding keeps
-    /// every record where it was).
+    /// Decodes a payload's BATCH_DELTAS records in place.
     fn one_type_decode(&mut self, payload: &mut [u8]) {
-        for at in deltas::batch_tags_coded(payload) {
-            let (at, mut pos) = (at as usize, at as usize + 1);
-            let len = deltas::get_varint(payload, &mut pos).unwrap() as usize;
-            let record = self.one_type.decode(&payload[pos..pos + len]).unwrap();
-            let record = record.to_vec();
-            payload[pos..pos + len].copy_from_slice(&record);
-            payload[at] = deltas::TAG_BATCH;
-        }
+        let coded = deltas::batch_tags_coded(payload);
+        self.one_type.decode_payload(payload, &coded).unwrap();
     }
 
     fn encode(&mut self, way: Way, payload: &[u8], zstd: &mut zstd::bulk::Compressor) -> Vec<u8> {

@@ -611,7 +611,7 @@ fn compress(queue: &Receiver<Job>, answer: &Sender<Packed>, compression: Compres
             Compression::Auto => !queue.is_empty(),
             Compression::Zstd | Compression::None => false,
         };
-        let mut pack = |bytes: &[u8]| match &mut zstd {
+        let pack = |bytes: &[u8]| match &mut zstd {
             _ if lz4 => {
                 // Into the worker's own buffer, then copied at its size:
                 // the bound zeroed for every block cost more than the copy.
@@ -626,26 +626,9 @@ fn compress(queue: &Receiver<Job>, answer: &Sender<Packed>, compression: Compres
             }
             None => Ok(None),
         };
-        let probe = coding.probe();
-        let coded = match written || !(probe || coding.code) {
-            true => None,
-            false => coder.code(payload, &job.batches),
-        };
-        let packed = match coded {
-            _ if written => Ok(None),
-            None => pack(payload),
-            Some(coded) if !probe => pack(coded),
-            Some(coded) => match (pack(coded), pack(payload)) {
-                (Ok(Some(coded)), Ok(Some(raw))) => {
-                    coding.code = coded.1.len() * 2 <= raw.1.len();
-                    Ok(Some(if coded.1.len() <= raw.1.len() {
-                        coded
-                    } else {
-                        raw
-                    }))
-                }
-                (coded, _) => coded,
-            },
+        let packed = match written {
+            true => Ok(None),
+            false => coding.pack(payload, &job.batches, &mut coder, pack),
         };
         drop(job.payload);
         if answer
@@ -677,11 +660,36 @@ struct Coding {
 impl Coding {
     const PROBE_EVERY: u32 = 64;
 
-    /// Whether this block is compressed both ways.
-    fn probe(&mut self) -> bool {
+    /// `payload` (its BATCH records at `batches`) compressed by `pack`,
+    /// its one-type batches coded first when this block is to be.
+    fn pack(
+        &mut self,
+        payload: &[u8],
+        batches: &[u32],
+        coder: &mut deltas::BatchDeltas,
+        mut pack: impl FnMut(&[u8]) -> io::Result<Option<(u8, Vec<u8>)>>,
+    ) -> io::Result<Option<(u8, Vec<u8>)>> {
         let probe = self.blocks.is_multiple_of(Self::PROBE_EVERY);
         self.blocks = self.blocks.wrapping_add(1);
-        probe
+        let coded = match probe || self.code {
+            true => coder.code(payload, batches),
+            false => None,
+        };
+        match coded {
+            None => pack(payload),
+            Some(coded) if !probe => pack(coded),
+            Some(coded) => match (pack(coded), pack(payload)) {
+                (Ok(Some(coded)), Ok(Some(raw))) => {
+                    self.code = coded.1.len() * 2 <= raw.1.len();
+                    Ok(Some(if coded.1.len() <= raw.1.len() {
+                        coded
+                    } else {
+                        raw
+                    }))
+                }
+                (coded, _) => coded,
+            },
+        }
     }
 }
 
@@ -775,9 +783,7 @@ mod tests {
             record[len_at..len_at + 4].copy_from_slice(&(items.len() as u32).to_le_bytes());
             record.extend(items);
             batches.push(payload.len() as u32);
-            payload.push(super::super::TAG_BATCH);
-            super::super::varint::put(&mut payload, record.len() as u64);
-            payload.extend_from_slice(&record);
+            payload.extend_from_slice(&deltas::batch_entry(&record));
         }
         (Arc::new(payload), batches)
     }
@@ -822,15 +828,7 @@ mod tests {
                 let seq = packed.seq;
                 let (_, mut unpacked) = unpack(packed, payload.len(), &mut unpacker);
                 let coded = unpacked[batches[0] as usize] == super::super::TAG_BATCH_DELTAS;
-                for &at in batches {
-                    let mut pos = at as usize + 1;
-                    let len = super::super::varint::get(&unpacked, &mut pos).unwrap() as usize;
-                    if unpacked[at as usize] == super::super::TAG_BATCH_DELTAS {
-                        let record = deltas.decode(&unpacked[pos..pos + len]).unwrap().to_vec();
-                        unpacked[pos..pos + len].copy_from_slice(&record);
-                        unpacked[at as usize] = super::super::TAG_BATCH;
-                    }
-                }
+                deltas.decode_payload(&mut unpacked, batches).unwrap();
                 assert_eq!(unpacked, payload.as_slice(), "block {seq}");
                 coded
             })

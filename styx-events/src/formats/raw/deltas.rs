@@ -111,6 +111,40 @@ impl BatchDeltas {
         }
         Ok(decoded)
     }
+
+    /// `payload` (a block's records) decoded in place: each record at
+    /// `batches` (where its BATCH records start, as [`BatchDeltas::code`]
+    /// was told: coding moves no record) that is BATCH_DELTAS made the
+    /// BATCH record it was. Err as [`BatchDeltas::decode`]'s.
+    pub fn decode_payload(&mut self, payload: &mut [u8], batches: &[u32]) -> Result<(), usize> {
+        for &at in batches {
+            let at = at as usize;
+            if payload.get(at) != Some(&TAG_BATCH_DELTAS) {
+                continue;
+            }
+            let mut pos = at + 1;
+            let Some(record) = get(payload, &mut pos)
+                .and_then(|len| Some(pos..pos.checked_add(len as usize)?))
+                .filter(|record| record.end <= payload.len())
+            else {
+                continue;
+            };
+            let decoded = self.decode(&payload[record.clone()])?;
+            payload[record].copy_from_slice(decoded);
+            payload[at] = TAG_BATCH;
+        }
+        Ok(())
+    }
+}
+
+/// A block's payload of one BATCH record: its tag, its length, `record`.
+#[cfg(test)]
+pub(crate) fn batch_entry(record: &[u8]) -> Vec<u8> {
+    let mut buf = crate::write::buf::ByteBuf::with_capacity(record.len() + 16);
+    buf.push(TAG_BATCH);
+    super::varint::put(&mut buf, record.len() as u64);
+    buf.extend_from_slice(record);
+    buf.as_slice().to_vec()
 }
 
 /// Where `record`'s items are, as its head says, if within it.
@@ -340,18 +374,9 @@ mod tests {
         items
     }
 
-    /// A block's payload of one BATCH record.
-    fn entry(record: &[u8]) -> Vec<u8> {
-        let mut buf = crate::write::buf::ByteBuf::with_capacity(record.len() + 16);
-        buf.push(TAG_BATCH);
-        super::super::varint::put(&mut buf, record.len() as u64);
-        buf.extend_from_slice(record);
-        buf.as_slice().to_vec()
-    }
-
     /// `record` coded, if it is.
     fn code(record: &[u8]) -> Option<Vec<u8>> {
-        let payload = entry(record);
+        let payload = batch_entry(record);
         let coded = BatchDeltas::default().code(&payload, &[0])?.to_vec();
         assert_eq!(coded.len(), payload.len());
         assert_eq!(coded[0], TAG_BATCH_DELTAS);
@@ -448,7 +473,7 @@ mod tests {
         let mut batches = Vec::new();
         for record in [&uniform, &mixed, &uniform] {
             batches.push(payload.len() as u32);
-            payload.extend(entry(record));
+            payload.extend(batch_entry(record));
             payload.extend([0x10, 0x01]);
         }
         let mut coder = BatchDeltas::default();
@@ -458,17 +483,11 @@ mod tests {
         assert_eq!(tags, [TAG_BATCH_DELTAS, TAG_BATCH, TAG_BATCH_DELTAS]);
         // Each coded record decodes back; the rest is as it was.
         let mut decoded = coded.clone();
-        for &at in &batches {
-            let mut pos = at as usize + 1;
-            let len = get(&decoded, &mut pos).unwrap() as usize;
-            if decoded[at as usize] == TAG_BATCH_DELTAS {
-                let record = decode(&decoded[pos..pos + len]).unwrap();
-                decoded[pos..pos + len].copy_from_slice(&record);
-                decoded[at as usize] = TAG_BATCH;
-            }
-        }
+        BatchDeltas::default()
+            .decode_payload(&mut decoded, &batches)
+            .unwrap();
         assert_eq!(decoded, payload);
-        assert_eq!(coder.code(&entry(&mixed), &[0]), None);
+        assert_eq!(coder.code(&batch_entry(&mixed), &[0]), None);
     }
 
     /// Decoding bytes no encoder wrote stops at the item that does not

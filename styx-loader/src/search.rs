@@ -214,11 +214,12 @@ pub fn mapped_files(target: &Target, header: &Header) -> Vec<MappedFile> {
     (target.files.iter())
         .filter_map(|file| {
             let (start, offset) = file.mapped_at?;
-            symbols::is_elf(file).then(|| MappedFile {
+            let build_id = symbols::elf_build_id(file)?;
+            Some(MappedFile {
                 path: file.name.clone(),
                 start,
                 offset,
-                build_id: symbols::build_id(file).map(hex),
+                build_id: build_id.map(hex),
             })
         })
         .collect()

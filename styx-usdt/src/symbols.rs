@@ -186,16 +186,15 @@ pub fn functions_at(
     })?
 }
 
-/// Whether `file` reads as the ELF files whose code [`functions_at`] names:
-/// a process also maps data files (`/etc/ld.so.cache` while the dynamic
-/// loader looks a library up, locale archives), which name nothing.
-pub fn is_elf(file: &ElfFile) -> bool {
-    parse_file(&file.read_at, |data| parse(file, data).is_ok()).unwrap_or(false)
-}
-
-/// The GNU build id of `file`, if it has one and can be read.
-pub fn build_id(file: &ElfFile) -> Option<Vec<u8>> {
-    let read = |data: Bounded<'_>| Some(parse(file, data).ok()?.build_id().ok()??.to_vec());
+/// The GNU build id of `file` (None inside: it has none) if it reads as
+/// the ELF files whose code [`functions_at`] names; None for a file that
+/// does not: a process also maps data files (`/etc/ld.so.cache` while the
+/// dynamic loader looks a library up, locale archives), which name nothing.
+pub fn elf_build_id(file: &ElfFile) -> Option<Option<Vec<u8>>> {
+    let read = |data: Bounded<'_>| {
+        let elf = parse(file, data).ok()?;
+        Some(elf.build_id().ok().flatten().map(<[u8]>::to_vec))
+    };
     parse_file(&file.read_at, read).ok()?
 }
 
@@ -211,7 +210,7 @@ mod tests {
         let target = crate::target::Target::from_pid(std::process::id()).unwrap();
         let exe = &target.files[0];
         let here = functions_are_where_the_process_runs_them as fn() as usize as u64;
-        let functions = functions_at(exe, build_id(exe).as_deref()).unwrap();
+        let functions = functions_at(exe, elf_build_id(exe).flatten().as_deref()).unwrap();
         let holding: Vec<&str> = (functions.iter())
             .filter(|f| f.start <= here && here < f.start + f.size)
             .map(|f| f.name.as_str())
@@ -230,6 +229,7 @@ mod tests {
     #[test]
     fn only_elf_files_read_as_elf() {
         let target = crate::target::Target::from_pid(std::process::id()).unwrap();
+        let is_elf = |file: &ElfFile| elf_build_id(file).is_some();
         assert!(is_elf(&target.files[0]));
         let data = std::env::temp_dir().join(format!("styx-not-elf-{}", std::process::id()));
         std::fs::write(&data, b"glibc-ld.so.cache1.1\0 not an ELF file").unwrap();

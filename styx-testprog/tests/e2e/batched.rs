@@ -439,7 +439,7 @@ fn a_full_ring_counts_the_lost_events_per_type() {
         out,
     } = traced(
         "batched-full-ring",
-        &["-e", BATCHED, "--ring-size", "256K", "--on-full", "drop"],
+        &[&BATCHED_SMALL_RING[..], &["--on-full", "drop"]].concat(),
     );
     // Stopped once it streams (it has written a first round's events):
     // drops before that are counted, but not timed for the warning.
@@ -495,7 +495,7 @@ fn lossless_loses_nothing_through_a_small_ring() {
         out,
     } = traced(
         "batched-lossless",
-        &["-e", BATCHED, "--ring-size", "256K", "--lossless"],
+        &[&BATCHED_SMALL_RING[..], &["--lossless"]].concat(),
     );
     let fired = prog.fire(3000, 2);
     prog.quit();
@@ -519,16 +519,8 @@ fn writing_a_file_loses_nothing_by_default() {
     require_root();
     let out = scratch("batched-default-wait").join("traced.jsonl");
     let mut prog = TestProg::spawn(None);
-    let loader = prog.attach_loader(&[
-        "-e",
-        BATCHED,
-        "--ring-size",
-        "256K",
-        "-o",
-        "jsonl",
-        "--output",
-        out.to_str().unwrap(),
-    ]);
+    let output = ["-o", "jsonl", "--output", out.to_str().unwrap()];
+    let loader = prog.attach_loader(&[&BATCHED_SMALL_RING[..], &output].concat());
     let fired = prog.fire(20_000, 2);
     prog.quit();
     let (status, stderr) = loader.finish();

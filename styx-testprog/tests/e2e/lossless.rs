@@ -56,17 +56,8 @@ fn parent_of(pid: u32) -> Option<u32> {
 fn a_forked_child_never_waits_for_credit() {
     require_root();
     let mut prog = TestProg::spawn(None);
-    let loader = prog.attach_loader(&[
-        "-e",
-        BATCHED,
-        "--ring-size",
-        "256K",
-        "--lossless",
-        "-o",
-        "jsonl",
-        "--output",
-        "/dev/null",
-    ]);
+    let options = ["--lossless", "-o", "jsonl", "--output", "/dev/null"];
+    let loader = prog.attach_loader(&[&BATCHED_SMALL_RING[..], &options].concat());
     // The loader lags (stopped): a thread of the program flushing batch
     // after batch reaches the end of its credit and waits. Then the program
     // forks, and its child (a copy of the block, credit used up) flushes
@@ -124,15 +115,8 @@ fn lossless_holds_from_the_first_event_of_a_spawned_command() {
 fn spawned_burst_loses_nothing(round: u32) {
     let out = scratch(&format!("lossless-spawn-{round}")).join("traced.jsonl");
     let mut loader = loader_command()
-        .args([
-            "--lossless",
-            "--ring-size",
-            "256K",
-            "-e",
-            BATCHED,
-            "-o",
-            "jsonl",
-        ])
+        .args(BATCHED_SMALL_RING)
+        .args(["--lossless", "-o", "jsonl"])
         .arg("--output")
         .arg(&out)
         .arg("--")
@@ -193,17 +177,14 @@ fn a_second_lossless_loader_on_a_process_is_refused() {
     let dir = scratch("lossless-second");
     let (expect, out) = (dir.join("expected.jsonl"), dir.join("traced.jsonl"));
     let mut prog = TestProg::spawn(Some(&expect));
-    let first = prog.attach_loader(&[
-        "-e",
-        BATCHED,
-        "--ring-size",
-        "256K",
+    let options = [
         "--lossless",
         "-o",
         "jsonl",
         "--output",
         out.to_str().unwrap(),
-    ]);
+    ];
+    let first = prog.attach_loader(&[&BATCHED_SMALL_RING[..], &options].concat());
     let pid = prog.pid().to_string();
     let (status, _, stderr) = run_loader(&[
         "--pid",

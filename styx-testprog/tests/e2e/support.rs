@@ -250,21 +250,17 @@ pub fn attach_loader(args: &[&str]) -> Loader {
 /// The event types styx-probe batches.
 pub const BATCHED: &str = "insn_fetch,insn_exec,block,mem_read,mem_write,reg_read,reg_write,branch";
 
+/// Those types through a ring of three batches, which an emulator faster
+/// than the output fills at once.
+pub const BATCHED_SMALL_RING: [&str; 4] = ["-e", BATCHED, "--ring-size", "256K"];
+
 /// styx-loader writing `prog`'s batched events as JSON lines to a pipe
 /// (a 256 KiB ring; `more` options), once attached, and the pipe's end
 /// nobody reads until the test does.
 pub fn jsonl_to_a_pipe(prog: &TestProg, more: &[&str]) -> (Loader, ChildStdout) {
     let pid = prog.pid().to_string();
-    let mut args = vec![
-        "--pid",
-        &pid,
-        "-e",
-        BATCHED,
-        "--ring-size",
-        "256K",
-        "-o",
-        "jsonl",
-    ];
+    let mut args = vec!["--pid", &pid, "-o", "jsonl"];
+    args.extend(BATCHED_SMALL_RING);
     args.extend(more);
     let mut loader = spawn_loader(&args, Stdio::piped());
     loader.wait_for_line("attached").unwrap();

@@ -37,10 +37,17 @@
 //! as they were gathered (not copied on the calling thread: that copy,
 //! and the cache lines it passed between cores, cost more than the
 //! encoding it overlapped); of a block across two groups, only the rows
-//! of the second are copied out. The workers also encode the row groups, one
-//! at a time and in order, between blocks ([`EncodeOn::Shared`]): an
+//! of the second are copied out. The workers also encode the row groups
+//! between blocks, a column each at a time ([`EncodeOn::Shared`]): an
 //! encoder thread of its own, needing over a third of two cores' time,
 //! got its fair share against two workers and no more, and held them up.
+//!
+//! Every way of writing encodes each column of a row group into bytes of
+//! its own and appends them to the file in the schema's order
+//! (`SerializedRowGroupWriter::append_column`), so the file is the same
+//! whoever encoded which column. (On one thread that also took ~6% less
+//! time than writing the columns straight into the file's buffer, which
+//! faulted in ~4× the pages: the demo's capture, `read --threads 1`.)
 
 use crate::formats::output::{create_file, Output};
 use crate::record::event::{Body, Event};
@@ -52,17 +59,19 @@ use crate::session::usdt::UsdtProbes;
 use crate::write::writer::{EventWriter, FormatBlock, Formatted, Helper, Totals};
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use parquet::basic::{Compression, Encoding};
-use parquet::column::writer::ColumnWriterImpl;
+use parquet::column::writer::{
+    get_column_writer, get_typed_column_writer_mut, ColumnCloseResult, ColumnWriterImpl,
+};
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DataType, Int64Type};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
-use parquet::file::writer::SerializedFileWriter;
+use parquet::file::writer::{SerializedFileWriter, SerializedPageWriter, TrackedWrite};
 use parquet::schema::parser::parse_message_type;
-use parquet::schema::types::{ColumnPath, Type};
+use parquet::schema::types::{ColumnPath, SchemaDescPtr, SchemaDescriptor, Type};
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError, TryLockError};
+use std::sync::{Arc, Mutex, PoisonError};
 use styx_common::schema::FieldKind;
 use styx_common::{EventKind, EVENT_KIND_SLOTS};
 
@@ -233,17 +242,30 @@ fn move_back<T>(to: &mut Vec<T>, from: &mut Vec<T>, keep: usize) {
     }
 }
 
-/// The definition levels of `rows` rows holding `values` values, taken
-/// from `ones` while every row has one (`def` empty).
-fn levels<'a>(def: &'a mut Vec<i16>, values: usize, rows: usize, ones: &'a [i16]) -> &'a [i16] {
-    if def.is_empty() && values == rows {
+/// The definition levels of `rows` rows of `col`, which holds `values`
+/// values: `ones` while every row has one (no levels kept), its own when
+/// it has one for each row, else made in `scratch` (the rows past its
+/// levels, or past its values, are nulls).
+fn levels<'a>(
+    col: &'a Values,
+    values: usize,
+    rows: usize,
+    ones: &'a [i16],
+    scratch: &'a mut Vec<i16>,
+) -> &'a [i16] {
+    if col.def.is_empty() && values == rows {
         return &ones[..rows];
     }
-    if def.is_empty() {
-        def.resize(values, 1);
+    if col.def.len() >= rows {
+        return &col.def[..rows];
     }
-    def.resize(rows, 0);
-    def
+    scratch.clear();
+    match col.def.is_empty() {
+        true => scratch.resize(values, 1),
+        false => scratch.extend_from_slice(&col.def),
+    }
+    scratch.resize(rows, 0);
+    scratch
 }
 
 /// Where the bytes go: one output, or files rolled in a directory.
@@ -287,6 +309,9 @@ pub struct ParquetWriter {
     encoding: EncodeOn,
     /// Encode on a thread of its own once there is a row group.
     own_thread: bool,
+    /// Threads at most, for the row groups left when a parallel `read`
+    /// ends ([`EncodeOn::Shared`]).
+    threads: usize,
     sink: Sink,
     rows: usize,
     /// Rows per group: [`ROW_GROUP_ROWS`], fewer when rolling small files
@@ -363,24 +388,55 @@ struct Encoded {
     ended: bool,
 }
 
-/// Turns gathered row groups into the file's bytes: the column writers,
-/// encoding and compression (about half of the work).
-struct Encoder {
+/// What every thread encoding columns reads: the table's columns, their
+/// descriptions, the writer's properties.
+struct Table {
     columns: Vec<ColumnInfo>,
+    schema: Arc<Type>,
+    descr: SchemaDescPtr,
+    properties: Arc<WriterProperties>,
+    event_names: Vec<ByteArray>,
+}
+
+/// A thread's own room for encoding a column.
+struct Scratch {
     /// Definition levels of a column a type does not have: all null.
     nulls: Vec<i16>,
     /// … and of one it has in every row.
     ones: Vec<i16>,
+    /// A part's levels when only some of its rows have a value.
+    levels: Vec<i16>,
     /// The rows of a write batch that straddles pieces ([`Run`]).
     carry: Values,
-    event_names: Vec<ByteArray>,
     /// Per kind: its name repeated, the `event` column of its rows.
     event_column: Vec<Vec<ByteArray>>,
-    schema: Arc<Type>,
-    properties: Arc<WriterProperties>,
+}
+
+/// One column of a row group, encoded into bytes of its own; appended to
+/// the file as the column writer would have written it there.
+struct ColumnChunk {
+    bytes: bytes::Bytes,
+    close: ColumnCloseResult,
+}
+
+/// Rows per kind id of a row group.
+type KindRows = [usize; EVENT_KIND_SLOTS as usize];
+
+/// Puts encoded row groups' columns into the file's bytes (the footer at
+/// its end), in order.
+struct Assembler {
     writer: Option<SerializedFileWriter<Vec<u8>>>,
     /// Files end once this big (`--output DIR/`), else only at the end.
     roll_bytes: Option<u64>,
+}
+
+/// Turns gathered row groups into the file's bytes on one thread: the
+/// column writers, encoding and compression (about a third of the work),
+/// a column at a time.
+struct Encoder {
+    table: Arc<Table>,
+    scratch: Scratch,
+    file: Assembler,
 }
 
 /// What the encoder thread is asked.
@@ -400,9 +456,9 @@ type Answer = (Group, io::Result<Option<Encoded>>);
 ///
 /// A second thread, when allowed, encodes each full row group while the
 /// writer gathers the next (double buffering); on parallel `read`, the
-/// workers do, one group at a time, between blocks. Either way the
-/// encoder sees the same row groups in the same order as when it runs on
-/// the caller's thread, so the bytes are the same.
+/// workers do, a column at a time, between blocks. Every way encodes each
+/// column apart and appends the columns in order, so the bytes are the
+/// same.
 enum EncodeOn {
     Here(Box<Encoder>),
     Thread {
@@ -416,12 +472,14 @@ enum EncodeOn {
     },
     /// Only while the encoder moves from `Here` to where it goes next.
     Moving,
-    /// Parallel `read`: encoded by whichever thread finds a group waiting
-    /// and the encoder free (the workers between blocks, the writer when
-    /// it waits for a group's bytes), not by a thread of its own: one of
-    /// those, needing over a third of the cores' time, got only its fair
-    /// share of two cores against two workers, and the workers then
-    /// waited for it with a core idle.
+    /// Parallel `read`: each waiting group's columns encoded by whichever
+    /// threads find one left (the workers between blocks, the writer when
+    /// it waits for a group's bytes, helpers at the end), not by a thread
+    /// of its own: one of those, needing over a third of the cores' time,
+    /// got only its fair share of two cores against two workers, and the
+    /// workers then waited for it with a core idle. By columns, not whole
+    /// groups, so that the last groups, encoded once the blocks are all
+    /// read, take every core too (one thread took ~6% of the time alone).
     Shared {
         shared: Arc<Shared>,
         answers: Receiver<Answer>,
@@ -432,47 +490,136 @@ enum EncodeOn {
     },
 }
 
-/// The encoder and the row groups waiting for it ([`EncodeOn::Shared`]).
+/// The row groups waiting to be encoded by columns, and the file they go
+/// to ([`EncodeOn::Shared`]).
 struct Shared {
-    encoder: Mutex<Box<Encoder>>,
-    /// Groups to encode, in order, each with a buffer for its bytes.
-    waiting: Mutex<VecDeque<(Group, Vec<u8>)>>,
-    /// Each group's answer, in order (sent holding the encoder).
+    table: Arc<Table>,
+    work: Mutex<Work>,
+    /// Taken to append the groups whose columns are all encoded, in order
+    /// (then `work` inside it, never the other way round).
+    file: Mutex<Assembler>,
+    /// Scratch of threads not encoding now.
+    scratch: Mutex<Vec<Scratch>>,
+    /// Each group's answer, in order (sent holding `file`).
     answers: Sender<Answer>,
 }
 
+/// The groups handed over and not yet appended, in order.
+#[derive(Default)]
+struct Work {
+    groups: VecDeque<GroupWork>,
+    /// The number of the first of them (each group's is its place).
+    first: u64,
+}
+
+/// A row group being encoded by columns.
+struct GroupWork {
+    /// Shared with the threads encoding its columns; whole again once they
+    /// are done, handed back with the answer.
+    pieces: Arc<Group>,
+    rows: KindRows,
+    /// The buffer for the file's bytes, to fill again.
+    buffer: Vec<u8>,
+    /// The next column to encode.
+    next: usize,
+    /// Columns being encoded now.
+    out: usize,
+    chunks: Vec<Option<parquet::errors::Result<ColumnChunk>>>,
+}
+
+/// Locks `mutex`, whatever a panicking holder left.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 impl Shared {
-    /// Encodes the next waiting group, if there is one and (unless
-    /// `wait`) no other thread is encoding; whether it did.
-    fn help(&self, wait: bool) -> bool {
-        let mut encoder = match wait {
-            true => self.encoder.lock().unwrap_or_else(PoisonError::into_inner),
-            false => match self.encoder.try_lock() {
-                Ok(encoder) => encoder,
-                Err(TryLockError::Poisoned(e)) => e.into_inner(),
-                Err(TryLockError::WouldBlock) => return false,
-            },
+    /// Hands over `pieces` as the next row group.
+    fn push(&self, pieces: Group, buffer: Vec<u8>) {
+        let rows = kind_rows(&pieces);
+        lock(&self.work).groups.push_back(GroupWork {
+            pieces: Arc::new(pieces),
+            rows,
+            buffer,
+            next: 0,
+            out: 0,
+            chunks: (0..self.table.columns.len()).map(|_| None).collect(),
+        });
+    }
+
+    /// Encodes the next column a waiting group has left, then appends the
+    /// groups it completes; whether there was one.
+    fn help(&self) -> bool {
+        let columns = self.table.columns.len();
+        let (seq, column, pieces, rows) = {
+            let mut work = lock(&self.work);
+            let first = work.first;
+            let Some((i, group)) =
+                (work.groups.iter_mut().enumerate()).find(|(_, g)| g.next < columns)
+            else {
+                return false;
+            };
+            let column = group.next;
+            group.next += 1;
+            group.out += 1;
+            (first + i as u64, column, group.pieces.clone(), group.rows)
         };
-        // Taken holding the encoder: groups are encoded in their order.
-        let next = (self.waiting.lock().unwrap_or_else(PoisonError::into_inner)).pop_front();
-        let Some((mut pieces, buffer)) = next else {
-            return false;
-        };
-        encoder.reuse(buffer);
-        let encoded = encoder.group(&mut pieces);
-        // The writer gone (a failed read) wants no answer.
-        let _ = self.answers.send((pieces, encoded));
+        let mut scratch = lock(&self.scratch).pop().unwrap_or_else(Scratch::new);
+        let chunk = self
+            .table
+            .encode_column(column, &pieces, &rows, &mut scratch);
+        lock(&self.scratch).push(scratch);
+        // Before the column counts as done: the last one done unwraps them.
+        drop(pieces);
+        {
+            let mut work = lock(&self.work);
+            let i = (seq - work.first) as usize;
+            let group = &mut work.groups[i];
+            group.chunks[column] = Some(chunk);
+            group.out -= 1;
+        }
+        self.append_done();
         true
     }
 
-    /// The oldest group's answer: encoding the groups waiting meanwhile.
+    /// Appends the first groups while their columns are all encoded, and
+    /// answers each.
+    fn append_done(&self) {
+        let columns = self.table.columns.len();
+        let mut file = lock(&self.file);
+        loop {
+            let done = {
+                let mut work = lock(&self.work);
+                match work.groups.front() {
+                    Some(g) if g.next == columns && g.out == 0 => {
+                        work.first += 1;
+                        work.groups.pop_front()
+                    }
+                    _ => None,
+                }
+            };
+            let Some(group) = done else {
+                return;
+            };
+            let chunks = group
+                .chunks
+                .into_iter()
+                .map(|c| c.expect("every column encoded"));
+            file.reuse(group.buffer);
+            let encoded = file.group(&self.table, chunks);
+            let pieces = Arc::into_inner(group.pieces).expect("its columns' threads done");
+            // The writer gone (a failed read) wants no answer.
+            let _ = self.answers.send((pieces, encoded));
+        }
+    }
+
+    /// The oldest group's answer: encoding the columns waiting meanwhile.
     fn answer(&self, answers: &Receiver<Answer>) -> io::Result<Answer> {
         loop {
             if let Ok(answer) = answers.try_recv() {
                 return Ok(answer);
             }
-            if !self.help(true) {
-                // None waiting: the groups handed over are answered.
+            if !self.help() {
+                // None left: the threads encoding the last ones answer.
                 return answer(answers);
             }
         }
@@ -510,23 +657,27 @@ impl ParquetWriter {
         };
         let sink_is_dir = matches!(sink, Sink::Dir { .. });
         let column_count = columns.len();
-        let encoder = Box::new(Encoder {
-            nulls: Vec::new(),
-            ones: Vec::new(),
-            carry: Values::default(),
-            event_column: vec![Vec::new(); EVENT_KIND_SLOTS as usize],
+        let event_names = (0..EVENT_KIND_SLOTS as u8)
+            .map(|id| {
+                let name = EventKind::from_id(id).map_or("?", EventKind::probe_name);
+                // Static bytes: a clone per row counts no references.
+                ByteArray::from(bytes::Bytes::from_static(name.as_bytes()))
+            })
+            .collect();
+        let table = Arc::new(Table {
+            descr: Arc::new(SchemaDescriptor::new(schema.clone())),
             columns,
-            event_names: (0..EVENT_KIND_SLOTS as u8)
-                .map(|id| {
-                    let name = EventKind::from_id(id).map_or("?", EventKind::probe_name);
-                    // Static bytes: a clone per row counts no references.
-                    ByteArray::from(bytes::Bytes::from_static(name.as_bytes()))
-                })
-                .collect(),
             schema,
             properties,
-            writer: None,
-            roll_bytes: sink_is_dir.then_some(roll_bytes),
+            event_names,
+        });
+        let encoder = Box::new(Encoder {
+            table,
+            scratch: Scratch::new(),
+            file: Assembler {
+                writer: None,
+                roll_bytes: sink_is_dir.then_some(roll_bytes),
+            },
         });
         let encoding = EncodeOn::Here(encoder);
         Ok(ParquetWriter {
@@ -539,6 +690,7 @@ impl ParquetWriter {
             // Started with the first row group, unless parallel `read`'s
             // workers encode them (`helper`).
             own_thread: threads > 1,
+            threads,
             sink,
             rows: 0,
             // Parquet of styx events is ~10 bytes a row.
@@ -567,8 +719,8 @@ impl ParquetWriter {
 
     /// Hands the gathered rows on as a row group, and what the encoder
     /// made of them (of the group before, when it runs on a thread) to
-    /// the sink.
-    fn write_group(&mut self) -> io::Result<()> {
+    /// the sink; `closing`: the last group.
+    fn write_group(&mut self, closing: bool) -> io::Result<()> {
         if self.rows == 0 {
             return Ok(());
         }
@@ -581,10 +733,10 @@ impl ParquetWriter {
                 other => other,
             };
         }
-        let mut full = std::mem::take(&mut self.group);
+        let full = std::mem::take(&mut self.group);
         let (done, encoded) = match &mut self.encoding {
             EncodeOn::Here(encoder) => {
-                let encoded = encoder.group(&mut full);
+                let encoded = encoder.group(&full);
                 (Some(full), encoded)
             }
             EncodeOn::Thread {
@@ -614,13 +766,10 @@ impl ParquetWriter {
                 in_flight,
                 buffer,
             } => {
-                let waiting = (full, std::mem::take(buffer));
-                (shared
-                    .waiting
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner))
-                .push_back(waiting);
-                match *in_flight == GROUPS_IN_FLIGHT {
+                shared.push(full, std::mem::take(buffer));
+                // Closing, the last group is handed over before any answer
+                // is waited for: the helpers then find every group left.
+                match *in_flight >= GROUPS_IN_FLIGHT && !closing {
                     true => {
                         let (done, encoded) = shared.answer(answers)?;
                         (Some(done), encoded)
@@ -717,9 +866,28 @@ impl ParquetWriter {
         Ok(())
     }
 
-    /// Ends the file: the last row group, then the footer.
+    /// Ends the file: the last row group, then the footer. On parallel
+    /// `read` the groups left take every core: the workers are gone, so
+    /// threads of its own help this one encode their columns.
     fn close(&mut self) -> io::Result<()> {
-        self.write_group()?;
+        self.write_group(true)?;
+        let helpers = match &self.encoding {
+            EncodeOn::Shared { shared, .. } => vec![shared.clone(); self.threads.saturating_sub(1)],
+            _ => Vec::new(),
+        };
+        std::thread::scope(|scope| {
+            for shared in helpers {
+                // Without one, this thread encodes them all.
+                let _ = std::thread::Builder::new()
+                    .name("parquet-encode".into())
+                    .spawn_scoped(scope, move || while shared.help() {});
+            }
+            self.end_file()
+        })
+    }
+
+    /// The groups handed over, in order, then the footer.
+    fn end_file(&mut self) -> io::Result<()> {
         let empty_file = matches!(self.sink, Sink::One(_));
         let last = loop {
             match &mut self.encoding {
@@ -749,11 +917,7 @@ impl ParquetWriter {
                     self.hand_on(before)?;
                 }
                 EncodeOn::Shared { shared, .. } => {
-                    let mut encoder = shared
-                        .encoder
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner);
-                    break encoder.close(empty_file)?;
+                    break lock(&shared.file).close(&shared.table, empty_file)?;
                 }
                 EncodeOn::Moving => unreachable!("the encoder moved"),
             }
@@ -785,7 +949,7 @@ impl ParquetWriter {
             self.rows += end;
             self.text_bytes = text;
             if self.rows >= self.group_rows || self.text_bytes >= self.group_text_bytes {
-                self.write_group()?;
+                self.write_group(false)?;
             }
         }
         Ok(())
@@ -953,9 +1117,9 @@ impl EncodeOn {
             .spawn(move || {
                 while let Ok(job) = queue.recv() {
                     let answer = match job {
-                        Job::Group(mut pieces, buffer) => {
+                        Job::Group(pieces, buffer) => {
                             encoder.reuse(buffer);
-                            let encoded = encoder.group(&mut pieces);
+                            let encoded = encoder.group(&pieces);
                             (pieces, encoded)
                         }
                         Job::Close { empty_file } => (Vec::new(), encoder.close(empty_file)),
@@ -975,62 +1139,138 @@ impl EncodeOn {
 }
 
 impl Encoder {
-    /// Writes `pieces` as a row group; the file's bytes so far.
-    fn group(&mut self, pieces: &mut [Box<GatheredRows>]) -> io::Result<Option<Encoded>> {
+    /// Writes `pieces` as a row group, a column at a time; the file's bytes
+    /// so far.
+    fn group(&mut self, pieces: &[Box<GatheredRows>]) -> io::Result<Option<Encoded>> {
+        let rows = kind_rows(pieces);
+        let columns = (0..self.table.columns.len())
+            .map(|c| {
+                self.table
+                    .encode_column(c, pieces, &rows, &mut self.scratch)
+            })
+            .collect::<Vec<_>>();
+        self.file.group(&self.table, columns.into_iter())
+    }
+
+    /// Ends the file (its footer), if one was begun or `empty_file`
+    /// asks for one without rows.
+    fn close(&mut self, empty_file: bool) -> io::Result<Option<Encoded>> {
+        self.file.close(&self.table, empty_file)
+    }
+
+    /// An emptied buffer for the file's next bytes.
+    fn reuse(&mut self, buffer: Vec<u8>) {
+        self.file.reuse(buffer);
+    }
+}
+
+/// Rows per kind id of the row group `pieces`.
+fn kind_rows(pieces: &[Box<GatheredRows>]) -> KindRows {
+    let mut rows = [0usize; EVENT_KIND_SLOTS as usize];
+    for piece in pieces {
+        for (rows, part) in rows.iter_mut().zip(&piece.parts) {
+            *rows += part.rows;
+        }
+    }
+    rows
+}
+
+impl Table {
+    /// Column `c` of the row group `pieces` (`rows` rows of each kind) on
+    /// its own: its pages, and what the file's footer says of it.
+    fn encode_column(
+        &self,
+        c: usize,
+        pieces: &[Box<GatheredRows>],
+        rows: &KindRows,
+        scratch: &mut Scratch,
+    ) -> parquet::errors::Result<ColumnChunk> {
+        let most = rows.iter().copied().max().unwrap_or(0);
+        scratch.nulls.resize(most, 0);
+        scratch.ones.resize(most, 1);
+        let mut sink = TrackedWrite::new(Vec::new());
+        let pages = Box::new(SerializedPageWriter::new(&mut sink));
+        let mut column = get_column_writer(self.descr.column(c), self.properties.clone(), pages);
+        let info = &self.columns[c];
+        // Each type's rows in turn: a type's rows are together, so
+        // definition levels come in long runs, cheap to encode.
+        for (kind, &rows) in rows.iter().enumerate() {
+            if rows == 0 {
+                continue;
+            }
+            if c == EVENT {
+                let names = &mut scratch.event_column[kind];
+                names.resize(rows, self.event_names[kind].clone());
+                let writer = get_typed_column_writer_mut::<ByteArrayType>(&mut column);
+                writer.write_batch(&names[..rows], None, None)?;
+                continue;
+            }
+            let run = Run {
+                kind,
+                column: c,
+                required: info.required,
+                batch: self.properties.write_batch_size(),
+                nulls: &scratch.nulls,
+                ones: &scratch.ones,
+                levels: &mut scratch.levels,
+                carry: &mut scratch.carry,
+            };
+            match info.ty {
+                ColumnType::U64 | ColumnType::I64 => run.write(
+                    get_typed_column_writer_mut::<Int64Type>(&mut column),
+                    pieces,
+                ),
+                ColumnType::Str => run.write(
+                    get_typed_column_writer_mut::<ByteArrayType>(&mut column),
+                    pieces,
+                ),
+                ColumnType::Bool => {
+                    run.write(get_typed_column_writer_mut::<BoolType>(&mut column), pieces)
+                }
+            }?;
+        }
+        let close = column.close()?;
+        let bytes = bytes::Bytes::from(sink.into_inner()?);
+        Ok(ColumnChunk { bytes, close })
+    }
+
+    /// A writer for the next file, gathering its bytes in memory.
+    fn file_writer(&self) -> io::Result<SerializedFileWriter<Vec<u8>>> {
+        SerializedFileWriter::new(Vec::new(), self.schema.clone(), self.properties.clone())
+            .map_err(io::Error::other)
+    }
+}
+
+impl Scratch {
+    fn new() -> Scratch {
+        Scratch {
+            nulls: Vec::new(),
+            ones: Vec::new(),
+            levels: Vec::new(),
+            carry: Values::default(),
+            event_column: vec![Vec::new(); EVENT_KIND_SLOTS as usize],
+        }
+    }
+}
+
+impl Assembler {
+    /// Appends a row group of `columns`, each encoded apart, in the
+    /// schema's order; the file's bytes so far.
+    fn group(
+        &mut self,
+        table: &Table,
+        columns: impl Iterator<Item = parquet::errors::Result<ColumnChunk>>,
+    ) -> io::Result<Option<Encoded>> {
         let writer = match &mut self.writer {
             Some(writer) => writer,
-            None => self.writer.insert(self.file_writer()?),
+            None => self.writer.insert(table.file_writer()?),
         };
         let mut group = writer.next_row_group().map_err(io::Error::other)?;
-        let mut kind_rows = [0usize; EVENT_KIND_SLOTS as usize];
-        for piece in pieces.iter() {
-            for (rows, part) in kind_rows.iter_mut().zip(&piece.parts) {
-                *rows += part.rows;
-            }
-        }
-        let most = kind_rows.iter().copied().max().unwrap_or(0);
-        self.nulls.resize(most, 0);
-        self.ones.resize(most, 1);
-        for (c, info) in self.columns.iter().enumerate() {
-            let mut column = group
-                .next_column()
-                .map_err(io::Error::other)?
-                .expect("one column writer per schema column");
-            // Each type's rows in turn: a type's rows are together, so
-            // definition levels come in long runs, cheap to encode.
-            for (kind, &rows) in kind_rows.iter().enumerate() {
-                if rows == 0 {
-                    continue;
-                }
-                if c == EVENT {
-                    let names = &mut self.event_column[kind];
-                    names.resize(rows, self.event_names[kind].clone());
-                    let names = &names[..rows];
-                    let written = column
-                        .typed::<ByteArrayType>()
-                        .write_batch(names, None, None);
-                    written.map_err(io::Error::other)?;
-                    continue;
-                }
-                let run = Run {
-                    kind,
-                    column: c,
-                    required: info.required,
-                    batch: self.properties.write_batch_size(),
-                    nulls: &self.nulls,
-                    ones: &self.ones,
-                    carry: &mut self.carry,
-                };
-                let written = match info.ty {
-                    ColumnType::U64 | ColumnType::I64 => {
-                        run.write(column.typed::<Int64Type>(), pieces)
-                    }
-                    ColumnType::Str => run.write(column.typed::<ByteArrayType>(), pieces),
-                    ColumnType::Bool => run.write(column.typed::<BoolType>(), pieces),
-                };
-                written.map_err(io::Error::other)?;
-            }
-            column.close().map_err(io::Error::other)?;
+        for column in columns {
+            let ColumnChunk { bytes, close } = column.map_err(io::Error::other)?;
+            group
+                .append_column(&bytes, close)
+                .map_err(io::Error::other)?;
         }
         group.close().map_err(io::Error::other)?;
         let roll = (self.roll_bytes).is_some_and(|most| writer.bytes_written() as u64 >= most);
@@ -1049,10 +1289,10 @@ impl Encoder {
 
     /// Ends the file (its footer), if one was begun or `empty_file`
     /// asks for one without rows.
-    fn close(&mut self, empty_file: bool) -> io::Result<Option<Encoded>> {
+    fn close(&mut self, table: &Table, empty_file: bool) -> io::Result<Option<Encoded>> {
         if self.writer.is_none() && empty_file {
             // No events: still a valid, empty file.
-            self.writer = Some(self.file_writer()?);
+            self.writer = Some(table.file_writer()?);
         }
         self.end()
     }
@@ -1073,12 +1313,6 @@ impl Encoder {
                 *writer.inner_mut() = buffer;
             }
         }
-    }
-
-    /// A writer for the next file, gathering its bytes in memory.
-    fn file_writer(&self) -> io::Result<SerializedFileWriter<Vec<u8>>> {
-        SerializedFileWriter::new(Vec::new(), self.schema.clone(), self.properties.clone())
-            .map_err(io::Error::other)
     }
 }
 
@@ -1135,6 +1369,8 @@ struct Run<'a> {
     /// Levels of all nulls and of all values, at least a part's rows long.
     nulls: &'a [i16],
     ones: &'a [i16],
+    /// Room for a part's levels, when only some of its rows have values.
+    levels: &'a mut Vec<i16>,
     carry: &'a mut Values,
 }
 
@@ -1142,7 +1378,7 @@ impl Run<'_> {
     fn write<T: Held>(
         self,
         writer: &mut ColumnWriterImpl<'_, T>,
-        pieces: &mut [Box<GatheredRows>],
+        pieces: &[Box<GatheredRows>],
     ) -> parquet::errors::Result<()> {
         let Run {
             kind,
@@ -1151,6 +1387,7 @@ impl Run<'_> {
             batch,
             nulls,
             ones,
+            levels: scratch,
             carry,
         } = self;
         let last = pieces.iter().rposition(|p| p.parts[kind].rows > 0);
@@ -1158,24 +1395,18 @@ impl Run<'_> {
         carry.clear();
         // Rows in `carry` (its levels, when the column has them).
         let mut carried = 0;
-        for (i, piece) in pieces.iter_mut().enumerate().take(last + 1) {
-            let part = &mut piece.parts[kind];
+        for (i, piece) in pieces.iter().enumerate().take(last + 1) {
+            let part = &piece.parts[kind];
             let rows = part.rows;
             if rows == 0 {
                 continue;
             }
-            let col = &mut part.columns[column];
+            let col = &part.columns[column];
             let values = col.len();
-            if !required && values > 0 {
-                levels(&mut col.def, values, rows, ones);
-            }
-            let col = &*col;
             let def = match (required, values) {
                 (true, _) => None,
                 (false, 0) => Some(&nulls[..rows]),
-                // Every row has a value: no levels of its own.
-                (false, _) if col.def.is_empty() => Some(&ones[..rows]),
-                (false, _) => Some(&col.def[..rows]),
+                (false, _) => Some(levels(col, values, rows, ones, scratch)),
             };
             let held = T::of(col);
             // Values of the levels `range` (counted only when some rows
@@ -1354,7 +1585,7 @@ impl EventWriter for ParquetWriter {
         self.text_bytes += self.gatherer.gather(&mut piece.parts, event);
         self.rows += 1;
         if self.rows >= self.group_rows || self.text_bytes >= self.group_text_bytes {
-            self.write_group()?;
+            self.write_group(false)?;
         }
         Ok(())
     }
@@ -1378,9 +1609,16 @@ impl EventWriter for ParquetWriter {
             return None;
         };
         let (answers_to, answers) = unbounded();
+        let Encoder {
+            table,
+            scratch,
+            file,
+        } = *encoder;
         let shared = Arc::new(Shared {
-            encoder: Mutex::new(encoder),
-            waiting: Mutex::new(VecDeque::new()),
+            table,
+            work: Mutex::new(Work::default()),
+            file: Mutex::new(file),
+            scratch: Mutex::new(vec![scratch]),
             answers: answers_to,
         });
         self.encoding = EncodeOn::Shared {
@@ -1389,9 +1627,7 @@ impl EventWriter for ParquetWriter {
             in_flight: 0,
             buffer: Vec::new(),
         };
-        Some(Arc::new(move || {
-            shared.help(false);
-        }))
+        Some(Arc::new(move || while shared.help() {}))
     }
 
     fn formatted(&mut self, piece: &mut Formatted) -> io::Result<()> {

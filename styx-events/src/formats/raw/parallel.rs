@@ -87,6 +87,11 @@ pub fn read_blocks<R: Read>(
         // Whatever stopped the loop, the workers see the queue closed
         // and finish their block; their results are not waited for.
         drop(done);
+        // A worker may still be doing the writer's work: this thread
+        // helps rather than wait for it alone.
+        if let Some(help) = &helper {
+            help();
+        }
         outcome
     })
 }

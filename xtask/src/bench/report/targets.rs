@@ -522,13 +522,16 @@ fn read_two_threads(r: &Results, format: &str) -> Measured {
             rate(1)
         ),
         why: match format {
-            "parquet" => "Blocks are decoded, their rows gathered and the row groups encoded \
-                          (a third of the work, one group at a time) on the worker threads, \
-                          but the parallel read does more work in all than the serial one: \
-                          the workers' gathering costs more, into a working set several \
-                          times bigger (by hand, `/usr/bin/time` on the demo's ~160 M-event \
-                          capture: ~7% more CPU time, ~0.65 GB resident against ~0.13 GB), \
-                          which on two cores leaves at most ~1.85×."
+            "parquet" => "Blocks are decoded, their rows gathered and the row groups' columns \
+                          encoded (a third of the work) on the worker threads, but the \
+                          parallel read does more work in all than the serial one: the \
+                          workers gather each block's rows apart, into a working set several \
+                          times bigger, faulted in (by hand, `/usr/bin/time` on a 19 M-event \
+                          capture of the demo: ~17% more CPU time, ~0.39 GB resident against \
+                          ~0.12 GB; ~12% more on a 48 M-event one), which on two cores leaves \
+                          at most ~1.7×. The serial read became ~7% faster (2026-11-29) when \
+                          every way of writing came to encode each column apart: the ratio \
+                          fell by as much (from ~1.78×), the speed on two threads the same."
                 .into(),
             _ => "Blocks are decoded and formatted on worker threads, but reading the file, \
                   handing blocks out and writing the results in order stay on one thread."

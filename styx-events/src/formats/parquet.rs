@@ -45,7 +45,7 @@
 //! Every way of writing encodes each column of a row group into bytes of
 //! its own and appends them to the file in the schema's order
 //! (`SerializedRowGroupWriter::append_column`), so the file is the same
-//! whoever encoded which column. (On one thread that also took ~6% less
+//! whoever encoded which column. (On one thread that also took ~7% less
 //! time than writing the columns straight into the file's buffer, which
 //! faulted in ~4× the pages: the demo's capture, `read --threads 1`.)
 

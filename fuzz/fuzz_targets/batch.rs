@@ -105,16 +105,8 @@ fn walk_items(data: &[u8], codec: Codec) {
 /// one type: what is coded decodes to the record; decoding the record as
 /// it is (as if coded) stays within it.
 fn code_and_decode(record: &[u8], deltas: &mut BatchDeltas) {
-    // Tag 0x20, the length as a LEB128 varint, the record.
-    let mut payload = vec![0x20];
-    let mut len = record.len();
-    while len >= 0x80 {
-        payload.push(len as u8 | 0x80);
-        len >>= 7;
-    }
-    payload.push(len as u8);
-    let at = payload.len();
-    payload.extend_from_slice(record);
+    let payload = BatchDeltas::entry(record);
+    let at = payload.len() - record.len();
     if let Some(coded) = deltas.code(&payload, &[0]).map(<[u8]>::to_vec) {
         assert_eq!(coded.len(), payload.len());
         assert_eq!(coded[0], 0x30);

@@ -508,15 +508,7 @@ mod tests {
         };
         record.head.magic = BATCH_MAGIC;
         let record = [bytemuck::bytes_of(&record), items, trailing].concat();
-        let mut entry = vec![0x20];
-        let mut len = record.len();
-        while len >= 0x80 {
-            entry.push(len as u8 | 0x80);
-            len >>= 7;
-        }
-        entry.push(len as u8);
-        entry.extend_from_slice(&record);
-        entry
+        styx_events::BatchDeltas::entry(&record)
     }
 
     /// Items of every sort: marks, catalogue events of each width (values

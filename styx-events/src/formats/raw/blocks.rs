@@ -783,7 +783,7 @@ mod tests {
             record[len_at..len_at + 4].copy_from_slice(&(items.len() as u32).to_le_bytes());
             record.extend(items);
             batches.push(payload.len() as u32);
-            payload.extend_from_slice(&deltas::batch_entry(&record));
+            payload.extend_from_slice(&deltas::BatchDeltas::entry(&record));
         }
         (Arc::new(payload), batches)
     }

@@ -51,6 +51,17 @@ pub struct BatchDeltas {
 }
 
 impl BatchDeltas {
+    /// A block's payload of one BATCH record, as [`BatchDeltas::code`]
+    /// takes it: its tag, its length, `record` (for tools and tests that
+    /// make one; the capture's writer frames its records itself).
+    pub fn entry(record: &[u8]) -> Vec<u8> {
+        let mut buf = crate::write::buf::ByteBuf::with_capacity(record.len() + 16);
+        buf.push(TAG_BATCH);
+        super::varint::put(&mut buf, record.len() as u64);
+        buf.extend_from_slice(record);
+        buf.as_slice().to_vec()
+    }
+
     /// `payload` (a block's records) with each of its one-type batches
     /// coded, their tags BATCH_DELTAS, as long as `payload`; `batches` are
     /// the offsets of its BATCH records, in order. None when none was.
@@ -135,16 +146,6 @@ impl BatchDeltas {
         }
         Ok(())
     }
-}
-
-/// A block's payload of one BATCH record: its tag, its length, `record`.
-#[cfg(test)]
-pub(crate) fn batch_entry(record: &[u8]) -> Vec<u8> {
-    let mut buf = crate::write::buf::ByteBuf::with_capacity(record.len() + 16);
-    buf.push(TAG_BATCH);
-    super::varint::put(&mut buf, record.len() as u64);
-    buf.extend_from_slice(record);
-    buf.as_slice().to_vec()
 }
 
 /// Where `record`'s items are, as its head says, if within it.
@@ -376,7 +377,7 @@ mod tests {
 
     /// `record` coded, if it is.
     fn code(record: &[u8]) -> Option<Vec<u8>> {
-        let payload = batch_entry(record);
+        let payload = BatchDeltas::entry(record);
         let coded = BatchDeltas::default().code(&payload, &[0])?.to_vec();
         assert_eq!(coded.len(), payload.len());
         assert_eq!(coded[0], TAG_BATCH_DELTAS);
@@ -473,7 +474,7 @@ mod tests {
         let mut batches = Vec::new();
         for record in [&uniform, &mixed, &uniform] {
             batches.push(payload.len() as u32);
-            payload.extend(batch_entry(record));
+            payload.extend(BatchDeltas::entry(record));
             payload.extend([0x10, 0x01]);
         }
         let mut coder = BatchDeltas::default();
@@ -487,7 +488,7 @@ mod tests {
             .decode_payload(&mut decoded, &batches)
             .unwrap();
         assert_eq!(decoded, payload);
-        assert_eq!(coder.code(&batch_entry(&mixed), &[0]), None);
+        assert_eq!(coder.code(&BatchDeltas::entry(&mixed), &[0]), None);
     }
 
     /// Decoding bytes no encoder wrote stops at the item that does not

@@ -334,8 +334,8 @@ pub struct OutputArgs {
     /// another waits; zstd or lz4 every block one way. When the emulator
     /// waits for the loader (--on-full wait, the default into a file)
     /// every block is compressed, and the emulator may then run at the
-    /// workers' pace (on two cores the demo ran at ~83% of its speed,
-    /// ~1.7 bytes an event; 76% with zstd); with --on-full drop they take
+    /// workers' pace (on two cores the demo ran at ~85–95% of its speed
+    /// traced to /dev/null, 1.2–1.8 bytes an event); with --on-full drop they take
     /// what they can and the rest is stored as encoded, never holding the
     /// loader back. none stores every block as encoded (~7 bytes an event
     /// from the demo, ~20 from u64 values): no CPU spent compressing, the

@@ -62,7 +62,12 @@ pub struct Plan {
     pub demo_repeat_per_event_all: u64,
     pub demo_repeat_batched_one: u64,
     pub demo_repeat_batched_all: u64,
-    /// Demo repeats in the one run captured to a file, for its size.
+    /// Demo repeats in the one run captured to a file, for its size, its
+    /// Perfetto trace and `read` in parallel: in a full run about what
+    /// `cargo xtask demo` records (every event for a second, ~120 M events
+    /// on the 2-CPU machine), the captures the targets are about; a
+    /// parallel read's fixed cost (faulting its working set in) weighs
+    /// more on a small one.
     pub demo_repeat_capture: u64,
     /// Events per per-event or seed-approach run.
     pub stream_events: u64,
@@ -121,7 +126,7 @@ impl Plan {
                 demo_repeat_per_event_all: 3,
                 demo_repeat_batched_one: 400,
                 demo_repeat_batched_all: 100,
-                demo_repeat_capture: 40,
+                demo_repeat_capture: 250,
                 stream_events: 2_000_000,
                 batched_events: 100_000_000,
                 batched_slow_events: 50_000_000,

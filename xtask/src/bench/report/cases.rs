@@ -30,8 +30,9 @@ pub fn method(md: &mut String, plan: &Plan, r: &Results, facts: &Facts) {
          the first instruction. \"vs compiled out\" for a traced run is the round's median \
          compiled-out speed over the run's, then the median over rounds. Each round also \
          traces all types batched into a raw capture file (`/tmp`) as long, with the \
-         loader's defaults; after the rounds, one shorter such run ({} repeats) makes the \
-         capture that is converted to Perfetto and read in parallel.\n\
+         loader's defaults; after the rounds, one such run of {} repeats (in a full run \
+         about the events `cargo xtask demo` records in its second) makes the capture \
+         that is converted to Perfetto and read in parallel.\n\
          - **Event stream**: `styx-bench` sends (pc, addr, val) memory-read events \
          (`styx_probe::mem_read!`; `nop1-narrow` the same events with a 16-bit pc and \
          address) from a tight loop, one thread: {} events per batched run to \
@@ -141,7 +142,8 @@ fn demo_capture(md: &mut String, file: &IntoFile, c: &Capture, to_null: &Row) {
          /dev/null, where {} of {} events were dropped (a device: `--on-full drop`). The \
          capture's blocks hold each batch record as the ring carried it, compressed with \
          the rest of its block.\n\n\
-         A shorter capture ({} events, {} lost, {:.2} bytes per event; the demo at {:.1} M \
+         The capture of the run after the rounds ({} events, {} lost, {:.2} bytes per \
+         event; the demo at {:.1} M \
          instructions/s) converted to Perfetto (`read -o perfetto`): {:.1} bytes per event \
          ({} bytes).\n",
         file.bytes_per_event(),

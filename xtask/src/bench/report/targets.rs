@@ -523,15 +523,16 @@ fn read_two_threads(r: &Results, format: &str) -> Measured {
         ),
         why: match format {
             "parquet" => "Blocks are decoded, their rows gathered and the row groups' columns \
-                          encoded (a third of the work) on the worker threads, but the \
-                          parallel read does more work in all than the serial one: the \
-                          workers gather each block's rows apart, into a working set several \
-                          times bigger, faulted in (by hand, `/usr/bin/time` on a 19 M-event \
-                          capture of the demo: ~17% more CPU time, ~0.39 GB resident against \
-                          ~0.12 GB; ~12% more on a 48 M-event one), which on two cores leaves \
-                          at most ~1.7×. The serial read became ~7% faster (2026-11-29) when \
-                          every way of writing came to encode each column apart: the ratio \
-                          fell by as much (from ~1.78×), the speed on two threads the same."
+                          encoded on the worker threads, but the parallel read does more \
+                          work in all than the serial one: the workers gather each block's \
+                          rows into a piece of its own (on a 19 M-event capture of the demo \
+                          ~33 alive at once, ~0.4 GB resident, where one thread reuses one \
+                          piece and holds ~0.11 GB), and that gathering ran ~38% slower \
+                          (perf, 2026-11-29). The extra CPU time is part fixed (faulting the working \
+                          set in), part per event: by hand (`/usr/bin/time`, medians) +14% on \
+                          that capture (1.71×), +7.5% on a 123 M-event one, \
+                          the size `cargo xtask demo` records (1.83×, rounds 1.71–1.91), so on \
+                          two cores the ratio sits near the target."
                 .into(),
             _ => "Blocks are decoded and formatted on worker threads, but reading the file, \
                   handing blocks out and writing the results in order stay on one thread."

@@ -524,15 +524,17 @@ fn read_two_threads(r: &Results, format: &str) -> Measured {
         why: match format {
             "parquet" => "Blocks are decoded, their rows gathered and the row groups' columns \
                           encoded on the worker threads, but the parallel read does more \
-                          work in all than the serial one: the workers gather each block's \
-                          rows into a piece of its own (on a 19 M-event capture of the demo \
-                          ~33 alive at once, ~0.4 GB resident, where one thread reuses one \
-                          piece and holds ~0.11 GB), and that gathering ran ~38% slower \
-                          (perf, 2026-11-29). The extra CPU time is part fixed (faulting the working \
-                          set in), part per event: by hand (`/usr/bin/time`, medians) +14% on \
-                          that capture (1.71×), +7.5% on a 123 M-event one, \
-                          the size `cargo xtask demo` records (1.83×, rounds 1.71–1.91), so on \
-                          two cores the ratio sits near the target."
+                          work in all than the serial one. Each block's rows are gathered \
+                          into a piece of its own (on a 19 M-event capture of the demo ~33 \
+                          alive at once, ~0.4 GB resident, where one thread reuses one piece \
+                          and holds ~0.11 GB), and on two threads gathering took ~32% and \
+                          the reader's walk of split batches ~90% more CPU time (perf, a \
+                          123 M-event capture, 2026-11-29). The machine is not the limit: \
+                          two one-thread reads side by side each ran as fast as one alone \
+                          (5 rounds, medians 2.70 and 2.69 s). By hand (`/usr/bin/time`, \
+                          medians) two threads took 14% more CPU time than one on the 19 \
+                          M-event capture (1.71×) and 7.5% more on a 123 M-event one \
+                          (1.83×, rounds 1.71–1.91)."
                 .into(),
             _ => "Blocks are decoded and formatted on worker threads, but reading the file, \
                   handing blocks out and writing the results in order stay on one thread."

@@ -22,7 +22,7 @@ use styx_events::Batches;
 use styx_events::CallTracker;
 use styx_events::Filters;
 use styx_events::Header;
-use styx_events::{read_blocks, CaptureWriter, Compression, Ending, Reader};
+use styx_events::{read_blocks, CaptureWriter, Compression, Cut, Ending, Reader};
 use styx_events::{Detail, Format, Options};
 use styx_events::{EventWriter, Totals};
 use styx_events::{FlightRecorder, Limits, OpenDump};
@@ -73,7 +73,8 @@ fn in_parallel_as_in_a_row(data: &[u8]) {
             styx_events::open_block_formatter(format, &header, &options)
                 .ok_or_else(|| io::Error::other("not formatted apart"))
         };
-        let parallel_error = read_blocks(&mut parallel, 2, &make, &mut *writer)
+        let mut cut = Cut::default();
+        let parallel_error = read_blocks(&mut parallel, 2, &mut cut, &make, &mut *writer)
             .err()
             .map(|e| e.to_string());
         end(&mut *writer, parallel_error.is_none(), parallel.events);

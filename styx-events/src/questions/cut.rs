@@ -151,6 +151,25 @@ impl Cut {
         keep
     }
 
+    /// What [`Cut::keeps`] would have seen of a block read in parallel
+    /// (types only, see [`crate::read_blocks`]): its events' first time and
+    /// latest, and per kind the events read and those kept. Blocks come in
+    /// the capture's order.
+    pub(crate) fn saw_block(
+        &mut self,
+        span: Option<(u64, u64)>,
+        read: &[u64; EVENT_KIND_SLOTS as usize],
+        kept: &[u64; EVENT_KIND_SLOTS as usize],
+    ) {
+        if let Some((first, last)) = span {
+            self.first.get_or_insert(first);
+            self.last = self.last.max(last);
+        }
+        for ((left_out, read), kept) in self.left_out.iter_mut().zip(read).zip(kept) {
+            *left_out += read - kept;
+        }
+    }
+
     /// The capture's first event's time and the latest, once an event
     /// was seen.
     pub fn span(&self) -> Option<(u64, u64)> {

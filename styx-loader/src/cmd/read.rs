@@ -94,8 +94,9 @@ pub fn run(args: &ReadArgs) -> Result<()> {
     // Calls are paired again (as when traced), for the table.
     let (mut writer, calls) = outputs::track_calls(writer, &reader.header, false);
     // Blocks in parallel only when nothing between the reader and the
-    // writer holds state across events.
-    let parallel = keep.is_none() && calls.is_none() && cut.keeps_all();
+    // writer holds state across events: a cut of types (-e), not a window
+    // (its bounds may count from the first event).
+    let parallel = keep.is_none() && calls.is_none() && cut.from.is_none() && cut.to.is_none();
     let counts = match convert(
         &mut reader,
         &mut cut,
@@ -203,7 +204,7 @@ fn convert(
         styx_events::open_block_formatter(format, &header, &options)
             .ok_or_else(|| io::Error::other("this format is not formatted apart"))
     };
-    read_blocks(reader, threads, &make, writer).map_err(|e| match e {
+    read_blocks(reader, threads, cut, &make, writer).map_err(|e| match e {
         ParallelError::Capture(e) => anyhow::Error::new(e).context(format!("reading {name}")),
         ParallelError::Output(e) => e.into(),
     })

@@ -389,6 +389,32 @@ fn a_compressed_capture_holds_every_event_and_reads_alike_on_any_number_of_threa
             "{name}: threads changed the output"
         );
     }
+
+    // `-e` is cut on the workers: on one thread and on three, every event
+    // of those types and no other, in the same bytes.
+    let types = ["mem_read", "span_begin"];
+    let mut cuts = Vec::new();
+    for threads in ["1", "3"] {
+        let (status, jsonl, stderr) = run_loader(&[
+            "read",
+            raw.to_str().unwrap(),
+            "-e",
+            &types.join(","),
+            "-o",
+            "jsonl",
+            "--threads",
+            threads,
+        ]);
+        assert!(status.success(), "-e, {threads} threads: {stderr}");
+        cuts.push(jsonl);
+    }
+    assert!(cuts[0] == cuts[1], "-e: threads changed the output");
+    let wanted: BTreeMap<String, u64> = (fired.iter())
+        .filter(|(name, _)| types.contains(&name.as_str()))
+        .map(|(name, &n)| (name.clone(), n))
+        .collect();
+    assert_eq!(wanted.len(), 2);
+    assert_eq!(count_types(&cuts[1]), wanted);
 }
 
 /// `--compression zstd`, `lz4` and `none`: every event kept, in blocks of

@@ -10,12 +10,16 @@
 //! in order (which, for Parquet, cuts them into the serial row groups).
 //! The output is the serial one byte for byte, also when a block is
 //! corrupt (the events before the fault, then the error) or the capture is
-//! cut short. At most [`IN_FLIGHT_PER_WORKER`] blocks per worker are read
+//! cut short. A cut of types (`read -e`) is made on the workers: whether
+//! an event is kept depends on it alone (a window's bounds may count from
+//! the capture's first event, which only the reading in order meets
+//! first). At most [`IN_FLIGHT_PER_WORKER`] blocks per worker are read
 //! ahead or waiting to be written, and written pieces go back to the
 //! workers (one waiting per worker) to be filled again (fresh buffers per
 //! block cost page faults and copies): memory stays bounded.
 
 use super::reader::{Block, CaptureError, Ending, Reader};
+use crate::questions::cut::{Cut, Types};
 use crate::record::batch::BatchError;
 use crate::write::writer::{EventWriter, FormatBlock, Formatted, Helper};
 use crossbeam_channel::{bounded, Receiver, Sender};
@@ -49,7 +53,11 @@ struct Done {
     seq: u64,
     /// None when the worker could not start.
     piece: Option<Formatted>,
+    /// Events read, and of them those the cut kept, per kind.
     counts: KindCounts,
+    kept: KindCounts,
+    /// The first event's time and the latest.
+    span: Option<(u64, u64)>,
     malformed: u64,
     first_malformed: Option<(u64, BatchError)>,
     delta_coded: u64,
@@ -60,16 +68,27 @@ struct Done {
 }
 
 /// Reads every block of `reader` (a version 3 capture, no event read yet)
-/// on `workers` threads, each formatting with a formatter `make` gives,
-/// and hands the pieces to `out` ([`EventWriter::formatted`]) in order. Returns
-/// the events per kind; `reader`'s counts, malformed and delta coded
-/// batches and ending are then as a serial read leaves them.
+/// on `workers` threads, each formatting with a formatter `make` gives the
+/// events `cut` keeps, and hands the pieces to `out`
+/// ([`EventWriter::formatted`]) in order. Returns the events kept per
+/// kind; `reader`'s counts, malformed and delta coded batches and ending,
+/// and what `cut` saw, are then as a serial read leaves them.
+///
+/// # Panics
+/// If `cut` has a window (`from` or `to`): read those in order.
 pub fn read_blocks<R: Read>(
     reader: &mut Reader<R>,
     workers: usize,
+    cut: &mut Cut,
     make: &MakeFormatter<'_>,
     out: &mut dyn EventWriter,
 ) -> Result<KindCounts, ParallelError> {
+    assert!(
+        cut.from.is_none() && cut.to.is_none(),
+        "a window is cut from a capture read in order"
+    );
+    let types = cut.types.clone();
+    let types = types.as_ref();
     let workers = workers.max(1);
     let (jobs, queue) = bounded::<(u64, Block)>(workers * IN_FLIGHT_PER_WORKER);
     let (results, done) = bounded::<Done>(workers * IN_FLIGHT_PER_WORKER);
@@ -80,10 +99,10 @@ pub fn read_blocks<R: Read>(
         for _ in 0..workers {
             let (queue, results, spares) = (queue.clone(), results.clone(), spares.clone());
             let (header, helper) = (header.clone(), helper.clone());
-            scope.spawn(move || work(header, make, &queue, &results, &spares, helper));
+            scope.spawn(move || work(header, types, make, &queue, &results, &spares, helper));
         }
         drop((queue, results, spares));
-        let outcome = hand_out(reader, jobs, &done, &spare, out);
+        let outcome = hand_out(reader, cut, jobs, &done, &spare, out);
         // Whatever stopped the loop, the workers see the queue closed
         // and finish their block; their results are not waited for.
         drop(done);
@@ -100,6 +119,7 @@ pub fn read_blocks<R: Read>(
 /// results in order.
 fn hand_out<R: Read>(
     reader: &mut Reader<R>,
+    cut: &mut Cut,
     jobs: Sender<(u64, Block)>,
     done: &Receiver<Done>,
     spare: &Sender<Formatted>,
@@ -146,9 +166,10 @@ fn hand_out<R: Read>(
             }
             let events: u64 = block.counts.iter().sum();
             reader.events += events;
-            for (total, n) in totals.iter_mut().zip(block.counts) {
+            for (total, n) in totals.iter_mut().zip(block.kept) {
                 *total += n;
             }
+            cut.saw_block(block.span, &block.counts, &block.kept);
             reader.malformed_batches += block.malformed;
             reader.delta_coded_batches += block.delta_coded;
             if reader.first_malformed_batch.is_none() {
@@ -173,9 +194,11 @@ fn hand_out<R: Read>(
     }
 }
 
-/// A worker: formats each block it is given into a piece.
+/// A worker: formats each block it is given into a piece, the events of
+/// `types` only when given.
 fn work(
     header: crate::session::header::Header,
+    types: Option<&Types>,
     make: &MakeFormatter<'_>,
     queue: &Receiver<(u64, Block)>,
     results: &Sender<Done>,
@@ -199,11 +222,19 @@ fn work(
         reader.first_malformed_batch = None;
         reader.delta_coded_batches = 0;
         let mut counts = [0u64; EVENT_KIND_SLOTS as usize];
+        let mut kept = [0u64; EVENT_KIND_SLOTS as usize];
+        let mut span: Option<(u64, u64)> = None;
         let mut error = reader.load(block).err().map(ParallelError::Capture);
         while error.is_none() {
             match reader.next() {
                 Ok(Some(event)) => {
                     counts[event.kind as usize] += 1;
+                    let ts = event.header.ts_ns;
+                    span = Some(span.map_or((ts, ts), |(first, last)| (first, last.max(ts))));
+                    if types.is_some_and(|types| !types.keeps(&event)) {
+                        continue;
+                    }
+                    kept[event.kind as usize] += 1;
                     if let Err(e) = writer.event(&event) {
                         error = Some(ParallelError::Output(e));
                     }
@@ -220,6 +251,8 @@ fn work(
             seq,
             piece: Some(writer.take(spares.try_recv().ok())),
             counts,
+            kept,
+            span,
             malformed: reader.malformed_batches,
             first_malformed: reader.first_malformed_batch.take(),
             delta_coded: reader.delta_coded_batches,
@@ -242,6 +275,8 @@ impl Done {
             seq,
             piece: None,
             counts: [0; EVENT_KIND_SLOTS as usize],
+            kept: [0; EVENT_KIND_SLOTS as usize],
+            span: None,
             malformed: 0,
             first_malformed: None,
             delta_coded: 0,

@@ -1299,10 +1299,23 @@ type ReadBack = (Vec<u8>, Option<String>, u64, Ending, u64);
 /// finished when the capture reads to its end, else flushed, as `read`
 /// does.
 fn read_both_ways(capture: &[u8], made: Made, threads: usize, workers: usize) -> [ReadBack; 2] {
-    let finish = |writer: &mut dyn EventWriter, error: &Option<String>, events: u64| {
-        let counts = [events, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    let [(serial, _), (parallel, _)] =
+        read_both_ways_cut(capture, made, threads, workers, &crate::Cut::default());
+    [serial, parallel]
+}
+
+/// [`read_both_ways`] of the events `cut` keeps, with the cut as each
+/// way leaves it and the events it kept.
+fn read_both_ways_cut(
+    capture: &[u8],
+    made: Made,
+    threads: usize,
+    workers: usize,
+    cut: &crate::Cut,
+) -> [(ReadBack, (crate::Cut, [u64; 16])); 2] {
+    let finish = |writer: &mut dyn EventWriter, error: &Option<String>, counts: &[u64; 16]| {
         let totals = Totals {
-            events: &counts,
+            events: counts,
             drops: &[0; 16],
         };
         match error {
@@ -1314,17 +1327,23 @@ fn read_both_ways(capture: &[u8], made: Made, threads: usize, workers: usize) ->
         let out = SharedOutput::default();
         let mut writer = made.writer(out.clone(), threads);
         let mut reader = Reader::open(capture).unwrap();
+        let (mut cut, mut kept) = (cut.clone(), [0u64; 16]);
         let error = loop {
             match reader.next() {
-                Ok(Some(event)) => writer.event(&event).unwrap(),
+                Ok(Some(event)) if !cut.keeps(&event) => {}
+                Ok(Some(event)) => {
+                    kept[event.kind as usize] += 1;
+                    writer.event(&event).unwrap()
+                }
                 Ok(None) => break None,
                 Err(e) => break Some(e.to_string()),
             }
         };
-        finish(&mut *writer, &error, reader.events);
+        finish(&mut *writer, &error, &kept);
         let bytes = out.bytes();
         let coded = reader.delta_coded_batches;
-        (bytes, error, reader.events, reader.ending, coded)
+        let read = (bytes, error, reader.events, reader.ending, coded);
+        (read, (cut, kept))
     };
     let parallel = {
         let out = SharedOutput::default();
@@ -1332,13 +1351,16 @@ fn read_both_ways(capture: &[u8], made: Made, threads: usize, workers: usize) ->
         let mut reader = Reader::open(capture).unwrap();
         let options = crate::Options::default();
         let make = || Ok(crate::open_block_formatter(made.format(), &header(), &options).unwrap());
-        let error = read_blocks(&mut reader, workers, &make, &mut *writer)
-            .err()
-            .map(|e| e.to_string());
-        finish(&mut *writer, &error, reader.events);
+        let mut cut = cut.clone();
+        let (kept, error) = match read_blocks(&mut reader, workers, &mut cut, &make, &mut *writer) {
+            Ok(kept) => (kept, None),
+            Err(e) => ([0; 16], Some(e.to_string())),
+        };
+        finish(&mut *writer, &error, &kept);
         let bytes = out.bytes();
         let coded = reader.delta_coded_batches;
-        (bytes, error, reader.events, reader.ending, coded)
+        let read = (bytes, error, reader.events, reader.ending, coded);
+        (read, (cut, kept))
     };
     [serial, parallel]
 }
@@ -1394,6 +1416,53 @@ fn blocks_read_in_parallel_give_the_serial_output_in_every_format_apart() {
         Made::Parquet(ROW_GROUP_ROWS, ROW_GROUP_TEXT_BYTES),
     ];
     blocks_in_parallel_give_the_serial_output(&long_runs(), 15_000, &whole_blocks);
+}
+
+/// `read -e` in parallel: the workers keep the events of the types cut,
+/// and the output, the events kept and what the cut saw (its events left
+/// out, the capture's first and latest times) are the serial read's.
+#[test]
+fn a_cut_of_types_reads_in_parallel_as_in_a_row() {
+    let events = many_events();
+    let capture = write_in_blocks(&events, 997);
+    let mut mem_and_usdt = crate::Types::default();
+    mem_and_usdt.add_kind(EventKind::MemRead);
+    mem_and_usdt.add_site(0);
+    let mut none_here = crate::Types::default();
+    none_here.add_kind(EventKind::Block);
+    for (types, some_kept) in [(mem_and_usdt, true), (none_here, false)] {
+        let cut = crate::Cut::new(None, None, Some(types));
+        for made in formats_apart() {
+            for workers in [1, 3] {
+                let [(serial, (serial_cut, serial_kept)), (parallel, (parallel_cut, kept))] =
+                    read_both_ways_cut(&capture, made, 1, workers, &cut);
+                assert_eq!(serial.1, None, "{made:?}");
+                assert_eq!(serial.2, events.len() as u64);
+                let kept_in_all: u64 = serial_kept.iter().sum();
+                assert_eq!(kept_in_all > 0, some_kept);
+                assert!(kept_in_all < serial.2);
+                assert!(
+                    serial.0 == parallel.0,
+                    "{made:?} on {workers}: bytes differ"
+                );
+                assert_eq!((serial.2, &serial.3), (parallel.2, &parallel.3));
+                assert_eq!(serial_kept, kept);
+                assert_eq!(serial_cut.left_out, parallel_cut.left_out);
+                assert_eq!(serial_cut.span(), parallel_cut.span());
+                let times = events.iter().map(|e| e.header.ts_ns);
+                let last = times.max().unwrap();
+                assert_eq!(serial_cut.span(), Some((events[0].header.ts_ns, last)));
+            }
+        }
+    }
+}
+
+#[test]
+#[should_panic(expected = "a window is cut from a capture read in order")]
+fn a_window_is_not_cut_in_parallel() {
+    let capture = write_in_blocks(&many_events()[..100], 10);
+    let cut = crate::Cut::new(Some(crate::Bound::AfterFirst(1_000)), None, None);
+    read_both_ways_cut(&capture, Made::Lines(crate::Format::Jsonl), 1, 2, &cut);
 }
 
 fn blocks_in_parallel_give_the_serial_output(

@@ -236,10 +236,10 @@ pub struct ReadArgs {
 
     /// Threads decoding and formatting the capture (default: one per
     /// core). A capture of blocks (written since version 3) with -o jsonl,
-    /// text or parquet and no window (--from, --to), --filter, --sample,
-    /// --by or traced functions is read in parallel (-e cut on the
-    /// workers), its output byte for byte the one thread's (Parquet's row
-    /// groups encoded by the workers
+    /// text or parquet and no --filter, --sample, --by or traced functions
+    /// is read in parallel (-e, --from and --to cut on the workers), its
+    /// output byte for byte the one thread's (Parquet's row groups encoded
+    /// by the workers
     /// between blocks, or on a thread of their own when not read in
     /// parallel); anything else on one thread.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]

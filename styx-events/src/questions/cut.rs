@@ -102,6 +102,31 @@ impl Types {
     }
 }
 
+/// A [`Cut`] with its window in `ts_ns`: what parallel `read`'s workers
+/// keep of their blocks.
+#[derive(Clone, Debug)]
+pub(crate) struct Sieve {
+    from: Option<u64>,
+    to: Option<u64>,
+    types: Option<Types>,
+}
+
+impl Sieve {
+    #[inline]
+    pub(crate) fn keeps(&self, event: &Event<'_>) -> bool {
+        in_cut(self.from, self.to, self.types.as_ref(), event)
+    }
+}
+
+/// Whether `event` is in `from..to` (`ts_ns`) and of `types`.
+#[inline]
+fn in_cut(from: Option<u64>, to: Option<u64>, types: Option<&Types>, event: &Event<'_>) -> bool {
+    let ts = event.header.ts_ns;
+    from.is_none_or(|from| ts >= from)
+        && to.is_none_or(|to| ts < to)
+        && types.is_none_or(|t| t.keeps(event))
+}
+
 /// A capture's cut: a window and the types kept.
 #[derive(Clone, Debug, Default)]
 pub struct Cut {
@@ -142,19 +167,37 @@ impl Cut {
         let ts = event.header.ts_ns;
         let first = *self.first.get_or_insert(ts);
         self.last = self.last.max(ts);
-        let keep = self.from.is_none_or(|from| ts >= from.ts(first))
-            && self.to.is_none_or(|to| ts < to.ts(first))
-            && self.types.as_ref().is_none_or(|t| t.keeps(event));
+        let (from, to) = (self.from.map(|b| b.ts(first)), self.to.map(|b| b.ts(first)));
+        let keep = in_cut(from, to, self.types.as_ref(), event);
         if !keep {
             self.left_out[event.kind as usize] += 1;
         }
         keep
     }
 
+    /// Whether its window counts from the capture's first event.
+    pub(crate) fn counts_from_first(&self) -> bool {
+        [self.from, self.to]
+            .iter()
+            .any(|b| matches!(b, Some(Bound::AfterFirst(_))))
+    }
+
+    /// The cut as each event alone decides it, the capture's first event
+    /// at `first` (None: it has none before its end or a fault, so no
+    /// event is kept either way).
+    pub(crate) fn sieve(&self, first: Option<u64>) -> Sieve {
+        let first = first.unwrap_or(0);
+        Sieve {
+            from: self.from.map(|b| b.ts(first)),
+            to: self.to.map(|b| b.ts(first)),
+            types: self.types.clone(),
+        }
+    }
+
     /// What [`Cut::keeps`] would have seen of a block read in parallel
-    /// (types only, see [`crate::read_blocks`]): its events' first time and
-    /// latest, and per kind the events read and those kept. Blocks come in
-    /// the capture's order.
+    /// (see [`crate::read_blocks`]): its events' first time and latest,
+    /// and per kind the events read and those kept. Blocks come in the
+    /// capture's order.
     pub(crate) fn saw_block(
         &mut self,
         span: Option<(u64, u64)>,

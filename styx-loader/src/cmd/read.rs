@@ -94,9 +94,9 @@ pub fn run(args: &ReadArgs) -> Result<()> {
     // Calls are paired again (as when traced), for the table.
     let (mut writer, calls) = outputs::track_calls(writer, &reader.header, false);
     // Blocks in parallel only when nothing between the reader and the
-    // writer holds state across events: a cut of types (-e), not a window
-    // (its bounds may count from the first event).
-    let parallel = keep.is_none() && calls.is_none() && cut.from.is_none() && cut.to.is_none();
+    // writer holds state across events (a cut does not: each event is in
+    // it or not on its own).
+    let parallel = keep.is_none() && calls.is_none();
     let counts = match convert(
         &mut reader,
         &mut cut,

@@ -390,31 +390,38 @@ fn a_compressed_capture_holds_every_event_and_reads_alike_on_any_number_of_threa
         );
     }
 
-    // `-e` is cut on the workers: on one thread and on three, every event
-    // of those types and no other, in the same bytes.
+    // Cuts are made on the workers: on one thread and on three, the same
+    // bytes; `-e` every event of its types and no other, a window some.
     let types = ["mem_read", "span_begin"];
+    let (events, window) = (types.join(","), ["--from", "0.001", "--to", "0.003"]);
     let mut cuts = Vec::new();
-    for threads in ["1", "3"] {
-        let (status, jsonl, stderr) = run_loader(&[
-            "read",
-            raw.to_str().unwrap(),
-            "-e",
-            &types.join(","),
-            "-o",
-            "jsonl",
-            "--threads",
-            threads,
-        ]);
-        assert!(status.success(), "-e, {threads} threads: {stderr}");
-        cuts.push(jsonl);
+    for cut in [&["-e", events.as_str()][..], &window[..]] {
+        let mut outputs = Vec::new();
+        for threads in ["1", "3"] {
+            let mut args = vec!["read", raw.to_str().unwrap(), "-o", "jsonl"];
+            args.extend(["--threads", threads]);
+            args.extend(cut);
+            let (status, jsonl, stderr) = run_loader(&args);
+            assert!(status.success(), "{cut:?}, {threads} threads: {stderr}");
+            outputs.push(jsonl);
+        }
+        assert!(
+            outputs[0] == outputs[1],
+            "{cut:?}: threads changed the output"
+        );
+        cuts.push(outputs.pop().unwrap());
     }
-    assert!(cuts[0] == cuts[1], "-e: threads changed the output");
     let wanted: BTreeMap<String, u64> = (fired.iter())
         .filter(|(name, _)| types.contains(&name.as_str()))
         .map(|(name, &n)| (name.clone(), n))
         .collect();
     assert_eq!(wanted.len(), 2);
-    assert_eq!(count_types(&cuts[1]), wanted);
+    assert_eq!(count_types(&cuts[0]), wanted);
+    let in_window: u64 = count_types(&cuts[1]).values().sum();
+    assert!(
+        in_window > 0 && in_window < fired.values().sum::<u64>(),
+        "{in_window} events in the window"
+    );
 }
 
 /// `--compression zstd`, `lz4` and `none`: every event kept, in blocks of

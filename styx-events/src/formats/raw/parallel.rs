@@ -10,20 +10,20 @@
 //! in order (which, for Parquet, cuts them into the serial row groups).
 //! The output is the serial one byte for byte, also when a block is
 //! corrupt (the events before the fault, then the error) or the capture is
-//! cut short. A cut of types (`read -e`) is made on the workers: whether
-//! an event is kept depends on it alone (a window's bounds may count from
-//! the capture's first event, which only the reading in order meets
-//! first). At most [`IN_FLIGHT_PER_WORKER`] blocks per worker are read
+//! cut short. A cut (`read -e`, `--from`, `--to`) is made on the workers,
+//! each event kept or not on its own: a window's bounds that count from
+//! the capture's first event are put in `ts_ns` first, the first blocks
+//! decoded here until it is met. At most [`IN_FLIGHT_PER_WORKER`] blocks per worker are read
 //! ahead or waiting to be written, and written pieces go back to the
 //! workers (one waiting per worker) to be filled again (fresh buffers per
 //! block cost page faults and copies): memory stays bounded.
 
 use super::reader::{Block, CaptureError, Ending, Reader};
-use crate::questions::cut::{Cut, Types};
+use crate::questions::cut::{Cut, Sieve};
 use crate::record::batch::BatchError;
 use crate::write::writer::{EventWriter, FormatBlock, Formatted, Helper};
 use crossbeam_channel::{bounded, Receiver, Sender};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, Read};
 use styx_common::EVENT_KIND_SLOTS;
 use thiserror::Error;
@@ -73,9 +73,6 @@ struct Done {
 /// ([`EventWriter::formatted`]) in order. Returns the events kept per
 /// kind; `reader`'s counts, malformed and delta coded batches and ending,
 /// and what `cut` saw, are then as a serial read leaves them.
-///
-/// # Panics
-/// If `cut` has a window (`from` or `to`): read those in order.
 pub fn read_blocks<R: Read>(
     reader: &mut Reader<R>,
     workers: usize,
@@ -83,12 +80,13 @@ pub fn read_blocks<R: Read>(
     make: &MakeFormatter<'_>,
     out: &mut dyn EventWriter,
 ) -> Result<KindCounts, ParallelError> {
-    assert!(
-        cut.from.is_none() && cut.to.is_none(),
-        "a window is cut from a capture read in order"
-    );
-    let types = cut.types.clone();
-    let types = types.as_ref();
+    let mut ahead = Ahead::default();
+    let first = match cut.counts_from_first() {
+        true => ahead.first_event_time(reader)?,
+        false => None,
+    };
+    let sieve = (!cut.keeps_all()).then(|| cut.sieve(first));
+    let sieve = sieve.as_ref();
     let workers = workers.max(1);
     let (jobs, queue) = bounded::<(u64, Block)>(workers * IN_FLIGHT_PER_WORKER);
     let (results, done) = bounded::<Done>(workers * IN_FLIGHT_PER_WORKER);
@@ -99,10 +97,10 @@ pub fn read_blocks<R: Read>(
         for _ in 0..workers {
             let (queue, results, spares) = (queue.clone(), results.clone(), spares.clone());
             let (header, helper) = (header.clone(), helper.clone());
-            scope.spawn(move || work(header, types, make, &queue, &results, &spares, helper));
+            scope.spawn(move || work(header, sieve, make, &queue, &results, &spares, helper));
         }
         drop((queue, results, spares));
-        let outcome = hand_out(reader, cut, jobs, &done, &spare, out);
+        let outcome = hand_out(reader, ahead, cut, jobs, &done, &spare, out);
         // Whatever stopped the loop, the workers see the queue closed
         // and finish their block; their results are not waited for.
         drop(done);
@@ -119,6 +117,7 @@ pub fn read_blocks<R: Read>(
 /// results in order.
 fn hand_out<R: Read>(
     reader: &mut Reader<R>,
+    mut ahead: Ahead,
     cut: &mut Cut,
     jobs: Sender<(u64, Block)>,
     done: &Receiver<Done>,
@@ -136,7 +135,7 @@ fn hand_out<R: Read>(
     loop {
         // Read ahead while there is room; then wait for the next result.
         while let Some(to) = jobs.as_ref().filter(|_| sent - written < capacity) {
-            match reader.take_block() {
+            match ahead.take(reader) {
                 Ok(Some(block)) => {
                     if to.send((sent, block)).is_err() {
                         break;
@@ -194,11 +193,11 @@ fn hand_out<R: Read>(
     }
 }
 
-/// A worker: formats each block it is given into a piece, the events of
-/// `types` only when given.
+/// A worker: formats each block it is given into a piece, the events
+/// `sieve` keeps only when given.
 fn work(
     header: crate::session::header::Header,
-    types: Option<&Types>,
+    sieve: Option<&Sieve>,
     make: &MakeFormatter<'_>,
     queue: &Receiver<(u64, Block)>,
     results: &Sender<Done>,
@@ -231,7 +230,7 @@ fn work(
                     counts[event.kind as usize] += 1;
                     let ts = event.header.ts_ns;
                     span = Some(span.map_or((ts, ts), |(first, last)| (first, last.max(ts))));
-                    if types.is_some_and(|types| !types.keeps(&event)) {
+                    if sieve.is_some_and(|sieve| !sieve.keeps(&event)) {
                         continue;
                     }
                     kept[event.kind as usize] += 1;
@@ -265,6 +264,62 @@ fn work(
         // The writer's work waiting, between blocks (see EventWriter::helper).
         if let Some(help) = &helper {
             help();
+        }
+    }
+}
+
+/// Blocks taken before any was handed out, to find the capture's first
+/// event's time, and a fault met taking them: handed out first.
+#[derive(Default)]
+struct Ahead {
+    blocks: VecDeque<Block>,
+    error: Option<CaptureError>,
+}
+
+impl Ahead {
+    /// The time of the first event a serial read gives, from the first
+    /// blocks decoded here (and kept to hand out); None when none comes
+    /// before the capture's end or a fault (which the workers then meet).
+    fn first_event_time<R: Read>(
+        &mut self,
+        reader: &mut Reader<R>,
+    ) -> Result<Option<u64>, ParallelError> {
+        let header = reader.header.clone();
+        let mut probe = Reader::<io::Empty>::for_blocks(header).map_err(ParallelError::Output)?;
+        loop {
+            let block = match reader.take_block() {
+                Ok(Some(block)) => block,
+                Ok(None) => return Ok(None),
+                Err(e) => {
+                    self.error = Some(e);
+                    return Ok(None);
+                }
+            };
+            self.blocks.push_back(block.clone());
+            if probe.load(block).is_err() {
+                return Ok(None);
+            }
+            let time = match probe.next() {
+                Ok(Some(event)) => Some(event.header.ts_ns),
+                Ok(None) => None,
+                Err(_) => return Ok(None),
+            };
+            // A block of no event: the next one's first, unless it ended
+            // the capture.
+            if time.is_some() || !matches!(probe.ending, Ending::Reading) {
+                return Ok(time);
+            }
+        }
+    }
+
+    /// The next block to hand out.
+    fn take<R: Read>(&mut self, reader: &mut Reader<R>) -> Result<Option<Block>, CaptureError> {
+        if let Some(block) = self.blocks.pop_front() {
+            return Ok(Some(block));
+        }
+        match self.error.take() {
+            Some(e) => Err(e),
+            None => reader.take_block(),
         }
     }
 }

@@ -103,6 +103,7 @@ enum Source {
 
 /// A block of a version 3 capture as stored, not yet decompressed: what
 /// parallel `read` hands its workers ([`Reader::take_block`], [`Reader::load`]).
+#[derive(Clone)]
 pub struct Block {
     /// Where it starts in the file.
     pub offset: u64,

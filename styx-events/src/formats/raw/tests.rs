@@ -1418,11 +1418,13 @@ fn blocks_read_in_parallel_give_the_serial_output_in_every_format_apart() {
     blocks_in_parallel_give_the_serial_output(&long_runs(), 15_000, &whole_blocks);
 }
 
-/// `read -e` in parallel: the workers keep the events of the types cut,
-/// and the output, the events kept and what the cut saw (its events left
-/// out, the capture's first and latest times) are the serial read's.
+/// `read -e`, `--from` and `--to` in parallel: the workers keep the
+/// events of the cut, and the output, the events kept and what the cut
+/// saw (its events left out, the capture's first and latest times) are
+/// the serial read's. Windows count from the first event or are absolute.
 #[test]
-fn a_cut_of_types_reads_in_parallel_as_in_a_row() {
+fn cuts_read_in_parallel_as_in_a_row() {
+    use crate::Bound::{AfterFirst, At};
     let events = many_events();
     let capture = write_in_blocks(&events, 997);
     let mut mem_and_usdt = crate::Types::default();
@@ -1430,39 +1432,43 @@ fn a_cut_of_types_reads_in_parallel_as_in_a_row() {
     mem_and_usdt.add_site(0);
     let mut none_here = crate::Types::default();
     none_here.add_kind(EventKind::Block);
-    for (types, some_kept) in [(mem_and_usdt, true), (none_here, false)] {
-        let cut = crate::Cut::new(None, None, Some(types));
+    // (from, to, types, whether some events are kept)
+    let cuts = [
+        (None, None, Some(mem_and_usdt.clone()), true),
+        (None, None, Some(none_here), false),
+        (
+            Some(AfterFirst(5_000_000)),
+            Some(AfterFirst(20_000_000)),
+            None,
+            true,
+        ),
+        (Some(At(10_000_000)), None, None, true),
+        (None, Some(AfterFirst(3_000_000)), Some(mem_and_usdt), true),
+        (Some(AfterFirst(100_000_000)), None, None, false),
+    ];
+    let times = events.iter().map(|e| e.header.ts_ns);
+    let span = Some((events[0].header.ts_ns, times.max().unwrap()));
+    for (from, to, types, some_kept) in cuts {
+        let cut = crate::Cut::new(from, to, types);
         for made in formats_apart() {
             for workers in [1, 3] {
                 let [(serial, (serial_cut, serial_kept)), (parallel, (parallel_cut, kept))] =
                     read_both_ways_cut(&capture, made, 1, workers, &cut);
-                assert_eq!(serial.1, None, "{made:?}");
+                let case = format!("{made:?} on {workers}, {cut:?}");
+                assert_eq!(serial.1, None, "{case}");
                 assert_eq!(serial.2, events.len() as u64);
                 let kept_in_all: u64 = serial_kept.iter().sum();
-                assert_eq!(kept_in_all > 0, some_kept);
+                assert_eq!(kept_in_all > 0, some_kept, "{case}");
                 assert!(kept_in_all < serial.2);
-                assert!(
-                    serial.0 == parallel.0,
-                    "{made:?} on {workers}: bytes differ"
-                );
+                assert!(serial.0 == parallel.0, "{case}: bytes differ");
                 assert_eq!((serial.2, &serial.3), (parallel.2, &parallel.3));
-                assert_eq!(serial_kept, kept);
-                assert_eq!(serial_cut.left_out, parallel_cut.left_out);
-                assert_eq!(serial_cut.span(), parallel_cut.span());
-                let times = events.iter().map(|e| e.header.ts_ns);
-                let last = times.max().unwrap();
-                assert_eq!(serial_cut.span(), Some((events[0].header.ts_ns, last)));
+                assert_eq!(serial_kept, kept, "{case}");
+                assert_eq!(serial_cut.left_out, parallel_cut.left_out, "{case}");
+                assert_eq!(serial_cut.span(), span);
+                assert_eq!(parallel_cut.span(), span, "{case}");
             }
         }
     }
-}
-
-#[test]
-#[should_panic(expected = "a window is cut from a capture read in order")]
-fn a_window_is_not_cut_in_parallel() {
-    let capture = write_in_blocks(&many_events()[..100], 10);
-    let cut = crate::Cut::new(Some(crate::Bound::AfterFirst(1_000)), None, None);
-    read_both_ways_cut(&capture, Made::Lines(crate::Format::Jsonl), 1, 2, &cut);
 }
 
 fn blocks_in_parallel_give_the_serial_output(
@@ -1543,6 +1549,47 @@ fn delta_coded_batches_read_in_parallel_as_in_a_row() {
 fn serial_bytes(capture: &[u8], made: Made) -> Vec<u8> {
     let [serial, _] = read_both_ways(capture, made, 1, 1);
     serial.0
+}
+
+/// A window counted from the first event, read in parallel, of a capture
+/// whose first block is spoilt (before its first event or after it) or
+/// cut short: the first block decoded to find that event meets what a
+/// serial read meets, and the output, error and cut are the serial ones.
+#[test]
+fn a_window_of_a_capture_spoilt_at_its_start_reads_in_parallel_as_in_a_row() {
+    let events = many_events();
+    let capture = write_in_blocks(&events[..20_000], 997);
+    let (at, len, _) = blocks_of(&capture)[0];
+    let start = at + super::blocks::FRAME_BYTES;
+    let mut captures = Vec::new();
+    for (i, byte) in [(1, 0xff), (len / 3, 0x10), (len - 20, 0x0f)] {
+        let mut spoilt = capture.clone();
+        spoilt[start + i] = byte;
+        captures.push(spoilt);
+    }
+    captures.push(capture[..start + len / 2].to_vec());
+    let cut = crate::Cut::new(Some(crate::Bound::AfterFirst(100_000)), None, None);
+    let mut errors = 0;
+    for (n, spoilt) in captures.iter().enumerate() {
+        for made in formats_apart() {
+            let [(serial, (serial_cut, serial_kept)), (parallel, (parallel_cut, kept))] =
+                read_both_ways_cut(spoilt, made, 2, 2, &cut);
+            assert!(
+                serial.0 == parallel.0,
+                "{made:?}, capture {n}: bytes differ"
+            );
+            assert_eq!(serial.1, parallel.1, "{made:?}, capture {n}");
+            assert_eq!((serial.2, &serial.3), (parallel.2, &parallel.3));
+            // A failed read's counts are not returned (`read` reports the fault).
+            if serial.1.is_none() {
+                assert_eq!(serial_kept, kept);
+            }
+            assert_eq!(serial_cut.span(), parallel_cut.span(), "capture {n}");
+            assert_eq!(serial_cut.left_out, parallel_cut.left_out);
+            errors += serial.1.is_some() as usize;
+        }
+    }
+    assert!(errors > 0, "no spoilt record was found out");
 }
 
 /// A capture whose records are spoilt, one at a time, in a middle

@@ -13,10 +13,11 @@
 //! cut short. A cut (`read -e`, `--from`, `--to`) is made on the workers,
 //! each event kept or not on its own: a window's bounds that count from
 //! the capture's first event are put in `ts_ns` first, the first blocks
-//! decoded here until it is met. At most [`IN_FLIGHT_PER_WORKER`] blocks per worker are read
-//! ahead or waiting to be written, and written pieces go back to the
-//! workers (one waiting per worker) to be filled again (fresh buffers per
-//! block cost page faults and copies): memory stays bounded.
+//! decoded here until it is met. At most [`IN_FLIGHT_PER_WORKER`] blocks
+//! per worker are read ahead or waiting to be written, and written pieces
+//! go back to the workers (one waiting per worker) to be filled again
+//! (fresh buffers per block cost page faults and copies): memory stays
+//! bounded.
 
 use super::reader::{Block, CaptureError, Ending, Reader};
 use crate::questions::cut::{Cut, Sieve};

@@ -239,9 +239,8 @@ pub struct ReadArgs {
     /// text or parquet and no --filter, --sample, --by or traced functions
     /// is read in parallel (-e, --from and --to cut on the workers), its
     /// output byte for byte the one thread's (Parquet's row groups encoded
-    /// by the workers
-    /// between blocks, or on a thread of their own when not read in
-    /// parallel); anything else on one thread.
+    /// by the workers between blocks, or on a thread of their own when not
+    /// read in parallel); anything else on one thread.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub threads: Option<u64>,
 }
@@ -336,9 +335,9 @@ pub struct OutputArgs {
     /// waits for the loader (--on-full wait, the default into a file)
     /// every block is compressed, and the emulator may then run at the
     /// workers' pace (on two cores the demo ran at ~85–95% of its speed
-    /// traced to /dev/null, 1.2–1.8 bytes an event); with --on-full drop they take
-    /// what they can and the rest is stored as encoded, never holding the
-    /// loader back. none stores every block as encoded (~7 bytes an event
+    /// traced to /dev/null, 1.2–1.8 bytes an event); with --on-full drop
+    /// they take what they can and the rest is stored as encoded, never
+    /// holding the loader back. none stores every block as encoded (~7 bytes an event
     /// from the demo, ~20 from u64 values): no CPU spent compressing, the
     /// disk then the only limit. All read alike, in parallel.
     #[arg(long, value_enum, default_value_t = Compression::Auto)]

@@ -167,7 +167,7 @@ impl Cut {
         let ts = event.header.ts_ns;
         let first = *self.first.get_or_insert(ts);
         self.last = self.last.max(ts);
-        let (from, to) = (self.from.map(|b| b.ts(first)), self.to.map(|b| b.ts(first)));
+        let (from, to) = self.window(first);
         let keep = in_cut(from, to, self.types.as_ref(), event);
         if !keep {
             self.left_out[event.kind as usize] += 1;
@@ -186,12 +186,18 @@ impl Cut {
     /// at `first` (None: it has none before its end or a fault, so no
     /// event is kept either way).
     pub(crate) fn sieve(&self, first: Option<u64>) -> Sieve {
-        let first = first.unwrap_or(0);
+        let (from, to) = self.window(first.unwrap_or(0));
         Sieve {
-            from: self.from.map(|b| b.ts(first)),
-            to: self.to.map(|b| b.ts(first)),
+            from,
+            to,
             types: self.types.clone(),
         }
+    }
+
+    /// Its window's bounds in `ts_ns`, the capture's first event at `first`.
+    #[inline]
+    fn window(&self, first: u64) -> (Option<u64>, Option<u64>) {
+        (self.from.map(|b| b.ts(first)), self.to.map(|b| b.ts(first)))
     }
 
     /// What [`Cut::keeps`] would have seen of a block read in parallel

@@ -57,4 +57,4 @@ pub use session::guest::{Guest, GuestError, Image, Register, RegisterNames, With
 pub use session::header::{clock_ns, ClockId, DeclaredInfo, Header, MappedFile, UsdtInfo};
 pub use write::escape;
 pub use write::human::si;
-pub use write::writer::{Discard, EventWriter, FormatBlock, Formatted, Helper, Tee, Totals};
+pub use write::writer::{Discard, EventWriter, FormatBlock, Formatted, Helper, Runs, Tee, Totals};

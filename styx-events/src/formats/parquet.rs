@@ -26,6 +26,17 @@
 //! is written as `NAME.parquet.part` and renamed when complete, so a glob
 //! `DIR/*.parquet` only ever sees whole files.
 //!
+//! Parallel `read` of every event hands each worker runs of a row group's
+//! events ([`EventWriter::runs`]): the worker gathers and encodes the
+//! group whole, as one thread does ([`GroupEncoding`]), and the writer
+//! appends its columns in order; the capture's last group, short, comes
+//! as rows. A run whose strings would fill its group before its last
+//! event is not one group: then, and for a cut read (`-e`, `--from`,
+//! `--to`: which rows a group gets is known only once decoded), the
+//! blocks are read as follows. (Whole groups on the workers took ~6% more
+//! CPU time than one thread on the demo's 19 M-event capture; the way
+//! below ~19%, its pieces faulting in ~0.4 GB.)
+//!
 //! Parallel `read` gathers each block's rows on a worker ([`RowGatherer`]),
 //! with each event's type and bytes of strings; the writer cuts them into
 //! the row groups it would have made of the events one by one and hands
@@ -56,7 +67,7 @@ use crate::session::header::Header;
 use crate::session::reading::{Reading, Shows, Stored};
 use crate::session::schema::{self, FieldSchema};
 use crate::session::usdt::UsdtProbes;
-use crate::write::writer::{EventWriter, FormatBlock, Formatted, Helper, Totals};
+use crate::write::writer::{EventWriter, FormatBlock, Formatted, Helper, Runs, Totals};
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use parquet::basic::{Compression, Encoding};
 use parquet::column::writer::{
@@ -321,6 +332,13 @@ pub struct ParquetWriter {
     /// Bytes of strings per group: [`ROW_GROUP_TEXT_BYTES`] (tests: fewer).
     group_text_bytes: usize,
     files: u32,
+    /// Parallel `read`'s runs, encoded by its workers, are written one
+    /// group late, as a writer encoding on a thread of its own writes its
+    /// groups (so that a read that fails leaves the same bytes).
+    hold_back: bool,
+    held: Option<Encoded>,
+    /// Row groups that came encoded from parallel `read`'s runs.
+    groups_from_runs: u64,
 }
 
 /// A row group's rows, in order: per piece, per kind id, a [`Part`]. The
@@ -346,6 +364,7 @@ const POOL_PIECES: usize = 8;
 const WHOLE_PIECE_SHARE: usize = 16;
 
 /// Puts events' values into the columns of their type's [`Part`].
+#[derive(Clone)]
 struct Gatherer {
     names: Names,
     /// Per schema column, its type.
@@ -363,6 +382,20 @@ struct Gatherer {
 pub struct RowGatherer {
     gatherer: Gatherer,
     rows: Box<GatheredRows>,
+    /// Formatting runs ([`EventWriter::runs`]): each a row group, encoded
+    /// here.
+    group: Option<GroupEncoding>,
+}
+
+/// A run's rows encoded as the row group they make, when one thread
+/// would have made them one: all its rows, its strings not filling it
+/// before its last event.
+struct GroupEncoding {
+    table: Arc<Table>,
+    scratch: Scratch,
+    rows: usize,
+    text_bytes: usize,
+    fits: bool,
 }
 
 /// A block's events as rows ([`RowGatherer`]), for [`ParquetWriter`]; or
@@ -376,6 +409,9 @@ pub struct GatheredRows {
     /// fall after one): its index, and the block's bytes of strings up to
     /// it, it included.
     texts: Vec<(usize, usize)>,
+    /// A run's rows as a row group's columns, encoded on the worker
+    /// ([`GroupEncoding`]).
+    encoded: Option<Vec<parquet::errors::Result<ColumnChunk>>>,
 }
 
 const TS: usize = 0;
@@ -706,6 +742,9 @@ impl ParquetWriter {
             text_bytes: 0,
             group_text_bytes: ROW_GROUP_TEXT_BYTES,
             files: 0,
+            hold_back: false,
+            held: None,
+            groups_from_runs: 0,
         })
     }
 
@@ -720,10 +759,19 @@ impl ParquetWriter {
         }
     }
 
+    /// Row groups that came encoded from parallel `read`'s runs (tests).
+    #[cfg(test)]
+    pub(crate) fn groups_from_runs(&self) -> u64 {
+        self.groups_from_runs
+    }
+
     /// Hands the gathered rows on as a row group, and what the encoder
     /// made of them (of the group before, when it runs on a thread) to
     /// the sink; `closing`: the last group.
     fn write_group(&mut self, closing: bool) -> io::Result<()> {
+        if let Some(held) = self.held.take() {
+            self.hand_on(Some(held))?;
+        }
         if self.rows == 0 {
             return Ok(());
         }
@@ -997,6 +1045,32 @@ impl ParquetWriter {
     }
 }
 
+impl ParquetWriter {
+    /// A run's row group, encoded on a worker, as the next group.
+    fn append_run(
+        &mut self,
+        rows: &mut GatheredRows,
+        columns: Vec<parquet::errors::Result<ColumnChunk>>,
+    ) -> io::Result<()> {
+        rows.clear();
+        let EncodeOn::Here(encoder) = &mut self.encoding else {
+            return Err(io::Error::other("a run's row group amid a group"));
+        };
+        if self.rows > 0 {
+            return Err(io::Error::other("a run's row group amid a group"));
+        }
+        let encoded = encoder.file.group(&encoder.table, columns.into_iter())?;
+        self.groups_from_runs += 1;
+        match self.hold_back {
+            true => {
+                let before = std::mem::replace(&mut self.held, encoded);
+                self.hand_on(before)
+            }
+            false => self.hand_on(encoded),
+        }
+    }
+}
+
 impl RowGatherer {
     /// Rows of the session `header` describes.
     pub fn new(header: &Header) -> RowGatherer {
@@ -1004,7 +1078,32 @@ impl RowGatherer {
         RowGatherer {
             gatherer: Gatherer::new(header, &columns),
             rows: Box::new(GatheredRows::new(columns.len())),
+            group: None,
         }
+    }
+}
+
+impl GroupEncoding {
+    /// The columns of `run` (a run's rows, one piece), if they make a
+    /// whole row group; `fits` then says whether the run fits where it
+    /// falls: encoded, or short (the capture's last, its rows cut by the
+    /// writer), not one whose strings fill its group early.
+    fn encode(
+        &mut self,
+        run: &[Box<GatheredRows>],
+    ) -> Option<Vec<parquet::errors::Result<ColumnChunk>>> {
+        let events = run.iter().map(|rows| rows.kinds.len()).sum::<usize>();
+        let [rows] = run else { return None };
+        self.fits = events < self.rows;
+        if events != self.rows || rows.text_through(events - 1) >= self.text_bytes {
+            return None;
+        }
+        self.fits = true;
+        let kinds = kind_rows(run);
+        let columns = (0..self.table.columns.len())
+            .map(|c| self.table.encode_column(c, run, &kinds, &mut self.scratch))
+            .collect();
+        Some(columns)
     }
 }
 
@@ -1025,8 +1124,24 @@ impl FormatBlock for RowGatherer {
             Some(Ok(room)) => room,
             _ => Box::new(GatheredRows::new(self.gatherer.types.len())),
         };
+        if let Some(group) = &mut self.group {
+            if let Some(columns) = group.encode(std::slice::from_ref(&self.rows)) {
+                // The columns go; the rows' room stays here for the next
+                // run (a few row groups' rows in flight faulted in
+                // hundreds of MB).
+                self.rows.clear();
+                let mut piece = room;
+                piece.clear();
+                piece.encoded = Some(columns);
+                return Formatted::Rows(piece);
+            }
+        }
         let rows = std::mem::replace(&mut self.rows, room);
         Formatted::Rows(rows)
+    }
+
+    fn run_fits(&self) -> bool {
+        self.group.as_ref().is_none_or(|group| group.fits)
     }
 }
 
@@ -1036,6 +1151,7 @@ impl GatheredRows {
             parts: new_parts(columns),
             kinds: Vec::new(),
             texts: Vec::new(),
+            encoded: None,
         }
     }
 
@@ -1044,6 +1160,7 @@ impl GatheredRows {
         empty(&mut self.parts);
         self.kinds.clear();
         self.texts.clear();
+        self.encoded = None;
     }
 
     /// Moves the events after the first `events` (their rows, kinds and
@@ -1633,12 +1750,53 @@ impl EventWriter for ParquetWriter {
         Some(Arc::new(move || while shared.help() {}))
     }
 
+    // Parallel `read`'s workers gather and encode whole row groups, as
+    // this writer would on one thread: gathering blocks' rows apart and
+    // encoding them by columns elsewhere cost ~15% more CPU (more memory
+    // touched, pieces handed between threads).
+    fn runs(&mut self) -> Option<Runs> {
+        let EncodeOn::Here(encoder) = &self.encoding else {
+            return None;
+        };
+        if self.rows > 0 {
+            return None;
+        }
+        // Written as this writer would write them, one late on a thread.
+        self.hold_back = self.own_thread;
+        let (gatherer, table) = (self.gatherer.clone(), encoder.table.clone());
+        let (rows, text_bytes) = (self.group_rows, self.group_text_bytes);
+        let columns = self.columns;
+        let make = move || {
+            let formatter = RowGatherer {
+                gatherer: gatherer.clone(),
+                rows: Box::new(GatheredRows::new(columns)),
+                group: Some(GroupEncoding {
+                    table: table.clone(),
+                    scratch: Scratch::new(),
+                    rows,
+                    text_bytes,
+                    fits: true,
+                }),
+            };
+            Ok(Box::new(formatter) as Box<dyn FormatBlock>)
+        };
+        Some(Runs {
+            events: rows as u64,
+            make: Box::new(make),
+        })
+    }
+
     fn formatted(&mut self, piece: &mut Formatted) -> io::Result<()> {
         // Nothing holds its place meanwhile (a boxed `()` allocates nothing).
         let placeholder = Formatted::Rows(Box::new(()));
         match rows_of(std::mem::replace(piece, placeholder)) {
             Ok(mut rows) => {
-                let taken = self.take_rows(&mut rows);
+                // A run's group, encoded, is the next group (every run
+                // before was one); the capture's last run, short, is rows.
+                let taken = match rows.encoded.take() {
+                    Some(columns) => self.append_run(&mut rows, columns),
+                    None => self.take_rows(&mut rows),
+                };
                 *piece = Formatted::Rows(rows);
                 taken
             }

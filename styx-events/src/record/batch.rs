@@ -269,6 +269,13 @@ impl Batches {
         }
     }
 
+    /// Forgets what was given: the batches after are placed as if first
+    /// (parallel `read`'s runs each begin so, like its blocks' deltas).
+    pub fn forget(&mut self) {
+        self.buffers.clear();
+        self.older.clear();
+    }
+
     /// The irregular records seen so far.
     pub fn irregular(&self) -> Irregular {
         self.irregular

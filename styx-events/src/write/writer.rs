@@ -62,6 +62,14 @@ pub trait EventWriter {
     fn helper(&mut self) -> Option<Helper> {
         None
     }
+    /// Parallel `read` of every event (before its first piece): the
+    /// capture cut into runs of a fixed number of events, each formatted
+    /// whole by one worker, rather than block by block (Parquet: a run is
+    /// a row group, gathered and encoded where its events are decoded, as
+    /// one thread would). None: block by block.
+    fn runs(&mut self) -> Option<Runs> {
+        None
+    }
     /// After [`EventWriter::event`] or [`EventWriter::flush`] failed:
     /// whether part of the output still works, so that it should still be
     /// [`EventWriter::finish`]ed (a [`Tee`] whose other writers do). A
@@ -94,6 +102,16 @@ pub trait EventWriter {
 /// Work a writer lets parallel `read`'s workers do ([`EventWriter::helper`]).
 pub type Helper = std::sync::Arc<dyn Fn() + Send + Sync>;
 
+/// How a writer's events are formatted in runs ([`EventWriter::runs`]).
+pub struct Runs {
+    /// Events of a run: the capture's first run starts at its first
+    /// event, the last is what is left.
+    pub events: u64,
+    /// Makes a worker's formatter of runs; its pieces go to
+    /// [`EventWriter::formatted`] in order, as block pieces do.
+    pub make: Box<dyn Fn() -> io::Result<Box<dyn FormatBlock>> + Send + Sync>,
+}
+
 /// One block's events as a [`FormatBlock`] made them, for the writer of
 /// the output ([`EventWriter::formatted`]).
 pub enum Formatted {
@@ -114,6 +132,13 @@ pub trait FormatBlock {
     /// written, emptied) holds it when given, so buffers are not grown
     /// afresh for every block.
     fn take(&mut self, room: Option<Formatted>) -> Formatted;
+    /// After [`FormatBlock::take`] of a run ([`EventWriter::runs`]):
+    /// whether its piece is what the writer makes of the run where it
+    /// falls; if not, that run and the rest are read again block by block
+    /// (Parquet: a run whose strings fill its row group early).
+    fn run_fits(&self) -> bool {
+        true
+    }
 }
 
 /// What a run saw, per event kind id, for a format's trailer.

@@ -18,11 +18,23 @@
 //! go back to the workers (one waiting per worker) to be filled again
 //! (fresh buffers per block cost page faults and copies): memory stays
 //! bounded.
+//!
+//! A writer whose pieces are best made of a fixed number of events
+//! ([`EventWriter::runs`]: Parquet's row groups) is handed, when every
+//! event is read, runs: the blocks cut where the events they hold, by
+//! their frames, make a run (a block across two runs goes to both, each
+//! decoding its own part), each run formatted whole by one worker (a row
+//! group gathered and encoded where it was decoded, as one thread does,
+//! not gathered in pieces and encoded by columns elsewhere: that cost
+//! ~15% more CPU). A frame may lie (a spoilt or hostile capture): a run
+//! whose blocks did not hold what their frames said, or met a fault, is
+//! read again block by block from its start, and so is everything after
+//! it; the output is still the serial one.
 
 use super::reader::{Block, CaptureError, Ending, Reader};
 use crate::questions::cut::{Cut, Sieve};
 use crate::record::batch::BatchError;
-use crate::write::writer::{EventWriter, FormatBlock, Formatted, Helper};
+use crate::write::writer::{EventWriter, FormatBlock, Formatted, Helper, Runs};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, Read};
@@ -31,6 +43,10 @@ use thiserror::Error;
 
 /// Blocks read ahead or waiting per worker, at most.
 const IN_FLIGHT_PER_WORKER: usize = 3;
+
+/// Runs read ahead or waiting, at most, beyond one per worker: each is a
+/// row group's rows in memory.
+const RUNS_AHEAD: usize = 1;
 
 /// Events per kind id.
 pub type KindCounts = [u64; EVENT_KIND_SLOTS as usize];
@@ -49,7 +65,23 @@ pub enum ParallelError {
     Output(io::Error),
 }
 
-/// One block's events, formatted.
+/// What a worker is handed: blocks to read in order, and which of their
+/// events to format.
+struct Job {
+    seq: u64,
+    blocks: Vec<Block>,
+    /// Events of the first block a run before formatted.
+    skip: u64,
+    /// Events to format at most (a run's; else all).
+    take: u64,
+    /// The last block's events past `take` are the next run's, which
+    /// reports the block (its counts, faults, ending).
+    shares_last: bool,
+    /// A run ([`EventWriter::runs`]), for the runs' formatter.
+    run: bool,
+}
+
+/// One job's events, formatted.
 struct Done {
     seq: u64,
     /// None when the worker could not start.
@@ -66,6 +98,9 @@ struct Done {
     complete: Option<Ending>,
     /// Why it stopped early, after `bytes`.
     error: Option<ParallelError>,
+    /// A run whose blocks held other than their frames said, or that met
+    /// a fault: to read again block by block.
+    unsure: bool,
 }
 
 /// Reads every block of `reader` (a version 3 capture, no event read yet)
@@ -89,21 +124,41 @@ pub fn read_blocks<R: Read>(
     let sieve = (!cut.keeps_all()).then(|| cut.sieve(first));
     let sieve = sieve.as_ref();
     let workers = workers.max(1);
-    let (jobs, queue) = bounded::<(u64, Block)>(workers * IN_FLIGHT_PER_WORKER);
-    let (results, done) = bounded::<Done>(workers * IN_FLIGHT_PER_WORKER);
+    // Runs only when every event is formatted: which a cut keeps is
+    // known only once the blocks are decoded.
+    let runs = match sieve {
+        None => out.runs().filter(|runs| runs.events > 0),
+        Some(_) => None,
+    };
+    let in_flight = match runs {
+        Some(_) => workers + RUNS_AHEAD,
+        None => workers * IN_FLIGHT_PER_WORKER,
+    };
+    let (jobs, queue) = bounded::<Job>(in_flight);
+    let (results, done) = bounded::<Done>(in_flight);
     let (spare, spares) = bounded::<Formatted>(workers);
     let header = reader.header.clone();
-    let helper = out.helper();
+    // A worker formatting runs does the writer's work in them.
+    let helper = match runs {
+        Some(_) => None,
+        None => out.helper(),
+    };
+    let cutter = runs.as_ref().map(|runs| RunCutter::new(runs.events));
+    let runs = runs.as_ref();
     std::thread::scope(|scope| {
         for _ in 0..workers {
             let (queue, results, spares) = (queue.clone(), results.clone(), spares.clone());
             let (header, helper) = (header.clone(), helper.clone());
-            scope.spawn(move || work(header, sieve, make, &queue, &results, &spares, helper));
+            let makers = Makers {
+                block: make,
+                run: runs,
+            };
+            scope.spawn(move || work(header, sieve, makers, &queue, &results, &spares, helper));
         }
         drop((queue, results, spares));
-        let outcome = hand_out(reader, ahead, cut, jobs, &done, &spare, out);
+        let outcome = hand_out(reader, ahead, cutter, cut, jobs, &done, &spare, out);
         // Whatever stopped the loop, the workers see the queue closed
-        // and finish their block; their results are not waited for.
+        // and finish their job; their results are not waited for.
         drop(done);
         // A worker may still be doing the writer's work: this thread
         // helps rather than wait for it alone.
@@ -114,74 +169,123 @@ pub fn read_blocks<R: Read>(
     })
 }
 
-/// The calling thread's part: reads blocks, hands them out, writes the
-/// results in order.
+/// The calling thread's part: reads blocks, hands them out (in runs, while
+/// `runs` is given), writes the results in order.
+#[allow(clippy::too_many_arguments)]
 fn hand_out<R: Read>(
     reader: &mut Reader<R>,
     mut ahead: Ahead,
+    mut runs: Option<RunCutter>,
     cut: &mut Cut,
-    jobs: Sender<(u64, Block)>,
+    jobs: Sender<Job>,
     done: &Receiver<Done>,
     spare: &Sender<Formatted>,
     out: &mut dyn EventWriter,
 ) -> Result<KindCounts, ParallelError> {
-    let mut jobs = Some(jobs);
     let mut totals = [0u64; EVENT_KIND_SLOTS as usize];
     let mut sent = 0u64;
     let mut written = 0u64;
     let mut waiting = BTreeMap::new();
     let capacity = done.capacity().unwrap_or(1) as u64;
     let mut read_error = None;
+    let mut reading = true;
+    // Events of the next block that a run before formatted (read again
+    // block by block).
+    let mut skip = 0;
     reader.events = 0;
     loop {
         // Read ahead while there is room; then wait for the next result.
-        while let Some(to) = jobs.as_ref().filter(|_| sent - written < capacity) {
-            match ahead.take(reader) {
-                Ok(Some(block)) => {
-                    if to.send((sent, block)).is_err() {
-                        break;
-                    }
-                    sent += 1;
+        while reading && sent - written < capacity {
+            if let Some(job) = runs.as_mut().and_then(RunCutter::ready) {
+                if jobs.send(Job { seq: sent, ..job }).is_err() {
+                    break;
                 }
-                Ok(None) => jobs = None,
-                Err(e) => {
-                    // After the blocks before it, as a serial read.
-                    read_error = Some(e);
-                    jobs = None;
-                }
+                sent += 1;
+                continue;
             }
+            let job = match ahead.take(reader) {
+                Ok(Some(block)) => match &mut runs {
+                    Some(cutter) => {
+                        cutter.push(block);
+                        continue;
+                    }
+                    None => Job::block(block, std::mem::take(&mut skip)),
+                },
+                end => {
+                    if let Err(e) = end {
+                        // After the blocks before it, as a serial read.
+                        read_error = Some(e);
+                    }
+                    match &mut runs {
+                        // Its runs first.
+                        Some(cutter) if !cutter.ended => {
+                            cutter.push_end();
+                            cutter.ended = true;
+                            continue;
+                        }
+                        _ => {
+                            reading = false;
+                            break;
+                        }
+                    }
+                }
+            };
+            if jobs.send(Job { seq: sent, ..job }).is_err() {
+                break;
+            }
+            sent += 1;
         }
         if written == sent {
             break;
         }
-        let result = done.recv().expect("a worker per block handed out");
+        let result = done.recv().expect("a worker per job handed out");
+        if result.seq < written {
+            // A run read again block by block.
+            continue;
+        }
         waiting.insert(result.seq, result);
-        while let Some(mut block) = waiting.remove(&written) {
+        while let Some(mut result) = waiting.remove(&written) {
+            if result.unsure {
+                // This run and those after it again, block by block,
+                // from its first block on; what was handed out is not
+                // waited for.
+                let cutter = runs.take().expect("only runs are unsure");
+                let (blocks, first_skip) = cutter.fall_back();
+                ahead.put_back(blocks, read_error.take());
+                skip = first_skip;
+                reading = true;
+                written = sent;
+                waiting.clear();
+                break;
+            }
             written += 1;
-            if let Some(mut piece) = block.piece.take() {
+            if let Some(cutter) = &mut runs {
+                cutter.wrote_run();
+            }
+            if let Some(mut piece) = result.piece.take() {
                 out.formatted(&mut piece).map_err(ParallelError::Output)?;
                 // Its room back to a worker (dropped when they have
                 // enough).
                 let _ = spare.try_send(piece);
             }
-            let events: u64 = block.counts.iter().sum();
+            let events: u64 = result.counts.iter().sum();
             reader.events += events;
-            for (total, n) in totals.iter_mut().zip(block.kept) {
+            for (total, n) in totals.iter_mut().zip(result.kept) {
                 *total += n;
             }
-            cut.saw_block(block.span, &block.counts, &block.kept);
-            reader.malformed_batches += block.malformed;
-            reader.delta_coded_batches += block.delta_coded;
+            cut.saw_block(result.span, &result.counts, &result.kept);
+            reader.malformed_batches += result.malformed;
+            reader.delta_coded_batches += result.delta_coded;
             if reader.first_malformed_batch.is_none() {
-                reader.first_malformed_batch = block.first_malformed;
+                reader.first_malformed_batch = result.first_malformed;
             }
-            if let Some(error) = block.error {
+            if let Some(error) = result.error {
                 // As a serial read stops: its end not reached, whatever
                 // was read ahead.
                 reader.ending = Ending::Reading;
                 return Err(error);
             }
-            if let Some(ending) = block.complete {
+            if let Some(ending) = result.complete {
                 // Nothing after the END record is read.
                 reader.ending = ending;
                 return Ok(totals);
@@ -194,71 +298,66 @@ fn hand_out<R: Read>(
     }
 }
 
-/// A worker: formats each block it is given into a piece, the events
-/// `sieve` keeps only when given.
+/// What a worker formats with: blocks with `block`'s formatters, runs
+/// with those `run` makes.
+#[derive(Clone, Copy)]
+struct Makers<'a> {
+    block: &'a MakeFormatter<'a>,
+    run: Option<&'a Runs>,
+}
+
+/// A worker: formats the events of each job it is given into a piece, the
+/// events `sieve` keeps only when given.
 fn work(
     header: crate::session::header::Header,
     sieve: Option<&Sieve>,
-    make: &MakeFormatter<'_>,
-    queue: &Receiver<(u64, Block)>,
+    makers: Makers<'_>,
+    queue: &Receiver<Job>,
     results: &Sender<Done>,
     spares: &Receiver<Formatted>,
     helper: Option<Helper>,
 ) {
-    let setup = Reader::<io::Empty>::for_blocks(header).and_then(|reader| Ok((reader, make()?)));
-    let (mut reader, mut writer) = match setup {
-        Ok(both) => both,
+    let mut reader = match Reader::<io::Empty>::for_blocks(header) {
+        Ok(reader) => reader,
         Err(e) => {
-            // Each block handed here says so, in its turn.
-            while let Ok((seq, _)) = queue.recv() {
+            // Each job handed here says so, in its turn.
+            while let Ok(job) = queue.recv() {
                 let error = io::Error::new(e.kind(), e.to_string());
-                let _ = results.send(Done::failed(seq, ParallelError::Output(error)));
+                let _ = results.send(Done::failed(job.seq, ParallelError::Output(error)));
             }
             return;
         }
     };
-    while let Ok((seq, block)) = queue.recv() {
-        reader.malformed_batches = 0;
-        reader.first_malformed_batch = None;
-        reader.delta_coded_batches = 0;
-        let mut counts = [0u64; EVENT_KIND_SLOTS as usize];
-        let mut kept = [0u64; EVENT_KIND_SLOTS as usize];
-        let mut span: Option<(u64, u64)> = None;
-        let mut error = reader.load(block).err().map(ParallelError::Capture);
-        while error.is_none() {
-            match reader.next() {
-                Ok(Some(event)) => {
-                    counts[event.kind as usize] += 1;
-                    let ts = event.header.ts_ns;
-                    span = Some(span.map_or((ts, ts), |(first, last)| (first, last.max(ts))));
-                    if sieve.is_some_and(|sieve| !sieve.keeps(&event)) {
-                        continue;
+    // Blocks' formatter, runs'.
+    let mut formatters: [Option<Box<dyn FormatBlock>>; 2] = [None, None];
+    let mut after_runs = false;
+    while let Ok(job) = queue.recv() {
+        // Each run begins as if the capture did; blocks read again after
+        // runs (the worker's last may be later in the capture) as if the
+        // worker had read no run.
+        if job.run || after_runs {
+            reader.forget_batches();
+        }
+        after_runs = job.run;
+        let formatter = &mut formatters[job.run as usize];
+        if formatter.is_none() {
+            let made = match makers.run {
+                Some(runs) if job.run => (runs.make)(),
+                _ => (makers.block)(),
+            };
+            match made {
+                Ok(made) => *formatter = Some(made),
+                Err(e) => {
+                    let done = Done::failed(job.seq, ParallelError::Output(e));
+                    if results.send(done).is_err() {
+                        return;
                     }
-                    kept[event.kind as usize] += 1;
-                    if let Err(e) = writer.event(&event) {
-                        error = Some(ParallelError::Output(e));
-                    }
+                    continue;
                 }
-                Ok(None) => break,
-                Err(e) => error = Some(ParallelError::Capture(e)),
             }
         }
-        let complete = match reader.ending {
-            Ending::Complete { .. } => Some(reader.ending.clone()),
-            _ => None,
-        };
-        let done = Done {
-            seq,
-            piece: Some(writer.take(spares.try_recv().ok())),
-            counts,
-            kept,
-            span,
-            malformed: reader.malformed_batches,
-            first_malformed: reader.first_malformed_batch.take(),
-            delta_coded: reader.delta_coded_batches,
-            complete,
-            error,
-        };
+        let writer = formatter.as_deref_mut().expect("made above");
+        let done = format_job(&mut reader, job, sieve, writer, spares);
         if results.send(done).is_err() {
             return;
         }
@@ -269,12 +368,206 @@ fn work(
     }
 }
 
+/// Reads `job`'s blocks and formats their events it takes (those `sieve`
+/// keeps, if given) with `writer`.
+fn format_job(
+    reader: &mut Reader<io::Empty>,
+    job: Job,
+    sieve: Option<&Sieve>,
+    writer: &mut dyn FormatBlock,
+    spares: &Receiver<Formatted>,
+) -> Done {
+    let mut done = Done::new(job.seq);
+    let (mut skip, mut formatted) = (job.skip, 0u64);
+    // Every block reported held what its frame says.
+    let mut as_framed = true;
+    let last = job.blocks.len().saturating_sub(1);
+    for (i, block) in job.blocks.into_iter().enumerate() {
+        let reports = !(job.shares_last && i == last);
+        let framed = block.events();
+        reader.malformed_batches = 0;
+        reader.first_malformed_batch = None;
+        reader.delta_coded_batches = 0;
+        let mut read = 0u64;
+        let mut error = reader.load(block).err().map(ParallelError::Capture);
+        while error.is_none() {
+            match reader.next() {
+                Ok(Some(event)) => {
+                    read += 1;
+                    let keep = sieve.is_none_or(|sieve| sieve.keeps(&event));
+                    if reports {
+                        done.saw(&event, keep);
+                    }
+                    if skip > 0 {
+                        skip -= 1;
+                        continue;
+                    }
+                    if formatted == job.take {
+                        // The next run's, which reads this block again.
+                        match reports {
+                            true => continue,
+                            false => break,
+                        }
+                    }
+                    if keep {
+                        formatted += 1;
+                        if let Err(e) = writer.event(&event) {
+                            error = Some(ParallelError::Output(e));
+                        }
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => error = Some(ParallelError::Capture(e)),
+            }
+        }
+        if reports {
+            as_framed &= read == framed;
+            done.malformed += reader.malformed_batches;
+            done.delta_coded += reader.delta_coded_batches;
+            if done.first_malformed.is_none() {
+                done.first_malformed = reader.first_malformed_batch.take();
+            }
+            if let Ending::Complete { .. } = reader.ending {
+                done.complete = Some(reader.ending.clone());
+            }
+        }
+        as_framed &= reader.malformed_batches == 0;
+        if error.is_some() {
+            done.error = error;
+            break;
+        }
+    }
+    let short = job.take != u64::MAX && formatted != job.take;
+    done.piece = Some(writer.take(spares.try_recv().ok()));
+    let fits = writer.run_fits();
+    done.unsure = job.run && (!as_framed || short || done.error.is_some() || !fits);
+    done
+}
+
+/// The capture cut into runs of `events` events where its blocks' frames
+/// say, and every block from the first of the oldest run not yet written
+/// (to read again block by block if one did not hold what its frame said).
+struct RunCutter {
+    events: u64,
+    /// The run being filled: its blocks, the events of its first that the
+    /// run before took, its events (by the frames).
+    filling: Vec<Block>,
+    skip: u64,
+    filled: u64,
+    /// Per run handed out and not yet written, in order: its first
+    /// block's place in the capture, and the events skipped there.
+    starts: VecDeque<(u64, u64)>,
+    /// The run being filled's first block's place.
+    filling_from: u64,
+    /// The blocks from `kept_from` on.
+    kept: VecDeque<Block>,
+    kept_from: u64,
+    /// The next block's place.
+    next: u64,
+    /// Runs filled, not yet handed out.
+    ready: VecDeque<Job>,
+    /// Every block was taken.
+    ended: bool,
+}
+
+impl RunCutter {
+    fn new(events: u64) -> RunCutter {
+        RunCutter {
+            events,
+            filling: Vec::new(),
+            skip: 0,
+            filled: 0,
+            starts: VecDeque::new(),
+            filling_from: 0,
+            kept: VecDeque::new(),
+            kept_from: 0,
+            next: 0,
+            ready: VecDeque::new(),
+            ended: false,
+        }
+    }
+
+    /// Takes the capture's next block: the runs it fills are then ready.
+    fn push(&mut self, block: Block) {
+        if self.filling.is_empty() {
+            self.filling_from = self.next;
+        }
+        self.next += 1;
+        self.kept.push_back(block.clone());
+        self.filled += block.events();
+        self.filling.push(block);
+        // A block may fill several runs.
+        while self.filled >= self.events {
+            // Events of the last block past the run: the next run's.
+            let past = self.filled - self.events;
+            let blocks = std::mem::take(&mut self.filling);
+            let skip = std::mem::take(&mut self.skip);
+            self.starts.push_back((self.filling_from, skip));
+            self.filled = past;
+            if past > 0 {
+                let last = blocks.last().expect("pushed above").clone();
+                // Its events before the next run: no more than it holds,
+                // as the run took at least one of it.
+                self.skip = last.events() - past;
+                self.filling_from = self.next - 1;
+                self.filling.push(last);
+            }
+            self.ready
+                .push_back(Job::run(blocks, skip, self.events, past > 0));
+        }
+    }
+
+    /// The next run ready to hand out.
+    fn ready(&mut self) -> Option<Job> {
+        self.ready.pop_front()
+    }
+
+    /// Once every block was taken: the capture's last run, what is left,
+    /// is ready.
+    fn push_end(&mut self) {
+        if self.filling.is_empty() {
+            return;
+        }
+        self.starts.push_back((self.filling_from, self.skip));
+        let blocks = std::mem::take(&mut self.filling);
+        let skip = std::mem::take(&mut self.skip);
+        self.ready
+            .push_back(Job::run(blocks, skip, u64::MAX, false));
+    }
+
+    /// The oldest run handed out was written: its blocks are no longer
+    /// kept (but one the next run shares).
+    fn wrote_run(&mut self) {
+        self.starts.pop_front();
+        let from = match self.starts.front() {
+            Some(&(from, _)) => from,
+            None if !self.filling.is_empty() => self.filling_from,
+            None => self.next,
+        };
+        while self.kept_from < from && self.kept.pop_front().is_some() {
+            self.kept_from += 1;
+        }
+    }
+
+    /// The blocks from the oldest run not yet written on, and the events of
+    /// the first that the run before took.
+    fn fall_back(mut self) -> (VecDeque<Block>, u64) {
+        let (from, skip) = self.starts.pop_front().expect("a run handed out");
+        while self.kept_from < from && self.kept.pop_front().is_some() {
+            self.kept_from += 1;
+        }
+        (self.kept, skip)
+    }
+}
+
 /// Blocks taken before any was handed out, to find the capture's first
 /// event's time, and a fault met taking them: handed out first.
 #[derive(Default)]
 struct Ahead {
     blocks: VecDeque<Block>,
     error: Option<CaptureError>,
+    /// The reader gave its last block (or a fault).
+    ended: bool,
 }
 
 impl Ahead {
@@ -290,9 +583,13 @@ impl Ahead {
         loop {
             let block = match reader.take_block() {
                 Ok(Some(block)) => block,
-                Ok(None) => return Ok(None),
+                Ok(None) => {
+                    self.ended = true;
+                    return Ok(None);
+                }
                 Err(e) => {
                     self.error = Some(e);
+                    self.ended = true;
                     return Ok(None);
                 }
             };
@@ -318,15 +615,53 @@ impl Ahead {
         if let Some(block) = self.blocks.pop_front() {
             return Ok(Some(block));
         }
-        match self.error.take() {
-            Some(e) => Err(e),
-            None => reader.take_block(),
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        if self.ended {
+            return Ok(None);
+        }
+        let taken = reader.take_block();
+        self.ended = !matches!(taken, Ok(Some(_)));
+        taken
+    }
+
+    /// Blocks to hand out again, before any other, then `error` if given.
+    fn put_back(&mut self, blocks: VecDeque<Block>, error: Option<CaptureError>) {
+        for block in blocks.into_iter().rev() {
+            self.blocks.push_front(block);
+        }
+        self.error = self.error.take().or(error);
+    }
+}
+
+impl Job {
+    /// One block, the events of it a run before took skipped.
+    fn block(block: Block, skip: u64) -> Job {
+        Job {
+            seq: 0,
+            blocks: vec![block],
+            skip,
+            take: u64::MAX,
+            shares_last: false,
+            run: false,
+        }
+    }
+
+    fn run(blocks: Vec<Block>, skip: u64, take: u64, shares_last: bool) -> Job {
+        Job {
+            seq: 0,
+            blocks,
+            skip,
+            take,
+            shares_last,
+            run: true,
         }
     }
 }
 
 impl Done {
-    fn failed(seq: u64, error: ParallelError) -> Done {
+    fn new(seq: u64) -> Done {
         Done {
             seq,
             piece: None,
@@ -337,7 +672,26 @@ impl Done {
             first_malformed: None,
             delta_coded: 0,
             complete: None,
-            error: Some(error),
+            error: None,
+            unsure: false,
         }
+    }
+
+    fn failed(seq: u64, error: ParallelError) -> Done {
+        Done {
+            error: Some(error),
+            ..Done::new(seq)
+        }
+    }
+
+    /// An event of a block this job reports, kept or not.
+    fn saw(&mut self, event: &crate::record::event::Event<'_>, kept: bool) {
+        self.counts[event.kind as usize] += 1;
+        self.kept[event.kind as usize] += kept as u64;
+        let ts = event.header.ts_ns;
+        let span = self
+            .span
+            .map_or((ts, ts), |(first, last)| (first, last.max(ts)));
+        self.span = Some(span);
     }
 }

@@ -569,7 +569,19 @@ impl<R: Read> Reader<R> {
         self.prev = [[0; ARG_SLOTS]; EVENT_KIND_SLOTS as usize];
         self.threads.clear();
         self.current = None;
+        // A block read only in part (parallel `read`'s runs stop where
+        // theirs end) leaves none of its batch's events to the next.
+        self.pending.clear();
+        self.pending_at = 0;
         Ok(())
+    }
+
+    /// Forgets the batches given before (see [`Batches::forget`]): a run
+    /// of blocks read apart decodes as it would from the capture's start;
+    /// and a block read again on the same reader (a run's last, then the
+    /// next run's first) gives its batches again.
+    pub(crate) fn forget_batches(&mut self) {
+        self.batches.forget();
     }
 
     fn refill(&mut self) -> io::Result<()> {

@@ -1511,6 +1511,123 @@ fn blocks_in_parallel_give_the_serial_output(
     }
 }
 
+/// Parallel `read` of Parquet hands its workers runs of a row group's
+/// events, cut by the blocks' frames, and each row group comes encoded
+/// whole. A frame that says other than its block holds (a spoilt or
+/// hostile capture: the reader does not need it) makes that run and the
+/// rest read block by block: the output is still the serial one, also
+/// for a frame that lies by more than a run.
+#[test]
+fn parquet_row_groups_come_whole_from_the_workers_unless_a_frame_lies() {
+    use crate::formats::parquet::ParquetWriter;
+    let events = many_events();
+    let capture = write_in_blocks(&events, 997);
+    let rows = 1000;
+    let made = Made::Parquet(rows, ROW_GROUP_TEXT_BYTES);
+    let serial = serial_bytes(&capture, made);
+    let full_groups = (events.len() / rows) as u64;
+    let in_runs = |capture: &[u8], workers: usize, text: usize, events: usize| {
+        let out = SharedOutput::default();
+        let (output, roll) = (crate::Output::Stdout, crate::formats::ROLL_BYTES);
+        let writer = ParquetWriter::new(Box::new(out.clone()), &header(), &output, roll, 2);
+        let mut writer = writer.unwrap().with_groups(rows, text);
+        let mut reader = Reader::open(capture).unwrap();
+        let options = crate::Options::default();
+        let make = || Ok(crate::open_block_formatter(made.format(), &header(), &options).unwrap());
+        let mut cut = crate::Cut::default();
+        let kept = read_blocks(&mut reader, workers, &mut cut, &make, &mut writer).unwrap();
+        assert_eq!(kept.iter().sum::<u64>(), events as u64);
+        assert_eq!(reader.events, events as u64);
+        let totals = Totals {
+            events: &kept,
+            drops: &[0; 16],
+        };
+        writer.finish(&totals).unwrap();
+        (out.bytes(), writer.groups_from_runs())
+    };
+    for workers in [1, 3] {
+        let (bytes, whole) = in_runs(&capture, workers, ROW_GROUP_TEXT_BYTES, events.len());
+        assert!(bytes == serial, "on {workers}: bytes differ");
+        assert_eq!(whole, full_groups, "on {workers}");
+    }
+    // Strings that fill a group before its rows: read block by block.
+    let (bytes, whole) = in_runs(&capture, 2, 2000, events.len());
+    let text_cut = Made::Parquet(rows, 2000);
+    assert!(bytes == serial_bytes(&capture, text_cut), "bytes differ");
+    assert_eq!(whole, 0);
+    // Runs that end amid a batch (delta coded or not), whose blocks a
+    // worker may read twice: the end of one run, the start of the next.
+    let mut writer = CaptureWriter::patient(Vec::new(), &header(), Compression::Zstd).unwrap();
+    let seq_at = std::mem::offset_of!(styx_common::batch::BatchRecord, head)
+        + std::mem::offset_of!(styx_common::batch::BatchHead, seq);
+    for seq in 0..40u64 {
+        let mut record = batch_record(600);
+        record[seq_at..seq_at + 8].copy_from_slice(&seq.to_le_bytes());
+        writer.batch(&record, 600).unwrap();
+        if seq % 3 == 2 {
+            writer.cut_block().unwrap();
+        }
+    }
+    let mut counts = [0u64; 16];
+    counts[EventKind::InsnExec as usize] = 40 * 600;
+    let totals = Totals {
+        events: &counts,
+        drops: &[0u64; 16],
+    };
+    writer.finish(&totals).unwrap();
+    let batches = writer.into_inner();
+    let batches_serial = serial_bytes(&batches, made);
+    for workers in [1, 2] {
+        let (bytes, whole) = in_runs(&batches, workers, ROW_GROUP_TEXT_BYTES, 40 * 600);
+        assert!(
+            bytes == batches_serial,
+            "batches on {workers}: bytes differ"
+        );
+        assert_eq!(whole, 24, "batches on {workers}");
+        // Read again block by block from a block whose frame lies, by
+        // workers that read later runs.
+        let (at, _, framed) = blocks_of(&batches)[7];
+        let mut lying = batches.clone();
+        lying[at + 12..at + 16].copy_from_slice(&(framed as u32 + 1).to_le_bytes());
+        let (bytes, whole) = in_runs(&lying, workers, ROW_GROUP_TEXT_BYTES, 40 * 600);
+        assert!(
+            bytes == batches_serial,
+            "lying batches on {workers}: bytes differ"
+        );
+        assert!(
+            (12..=14).contains(&whole),
+            "lying batches on {workers}: {whole} whole"
+        );
+    }
+    let blocks = blocks_of(&capture);
+    let middle = blocks.len() / 2;
+    for (block, lie) in [
+        (0, 1),
+        (middle, -1),
+        (middle, 1),
+        (middle, 5000),
+        (blocks.len() - 2, -997),
+    ] {
+        let (at, _, framed) = blocks[block];
+        let mut lying = capture.clone();
+        let said = (framed as i64 + lie) as u32;
+        lying[at + 12..at + 16].copy_from_slice(&said.to_le_bytes());
+        let (bytes, whole) = in_runs(&lying, 2, ROW_GROUP_TEXT_BYTES, events.len());
+        let case = format!("block {block} of {}, {lie:+} events", blocks.len());
+        assert!(bytes == serial, "{case}: bytes differ");
+        // The runs before it came whole (and one it ends, if it holds
+        // that run's last events), the rest not.
+        let (starts, ends) = (
+            (block * 997 / rows) as u64,
+            ((block + 1) * 997 / rows) as u64,
+        );
+        assert!(
+            starts <= whole + 1 && whole <= ends,
+            "{case}: {whole} whole"
+        );
+    }
+}
+
 /// A capture of delta coded batches (one type's events, several blocks)
 /// reads in parallel as in a row: the same bytes in every format apart,
 /// and every coded batch counted.

@@ -522,19 +522,14 @@ fn read_two_threads(r: &Results, format: &str) -> Measured {
             rate(1)
         ),
         why: match format {
-            "parquet" => "Blocks are decoded, their rows gathered and the row groups' columns \
-                          encoded on the worker threads, but the parallel read does more \
-                          work in all than the serial one. Each block's rows are gathered \
-                          into a piece of its own (on a 19 M-event capture of the demo ~33 \
-                          alive at once, ~0.4 GB resident, where one thread reuses one piece \
-                          and holds ~0.11 GB), and on two threads gathering took ~32% and \
-                          the reader's walk of split batches ~90% more CPU time (perf, a \
-                          123 M-event capture, 2026-11-29). The machine is not the limit: \
-                          two one-thread reads side by side each ran as fast as one alone \
-                          (5 rounds, medians 2.70 and 2.69 s). By hand (`/usr/bin/time`, \
-                          medians) two threads took 14% more CPU time than one on the 19 \
-                          M-event capture (1.71×) and 7.5% more on a 123 M-event one \
-                          (1.83×, rounds 1.71–1.91)."
+            "parquet" => "Each worker decodes, gathers and encodes the events of whole row \
+                          groups (1 M events) as one thread does; the calling thread reads \
+                          the file, appends each group's columns in order and encodes the \
+                          capture's last, short group itself. On the demo's 19 M-event \
+                          capture two threads took ~6% more CPU time than one (by hand, \
+                          2026-11-29, `/usr/bin/time`, 5 rounds: 1.82×), on a 123 M-event one \
+                          ~3% less (2.04×): on a small capture the last group and the start \
+                          weigh more."
                 .into(),
             _ => "Blocks are decoded and formatted on worker threads, but reading the file, \
                   handing blocks out and writing the results in order stay on one thread."

@@ -48,6 +48,12 @@ const IN_FLIGHT_PER_WORKER: usize = 3;
 /// row group's rows in memory.
 const RUNS_AHEAD: usize = 1;
 
+/// Bytes of blocks kept for runs at most (from the oldest not written on,
+/// to read again if a frame lies); past it, block by block. Runs of the
+/// demo's compressed capture keep ~5 MB; of a capture stored as encoded
+/// (8–33 bytes an event), 30–130 MB.
+const MAX_KEPT_BYTES: usize = 256 << 20;
+
 /// Events per kind id.
 pub type KindCounts = [u64; EVENT_KIND_SLOTS as usize];
 
@@ -207,6 +213,11 @@ fn hand_out<R: Read>(
                 Ok(Some(block)) => match &mut runs {
                     Some(cutter) => {
                         cutter.push(block);
+                        if cutter.keeps_too_much() {
+                            let cutter = runs.take().expect("matched above");
+                            skip = fall_back(cutter, &mut ahead, &mut read_error);
+                            (written, waiting) = (sent, BTreeMap::new());
+                        }
                         continue;
                     }
                     None => Job::block(block, std::mem::take(&mut skip)),
@@ -217,9 +228,8 @@ fn hand_out<R: Read>(
                         read_error = Some(e);
                     }
                     match &mut runs {
-                        // Its runs first.
+                        // Its last run first.
                         Some(cutter) if !cutter.ended => {
-                            cutter.push_end();
                             cutter.ended = true;
                             continue;
                         }
@@ -246,16 +256,10 @@ fn hand_out<R: Read>(
         waiting.insert(result.seq, result);
         while let Some(mut result) = waiting.remove(&written) {
             if result.unsure {
-                // This run and those after it again, block by block,
-                // from its first block on; what was handed out is not
-                // waited for.
                 let cutter = runs.take().expect("only runs are unsure");
-                let (blocks, first_skip) = cutter.fall_back();
-                ahead.put_back(blocks, read_error.take());
-                skip = first_skip;
+                skip = fall_back(cutter, &mut ahead, &mut read_error);
                 reading = true;
-                written = sent;
-                waiting.clear();
+                (written, waiting) = (sent, BTreeMap::new());
                 break;
             }
             written += 1;
@@ -296,6 +300,15 @@ fn hand_out<R: Read>(
         Some(e) => Err(ParallelError::Capture(e)),
         None => Ok(totals),
     }
+}
+
+/// Reads the oldest run not yet written and the rest again block by
+/// block (what was handed out is not waited for: the caller takes every
+/// job as written); the events of its first block to skip.
+fn fall_back(cutter: RunCutter, ahead: &mut Ahead, read_error: &mut Option<CaptureError>) -> u64 {
+    let (blocks, skip) = cutter.fall_back();
+    ahead.put_back(blocks, read_error.take());
+    skip
 }
 
 /// What a worker formats with: blocks with `block`'s formatters, runs
@@ -459,13 +472,12 @@ struct RunCutter {
     starts: VecDeque<(u64, u64)>,
     /// The run being filled's first block's place.
     filling_from: u64,
-    /// The blocks from `kept_from` on.
+    /// The blocks from `kept_from` on, and their bytes.
     kept: VecDeque<Block>,
     kept_from: u64,
+    kept_bytes: usize,
     /// The next block's place.
     next: u64,
-    /// Runs filled, not yet handed out.
-    ready: VecDeque<Job>,
     /// Every block was taken.
     ended: bool,
 }
@@ -481,58 +493,59 @@ impl RunCutter {
             filling_from: 0,
             kept: VecDeque::new(),
             kept_from: 0,
+            kept_bytes: 0,
             next: 0,
-            ready: VecDeque::new(),
             ended: false,
         }
     }
 
-    /// Takes the capture's next block: the runs it fills are then ready.
+    /// Takes the capture's next block.
     fn push(&mut self, block: Block) {
         if self.filling.is_empty() {
             self.filling_from = self.next;
         }
         self.next += 1;
+        self.kept_bytes += block.stored_bytes();
         self.kept.push_back(block.clone());
         self.filled += block.events();
         self.filling.push(block);
-        // A block may fill several runs.
-        while self.filled >= self.events {
-            // Events of the last block past the run: the next run's.
-            let past = self.filled - self.events;
+    }
+
+    /// The next run the blocks taken fill (one block may fill several:
+    /// made one at a time, so a frame claiming billions of events makes
+    /// no more than are handed out); once every block was taken, the
+    /// capture's last, what is left.
+    fn ready(&mut self) -> Option<Job> {
+        if self.filled < self.events {
+            if !self.ended || self.filling.is_empty() {
+                return None;
+            }
+            self.starts.push_back((self.filling_from, self.skip));
             let blocks = std::mem::take(&mut self.filling);
             let skip = std::mem::take(&mut self.skip);
-            self.starts.push_back((self.filling_from, skip));
-            self.filled = past;
-            if past > 0 {
-                let last = blocks.last().expect("pushed above").clone();
-                // Its events before the next run: no more than it holds,
-                // as the run took at least one of it.
-                self.skip = last.events() - past;
-                self.filling_from = self.next - 1;
-                self.filling.push(last);
-            }
-            self.ready
-                .push_back(Job::run(blocks, skip, self.events, past > 0));
+            return Some(Job::run(blocks, skip, u64::MAX, false));
         }
-    }
-
-    /// The next run ready to hand out.
-    fn ready(&mut self) -> Option<Job> {
-        self.ready.pop_front()
-    }
-
-    /// Once every block was taken: the capture's last run, what is left,
-    /// is ready.
-    fn push_end(&mut self) {
-        if self.filling.is_empty() {
-            return;
-        }
-        self.starts.push_back((self.filling_from, self.skip));
+        // Events of the last block past the run: the next run's.
+        let past = self.filled - self.events;
         let blocks = std::mem::take(&mut self.filling);
         let skip = std::mem::take(&mut self.skip);
-        self.ready
-            .push_back(Job::run(blocks, skip, u64::MAX, false));
+        self.starts.push_back((self.filling_from, skip));
+        self.filled = past;
+        if past > 0 {
+            let last = blocks.last().expect("a run has a block").clone();
+            // Its events before the next run: no more than it holds, as
+            // the run took at least one of it.
+            self.skip = last.events() - past;
+            self.filling_from = self.next - 1;
+            self.filling.push(last);
+        }
+        Some(Job::run(blocks, skip, self.events, past > 0))
+    }
+
+    /// Whether the blocks kept are more than runs of honest frames keep:
+    /// frames claiming few events (a run would hold the whole capture).
+    fn keeps_too_much(&self) -> bool {
+        self.kept_bytes > MAX_KEPT_BYTES
     }
 
     /// The oldest run handed out was written: its blocks are no longer
@@ -544,18 +557,27 @@ impl RunCutter {
             None if !self.filling.is_empty() => self.filling_from,
             None => self.next,
         };
-        while self.kept_from < from && self.kept.pop_front().is_some() {
+        self.forget_before(from);
+    }
+
+    fn forget_before(&mut self, place: u64) {
+        while self.kept_from < place {
+            let Some(block) = self.kept.pop_front() else {
+                break;
+            };
+            self.kept_bytes -= block.stored_bytes();
             self.kept_from += 1;
         }
     }
 
-    /// The blocks from the oldest run not yet written on, and the events of
-    /// the first that the run before took.
+    /// The blocks from the oldest run not yet written (or being filled)
+    /// on, and the events of the first that the run before took.
     fn fall_back(mut self) -> (VecDeque<Block>, u64) {
-        let (from, skip) = self.starts.pop_front().expect("a run handed out");
-        while self.kept_from < from && self.kept.pop_front().is_some() {
-            self.kept_from += 1;
-        }
+        let (from, skip) = match self.starts.pop_front() {
+            Some(start) => start,
+            None => (self.filling_from, self.skip),
+        };
+        self.forget_before(from);
         (self.kept, skip)
     }
 }

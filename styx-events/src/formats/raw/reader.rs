@@ -117,6 +117,11 @@ impl Block {
         self.frame.events
     }
 
+    /// Its bytes as stored (compressed or not).
+    pub fn stored_bytes(&self) -> usize {
+        self.stored.len()
+    }
+
     /// Its payload, the records as the writer encoded them, decompressed
     /// (for tools that measure how blocks are stored).
     pub fn payload(&self) -> Result<Vec<u8>, CaptureError> {

@@ -1606,6 +1606,8 @@ fn parquet_row_groups_come_whole_from_the_workers_unless_a_frame_lies() {
         (middle, -1),
         (middle, 1),
         (middle, 5000),
+        // Billions of events: runs made one at a time as handed out.
+        (middle, u32::MAX as i64 - 997),
         (blocks.len() - 2, -997),
     ] {
         let (at, _, framed) = blocks[block];
@@ -1626,6 +1628,14 @@ fn parquet_row_groups_come_whole_from_the_workers_unless_a_frame_lies() {
             "{case}: {whole} whole"
         );
     }
+    // Every frame claiming no event: one run would be the whole capture.
+    let mut none_said = capture.clone();
+    for (at, _, _) in &blocks {
+        none_said[at + 12..at + 16].copy_from_slice(&0u32.to_le_bytes());
+    }
+    let (bytes, whole) = in_runs(&none_said, 2, ROW_GROUP_TEXT_BYTES, events.len());
+    assert!(bytes == serial, "no events said: bytes differ");
+    assert_eq!(whole, 0);
 }
 
 /// A capture of delta coded batches (one type's events, several blocks)

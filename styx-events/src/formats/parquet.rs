@@ -1092,8 +1092,8 @@ impl GroupEncoding {
         &mut self,
         run: &[Box<GatheredRows>],
     ) -> Option<Vec<parquet::errors::Result<ColumnChunk>>> {
-        let events = run.iter().map(|rows| rows.kinds.len()).sum::<usize>();
         let [rows] = run else { return None };
+        let events = rows.kinds.len();
         self.fits = events < self.rows;
         if events != self.rows || rows.text_through(events - 1) >= self.text_bytes {
             return None;
@@ -1751,9 +1751,7 @@ impl EventWriter for ParquetWriter {
     }
 
     // Parallel `read`'s workers gather and encode whole row groups, as
-    // this writer would on one thread: gathering blocks' rows apart and
-    // encoding them by columns elsewhere cost ~15% more CPU (more memory
-    // touched, pieces handed between threads).
+    // this writer would on one thread (see the module's doc).
     fn runs(&mut self) -> Option<Runs> {
         let EncodeOn::Here(encoder) = &self.encoding else {
             return None;

@@ -25,11 +25,12 @@
 //! their frames, make a run (a block across two runs goes to both, each
 //! decoding its own part), each run formatted whole by one worker (a row
 //! group gathered and encoded where it was decoded, as one thread does,
-//! not gathered in pieces and encoded by columns elsewhere: that cost
-//! ~15% more CPU). A frame may lie (a spoilt or hostile capture): a run
-//! whose blocks did not hold what their frames said, or met a fault, is
-//! read again block by block from its start, and so is everything after
-//! it; the output is still the serial one.
+//! not gathered in pieces and encoded by columns elsewhere: on the
+//! demo's capture ~6% more CPU time than one thread against ~19%). A
+//! frame may lie (a spoilt or hostile capture): a run whose blocks did
+//! not hold what their frames said, or met a fault, is read again block
+//! by block from its start, and so is everything after it; the output is
+//! still the serial one.
 
 use super::reader::{Block, CaptureError, Ending, Reader};
 use crate::questions::cut::{Cut, Sieve};
@@ -38,6 +39,7 @@ use crate::write::writer::{EventWriter, FormatBlock, Formatted, Helper, Runs};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, Read};
+use std::sync::OnceLock;
 use styx_common::EVENT_KIND_SLOTS;
 use thiserror::Error;
 
@@ -144,17 +146,21 @@ pub fn read_blocks<R: Read>(
     let (results, done) = bounded::<Done>(in_flight);
     let (spare, spares) = bounded::<Formatted>(workers);
     let header = reader.header.clone();
-    // A worker formatting runs does the writer's work in them.
-    let helper = match runs {
-        Some(_) => None,
-        None => out.helper(),
-    };
+    // A worker formatting runs does the writer's work in them; blocks
+    // read after runs are helped as from the start.
+    let helper = OnceLock::new();
+    if runs.is_none() {
+        if let Some(help) = out.helper() {
+            let _ = helper.set(help);
+        }
+    }
+    let helper = &helper;
     let cutter = runs.as_ref().map(|runs| RunCutter::new(runs.events));
     let runs = runs.as_ref();
     std::thread::scope(|scope| {
         for _ in 0..workers {
             let (queue, results, spares) = (queue.clone(), results.clone(), spares.clone());
-            let (header, helper) = (header.clone(), helper.clone());
+            let header = header.clone();
             let makers = Makers {
                 block: make,
                 run: runs,
@@ -162,13 +168,13 @@ pub fn read_blocks<R: Read>(
             scope.spawn(move || work(header, sieve, makers, &queue, &results, &spares, helper));
         }
         drop((queue, results, spares));
-        let outcome = hand_out(reader, ahead, cutter, cut, jobs, &done, &spare, out);
+        let outcome = hand_out(reader, ahead, cutter, cut, jobs, &done, &spare, out, helper);
         // Whatever stopped the loop, the workers see the queue closed
         // and finish their job; their results are not waited for.
         drop(done);
         // A worker may still be doing the writer's work: this thread
         // helps rather than wait for it alone.
-        if let Some(help) = &helper {
+        if let Some(help) = helper.get() {
             help();
         }
         outcome
@@ -187,6 +193,7 @@ fn hand_out<R: Read>(
     done: &Receiver<Done>,
     spare: &Sender<Formatted>,
     out: &mut dyn EventWriter,
+    helper: &OnceLock<Helper>,
 ) -> Result<KindCounts, ParallelError> {
     let mut totals = [0u64; EVENT_KIND_SLOTS as usize];
     let mut sent = 0u64;
@@ -215,7 +222,7 @@ fn hand_out<R: Read>(
                         cutter.push(block);
                         if cutter.keeps_too_much() {
                             let cutter = runs.take().expect("matched above");
-                            skip = fall_back(cutter, &mut ahead, &mut read_error);
+                            skip = fall_back(cutter, &mut ahead, &mut read_error, out, helper);
                             (written, waiting) = (sent, BTreeMap::new());
                         }
                         continue;
@@ -257,7 +264,7 @@ fn hand_out<R: Read>(
         while let Some(mut result) = waiting.remove(&written) {
             if result.unsure {
                 let cutter = runs.take().expect("only runs are unsure");
-                skip = fall_back(cutter, &mut ahead, &mut read_error);
+                skip = fall_back(cutter, &mut ahead, &mut read_error, out, helper);
                 reading = true;
                 (written, waiting) = (sent, BTreeMap::new());
                 break;
@@ -304,8 +311,18 @@ fn hand_out<R: Read>(
 
 /// Reads the oldest run not yet written and the rest again block by
 /// block (what was handed out is not waited for: the caller takes every
-/// job as written); the events of its first block to skip.
-fn fall_back(cutter: RunCutter, ahead: &mut Ahead, read_error: &mut Option<CaptureError>) -> u64 {
+/// job as written), the workers helping `out` as block by block from the
+/// start; the events of its first block to skip.
+fn fall_back(
+    cutter: RunCutter,
+    ahead: &mut Ahead,
+    read_error: &mut Option<CaptureError>,
+    out: &mut dyn EventWriter,
+    helper: &OnceLock<Helper>,
+) -> u64 {
+    if let Some(help) = out.helper() {
+        let _ = helper.set(help);
+    }
     let (blocks, skip) = cutter.fall_back();
     ahead.put_back(blocks, read_error.take());
     skip
@@ -328,7 +345,7 @@ fn work(
     queue: &Receiver<Job>,
     results: &Sender<Done>,
     spares: &Receiver<Formatted>,
-    helper: Option<Helper>,
+    helper: &OnceLock<Helper>,
 ) {
     let mut reader = match Reader::<io::Empty>::for_blocks(header) {
         Ok(reader) => reader,
@@ -375,7 +392,7 @@ fn work(
             return;
         }
         // The writer's work waiting, between blocks (see EventWriter::helper).
-        if let Some(help) = &helper {
+        if let Some(help) = helper.get() {
             help();
         }
     }

@@ -1557,25 +1557,7 @@ fn parquet_row_groups_come_whole_from_the_workers_unless_a_frame_lies() {
     assert_eq!(whole, 0);
     // Runs that end amid a batch (delta coded or not), whose blocks a
     // worker may read twice: the end of one run, the start of the next.
-    let mut writer = CaptureWriter::patient(Vec::new(), &header(), Compression::Zstd).unwrap();
-    let seq_at = std::mem::offset_of!(styx_common::batch::BatchRecord, head)
-        + std::mem::offset_of!(styx_common::batch::BatchHead, seq);
-    for seq in 0..40u64 {
-        let mut record = batch_record(600);
-        record[seq_at..seq_at + 8].copy_from_slice(&seq.to_le_bytes());
-        writer.batch(&record, 600).unwrap();
-        if seq % 3 == 2 {
-            writer.cut_block().unwrap();
-        }
-    }
-    let mut counts = [0u64; 16];
-    counts[EventKind::InsnExec as usize] = 40 * 600;
-    let totals = Totals {
-        events: &counts,
-        drops: &[0u64; 16],
-    };
-    writer.finish(&totals).unwrap();
-    let batches = writer.into_inner();
+    let batches = batches_in_blocks(40, 3);
     let batches_serial = serial_bytes(&batches, made);
     for workers in [1, 2] {
         let (bytes, whole) = in_runs(&batches, workers, ROW_GROUP_TEXT_BYTES, 40 * 600);
@@ -1638,29 +1620,37 @@ fn parquet_row_groups_come_whole_from_the_workers_unless_a_frame_lies() {
     assert_eq!(whole, 0);
 }
 
-/// A capture of delta coded batches (one type's events, several blocks)
-/// reads in parallel as in a row: the same bytes in every format apart,
-/// and every coded batch counted.
-#[test]
-fn delta_coded_batches_read_in_parallel_as_in_a_row() {
+/// A capture of `batches` batch records of 600 `insn_exec`s each, the
+/// thread's batches 0, 1, … (the same batch twice is given once),
+/// `per_block` to a block, by workers that delta code them.
+fn batches_in_blocks(batches: u64, per_block: u64) -> Vec<u8> {
     let mut writer = CaptureWriter::patient(Vec::new(), &header(), Compression::Zstd).unwrap();
-    // The thread's batches 0 to 5 (the same batch twice is given once).
     let seq_at = std::mem::offset_of!(styx_common::batch::BatchRecord, head)
         + std::mem::offset_of!(styx_common::batch::BatchHead, seq);
-    for seq in 0..6u64 {
+    for seq in 0..batches {
         let mut record = batch_record(600);
         record[seq_at..seq_at + 8].copy_from_slice(&seq.to_le_bytes());
         writer.batch(&record, 600).unwrap();
-        writer.cut_block().unwrap();
+        if seq % per_block == per_block - 1 {
+            writer.cut_block().unwrap();
+        }
     }
     let mut counts = [0u64; 16];
-    counts[EventKind::InsnExec as usize] = 6 * 600;
+    counts[EventKind::InsnExec as usize] = batches * 600;
     let totals = Totals {
         events: &counts,
         drops: &[0u64; 16],
     };
     writer.finish(&totals).unwrap();
-    let capture = writer.into_inner();
+    writer.into_inner()
+}
+
+/// A capture of delta coded batches (one type's events, several blocks)
+/// reads in parallel as in a row: the same bytes in every format apart,
+/// and every coded batch counted.
+#[test]
+fn delta_coded_batches_read_in_parallel_as_in_a_row() {
+    let capture = batches_in_blocks(6, 1);
     assert_eq!(batch_tags(&capture), [TAG_BATCH_DELTAS; 6]);
     for made in formats_apart() {
         let [serial, parallel] = read_both_ways(&capture, made, 1, 3);

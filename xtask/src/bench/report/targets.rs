@@ -524,8 +524,9 @@ fn read_two_threads(r: &Results, format: &str) -> Measured {
         why: match format {
             "parquet" => "Each worker decodes, gathers and encodes the events of whole row \
                           groups (1 M events) as one thread does; the calling thread reads \
-                          the file, appends each group's columns in order and encodes the \
-                          capture's last, short group itself. On the demo's 19 M-event \
+                          the file and appends each group's columns in order, and the \
+                          capture's last, short group is encoded by the output's writer \
+                          after the rest. On the demo's 19 M-event \
                           capture two threads took ~6% more CPU time than one (by hand, \
                           2026-11-29, `/usr/bin/time`, 5 rounds: 1.82×), on a 123 M-event one \
                           ~3% less (2.04×): on a small capture the last group and the start \

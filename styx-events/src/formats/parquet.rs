@@ -1053,12 +1053,10 @@ impl ParquetWriter {
         columns: Vec<parquet::errors::Result<ColumnChunk>>,
     ) -> io::Result<()> {
         rows.clear();
-        let EncodeOn::Here(encoder) = &mut self.encoding else {
-            return Err(io::Error::other("a run's row group amid a group"));
+        let encoder = match (&mut self.encoding, self.rows) {
+            (EncodeOn::Here(encoder), 0) => encoder,
+            _ => return Err(io::Error::other("a run's row group amid a group")),
         };
-        if self.rows > 0 {
-            return Err(io::Error::other("a run's row group amid a group"));
-        }
         let encoded = encoder.file.group(&encoder.table, columns.into_iter())?;
         self.groups_from_runs += 1;
         match self.hold_back {

@@ -150,9 +150,7 @@ pub fn read_blocks<R: Read>(
     // read after runs are helped as from the start.
     let helper = OnceLock::new();
     if runs.is_none() {
-        if let Some(help) = out.helper() {
-            let _ = helper.set(help);
-        }
+        let_workers_help(out, &helper);
     }
     let helper = &helper;
     let cutter = runs.as_ref().map(|runs| RunCutter::new(runs.events));
@@ -320,12 +318,18 @@ fn fall_back(
     out: &mut dyn EventWriter,
     helper: &OnceLock<Helper>,
 ) -> u64 {
-    if let Some(help) = out.helper() {
-        let _ = helper.set(help);
-    }
+    let_workers_help(out, helper);
     let (blocks, skip) = cutter.fall_back();
     ahead.put_back(blocks, read_error.take());
     skip
+}
+
+/// The writer's work the workers do between blocks, if it has some
+/// ([`EventWriter::helper`]).
+fn let_workers_help(out: &mut dyn EventWriter, helper: &OnceLock<Helper>) {
+    if let Some(help) = out.helper() {
+        let _ = helper.set(help);
+    }
 }
 
 /// What a worker formats with: blocks with `block`'s formatters, runs
@@ -479,17 +483,17 @@ fn format_job(
 /// (to read again block by block if one did not hold what its frame said).
 struct RunCutter {
     events: u64,
-    /// The run being filled: its blocks, the events of its first that the
-    /// run before took, its events (by the frames).
-    filling: Vec<Block>,
+    /// The run being filled: where it starts (its first block's place;
+    /// the next block's when it has none yet), the events of that block
+    /// the run before took, its events (by the frames).
+    filling_from: u64,
     skip: u64,
     filled: u64,
     /// Per run handed out and not yet written, in order: its first
     /// block's place in the capture, and the events skipped there.
     starts: VecDeque<(u64, u64)>,
-    /// The run being filled's first block's place.
-    filling_from: u64,
-    /// The blocks from `kept_from` on, and their bytes.
+    /// The blocks from `kept_from` on (those of the run being filled
+    /// among them), and their bytes.
     kept: VecDeque<Block>,
     kept_from: u64,
     kept_bytes: usize,
@@ -503,11 +507,10 @@ impl RunCutter {
     fn new(events: u64) -> RunCutter {
         RunCutter {
             events,
-            filling: Vec::new(),
+            filling_from: 0,
             skip: 0,
             filled: 0,
             starts: VecDeque::new(),
-            filling_from: 0,
             kept: VecDeque::new(),
             kept_from: 0,
             kept_bytes: 0,
@@ -518,14 +521,10 @@ impl RunCutter {
 
     /// Takes the capture's next block.
     fn push(&mut self, block: Block) {
-        if self.filling.is_empty() {
-            self.filling_from = self.next;
-        }
         self.next += 1;
         self.kept_bytes += block.stored_bytes();
-        self.kept.push_back(block.clone());
         self.filled += block.events();
-        self.filling.push(block);
+        self.kept.push_back(block);
     }
 
     /// The next run the blocks taken fill (one block may fill several:
@@ -533,28 +532,28 @@ impl RunCutter {
     /// no more than are handed out); once every block was taken, the
     /// capture's last, what is left.
     fn ready(&mut self) -> Option<Job> {
-        if self.filled < self.events {
-            if !self.ended || self.filling.is_empty() {
-                return None;
-            }
-            self.starts.push_back((self.filling_from, self.skip));
-            let blocks = std::mem::take(&mut self.filling);
-            let skip = std::mem::take(&mut self.skip);
+        let last_run = self.filled < self.events;
+        if last_run && (!self.ended || self.filling_from == self.next) {
+            return None;
+        }
+        let from = (self.filling_from - self.kept_from) as usize;
+        let blocks: Vec<Block> = self.kept.range(from..).cloned().collect();
+        let skip = std::mem::take(&mut self.skip);
+        self.starts.push_back((self.filling_from, skip));
+        if last_run {
+            self.filling_from = self.next;
             return Some(Job::run(blocks, skip, u64::MAX, false));
         }
         // Events of the last block past the run: the next run's.
         let past = self.filled - self.events;
-        let blocks = std::mem::take(&mut self.filling);
-        let skip = std::mem::take(&mut self.skip);
-        self.starts.push_back((self.filling_from, skip));
         self.filled = past;
+        self.filling_from = self.next;
         if past > 0 {
-            let last = blocks.last().expect("a run has a block").clone();
+            let last = blocks.last().expect("a run has a block");
             // Its events before the next run: no more than it holds, as
             // the run took at least one of it.
             self.skip = last.events() - past;
-            self.filling_from = self.next - 1;
-            self.filling.push(last);
+            self.filling_from -= 1;
         }
         Some(Job::run(blocks, skip, self.events, past > 0))
     }
@@ -571,8 +570,7 @@ impl RunCutter {
         self.starts.pop_front();
         let from = match self.starts.front() {
             Some(&(from, _)) => from,
-            None if !self.filling.is_empty() => self.filling_from,
-            None => self.next,
+            None => self.filling_from,
         };
         self.forget_before(from);
     }

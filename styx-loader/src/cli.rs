@@ -238,9 +238,10 @@ pub struct ReadArgs {
     /// core). A capture of blocks (written since version 3) with -o jsonl,
     /// text or parquet and no --filter, --sample, --by or traced functions
     /// is read in parallel (-e, --from and --to cut on the workers), its
-    /// output byte for byte the one thread's (Parquet's row groups encoded
-    /// by the workers between blocks, or on a thread of their own when not
-    /// read in parallel); anything else on one thread.
+    /// output byte for byte the one thread's (Parquet: each worker gathers
+    /// and encodes whole row groups, or with a cut the blocks' rows, the
+    /// groups then encoded by whichever thread is free; on a thread of
+    /// their own when not read in parallel); anything else on one thread.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub threads: Option<u64>,
 }
@@ -337,9 +338,10 @@ pub struct OutputArgs {
     /// workers' pace (on two cores the demo ran at ~85–95% of its speed
     /// traced to /dev/null, 1.2–1.8 bytes an event); with --on-full drop
     /// they take what they can and the rest is stored as encoded, never
-    /// holding the loader back. none stores every block as encoded (~7 bytes an event
-    /// from the demo, ~20 from u64 values): no CPU spent compressing, the
-    /// disk then the only limit. All read alike, in parallel.
+    /// holding the loader back. none stores every block as encoded (~7
+    /// bytes an event from the demo, ~20 from u64 values): no CPU spent
+    /// compressing, the disk then the only limit. All read alike, in
+    /// parallel.
     #[arg(long, value_enum, default_value_t = Compression::Auto)]
     pub compression: Compression,
 }

@@ -210,6 +210,22 @@ pub fn catalogue_item_bytes(tag: u16) -> usize {
     CATALOGUE_ITEM_BYTES[(tag & !CATALOGUE_TAG) as usize] as usize
 }
 
+/// Bytes of the item a tag begins where the tag alone says (a time mark,
+/// a catalogue event as [`catalogue_item_bytes`]), by the whole tag; 0 for
+/// a declared type's (its length byte says) and a tag no batch holds. One
+/// load and no branch, for a walk that only steps from item to item (the
+/// loader's count of a batch's items, in chains side by side).
+pub static STEP_BYTES: [u8; 1 << 16] = {
+    let mut table = [0u8; 1 << 16];
+    table[TIME_TAG as usize] = MARK_BYTES as u8;
+    let mut low = 0;
+    while low < CATALOGUE_ITEM_BYTES.len() {
+        table[CATALOGUE_TAG as usize | low] = CATALOGUE_ITEM_BYTES[low];
+        low += 1;
+    }
+    table
+};
+
 /// What the item at the start of `bytes` is and its length, from its tag
 /// (and a declared type's length byte) alone: for walks that count items
 /// rather than read them (the loader's whole-batch check).
@@ -533,6 +549,15 @@ mod tests {
             bytes[2] = (tag % 70) as u8;
             let read = read(&bytes).map(|(item, len)| (Skimmed::of(&item), len));
             assert_eq!(skim(&bytes), read, "tag {tag:#06x}");
+            let step = match read {
+                Ok((Skimmed::Mark | Skimmed::Event(_), len)) => len,
+                _ => 0,
+            };
+            assert_eq!(
+                STEP_BYTES[usize::from(tag)] as usize,
+                step,
+                "tag {tag:#06x}"
+            );
         }
     }
 

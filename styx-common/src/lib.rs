@@ -24,6 +24,7 @@ extern crate std;
 
 pub mod batch;
 mod branch;
+pub mod capture;
 pub mod count;
 mod event;
 pub mod filter;

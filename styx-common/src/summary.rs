@@ -71,8 +71,9 @@ pub struct Waited {
     pub seconds: f64,
     /// Where events went: `-o`'s format name, or `top`.
     pub output: String,
-    /// Whether a raw capture's worker threads compress its blocks (they
-    /// take every block while the emulator waits).
+    /// Whether a raw capture's worker threads compress its blocks (while
+    /// the emulator waits they take every block the capture's bytes an
+    /// event do not leave room to store as it is).
     pub compressing: bool,
 }
 
@@ -289,12 +290,15 @@ impl Summary {
             return None;
         }
         let share = seconds * 100.0 / self.seconds.max(1e-9);
+        let raw = alloc::format!(
+            "the capture's compressing threads take the blocks then (all but those it can \
+             store as they are within {} bytes an event), so they or the disk set the pace: \
+             --compression lz4 takes less CPU than zstd, and none stores every block as it is \
+             (7–20 bytes an event to write, for a disk that takes them)",
+            crate::capture::STORED_BUDGET
+        );
         let pace = match (waited.output.as_str(), waited.compressing) {
-            ("raw", true) => {
-                "the capture's compressing threads take every block then, so they or the disk \
-                 set the pace: --compression lz4 takes less CPU than zstd, and none stores \
-                 blocks as they are (7–20 bytes an event to write, for a disk that takes them)"
-            }
+            ("raw", true) => &raw,
             ("raw", false) => {
                 "the disk set the pace: a faster disk, or fewer events (-e, --filter)"
             }

@@ -332,16 +332,17 @@ pub struct OutputArgs {
     /// Worker threads that run only on CPU time the emulator and the
     /// loader leave compress them: auto with zstd while they keep up and
     /// with lz4 (~1.3× faster, ~2× the bytes) for a block taken while
-    /// another waits; zstd or lz4 every block one way. When the emulator
-    /// waits for the loader (--on-full wait, the default into a file)
-    /// every block is compressed, and the emulator may then run at the
-    /// workers' pace (on two cores the demo ran at ~85–95% of its speed
-    /// traced to /dev/null, 1.2–1.8 bytes an event); with --on-full drop
-    /// they take what they can and the rest is stored as encoded, never
-    /// holding the loader back. none stores every block as encoded (~7
-    /// bytes an event from the demo, ~20 from u64 values): no CPU spent
-    /// compressing, the disk then the only limit. All read alike, in
-    /// parallel.
+    /// another waits; zstd or lz4 every block one way. A block handed over
+    /// while two others wait for the workers is stored as encoded: with
+    /// --on-full drop always, never holding the loader back; when the
+    /// emulator waits for the loader (--on-full wait, the default into a
+    /// file) by auto only while the capture stays within 3 bytes an event,
+    /// the rest compressed, the emulator then at the workers' pace (on two
+    /// cores the demo ran at ~90–100% of its speed traced to /dev/null,
+    /// 3 bytes an event; 1.3 compressing every block, at ~85–92%). none
+    /// stores every block as encoded (~7 bytes an event from the demo,
+    /// ~20 from u64 values): no CPU spent compressing, the disk then the
+    /// only limit. All read alike, in parallel.
     #[arg(long, value_enum, default_value_t = Compression::Auto)]
     pub compression: Compression,
 }
@@ -851,7 +852,7 @@ mod tests {
     }
 
     #[test]
-    fn help_states_the_batch_size_and_the_least_ring() {
+    fn help_states_the_batch_size_the_least_ring_and_the_stored_budget() {
         // Clap's help is written by hand: it must state what the code does.
         use clap::CommandFactory;
         let help = Cli::command().render_long_help().to_string();
@@ -865,6 +866,11 @@ mod tests {
         );
         assert!(
             help.contains(&format!("one probe hit per {kib} KiB")),
+            "{help}"
+        );
+        let budget = styx_common::capture::STORED_BUDGET;
+        assert!(
+            help.contains(&format!("within {budget} bytes an event")),
             "{help}"
         );
     }

@@ -38,16 +38,22 @@
 //!   for a while, once the loader fell behind the ring
 //!   ([`BlockPool::hold_off`]). Only a slow disk holds the loader back (the
 //!   ring then fills as for a slow output).
-//! - It does (the default into a file): every block goes to the workers,
-//!   and with [`MAX_IN_FLIGHT`] pending the loader waits a little for the
-//!   oldest ([`TAKE_OVER_AFTER`]), its CPU then the worker's. Storing takes
-//!   less CPU than compressing (the kernel's copy of the demo's 8.2 bytes
-//!   an event, ~3 ns, against zstd's ~5.5 ns), but the capture is ~15×
-//!   bigger, more than most disks take at these rates (1.6 GB/s at 200 M
-//!   events/s: the emulator then waits for the disk all the same). On
-//!   this 2-CPU machine, skipping the workers whenever two blocks waited
-//!   for them stored the demo at 5.3 bytes an event and 78% of its speed
-//!   traced to /dev/null; handing them every block, 2.3 bytes at 70%.
+//! - It does (the default into a file): a block handed over while
+//!   [`COMPRESS_BEHIND`] wait for the workers is stored as it is only while
+//!   the capture stays within [`STORED_BUDGET`] bytes an event (by
+//!   `auto`; `zstd` and `lz4` compress them all); every other block goes
+//!   to the workers, and with [`MAX_IN_FLIGHT`] pending the loader waits
+//!   a little for the oldest ([`TAKE_OVER_AFTER`]), its CPU then the
+//!   worker's. Storing takes less CPU than compressing (the kernel's copy
+//!   of the demo's 7.1 bytes an event, ~3 ns, against lz4's ~4.3 ns),
+//!   but stored alone the capture is ~5× bigger, more than most disks
+//!   take at these rates (1.4 GB/s at 200 M events/s: the emulator then
+//!   waits for the disk all the same); hence the budget. On this 2-CPU
+//!   machine (10 alternating rounds) the demo ran into a file at 0.96 of
+//!   its speed traced to /dev/null at 3.0 bytes an event, against 0.91 at
+//!   1.3 handing the workers every block (earlier, skipping the workers
+//!   whenever two blocks waited for them, with no budget: 5.3 bytes at
+//!   0.78 against 2.3 at 0.70).
 
 use super::{deltas, MAX_BATCH_ENTRY, MAX_BLOCK_PAYLOAD};
 use crate::write::buf::ByteBuf;
@@ -57,6 +63,7 @@ use std::io::{self, Write};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+pub use styx_common::capture::STORED_BUDGET;
 
 /// Bytes of a block's frame, before what it stores.
 pub const FRAME_BYTES: usize = 16;
@@ -65,12 +72,12 @@ pub const FRAME_BYTES: usize = 16;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Compression {
-    /// Compressed on worker threads of the lowest priority: every block
-    /// when the emulator waits for the loader (it may then run at the
-    /// workers' pace); else as far as they keep up, a block handed over
-    /// while two others still wait for them stored as encoded. zstd's
-    /// fastest level while they keep up, lz4 for a block taken while
-    /// another waits.
+    /// Compressed on worker threads of the lowest priority as far as they
+    /// keep up: a block handed over while two others still wait for them
+    /// is stored as encoded; when the emulator waits for the loader, only
+    /// while the capture stays within 3 bytes an event (it may then run
+    /// at the workers' pace). zstd's fastest level while they keep up,
+    /// lz4 for a block taken while another waits.
     #[default]
     Auto,
     /// zstd's fastest level for every block the workers take: the smallest
@@ -287,6 +294,14 @@ pub struct BlockPool {
     /// Waits for the workers however long they take (tests: on a loaded
     /// machine a worker may get no CPU for longer than any wait).
     patient: bool,
+    /// Whether, when the loader may wait, blocks the workers are behind
+    /// with are stored within [`STORED_BUDGET`] (`auto`).
+    stores_within_budget: bool,
+    /// Events of the blocks handed over so far.
+    events_in: u64,
+    /// Bytes of the blocks written so far and of those pending to be
+    /// stored (the ones at the workers count once written).
+    bytes_out: u64,
 }
 
 impl BlockPool {
@@ -309,13 +324,14 @@ impl BlockPool {
             })
             .collect::<io::Result<Vec<_>>>()?;
         let jobs = (!workers.is_empty()).then_some(jobs);
-        Ok(BlockPool::with(jobs, answers, workers))
+        Ok(BlockPool::with(jobs, answers, workers, compression))
     }
 
     fn with(
         jobs: Option<Sender<Job>>,
         answers: Receiver<Packed>,
         workers: Vec<JoinHandle<()>>,
+        compression: Compression,
     ) -> BlockPool {
         BlockPool {
             jobs,
@@ -329,6 +345,9 @@ impl BlockPool {
             spare: Vec::new(),
             held_off_until: None,
             patient: false,
+            stores_within_budget: compression == Compression::Auto,
+            events_in: 0,
+            bytes_out: 0,
         }
     }
 
@@ -352,24 +371,26 @@ impl BlockPool {
             let _answer = answer;
             while queue.recv().is_ok() {}
         });
-        BlockPool::with(Some(jobs), answers, vec![idle])
+        BlockPool::with(Some(jobs), answers, vec![idle], Compression::Auto)
     }
 
     /// A pool of one worker that starts compressing (at normal priority)
-    /// only once `open`'s sender is dropped: workers far behind the loader.
+    /// as `compression` says only once `open`'s sender is dropped: workers
+    /// far behind the loader.
     #[cfg(test)]
-    pub(crate) fn held_until(open: Receiver<()>) -> BlockPool {
+    pub(crate) fn held_until(open: Receiver<()>, compression: Compression) -> BlockPool {
         let (jobs, queue) = unbounded::<Job>();
         let (answer, answers) = unbounded();
         let worker = std::thread::spawn(move || {
             let _ = open.recv();
-            compress(&queue, &answer, Compression::Zstd)
+            compress(&queue, &answer, compression)
         });
-        BlockPool::with(Some(jobs), answers, vec![worker])
+        BlockPool::with(Some(jobs), answers, vec![worker], compression)
     }
 
-    /// Whether the loader may wait for the workers: every block is then
-    /// handed to them and a late one waited for a little (see
+    /// Whether the loader may wait for the workers: the blocks they are
+    /// behind with are then stored only within [`STORED_BUDGET`] (`auto`),
+    /// the others handed to them and a late one waited for a little (see
     /// [`TAKE_OVER_AFTER`]); else blocks they are behind with are stored.
     pub fn wait_for_workers(&mut self, wait: bool) {
         self.may_wait = wait;
@@ -409,10 +430,14 @@ impl BlockPool {
         let seq = self.next_seq;
         self.next_seq += 1;
         let payload = Arc::new(payload);
+        self.events_in += events;
+        let behind = self.at_workers >= COMPRESS_BEHIND;
+        let compress = match self.may_wait {
+            true => !behind || !self.stores_within_budget || !self.fits_stored(payload.len()),
+            false => !behind && !self.held_off(),
+        };
         let packing = match &self.jobs {
-            Some(jobs)
-                if self.may_wait || self.at_workers < COMPRESS_BEHIND && !self.held_off() =>
-            {
+            Some(jobs) if compress => {
                 let job = Job {
                     seq,
                     payload: Arc::clone(&payload),
@@ -423,7 +448,10 @@ impl BlockPool {
                 self.at_workers += 1;
                 Packing::AtWorker
             }
-            _ => Packing::Stored,
+            _ => {
+                self.bytes_out += (FRAME_BYTES + payload.len()) as u64;
+                Packing::Stored
+            }
         };
         self.pending.push_back(Pending {
             seq,
@@ -442,6 +470,12 @@ impl BlockPool {
             self.write_oldest(out)?;
         }
         Ok(())
+    }
+
+    /// Whether a block of `payload` bytes stored as it is keeps the capture
+    /// within [`STORED_BUDGET`] bytes an event.
+    fn fits_stored(&self, payload: usize) -> bool {
+        self.bytes_out + (FRAME_BYTES + payload) as u64 <= STORED_BUDGET * self.events_in
     }
 
     /// Whether blocks are stored for now (see [`BlockPool::hold_off`]).
@@ -543,6 +577,9 @@ impl BlockPool {
             Packing::Compressed(codec, packed) => (*codec, &packed[..]),
             Packing::AtWorker | Packing::Stored => (CODEC_STORED, payload),
         };
+        if !matches!(block.packing, Packing::Stored) {
+            self.bytes_out += (FRAME_BYTES + stored.len()) as u64;
+        }
         let frame = Frame {
             codec,
             stored_len: stored.len(),

@@ -1169,14 +1169,17 @@ fn blocks_the_workers_never_compress_are_stored_in_order() {
     assert!(matches!(reader.ending, Ending::Complete { events, .. } if events == n));
 }
 
-/// Workers several blocks behind the loader: while the emulator waits for
-/// the loader (`--on-full wait`, the default into a file) every block is
-/// still compressed, the loader waiting for them; while it does not, the
-/// blocks handed over past [`blocks::COMPRESS_BEHIND`] are stored at once,
-/// and every block while the loader is behind the ring
-/// (`EventWriter::behind`: the workers leave the CPU to it).
+/// Workers several blocks behind the loader. While the emulator waits for
+/// the loader (`--on-full wait`, the default into a file), `auto` stores a
+/// block handed over past [`blocks::COMPRESS_BEHIND`] only while the
+/// capture stays within [`blocks::STORED_BUDGET`] bytes an event, the
+/// others going to the workers and the loader waiting for them, and `zstd`
+/// compresses every block. While it does not, the blocks handed over past
+/// [`blocks::COMPRESS_BEHIND`] are stored at once, and every block while
+/// the loader is behind the ring (`EventWriter::behind`: the workers leave
+/// the CPU to it).
 #[test]
-fn with_the_emulator_waiting_every_block_is_compressed() {
+fn with_the_emulator_waiting_blocks_are_stored_only_within_the_budget() {
     let per_block = 20_000;
     let events: Vec<Event<'static>> = (0..per_block as u64 * 6)
         .map(|i| {
@@ -1184,9 +1187,16 @@ fn with_the_emulator_waiting_every_block_is_compressed() {
             event(1_000 + i * 7, 7, EventKind::MemRead, 1, Body::Args(args))
         })
         .collect();
-    for (emulator_waits, behind) in [(true, false), (false, false), (true, true), (false, true)] {
+    let cases = [
+        (true, false, Compression::Auto),
+        (true, true, Compression::Auto),
+        (true, false, Compression::Zstd),
+        (false, false, Compression::Auto),
+        (false, true, Compression::Auto),
+    ];
+    for (emulator_waits, behind, compression) in cases {
         let (open, held) = crossbeam_channel::bounded::<()>(0);
-        let mut writer = CaptureWriter::with_held_worker(Vec::new(), &header(), held)
+        let mut writer = CaptureWriter::with_held_worker(Vec::new(), &header(), held, compression)
             .unwrap()
             .waiting_for_compression(emulator_waits);
         if behind {
@@ -1208,22 +1218,58 @@ fn with_the_emulator_waiting_every_block_is_compressed() {
         writer.finish(&totals).unwrap();
         let bytes = writer.into_inner();
         // The six blocks of events; the last holds the END record.
-        let compressed: Vec<bool> = blocks_of(&bytes)[..6]
+        let frames: Vec<blocks::Frame> = blocks_of(&bytes)[..6]
             .iter()
             .map(|&(at, _, _)| {
-                let frame = blocks::Frame::parse(bytes[at..at + 16].try_into().unwrap()).unwrap();
-                frame.stored_len < frame.payload_len
+                blocks::Frame::parse(bytes[at..at + 16].try_into().unwrap()).unwrap()
             })
             .collect();
-        let want: Vec<bool> = match (emulator_waits, behind) {
-            (true, _) => vec![true; 6],
-            (false, false) => (0..6).map(|i| i < blocks::COMPRESS_BEHIND).collect(),
-            (false, true) => vec![false; 6],
+        let compressed: Vec<bool> = frames
+            .iter()
+            .map(|frame| frame.stored_len < frame.payload_len)
+            .collect();
+        let want: Vec<bool> = match (emulator_waits, behind, compression) {
+            (true, _, Compression::Auto) => {
+                // The held worker answers nothing before the end: the
+                // budget counts the stored blocks' bytes against every
+                // event handed over.
+                let (mut events, mut stored) = (0, 0);
+                let mut at_workers = 0;
+                frames
+                    .iter()
+                    .map(|frame| {
+                        events += frame.events;
+                        let bytes = (blocks::FRAME_BYTES + frame.payload_len) as u64;
+                        let store = at_workers >= blocks::COMPRESS_BEHIND
+                            && stored + bytes <= blocks::STORED_BUDGET * events;
+                        match store {
+                            true => stored += bytes,
+                            false => at_workers += 1,
+                        }
+                        !store
+                    })
+                    .collect()
+            }
+            (true, _, _) => vec![true; 6],
+            (false, false, _) => (0..6).map(|i| i < blocks::COMPRESS_BEHIND).collect(),
+            (false, true, _) => vec![false; 6],
         };
-        assert_eq!(
-            compressed, want,
-            "the emulator waits: {emulator_waits}, the loader behind: {behind}"
+        let case = format!(
+            "the emulator waits: {emulator_waits}, the loader behind: {behind}, {compression:?}"
         );
+        assert_eq!(compressed, want, "{case}");
+        if emulator_waits && compression == Compression::Auto {
+            // These blocks (~6 bytes an event as encoded) leave room in the
+            // budget for some of them, not all.
+            let stored = compressed[blocks::COMPRESS_BEHIND..]
+                .iter()
+                .filter(|c| !**c)
+                .count();
+            assert!(
+                stored > 0 && stored < 6 - blocks::COMPRESS_BEHIND,
+                "{case}: {compressed:?}"
+            );
+        }
         assert_eq!(read(&bytes).0.len(), events.len());
     }
 }

@@ -67,7 +67,8 @@ enum Framing {
     Stream,
     /// Version 3: the buffer is the block being filled.
     Blocks {
-        pool: BlockPool,
+        /// Boxed: the pool is most of the variant.
+        pool: Box<BlockPool>,
         /// The events it holds.
         events: u64,
         /// Where its BATCH records start: the workers code those of one
@@ -114,20 +115,21 @@ impl<W: Write> CaptureWriter<W> {
     }
 
     /// Starts a capture whose one compressing worker starts only once
-    /// `open`'s sender is dropped.
+    /// `open`'s sender is dropped, blocks stored as `compression` says.
     #[cfg(test)]
     pub(crate) fn with_held_worker(
         out: W,
         header: &Header,
         open: crossbeam_channel::Receiver<()>,
+        compression: Compression,
     ) -> io::Result<Self> {
-        Self::with_pool(out, header, BlockPool::held_until(open))
+        Self::with_pool(out, header, BlockPool::held_until(open, compression))
     }
 
     fn with_pool(out: W, header: &Header, mut pool: BlockPool) -> io::Result<Self> {
         let buf = pool.buffer();
         let body = Framing::Blocks {
-            pool,
+            pool: Box::new(pool),
             events: 0,
             batches: Vec::new(),
             waiting_since: None,

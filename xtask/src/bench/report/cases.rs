@@ -136,7 +136,9 @@ fn demo_capture(md: &mut String, file: &IntoFile, c: &Capture, to_null: &Row) {
     let _ = writeln!(
         md,
         "Traced at all types, batched, into a raw capture file with the loader's defaults \
-         (blocks compressed on worker threads, zstd or lz4 when they fall behind; `--on-full wait`), in each round right \
+         (blocks compressed on worker threads, zstd or lz4 when they fall behind; \
+         `--on-full wait`, blocks they are behind with stored as encoded while the capture \
+         stays within {} bytes per event), in each round right \
          after the run to /dev/null and as long: {:.2} bytes per event ({} bytes for {} \
          events written, {} lost); per round the demo ran at {} of its speed traced to \
          /dev/null, where {} of {} events were dropped (a device: `--on-full drop`). The \
@@ -146,6 +148,7 @@ fn demo_capture(md: &mut String, file: &IntoFile, c: &Capture, to_null: &Row) {
          event; the demo at {:.1} M \
          instructions/s) converted to Perfetto (`read -o perfetto`): {:.1} bytes per event \
          ({} bytes).\n",
+        styx_common::capture::STORED_BUDGET,
         file.bytes_per_event(),
         file.bytes,
         file.events,

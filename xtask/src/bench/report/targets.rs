@@ -483,11 +483,14 @@ fn demo_file_speed(r: &Results) -> Measured {
             file.lost,
             file.events + file.lost
         ),
-        why: "Into a file the loader waits (`--on-full wait`, nothing lost) where to /dev/null \
-              it drops what the ring has no room for (see 1): the run to a file goes at the \
-              pace of the loader, which shares the CPU the emulator leaves with the threads \
-              compressing the capture."
-            .into(),
+        why: format!(
+            "Into a file the loader waits (`--on-full wait`, nothing lost) where to /dev/null \
+             it drops what the ring has no room for (see 1): the run to a file goes at the \
+             pace of the loader, which shares the CPU the emulator leaves with the threads \
+             compressing the capture, storing as encoded only the blocks they are behind \
+             with that keep it within {} bytes per event.",
+            styx_common::capture::STORED_BUDGET
+        ),
     }
 }
 
@@ -502,11 +505,14 @@ fn demo_file_bytes(r: &Results) -> Measured {
             file.bytes,
             file.events
         ),
-        why: "Blocks the compressing threads had not compressed 2 ms after the loader \
-              began to wait for them are stored as encoded: the threads have only the CPU \
-              time the emulator and the loader leave (`SCHED_IDLE`), and something else \
-              on the machine may take it."
-            .into(),
+        why: format!(
+            "Blocks the compressing threads are behind with are stored as encoded while \
+             the capture stays within {} bytes per event, and so are those they had not \
+             compressed 2 ms after the loader began to wait for them: the threads have only \
+             the CPU time the emulator and the loader leave (`SCHED_IDLE`), and something \
+             else on the machine may take it.",
+            styx_common::capture::STORED_BUDGET
+        ),
     }
 }
 

@@ -15,8 +15,9 @@ use styx_testkit::{demo_recording, Loader, Summary};
 /// Events shown on the terminal: the ones a person can follow.
 const SHOWN: &str = "interrupt,control,span_begin,span_end,marker";
 const SHOWN_LINES: usize = 40;
-/// How long every event is recorded (1–11 bytes an event on disk, as
-/// the CPU the emulator leaves allows compressing).
+/// How long every event is recorded (1–3 bytes an event on disk, as the
+/// CPU the emulator leaves allows compressing:
+/// `styx_common::capture::STORED_BUDGET`).
 const RECORD_SECONDS: f64 = 1.0;
 /// The windows converted (`read --from --to`, seconds after the
 /// capture's first event): to JSON lines (~150,000 events), to Perfetto

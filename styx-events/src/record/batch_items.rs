@@ -250,8 +250,9 @@ fn counts_in_chains(items: &[u8]) -> Option<KindCounts> {
         for _ in 0..safe {
             for c in 0..CHAINS {
                 // SAFETY: `safe` rounds from here no chain passes its end
-                // (each step moves at most MAX_STEP bytes), so a tag's two
-                // bytes at `at[c]` are within `items`.
+                // (no step moves more than MAX_STEP bytes: checked at
+                // compile time below), so a tag's two bytes at `at[c]` are
+                // within `items`.
                 let tag = unsafe { items.as_ptr().add(at[c]).cast::<[u8; 2]>().read() };
                 let bytes = step(steps, u16::from_le_bytes(tag), &mut found[c]);
                 if bytes == 0 {
@@ -304,6 +305,16 @@ const MAX_STEP: usize = if item::MAX_ITEM_BYTES > item::MARK_BYTES {
     item::MAX_ITEM_BYTES
 } else {
     item::MARK_BYTES
+};
+
+// The rounds' reads without a test of where a chain is rely on no step
+// moving further.
+const _: () = {
+    let mut tag = 0;
+    while tag < item::STEP_BYTES.len() {
+        assert!(item::STEP_BYTES[tag] as usize <= MAX_STEP);
+        tag += 1;
+    }
 };
 
 /// Bytes of the catalogue event or time mark `tag` begins, counted in

@@ -184,18 +184,21 @@ impl Skimmed {
     }
 }
 
-/// Bytes of the item a catalogue event's tag begins (the tag included),
-/// by the tag's low 15 bits; 0 for a tag no batch holds. [`skim`] reads
-/// its length here in one load: the loader skims every item of every batch
-/// it keeps whole, and working it out from [`Layout`] per item was most of
-/// the loader's time (perf: 80% at 77 M events/s). Derived from
-/// [`Layout::of`]; the test that skims every tag checks it agrees.
-static CATALOGUE_ITEM_BYTES: [u8; 1 << 15] = {
-    let mut table = [0u8; 1 << 15];
+/// Bytes of the item a tag begins where the tag alone says, by the whole
+/// tag: a time mark's, a catalogue event's (its tag included); 0 for a
+/// declared type's (its length byte says) and a tag no batch holds. One
+/// load: the loader skims every item of every batch it keeps whole, and
+/// working a length out from [`Layout`] per item was most of the loader's
+/// time (perf: 80% at 77 M events/s); its walk in chains steps by it with
+/// no branch. Derived from [`Layout::of`]; the test that skims every tag
+/// checks it agrees.
+pub static STEP_BYTES: [u8; 1 << 16] = {
+    let mut table = [0u8; 1 << 16];
+    table[TIME_TAG as usize] = MARK_BYTES as u8;
     let mut low = 0;
-    while low < table.len() {
+    while low < 1 << 15 {
         if let Some(layout) = Layout::of(CATALOGUE_TAG | low as u16) {
-            table[low] = layout.bytes() as u8;
+            table[CATALOGUE_TAG as usize | low] = layout.bytes() as u8;
         }
         low += 1;
     }
@@ -207,24 +210,8 @@ static CATALOGUE_ITEM_BYTES: [u8; 1 << 15] = {
 /// [`EventKind`] id wherever this is not 0.
 #[inline]
 pub fn catalogue_item_bytes(tag: u16) -> usize {
-    CATALOGUE_ITEM_BYTES[(tag & !CATALOGUE_TAG) as usize] as usize
+    STEP_BYTES[(tag | CATALOGUE_TAG) as usize] as usize
 }
-
-/// Bytes of the item a tag begins where the tag alone says (a time mark,
-/// a catalogue event as [`catalogue_item_bytes`]), by the whole tag; 0 for
-/// a declared type's (its length byte says) and a tag no batch holds. One
-/// load and no branch, for a walk that only steps from item to item (the
-/// loader's count of a batch's items, in chains side by side).
-pub static STEP_BYTES: [u8; 1 << 16] = {
-    let mut table = [0u8; 1 << 16];
-    table[TIME_TAG as usize] = MARK_BYTES as u8;
-    let mut low = 0;
-    while low < CATALOGUE_ITEM_BYTES.len() {
-        table[CATALOGUE_TAG as usize | low] = CATALOGUE_ITEM_BYTES[low];
-        low += 1;
-    }
-    table
-};
 
 /// What the item at the start of `bytes` is and its length, from its tag
 /// (and a declared type's length byte) alone: for walks that count items

@@ -106,43 +106,38 @@ fn main() {
         ("16-bit mem_read", &narrow),
         ("declared, same widths", &[Fired::Declared]),
     ];
+    let counted = |record: &[u8]| batch_items::counts(record, Codec::Current, &declared);
     for (name, pattern) in streams {
         let record = batch(pattern);
-        let counted = |record: &[u8]| batch_items::counts(record, Codec::Current, &declared);
         let events: u64 = counted(&record).expect("a whole batch").iter().sum();
-        let passes = 20_000;
-        let mut best = f64::MAX;
-        for _ in 0..5 {
-            let started = Instant::now();
-            for _ in 0..passes {
+        let best = best_of_5(20_000 * events, || {
+            for _ in 0..20_000 {
                 std::hint::black_box(counted(std::hint::black_box(&record)));
             }
-            let ns = started.elapsed().as_secs_f64() * 1e9;
-            best = best.min(ns / (passes as f64 * events as f64));
-        }
+        });
         println!("{name}: {events} events a batch, {best:.2} ns an event");
     }
     // The loader meets each batch once, fresh from the ring (written by
     // the emulator's CPU): the same walk over copies far past the caches.
     let record = batch(&emulator);
-    let events: u64 = batch_items::counts(&record, Codec::Current, &declared)
-        .expect("a whole batch")
-        .iter()
-        .sum();
+    let events: u64 = counted(&record).expect("a whole batch").iter().sum();
     let copies = (256 << 20) / record.len();
     let spread: Vec<u8> = record.repeat(copies);
-    let mut best = f64::MAX;
-    for _ in 0..5 {
-        let started = Instant::now();
+    let best = best_of_5(copies as u64 * events, || {
         for copy in spread.chunks_exact(record.len()) {
-            std::hint::black_box(batch_items::counts(
-                std::hint::black_box(copy),
-                Codec::Current,
-                &declared,
-            ));
+            std::hint::black_box(counted(std::hint::black_box(copy)));
         }
-        let ns = started.elapsed().as_secs_f64() * 1e9;
-        best = best.min(ns / (copies as f64 * events as f64));
-    }
+    });
     println!("emulator's stream, each batch once (not cached): {best:.2} ns an event");
+}
+
+/// The fewest ns an event of 5 passes of `pass`, which walks `events`.
+fn best_of_5(events: u64, mut pass: impl FnMut()) -> f64 {
+    (0..5)
+        .map(|_| {
+            let started = Instant::now();
+            pass();
+            started.elapsed().as_secs_f64() * 1e9 / events as f64
+        })
+        .fold(f64::MAX, f64::min)
 }
